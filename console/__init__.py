@@ -1,0 +1,1 @@
+"""gpufleet desktop console: watches every node daemon of a fleet."""

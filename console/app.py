@@ -1,0 +1,72 @@
+"""Running the console: the Qt application, the session and the main window."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from PySide6.QtCore import QTimer
+from PySide6.QtWidgets import QApplication
+
+from console.main_window import MainWindow
+from console.qt.qt_logging import install_qt_log_handler
+from console.session import ConsoleSession
+
+log = logging.getLogger(__name__)
+
+RESOURCES = Path(__file__).resolve().parents[1] / "resources"
+
+
+def has_display() -> bool:
+    return bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
+
+
+def qt_application(offscreen: bool = False) -> QApplication:
+    if offscreen:
+        os.environ["QT_QPA_PLATFORM"] = "offscreen"
+    app = QApplication.instance() or QApplication(sys.argv[:1])
+    assert isinstance(app, QApplication)
+    app.setApplicationName("GPU Fleet Console")
+    app.setOrganizationName("gpufleet")
+    install_qt_log_handler()
+    style = RESOURCES / "styles" / "dark.qss"
+    if style.is_file():
+        app.setStyleSheet(style.read_text(encoding="utf-8"))
+    return app
+
+
+def build_window(targets: Sequence[str]) -> MainWindow:
+    session = ConsoleSession(targets)
+    window = MainWindow(session)
+    window.resize(1600, 900)
+    session.start()
+    return window
+
+
+def run_console(
+    targets: Sequence[str],
+    screenshot: Path | None = None,
+    settle_s: float = 8.0,
+    on_ready: Callable[[MainWindow], None] | None = None,
+) -> int:
+    """Show the console until closed; with `screenshot`, render offscreen, save, exit."""
+    app = qt_application(offscreen=screenshot is not None)
+    window = build_window(targets)
+    if on_ready is not None:
+        on_ready(window)
+    if screenshot is not None:
+        QTimer.singleShot(round(settle_s * 1000), lambda: _save_and_quit(window, screenshot))
+    window.show()
+    code = app.exec()
+    window.session.stop()
+    return int(code)
+
+
+def _save_and_quit(window: MainWindow, path: Path) -> None:
+    window.grab().save(str(path))
+    log.info("screenshot saved to %s", path)
+    window.close()
+    QApplication.quit()

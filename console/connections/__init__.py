@@ -1,0 +1,1 @@
+"""Connections to node daemons, off the GUI thread. No Qt here."""

@@ -1,0 +1,29 @@
+"""gRPC channel settings shared by every node connection."""
+
+from __future__ import annotations
+
+import random
+
+# Must agree with the daemon (node_daemon/server.py SERVER_OPTIONS): the daemon
+# allows a ping every 5 s; we ping every 10 s and give up on a link that does
+# not answer within 5 s, so a silently dead link is noticed in ~15 s, not minutes.
+CHANNEL_OPTIONS: list[tuple[str, int]] = [
+    ("grpc.keepalive_time_ms", 10_000),
+    ("grpc.keepalive_timeout_ms", 5_000),
+    ("grpc.keepalive_permit_without_calls", 1),
+    ("grpc.http2.max_pings_without_data", 0),
+    ("grpc.max_receive_message_length", 16 * 1024 * 1024),
+    ("grpc.max_send_message_length", 4 * 1024 * 1024),
+]
+# Deadline of every unary call.
+CALL_DEADLINE_S = 5.0
+BACKOFF_FIRST_S = 0.25
+BACKOFF_MAX_S = 2.0
+# Consecutive failed attempts after which a node is shown unreachable.
+UNREACHABLE_AFTER = 3
+
+
+def backoff_s(attempt: int, rng: random.Random | None = None) -> float:
+    """Delay before reconnect attempt `attempt` (1-based): doubling, capped, ±20 % jitter."""
+    base = min(BACKOFF_MAX_S, BACKOFF_FIRST_S * 2 ** max(0, attempt - 1))
+    return base * (rng or random).uniform(0.8, 1.2)

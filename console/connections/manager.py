@@ -1,0 +1,93 @@
+"""ConnectionManager: one network thread running asyncio for every node's link.
+
+One thread with grpc.aio serves hundreds of channels without a thread per node.
+Updates land in a thread-safe inbox that the GUI drains once per frame.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+import threading
+
+from console.connections.node_link import NodeLink
+from console.fleet.updates import Update
+
+log = logging.getLogger(__name__)
+
+
+class UpdateInbox:
+    """Thread-safe hand-over of updates from the network thread to the GUI thread."""
+
+    def __init__(self) -> None:
+        self._queue: collections.deque[Update] = collections.deque()
+
+    def put(self, update: Update) -> None:
+        self._queue.append(update)  # deque.append is atomic
+
+    def drain(self) -> list[Update]:
+        items: list[Update] = []
+        try:
+            while True:
+                items.append(self._queue.popleft())
+        except IndexError:
+            return items
+
+    def __len__(self) -> int:
+        return len(self._queue)
+
+
+class ConnectionManager:
+    """Owns the 'gpufleet-net' thread and a NodeLink per target."""
+
+    def __init__(self, inbox: UpdateInbox) -> None:
+        self._inbox = inbox
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._tasks: dict[str, asyncio.Task[None]] = {}
+        self._ready = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="gpufleet-net", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+        self._ready.wait()
+
+    def _run(self) -> None:
+        self._loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(self._loop)
+        self._ready.set()
+        try:
+            self._loop.run_forever()
+        finally:
+            self._loop.close()
+
+    def connect(self, target: str) -> None:
+        """Start watching `target` (HOST:PORT). Safe to call from any thread."""
+        assert self._loop is not None, "start() first"
+        self._loop.call_soon_threadsafe(self._start_link, target)
+
+    def _start_link(self, target: str) -> None:
+        if target not in self._tasks:
+            link = NodeLink(target, self._inbox.put)
+            self._tasks[target] = self._loop.create_task(link.run(), name=f"link {target}")  # type: ignore[union-attr]
+
+    def stop(self, timeout_s: float = 5.0) -> None:
+        """Cancel every link, close channels, end the thread."""
+        if self._loop is None or not self._thread.is_alive():
+            return
+        future = asyncio.run_coroutine_threadsafe(self._cancel_all(), self._loop)
+        future.result(timeout_s)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout_s)
+
+    async def _cancel_all(self) -> None:
+        for task in self._tasks.values():
+            task.cancel()
+        await asyncio.gather(*self._tasks.values(), return_exceptions=True)
+        self._tasks.clear()
+        # grpc.aio leaves helper tasks behind closed calls; end them too, so the
+        # loop closes without "Task was destroyed but it is pending".
+        leftovers = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        for task in leftovers:
+            task.cancel()
+        await asyncio.gather(*leftovers, return_exceptions=True)

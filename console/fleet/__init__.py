@@ -1,0 +1,1 @@
+"""The console's domain layer: fleet state in plain Python and numpy, no Qt."""

@@ -1,0 +1,80 @@
+"""gpufleet.v1 messages → fleet updates. Runs on the network thread."""
+
+from __future__ import annotations
+
+from console.fleet.metrics import batch_rows
+from console.fleet.updates import (
+    GpuInfo,
+    GpuSnapshot,
+    InventoryUpdate,
+    NodeInfo,
+    ProcessRow,
+    SamplesUpdate,
+)
+from gpufleet.v1 import node_pb2 as pb
+
+_HEALTH = {pb.GPU_HEALTH_OK: "ok", pb.GPU_HEALTH_LOST: "lost", pb.GPU_HEALTH_ERROR: "error"}
+_BACKEND = {pb.BACKEND_NVML: "nvml", pb.BACKEND_SIMULATED: "simulated"}
+
+
+def _process(p: pb.GpuProcess) -> ProcessRow:
+    return ProcessRow(
+        pid=p.pid,
+        user=p.user if p.HasField("user") else None,
+        command=p.command if p.HasField("command") else None,
+        gpu_memory_bytes=p.gpu_memory_bytes if p.HasField("gpu_memory_bytes") else None,
+        start_time_unix_ms=p.start_time_unix_ms if p.HasField("start_time_unix_ms") else None,
+        container_id=p.container_id if p.HasField("container_id") else None,
+        slurm_job_id=p.slurm_job_id if p.HasField("slurm_job_id") else None,
+    )
+
+
+def _snapshot(s: pb.GpuSample) -> GpuSnapshot:
+    return GpuSnapshot(
+        index=s.index,
+        health=_HEALTH.get(s.health, "unknown"),
+        error=s.error,
+        temp_c=s.temp_gpu_c if s.HasField("temp_gpu_c") else None,
+        util_pct=s.util_gpu_pct if s.HasField("util_gpu_pct") else None,
+        mem_used_bytes=s.mem_used_bytes if s.HasField("mem_used_bytes") else None,
+        mem_total_bytes=s.mem_total_bytes if s.HasField("mem_total_bytes") else None,
+        power_w=s.power_w if s.HasField("power_w") else None,
+        processes=tuple(_process(p) for p in s.processes),
+    )
+
+
+def decode_batch(target: str, batch: pb.SampleBatch, gpu_count: int) -> SamplesUpdate:
+    return SamplesUpdate(
+        target=target,
+        time_s=batch.timestamp_unix_ms / 1000.0,
+        rows=batch_rows(batch, gpu_count),
+        gpus=tuple(_snapshot(s) for s in batch.gpus),
+        replayed=batch.replayed,
+    )
+
+
+def _gpu_info(g: pb.GpuInfo) -> GpuInfo:
+    return GpuInfo(
+        index=g.index,
+        uuid=g.uuid,
+        name=g.name,
+        serial=g.serial if g.HasField("serial") else None,
+        pci_bus_id=g.pci_bus_id if g.HasField("pci_bus_id") else None,
+        memory_total_bytes=g.memory_total_bytes if g.HasField("memory_total_bytes") else None,
+        power_limit_w=g.power_limit_w if g.HasField("power_limit_w") else None,
+    )
+
+
+def decode_inventory(target: str, inventory: pb.Inventory) -> InventoryUpdate:
+    info = NodeInfo(
+        hostname=inventory.hostname,
+        driver_version=inventory.driver_version if inventory.HasField("driver_version") else None,
+        cuda_version=inventory.cuda_version if inventory.HasField("cuda_version") else None,
+        daemon_version=inventory.daemon_version,
+        backend=_BACKEND.get(inventory.backend, "unknown"),
+        backend_ok=inventory.backend_state == pb.BACKEND_STATE_OK,
+        backend_detail=inventory.backend_detail,
+        sample_interval_s=(inventory.sample_interval_ms or 1000) / 1000.0,
+        gpus=tuple(_gpu_info(g) for g in inventory.gpus),
+    )
+    return InventoryUpdate(target, info)

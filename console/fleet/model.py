@@ -1,0 +1,127 @@
+"""FleetModel: every node and GPU the console watches, in plain Python.
+
+Applied to only from the GUI thread, once per frame, with updates the network
+thread decoded. Qt item models adapt it for views; it imports no Qt.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+
+from console.fleet.metrics import METRIC_COUNT
+from console.fleet.ring import SampleRing
+from console.fleet.updates import (
+    GpuSnapshot,
+    InventoryUpdate,
+    LinkState,
+    LinkUpdate,
+    NodeInfo,
+    SamplesUpdate,
+    Update,
+)
+
+# About 17 minutes at the default 1 s tick: enough for the 10-minute plots.
+DEFAULT_RING_CAPACITY = 1024
+
+
+class Change(enum.Enum):
+    NONE = 0
+    DATA = 1  # values of existing GPUs or the link state changed
+    STRUCTURE = 2  # the node's GPUs appeared, vanished or changed in number
+
+
+@dataclass
+class NodeRecord:
+    target: str
+    state: LinkState = LinkState.CONNECTING
+    state_detail: str = ""
+    info: NodeInfo | None = None
+    ring: SampleRing | None = None
+    latest: dict[int, GpuSnapshot] = field(default_factory=dict)
+    samples_received: int = 0
+
+    @property
+    def name(self) -> str:
+        return self.info.hostname if self.info else self.target
+
+    @property
+    def gpu_count(self) -> int:
+        return len(self.info.gpus) if self.info else 0
+
+
+@dataclass(frozen=True)
+class GpuKey:
+    target: str
+    index: int
+
+
+class FleetModel:
+    def __init__(self, ring_capacity: int = DEFAULT_RING_CAPACITY) -> None:
+        self._ring_capacity = ring_capacity
+        self._nodes: dict[str, NodeRecord] = {}
+
+    def add_node(self, target: str) -> NodeRecord:
+        return self._nodes.setdefault(target, NodeRecord(target))
+
+    def node(self, target: str) -> NodeRecord:
+        return self._nodes[target]
+
+    def nodes(self) -> list[NodeRecord]:
+        return list(self._nodes.values())
+
+    def __iter__(self) -> Iterator[NodeRecord]:
+        return iter(self._nodes.values())
+
+    def __len__(self) -> int:
+        return len(self._nodes)
+
+    def gpu_total(self) -> int:
+        return sum(n.gpu_count for n in self._nodes.values())
+
+    def apply_all(self, updates: Iterable[Update]) -> dict[str, Change]:
+        """Apply updates in order; returns the strongest change per node."""
+        changes: dict[str, Change] = {}
+        for update in updates:
+            change = self.apply(update)
+            previous = changes.get(update.target, Change.NONE)
+            changes[update.target] = max(previous, change, key=lambda c: c.value)
+        return {t: c for t, c in changes.items() if c is not Change.NONE}
+
+    def apply(self, update: Update) -> Change:
+        node = self._nodes.get(update.target)
+        if node is None:
+            return Change.NONE  # a node removed while its update was in flight
+        if isinstance(update, LinkUpdate):
+            return self._apply_link(node, update)
+        if isinstance(update, InventoryUpdate):
+            return self._apply_inventory(node, update)
+        return self._apply_samples(node, update)
+
+    def _apply_link(self, node: NodeRecord, update: LinkUpdate) -> Change:
+        node.state, node.state_detail = update.state, update.detail
+        return Change.DATA
+
+    def _apply_inventory(self, node: NodeRecord, update: InventoryUpdate) -> Change:
+        old_uuids = [g.uuid for g in node.info.gpus] if node.info else None
+        node.info = update.info
+        if old_uuids == [g.uuid for g in update.info.gpus] and node.ring is not None:
+            return Change.DATA  # same GPUs: keep the history across reconnects
+        node.ring = SampleRing(self._ring_capacity, len(update.info.gpus), METRIC_COUNT)
+        node.latest = {}
+        return Change.STRUCTURE
+
+    def _apply_samples(self, node: NodeRecord, update: SamplesUpdate) -> Change:
+        if node.ring is None or node.info is None or len(update.rows) != node.ring.gpu_count:
+            return Change.NONE  # decoded against an inventory that has since changed
+        interval = node.info.sample_interval_s
+        if not node.ring.append(update.time_s, update.rows, interval):
+            return Change.NONE  # already have it (a replay overlapping what we hold)
+        node.latest.update((g.index, g) for g in update.gpus)
+        node.samples_received += 1
+        return Change.DATA
+
+    def snapshot(self, key: GpuKey) -> GpuSnapshot | None:
+        node = self._nodes.get(key.target)
+        return node.latest.get(key.index) if node else None

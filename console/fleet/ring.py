@@ -1,0 +1,59 @@
+"""A fixed-size ring of timestamped sample rows for one node's GPUs."""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+FloatArray = npt.NDArray[np.float64]
+
+
+class SampleRing:
+    """Times (s since epoch) and values shaped (capacity, gpus, metrics), oldest overwritten.
+
+    A time gap longer than `gap_factor` sampling intervals gets a NaN row, so a
+    plot shows a break where the daemon was away instead of a straight line.
+    """
+
+    def __init__(self, capacity: int, gpu_count: int, metric_count: int) -> None:
+        self.capacity = capacity
+        self._times = np.full(capacity, np.nan)
+        self._values = np.full((capacity, gpu_count, metric_count), np.nan, dtype=np.float32)
+        self._next = 0
+        self._size = 0
+        self.last_time = float("-inf")
+
+    def __len__(self) -> int:
+        return self._size
+
+    @property
+    def gpu_count(self) -> int:
+        return int(self._values.shape[1])
+
+    def append(self, time_s: float, rows: npt.NDArray[np.float32], interval_s: float) -> bool:
+        """Add one tick; returns False (and drops it) if it is not newer than the last."""
+        if time_s <= self.last_time:
+            return False
+        if self._size and time_s - self.last_time > 2.5 * interval_s:
+            self._write(self.last_time + interval_s, np.nan)
+        self._write(time_s, rows)
+        self.last_time = time_s
+        return True
+
+    def _write(self, time_s: float, rows: npt.NDArray[np.float32] | float) -> None:
+        self._times[self._next] = time_s
+        self._values[self._next] = rows
+        self._next = (self._next + 1) % self.capacity
+        self._size = min(self._size + 1, self.capacity)
+
+    def _order(self) -> npt.NDArray[np.intp]:
+        start = (self._next - self._size) % self.capacity
+        return (start + np.arange(self._size)) % self.capacity
+
+    def series(self, gpu: int, metric: int) -> tuple[FloatArray, FloatArray]:
+        """(times, values) of one GPU's metric, oldest first."""
+        order = self._order()
+        return self._times[order], self._values[order, gpu, metric].astype(np.float64)
+
+    def times(self) -> FloatArray:
+        return self._times[self._order()]

@@ -1,0 +1,95 @@
+"""Immutable messages from the connection layer to the fleet model.
+
+The network thread builds them (decoding protobuf there, off the GUI thread);
+the GUI thread applies them to the FleetModel once per frame.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+
+class LinkState(enum.Enum):
+    CONNECTING = "connecting"
+    CONNECTED = "connected"
+    RECONNECTING = "reconnecting"
+    UNREACHABLE = "unreachable"
+
+
+@dataclass(frozen=True)
+class ProcessRow:
+    pid: int
+    user: str | None
+    command: str | None
+    gpu_memory_bytes: int | None
+    start_time_unix_ms: int | None
+    container_id: str | None
+    slurm_job_id: str | None
+
+
+@dataclass(frozen=True)
+class GpuSnapshot:
+    """The latest state of one GPU, for tiles and tables. None: not available."""
+
+    index: int
+    health: str
+    error: str
+    temp_c: float | None
+    util_pct: float | None
+    mem_used_bytes: int | None
+    mem_total_bytes: int | None
+    power_w: float | None
+    processes: tuple[ProcessRow, ...]
+
+
+@dataclass(frozen=True)
+class GpuInfo:
+    index: int
+    uuid: str
+    name: str
+    serial: str | None
+    pci_bus_id: str | None
+    memory_total_bytes: int | None
+    power_limit_w: float | None
+
+
+@dataclass(frozen=True)
+class NodeInfo:
+    hostname: str
+    driver_version: str | None
+    cuda_version: str | None
+    daemon_version: str
+    backend: str
+    backend_ok: bool
+    backend_detail: str
+    sample_interval_s: float
+    gpus: tuple[GpuInfo, ...]
+
+
+@dataclass(frozen=True)
+class LinkUpdate:
+    target: str
+    state: LinkState
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class InventoryUpdate:
+    target: str
+    info: NodeInfo
+
+
+@dataclass(frozen=True)
+class SamplesUpdate:
+    target: str
+    time_s: float
+    rows: npt.NDArray[np.float32]
+    gpus: tuple[GpuSnapshot, ...]
+    replayed: bool
+
+
+Update = LinkUpdate | InventoryUpdate | SamplesUpdate

@@ -1,0 +1,1 @@
+"""Qt adapters over the fleet model: item models, the frame pump, Qt logging."""

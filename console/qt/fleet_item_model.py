@@ -1,0 +1,124 @@
+"""FleetItemModel: the fleet as a Qt tree, nodes at the top and their GPUs below."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from PySide6.QtCore import QAbstractItemModel, QModelIndex, QPersistentModelIndex, Qt
+
+from console.fleet.model import Change, FleetModel, NodeRecord
+from console.qt import roles
+
+Index = QModelIndex | QPersistentModelIndex
+_NODE_ID = 0  # internalId of node rows; a GPU row stores its node's row + 1
+
+
+class FleetItemModel(QAbstractItemModel):
+    """Read-only adapter: views read it, the FramePump tells it what changed."""
+
+    def __init__(self, fleet: FleetModel) -> None:
+        super().__init__()
+        self._fleet = fleet
+        self._targets = [n.target for n in fleet]
+
+    # -- structure -----------------------------------------------------------
+
+    def index(self, row: int, column: int = 0, parent: Index = QModelIndex()) -> QModelIndex:  # noqa: B008
+        if not self.hasIndex(row, column, parent):
+            return QModelIndex()
+        if not parent.isValid():
+            return self.createIndex(row, column, _NODE_ID)
+        return self.createIndex(row, column, parent.row() + 1)
+
+    def parent(self, index: Index = QModelIndex()) -> QModelIndex:  # type: ignore[override]  # noqa: B008
+        if not index.isValid() or index.internalId() == _NODE_ID:
+            return QModelIndex()
+        return self.createIndex(index.internalId() - 1, 0, _NODE_ID)
+
+    def rowCount(self, parent: Index = QModelIndex()) -> int:  # noqa: B008
+        if not parent.isValid():
+            return len(self._targets)
+        if parent.internalId() == _NODE_ID:
+            return self._node(parent.row()).gpu_count
+        return 0
+
+    def columnCount(self, parent: Index = QModelIndex()) -> int:  # noqa: B008
+        return 1
+
+    def _node(self, row: int) -> NodeRecord:
+        return self._fleet.node(self._targets[row])
+
+    def node_index(self, target: str) -> QModelIndex:
+        return self.index(self._targets.index(target), 0)
+
+    def gpu_index(self, target: str, gpu: int) -> QModelIndex:
+        return self.index(gpu, 0, self.node_index(target))
+
+    # -- data ----------------------------------------------------------------
+
+    def data(self, index: Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
+        if not index.isValid():
+            return None
+        if index.internalId() == _NODE_ID:
+            return self._node_data(self._node(index.row()), role)
+        return self._gpu_data(self._node(index.internalId() - 1), index.row(), role)
+
+    def _node_data(self, node: NodeRecord, role: int) -> Any:
+        values = {
+            Qt.ItemDataRole.DisplayRole: node.name,
+            Qt.ItemDataRole.ToolTipRole: f"{node.target}: {node.state.value} {node.state_detail}",
+            roles.KIND_ROLE: "node",
+            roles.TARGET_ROLE: node.target,
+            roles.LINK_STATE_ROLE: node.state,
+            roles.MODEL_NAME_ROLE: node.info.gpus[0].name if node.info and node.info.gpus else None,
+        }
+        return values.get(role)
+
+    def _gpu_data(self, node: NodeRecord, gpu: int, role: int) -> Any:
+        snap = node.latest.get(gpu)
+        if role == Qt.ItemDataRole.DisplayRole:
+            return f"GPU {gpu}"
+        if role == roles.KIND_ROLE:
+            return "gpu"
+        if role == roles.TARGET_ROLE:
+            return node.target
+        if role == roles.GPU_INDEX_ROLE:
+            return gpu
+        if role == roles.LINK_STATE_ROLE:
+            return node.state
+        if role == roles.MODEL_NAME_ROLE:
+            return node.info.gpus[gpu].name if node.info else None
+        if snap is None:
+            return None
+        return {
+            roles.TEMP_ROLE: snap.temp_c,
+            roles.UTIL_ROLE: snap.util_pct,
+            roles.HEALTH_ROLE: snap.health,
+            roles.MEM_ROLE: (snap.mem_used_bytes, snap.mem_total_bytes),
+            roles.POWER_ROLE: snap.power_w,
+        }.get(role)
+
+    # -- change notification -------------------------------------------------
+
+    def add_node(self, target: str) -> None:
+        if target in self._targets:
+            return
+        self._fleet.add_node(target)
+        row = len(self._targets)
+        self.beginInsertRows(QModelIndex(), row, row)
+        self._targets.append(target)
+        self.endInsertRows()
+
+    def on_fleet_changed(self, changes: dict[str, Change]) -> None:
+        if any(c is Change.STRUCTURE for c in changes.values()):
+            self.beginResetModel()
+            self.endResetModel()
+            return
+        for target in changes:
+            node_index = self.node_index(target)
+            self.dataChanged.emit(node_index, node_index)
+            gpus = self.rowCount(node_index)
+            if gpus:
+                self.dataChanged.emit(
+                    self.index(0, 0, node_index), self.index(gpus - 1, 0, node_index)
+                )

@@ -1,0 +1,48 @@
+"""FramePump: hands network updates to the GUI at a frame rate, never per message."""
+
+from __future__ import annotations
+
+import time
+
+from PySide6.QtCore import QObject, QTimer, Signal
+
+from console.connections.manager import UpdateInbox
+from console.fleet.model import Change, FleetModel
+
+DEFAULT_FPS = 20
+
+
+class FramePump(QObject):
+    """Once per frame: drain the inbox into the fleet model, then say what changed.
+
+    `fleetChanged` carries {target: Change} for the nodes touched this frame;
+    views repaint once per frame however many samples arrived.
+    """
+
+    fleetChanged = Signal(object)
+
+    def __init__(self, inbox: UpdateInbox, fleet: FleetModel, fps: int = DEFAULT_FPS) -> None:
+        super().__init__()
+        self.setObjectName("gpufleet-frame-pump")
+        self._inbox, self._fleet = inbox, fleet
+        self._timer = QTimer(self)
+        self._timer.setObjectName("gpufleet-frame-timer")
+        self._timer.setInterval(round(1000 / fps))
+        self._timer.timeout.connect(self.pump)
+        self.last_frame_s = 0.0
+        self.frames = 0
+
+    def start(self) -> None:
+        self._timer.start()
+
+    def stop(self) -> None:
+        self._timer.stop()
+
+    def pump(self) -> dict[str, Change]:
+        started = time.perf_counter()
+        changes = self._fleet.apply_all(self._inbox.drain())
+        if changes:
+            self.fleetChanged.emit(changes)
+        self.last_frame_s = time.perf_counter() - started
+        self.frames += 1
+        return changes

@@ -1,0 +1,41 @@
+"""ConsoleSession: the console's moving parts, built and stopped together.
+
+Fleet model, connection manager (network thread), frame pump and Qt item model.
+The app and the tests both build one; widgets are composed on top by MainWindow.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from console.connections.manager import ConnectionManager, UpdateInbox
+from console.fleet.model import FleetModel
+from console.qt.fleet_item_model import FleetItemModel
+from console.qt.frame_pump import DEFAULT_FPS, FramePump
+
+
+class ConsoleSession:
+    def __init__(self, targets: Iterable[str] = (), fps: int = DEFAULT_FPS) -> None:
+        self.fleet = FleetModel()
+        self.inbox = UpdateInbox()
+        self.connections = ConnectionManager(self.inbox)
+        self.pump = FramePump(self.inbox, self.fleet, fps)
+        self.items = FleetItemModel(self.fleet)
+        self.pump.fleetChanged.connect(self.items.on_fleet_changed)
+        self._targets = list(dict.fromkeys(targets))
+        for target in self._targets:
+            self.items.add_node(target)
+
+    def start(self) -> None:
+        self.connections.start()
+        for target in self._targets:
+            self.connections.connect(target)
+        self.pump.start()
+
+    def add_node(self, target: str) -> None:
+        self.items.add_node(target)
+        self.connections.connect(target)
+
+    def stop(self) -> None:
+        self.pump.stop()
+        self.connections.stop()

@@ -1,0 +1,1 @@
+"""Widgets: each takes its model in the constructor and renders it."""

@@ -1,0 +1,32 @@
+"""FleetSummary: one line in the status bar about the whole fleet."""
+
+from __future__ import annotations
+
+from PySide6.QtWidgets import QLabel, QWidget
+
+from console.fleet.model import Change, FleetModel
+from console.fleet.updates import LinkState
+
+
+def summary_text(fleet: FleetModel) -> str:
+    nodes = fleet.nodes()
+    connected = sum(n.state is LinkState.CONNECTED for n in nodes)
+    snapshots = [s for n in nodes for s in n.latest.values()]
+    temps = [s.temp_c for s in snapshots if s.temp_c is not None]
+    lost = sum(s.health == "lost" for s in snapshots)
+    parts = [f"{connected}/{len(nodes)} nodes connected", f"{fleet.gpu_total()} GPUs"]
+    if temps:
+        parts.append(f"hottest {max(temps):.0f} °C")
+    if lost:
+        parts.append(f"{lost} lost")
+    return " · ".join(parts)
+
+
+class FleetSummary(QLabel):
+    def __init__(self, fleet: FleetModel, parent: QWidget | None = None) -> None:
+        super().__init__(summary_text(fleet), parent)
+        self.setObjectName("fleetSummary")
+        self._fleet = fleet
+
+    def on_fleet_changed(self, _changes: dict[str, Change]) -> None:
+        self.setText(summary_text(self._fleet))

@@ -1,0 +1,1 @@
+"""GPU backends: one small interface, two implementations (NVML, simulated)."""

@@ -1,0 +1,42 @@
+"""The interface every GPU backend implements."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Protocol
+
+from node_daemon.readings import BackendKind, GpuReading, NodeFacts, ProcessReading
+
+
+class BackendUnavailable(Exception):
+    """The backend cannot be used right now (no driver, init failed).
+
+    The message is meant for the operator: what is wrong and what to do.
+    """
+
+
+class GpuBackend(Protocol):
+    """Reads the GPUs of this node.
+
+    Implementations are used from the sampler thread only; they need not be
+    thread-safe. Every method may raise `BackendUnavailable`, after which the
+    daemon reports itself degraded and calls `open()` again later.
+    """
+
+    kind: BackendKind
+
+    def open(self) -> NodeFacts:
+        """Initialise (idempotent) and return the node's fixed facts."""
+        ...
+
+    def read_gpus(self) -> Sequence[GpuReading]:
+        """One reading per GPU, in index order. A lost GPU is a reading too."""
+        ...
+
+    def read_processes(self) -> Mapping[int, Sequence[ProcessReading]]:
+        """Processes per GPU index. Expensive: called less often than read_gpus."""
+        ...
+
+    def close(self) -> None:
+        """Release the backend (NVML shutdown). Idempotent."""
+        ...

@@ -1,0 +1,96 @@
+"""SimulatedBackend: a whole GPU server in software, driven by a clock of fixed steps."""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+
+from node_daemon.backends.simulated.gpu import SimulatedGpu
+from node_daemon.backends.simulated.scenario import Scenario, ScenarioEvent
+from node_daemon.backends.simulated.specs import GpuSpec, spec_for
+from node_daemon.readings import (
+    BackendKind,
+    GpuReading,
+    GpuStatic,
+    NodeFacts,
+    ProcessReading,
+)
+
+log = logging.getLogger(__name__)
+
+
+class SimulatedBackend:
+    """A deterministic GPU server: the same seed and steps give the same readings.
+
+    Each `read_gpus()` advances simulated time by `step_s`, so the model runs at
+    the sampler's pace and scenario times are seconds of sampling.
+    """
+
+    kind = BackendKind.SIMULATED
+
+    def __init__(
+        self,
+        gpu_count: int = 8,
+        seed: int = 0,
+        model: str | None = None,
+        scenario: Scenario | None = None,
+        step_s: float = 1.0,
+    ) -> None:
+        if gpu_count < 1:
+            raise ValueError(f"a simulated node needs at least 1 GPU, got {gpu_count}")
+        self._seed, self._step_s = seed, step_s
+        self._spec: GpuSpec = spec_for(model, seed)
+        self._scenario = scenario or Scenario()
+        start_ms = int(time.time() * 1000)
+        self._gpus = [SimulatedGpu(i, self._spec, seed, start_ms) for i in range(gpu_count)]
+        self._sim_time_s = 0.0
+
+    @property
+    def sim_time_s(self) -> float:
+        return self._sim_time_s
+
+    def open(self) -> NodeFacts:
+        return NodeFacts("550.54.15", "12.4", tuple(self._static(g) for g in self._gpus))
+
+    def _static(self, gpu: SimulatedGpu) -> GpuStatic:
+        rng = random.Random(self._seed * 7919 + gpu.index)
+        spec = gpu.spec
+        return GpuStatic(
+            index=gpu.index,
+            uuid=f"GPU-{uuid.UUID(int=rng.getrandbits(128), version=4)}",
+            name=spec.name,
+            serial=f"{1650000000000 + self._seed * 100 + gpu.index}",
+            pci_bus_id=f"00000000:{0x18 + gpu.index * 0x10:02X}:00.0",
+            memory_total_bytes=spec.memory_total_bytes,
+            power_limit_w=spec.power_limit_w,
+            temp_slowdown_c=spec.temp_slowdown_c,
+            temp_shutdown_c=spec.temp_shutdown_c,
+            vbios_version=spec.vbios_version,
+        )
+
+    def read_gpus(self) -> Sequence[GpuReading]:
+        previous = self._sim_time_s
+        self._sim_time_s += self._step_s
+        for event in self._scenario.due(previous, self._sim_time_s):
+            self._apply(event.gpu, event)
+        for gpu in self._gpus:
+            gpu.step(self._step_s)
+        return [gpu.reading() for gpu in self._gpus]
+
+    def _apply(self, index: int, event: ScenarioEvent) -> None:
+        if not 0 <= index < len(self._gpus):
+            log.warning(
+                "scenario event for GPU %d ignored: node has %d GPUs", index, len(self._gpus)
+            )
+            return
+        log.info("scenario: %s", event)
+        self._gpus[index].apply(event)
+
+    def read_processes(self) -> Mapping[int, Sequence[ProcessReading]]:
+        return {gpu.index: gpu.process_readings() for gpu in self._gpus}
+
+    def close(self) -> None:
+        """Nothing to release."""

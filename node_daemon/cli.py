@@ -1,0 +1,135 @@
+"""`gpufleet` command line: `daemon` here; other packages add subcommands.
+
+Subcommands outside the daemon (console, demo) register through the
+`gpufleet.commands` entry-point group, so this module never imports Qt.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+import threading
+from collections.abc import Sequence
+from dataclasses import replace
+from importlib.metadata import entry_points
+from pathlib import Path
+from types import FrameType
+
+from node_daemon import __version__
+from node_daemon.backends.select import build_backend
+from node_daemon.backends.simulated import ScenarioError
+from node_daemon.config import OPTIONS, ConfigError, DaemonConfig, load_config_file, validate
+from node_daemon.listen import ListenAddressError, parse_listen_address
+from node_daemon.server import NodeDaemon
+
+log = logging.getLogger("gpufleet.daemon")
+
+INSECURE_WARNING_EVERY_S = 60.0
+
+
+def add_daemon_command(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "daemon",
+        help="run the node daemon on a GPU server",
+        description="Sample this server's GPUs and serve them over gRPC (gpufleet.v1).",
+    )
+    arg = parser.add_argument
+    arg("--backend", choices=["auto", "nvml", "simulated"], help=OPTIONS["backend"])
+    arg("--gpus", type=int, help=OPTIONS["gpus"] + " (default 8)")
+    arg("--seed", type=int, help=OPTIONS["seed"])
+    arg("--model", choices=["h100", "a100", "l40s"], help=OPTIONS["model"])
+    arg("--scenario", type=Path, metavar="FILE", help=OPTIONS["scenario"])
+    arg("--listen", metavar="HOST:PORT", help=OPTIONS["listen"] + " (default 127.0.0.1:50051)")
+    arg("--interval", type=float, dest="sample_interval_s", metavar="SECONDS",
+        help=OPTIONS["sample_interval_s"] + " (default 1)")  # fmt: skip
+    arg("--config", type=Path, metavar="FILE", help="daemon TOML config ([daemon] table)")
+    arg("--insecure", action="store_true", default=None, help=OPTIONS["insecure"])
+    arg("--ready-file", type=Path, metavar="FILE", help=OPTIONS["ready_file"])
+    arg("--hostname", help=OPTIONS["hostname"])
+    arg("-v", "--verbose", action="store_true", help="log debug messages")
+    parser.set_defaults(run=run_daemon)
+
+
+def daemon_config(args: argparse.Namespace) -> DaemonConfig:
+    """Defaults, then the config file, then flags given on the command line."""
+    config = DaemonConfig()
+    if args.config is not None:
+        config = load_config_file(args.config, config)
+    flags = {k: v for k, v in vars(args).items() if k in DaemonConfig.__dataclass_fields__}
+    return validate(replace(config, **{k: v for k, v in flags.items() if v is not None}))
+
+
+def run_daemon(args: argparse.Namespace) -> int:
+    _setup_logging(args.verbose)
+    try:
+        config = daemon_config(args)
+        address = parse_listen_address(config.listen)
+        _check_exposure(config, address.is_loopback)
+        daemon = NodeDaemon(config, build_backend(config), address)
+    except (ConfigError, ListenAddressError, ScenarioError, ValueError, OSError) as exc:
+        print(f"gpufleet daemon: {exc}", file=sys.stderr)
+        return 2
+    _stop_on_signals(daemon)
+    daemon.start()
+    if config.insecure and not address.is_loopback:
+        _start_insecure_nagger(daemon)
+    daemon.wait()
+    return 0
+
+
+def _check_exposure(config: DaemonConfig, loopback: bool) -> None:
+    if loopback or config.insecure:
+        return
+    raise ConfigError(
+        f"refusing to listen on {config.listen} without TLS and tokens: anyone who can reach "
+        "that address could read this node. Listen on 127.0.0.1, or pass --insecure to "
+        "accept the risk (not for production)."
+    )
+
+
+def _start_insecure_nagger(daemon: NodeDaemon) -> None:
+    def nag() -> None:
+        while True:
+            log.warning("INSECURE: serving on %s without TLS or tokens", daemon.address)
+            if daemon.wait_stopped(INSECURE_WARNING_EVERY_S):
+                return
+
+    threading.Thread(target=nag, name="gpufleet-insecure-warning", daemon=True).start()
+
+
+def _stop_on_signals(daemon: NodeDaemon) -> None:
+    def handle(signum: int, _frame: FrameType | None) -> None:
+        log.info("received %s", signal.Signals(signum).name)
+        # Stop off the signal handler: server.stop() waits for the grace period.
+        threading.Thread(target=daemon.stop, name="gpufleet-shutdown").start()
+
+    signal.signal(signal.SIGTERM, handle)
+    signal.signal(signal.SIGINT, handle)
+
+
+def _setup_logging(verbose: bool) -> None:
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="gpufleet", description="GPU Fleet Console")
+    parser.add_argument("--version", action="version", version=f"gpufleet {__version__}")
+    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    add_daemon_command(subparsers)
+    for entry in entry_points(group="gpufleet.commands"):
+        entry.load()(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return int(args.run(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,104 @@
+"""The daemon's configuration: defaults, a TOML file, then command-line flags.
+
+Every option has a default, a type and a description (see OPTIONS); a bad value
+is reported with the file, the key and what is expected.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, fields, replace
+from pathlib import Path
+from typing import Any
+
+
+class ConfigError(ValueError):
+    """A configuration problem, worded for the operator."""
+
+
+@dataclass(frozen=True)
+class DaemonConfig:
+    listen: str = "127.0.0.1:50051"
+    backend: str = "auto"
+    gpus: int = 8
+    seed: int = 0
+    model: str | None = None
+    scenario: Path | None = None
+    sample_interval_s: float = 1.0
+    process_interval_s: float = 3.0
+    history_seconds: int = 3600
+    max_streams: int = 64
+    insecure: bool = False
+    ready_file: Path | None = None
+    hostname: str | None = None
+
+
+OPTIONS: dict[str, str] = {
+    "listen": "gRPC address HOST:PORT (port 0 picks a free one); loopback unless insecure",
+    "backend": "auto (nvml when NVML loads, else simulated), nvml or simulated",
+    "gpus": "number of GPUs of the simulated backend",
+    "seed": "seed of the simulated backend (same seed, same readings)",
+    "model": "simulated GPU model: h100, a100 or l40s (default: chosen by seed)",
+    "scenario": "TOML file of scripted events for the simulated backend",
+    "sample_interval_s": "seconds between sweeps of all GPUs (0.1 .. 60)",
+    "process_interval_s": "seconds between reads of the GPU process lists (expensive in NVML)",
+    "history_seconds": "how much sample history to keep in memory (at least 3600)",
+    "max_streams": "most concurrent sample streams served",
+    "insecure": "allow listening beyond loopback without TLS and tokens (loud warnings)",
+    "ready_file": "file to write the bound HOST:PORT into once serving",
+    "hostname": "host name to report (default: this machine's)",
+}
+
+_PATH_KEYS = {"scenario", "ready_file"}
+_TYPES: dict[str, tuple[type, ...]] = {
+    "listen": (str,), "backend": (str,), "gpus": (int,), "seed": (int,), "model": (str,),
+    "scenario": (str,), "sample_interval_s": (int, float), "process_interval_s": (int, float),
+    "history_seconds": (int,), "max_streams": (int,), "insecure": (bool,),
+    "ready_file": (str,), "hostname": (str,),
+}  # fmt: skip
+
+
+def _coerce(key: str, value: Any, source: str) -> Any:
+    expected = _TYPES[key]
+    if (isinstance(value, bool) and bool not in expected) or not isinstance(value, expected):
+        names = " or ".join(t.__name__ for t in expected)
+        raise ConfigError(f"{source}: key {key!r} must be {names}, got {value!r}")
+    return Path(value) if key in _PATH_KEYS else value
+
+
+def load_config_file(path: Path, base: DaemonConfig | None = None) -> DaemonConfig:
+    """Read the [daemon] table of a TOML file over `base`."""
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"cannot read config {path}: {exc.strerror}") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"config {path} is not valid TOML: {exc}") from exc
+    table = data.get("daemon", {})
+    if not isinstance(table, dict):
+        raise ConfigError(f"{path}: [daemon] must be a table")
+    unknown = sorted(set(table) - set(_TYPES))
+    if unknown:
+        raise ConfigError(f"{path}: unknown key(s) {', '.join(unknown)} in [daemon]")
+    values = {k: _coerce(k, v, str(path)) for k, v in table.items()}
+    return validate(replace(base or DaemonConfig(), **values), str(path))
+
+
+def validate(config: DaemonConfig, source: str = "options") -> DaemonConfig:
+    checks = [
+        (config.backend in ("auto", "nvml", "simulated"), "backend", "auto, nvml or simulated"),
+        (1 <= config.gpus <= 64, "gpus", "a number of GPUs from 1 to 64"),
+        (0.1 <= config.sample_interval_s <= 60, "sample_interval_s", "seconds from 0.1 to 60"),
+        (config.process_interval_s >= config.sample_interval_s, "process_interval_s",
+         "seconds, at least sample_interval_s"),
+        (config.history_seconds >= 3600, "history_seconds", "at least 3600 seconds"),
+        (1 <= config.max_streams <= 1024, "max_streams", "a number from 1 to 1024"),
+    ]  # fmt: skip
+    for ok, key, expected in checks:
+        if not ok:
+            raise ConfigError(f"{source}: {key} must be {expected}, got {getattr(config, key)!r}")
+    return config
+
+
+def config_keys() -> list[str]:
+    return [f.name for f in fields(DaemonConfig)]

@@ -1,0 +1,135 @@
+"""The sampler: one named thread that sweeps every GPU once per tick.
+
+It owns the backend (backends need not be thread-safe), turns each sweep into
+one serialized SampleBatch in the shared history, and keeps the backend's
+health: a backend that fails to open is retried with backoff while the daemon
+keeps serving.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from node_daemon.backends.base import BackendUnavailable, GpuBackend
+from node_daemon.history import HistoryEntry, SampleHistory
+from node_daemon.readings import NodeFacts, ProcessReading
+from node_daemon.wire import batch_message
+
+log = logging.getLogger(__name__)
+
+RETRY_FIRST_S = 1.0
+RETRY_MAX_S = 30.0
+
+
+@dataclass(frozen=True)
+class BackendStatus:
+    """What the sampler knows about its backend right now."""
+
+    ok: bool
+    detail: str = ""
+    facts: NodeFacts | None = None
+
+
+StatusListener = Callable[[BackendStatus], None]
+
+
+class Sampler:
+    """Samples `backend` every `interval_s` into `history` on thread 'gpufleet-sampler'."""
+
+    def __init__(
+        self,
+        backend: GpuBackend,
+        history: SampleHistory,
+        interval_s: float = 1.0,
+        process_interval_s: float = 3.0,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._backend, self._history = backend, history
+        self._interval_s = interval_s
+        self._process_every = max(1, round(process_interval_s / interval_s))
+        self._clock = clock
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="gpufleet-sampler", daemon=True)
+        self._status = BackendStatus(ok=False, detail="starting")
+        self._listeners: list[StatusListener] = []
+        self._tick = 0
+        self._processes: Mapping[int, Sequence[ProcessReading]] = {}
+        self._retry_s = RETRY_FIRST_S
+
+    @property
+    def status(self) -> BackendStatus:
+        return self._status
+
+    @property
+    def interval_s(self) -> float:
+        return self._interval_s
+
+    def add_status_listener(self, listener: StatusListener) -> None:
+        self._listeners.append(listener)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self, timeout_s: float = 5.0) -> None:
+        self._stop.set()
+        self._thread.join(timeout_s)
+        self._backend.close()
+
+    def _run(self) -> None:
+        next_at = time.monotonic()
+        while not self._stop.is_set():
+            if not self._status.ok and not self._try_open():
+                self._stop.wait(self._retry_s)
+                self._retry_s = min(RETRY_MAX_S, self._retry_s * 2)
+                next_at = time.monotonic()
+                continue
+            self._sweep_safely()
+            next_at += self._interval_s
+            # A sweep that overran skips ticks instead of bunching them up.
+            next_at = max(next_at, time.monotonic())
+            self._stop.wait(next_at - time.monotonic())
+
+    def _try_open(self) -> bool:
+        try:
+            facts = self._backend.open()
+        except BackendUnavailable as exc:
+            self._set_status(BackendStatus(ok=False, detail=str(exc)))
+            log.error("GPU backend unavailable, retrying in %.0f s: %s", self._retry_s, exc)
+            return False
+        self._retry_s = RETRY_FIRST_S
+        self._set_status(BackendStatus(ok=True, facts=facts))
+        log.info("GPU backend %s ready: %d GPUs", self._backend.kind.value, len(facts.gpus))
+        return True
+
+    def _sweep_safely(self) -> None:
+        try:
+            self.sweep()
+        except BackendUnavailable as exc:
+            self._set_status(BackendStatus(ok=False, detail=str(exc)))
+            log.error("GPU backend lost: %s", exc)
+        except Exception:
+            # A bug in one sweep must not stop sampling for good.
+            log.exception("sampling sweep failed")
+
+    def sweep(self) -> HistoryEntry:
+        """Read every GPU once and append the batch to the history."""
+        readings = self._backend.read_gpus()
+        self._tick += 1
+        if self._tick % self._process_every == 1 or self._process_every == 1:
+            self._processes = self._backend.read_processes()
+        timestamp_ms = int(self._clock() * 1000)
+        batch = batch_message(timestamp_ms, self._tick, readings, self._processes)
+        entry = HistoryEntry(timestamp_ms, self._tick, batch.SerializeToString())
+        self._history.append(entry)
+        return entry
+
+    def _set_status(self, status: BackendStatus) -> None:
+        changed = status.ok != self._status.ok or status.detail != self._status.detail
+        self._status = status
+        if changed:
+            for listener in self._listeners:
+                listener(status)

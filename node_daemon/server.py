@@ -1,0 +1,111 @@
+"""NodeDaemon: composes backend, sampler, history and the gRPC server."""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from concurrent import futures
+from pathlib import Path
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from node_daemon.backends.base import GpuBackend
+from node_daemon.config import DaemonConfig
+from node_daemon.history import SampleHistory
+from node_daemon.listen import ListenAddress
+from node_daemon.sampler import BackendStatus, Sampler
+from node_daemon.servicer import SERVICE_NAME, NodeServicer, node_service_handler
+
+log = logging.getLogger(__name__)
+
+# Keepalive must agree with the console's (console/connections/channel.py):
+# the console pings every 10 s, so the server must allow pings at least that often.
+SERVER_OPTIONS: list[tuple[str, int]] = [
+    ("grpc.keepalive_time_ms", 20_000),
+    ("grpc.keepalive_timeout_ms", 10_000),
+    ("grpc.keepalive_permit_without_calls", 1),
+    ("grpc.http2.min_ping_interval_without_data_ms", 5_000),
+    ("grpc.http2.max_pings_without_data", 0),
+    ("grpc.max_receive_message_length", 4 * 1024 * 1024),
+    ("grpc.max_send_message_length", 16 * 1024 * 1024),
+    ("grpc.so_reuseport", 0),
+]
+# Unary calls and health checks get workers beyond the ones streams hold.
+_SPARE_WORKERS = 8
+
+
+class NodeDaemon:
+    """One node's daemon. `start()` binds and serves; `stop()` drains and stops."""
+
+    def __init__(self, config: DaemonConfig, backend: GpuBackend, address: ListenAddress) -> None:
+        self.config = config
+        self.history = SampleHistory(round(config.history_seconds / config.sample_interval_s))
+        self.sampler = Sampler(
+            backend, self.history, config.sample_interval_s, config.process_interval_s
+        )
+        self._health = health.HealthServicer()
+        self._server = self._build_server(backend)
+        self.port = self._server.add_insecure_port(str(address))
+        if self.port == 0:
+            raise OSError(f"cannot listen on {address}: address in use or not available")
+        self.address = ListenAddress(address.host, self.port)
+        self._stopped = threading.Event()
+
+    def _build_server(self, backend: GpuBackend) -> grpc.Server:
+        workers = self.config.max_streams + _SPARE_WORKERS
+        server = grpc.server(
+            futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="gpufleet-rpc"),
+            options=SERVER_OPTIONS,
+            maximum_concurrent_rpcs=workers,
+        )
+        servicer = NodeServicer(
+            self.sampler, self.history, backend.kind, int(time.time() * 1000), self.config.hostname
+        )
+        server.add_generic_rpc_handlers((node_service_handler(servicer),))
+        health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
+        names = (SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME)
+        reflection.enable_server_reflection(names, server)
+        return server
+
+    def start(self) -> None:
+        self._set_health(self.sampler.status)
+        self.sampler.add_status_listener(self._set_health)
+        self.sampler.start()
+        self._server.start()
+        log.info("serving gpufleet.v1 on %s", self.address)
+        if self.config.ready_file is not None:
+            _write_atomically(self.config.ready_file, f"{self.address}\n")
+
+    def _set_health(self, status: BackendStatus) -> None:
+        serving = health_pb2.HealthCheckResponse.SERVING
+        state = serving if status.ok else health_pb2.HealthCheckResponse.NOT_SERVING
+        for name in ("", SERVICE_NAME):
+            self._health.set(name, state)
+
+    def stop(self, grace_s: float = 2.0) -> None:
+        """Stop accepting calls, end streams, stop sampling. Idempotent."""
+        if self._stopped.is_set():
+            return
+        self._stopped.set()
+        log.info("stopping (grace %.1f s)", grace_s)
+        self._health.enter_graceful_shutdown()
+        self.history.close()
+        self._server.stop(grace_s).wait()
+        self.sampler.stop()
+
+    def wait_stopped(self, timeout_s: float) -> bool:
+        """True once stop() has begun; waits up to timeout_s for it."""
+        return self._stopped.wait(timeout_s)
+
+    def wait(self) -> None:
+        self._server.wait_for_termination()
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)

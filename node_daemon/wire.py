@@ -1,0 +1,73 @@
+"""Conversion from backend readings to the gpufleet.v1 messages.
+
+`None` in a reading leaves the matching proto3 `optional` field unset.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from gpufleet.v1 import node_pb2 as pb
+from node_daemon.readings import GpuHealth, GpuReading, GpuStatic, ProcessReading
+
+_HEALTH = {
+    GpuHealth.OK: pb.GPU_HEALTH_OK,
+    GpuHealth.LOST: pb.GPU_HEALTH_LOST,
+    GpuHealth.ERROR: pb.GPU_HEALTH_ERROR,
+}
+_OPTIONAL_SAMPLE_FIELDS = (
+    "util_gpu_pct", "util_mem_pct", "mem_used_bytes", "mem_total_bytes", "temp_gpu_c",
+    "temp_mem_c", "power_w", "fan_pct", "sm_clock_mhz", "mem_clock_mhz", "pcie_tx_bytes_per_s",
+    "pcie_rx_bytes_per_s", "pstate", "throttle_reasons", "ecc_corrected_total",
+    "ecc_uncorrected_total", "energy_j",
+)  # fmt: skip
+_OPTIONAL_PROCESS_FIELDS = (
+    "start_time_unix_ms", "user", "command", "gpu_memory_bytes", "container_id", "slurm_job_id",
+)  # fmt: skip
+_OPTIONAL_STATIC_FIELDS = (
+    "serial", "pci_bus_id", "memory_total_bytes", "power_limit_w", "temp_slowdown_c",
+    "temp_shutdown_c", "vbios_version",
+)  # fmt: skip
+
+# Appended to a stored batch, these bytes set `replayed = true`: protobuf merges
+# concatenated messages, so a replayed batch needs no re-serialization.
+REPLAYED_SUFFIX = pb.SampleBatch(replayed=True).SerializeToString()
+
+
+def _optional_kwargs(source: object, names: Sequence[str]) -> dict[str, object]:
+    values = ((name, getattr(source, name)) for name in names)
+    return {name: value for name, value in values if value is not None}
+
+
+def process_message(process: ProcessReading) -> pb.GpuProcess:
+    return pb.GpuProcess(pid=process.pid, **_optional_kwargs(process, _OPTIONAL_PROCESS_FIELDS))
+
+
+def sample_message(reading: GpuReading, processes: Sequence[ProcessReading]) -> pb.GpuSample:
+    return pb.GpuSample(
+        index=reading.index,
+        health=_HEALTH[reading.health],
+        error=reading.error,
+        xids=reading.xids,
+        processes=[process_message(p) for p in processes],
+        **_optional_kwargs(reading, _OPTIONAL_SAMPLE_FIELDS),
+    )
+
+
+def batch_message(
+    timestamp_unix_ms: int,
+    tick: int,
+    readings: Sequence[GpuReading],
+    processes: Mapping[int, Sequence[ProcessReading]],
+) -> pb.SampleBatch:
+    samples = [sample_message(r, processes.get(r.index, ())) for r in readings]
+    return pb.SampleBatch(timestamp_unix_ms=timestamp_unix_ms, tick=tick, gpus=samples)
+
+
+def gpu_info_message(gpu: GpuStatic) -> pb.GpuInfo:
+    return pb.GpuInfo(
+        index=gpu.index,
+        uuid=gpu.uuid,
+        name=gpu.name,
+        **_optional_kwargs(gpu, _OPTIONAL_STATIC_FIELDS),
+    )
