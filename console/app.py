@@ -65,8 +65,19 @@ def run_console(
     return int(code)
 
 
+def describe(window: MainWindow) -> str:
+    """What the window shows, in words (for logs and tests of the screenshot)."""
+    fleet = window.session.fleet
+    connected = sum(n.state.value == "connected" for n in fleet)
+    points = window.detail.plots.point_count()
+    gpus = fleet.gpu_total()
+    return f"{connected}/{len(fleet)} nodes connected, {gpus} GPU tiles, {points} plot points"
+
+
 def _save_and_quit(window: MainWindow, path: Path) -> None:
-    window.grab().save(str(path))
-    log.info("screenshot saved to %s", path)
+    if not window.grab().save(str(path)):
+        log.error("could not write screenshot %s", path)
+    else:
+        log.info("screenshot saved to %s: %s", path, describe(window))
     window.close()
     QApplication.quit()

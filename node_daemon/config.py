@@ -63,7 +63,7 @@ def _coerce(key: str, value: Any, source: str) -> Any:
     if (isinstance(value, bool) and bool not in expected) or not isinstance(value, expected):
         names = " or ".join(t.__name__ for t in expected)
         raise ConfigError(f"{source}: key {key!r} must be {names}, got {value!r}")
-    return Path(value) if key in _PATH_KEYS else value
+    return Path(str(value)) if key in _PATH_KEYS else value
 
 
 def load_config_file(path: Path, base: DaemonConfig | None = None) -> DaemonConfig:

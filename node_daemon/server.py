@@ -57,8 +57,9 @@ class NodeDaemon:
 
     def _build_server(self, backend: GpuBackend) -> grpc.Server:
         workers = self.config.max_streams + _SPARE_WORKERS
+        self._executor = futures.ThreadPoolExecutor(workers, thread_name_prefix="gpufleet-rpc")
         server = grpc.server(
-            futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="gpufleet-rpc"),
+            self._executor,
             options=SERVER_OPTIONS,
             maximum_concurrent_rpcs=workers,
         )
@@ -95,6 +96,7 @@ class NodeDaemon:
         self._health.enter_graceful_shutdown()
         self.history.close()
         self._server.stop(grace_s).wait()
+        self._executor.shutdown(wait=False, cancel_futures=True)
         self.sampler.stop()
 
     def wait_stopped(self, timeout_s: float) -> bool:

@@ -26,13 +26,10 @@ class UpdateInbox:
     def put(self, update: Update) -> None:
         self._queue.append(update)  # deque.append is atomic
 
-    def drain(self) -> list[Update]:
-        items: list[Update] = []
-        try:
-            while True:
-                items.append(self._queue.popleft())
-        except IndexError:
-            return items
+    def drain(self, limit: int | None = None) -> list[Update]:
+        """Take up to `limit` updates (all if None), oldest first."""
+        count = len(self._queue) if limit is None else min(limit, len(self._queue))
+        return [self._queue.popleft() for _ in range(count)]
 
     def __len__(self) -> int:
         return len(self._queue)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import time
 from collections.abc import Callable
 
 import grpc
@@ -29,14 +30,23 @@ from gpufleet.v1 import node_pb2_grpc as pb_grpc
 log = logging.getLogger(__name__)
 
 UpdateSink = Callable[[Update], None]
+# On first connect, ask for this much held history so plots start full.
+BACKFILL_S = 600.0
 
 
 class NodeLink:
-    def __init__(self, target: str, sink: UpdateSink, rng: random.Random | None = None) -> None:
+    def __init__(
+        self,
+        target: str,
+        sink: UpdateSink,
+        rng: random.Random | None = None,
+        backfill_s: float = BACKFILL_S,
+    ) -> None:
         self.target = target
         self._sink = sink
         self._rng = rng or random.Random()
-        self._last_sample_ms: int | None = None
+        # Resume point: the newest sample seen; before the first, the backfill window.
+        self._last_sample_ms = int((time.time() - backfill_s) * 1000)
         self._failures = 0
 
     async def run(self) -> None:
@@ -68,9 +78,7 @@ class NodeLink:
         update = decode_inventory(self.target, inventory)
         self._sink(update)
         gpu_count = len(update.info.gpus)
-        request = pb.StreamSamplesRequest()
-        if self._last_sample_ms is not None:
-            request.since_unix_ms = self._last_sample_ms
+        request = pb.StreamSamplesRequest(since_unix_ms=self._last_sample_ms)
         # A stream has no deadline: it lives as long as the link. Keepalive
         # pings (CHANNEL_OPTIONS) notice a link that died silently.
         stream = stub.StreamSamples(request)

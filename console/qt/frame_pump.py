@@ -10,6 +10,9 @@ from console.connections.manager import UpdateInbox
 from console.fleet.model import Change, FleetModel
 
 DEFAULT_FPS = 20
+# Most updates applied in one frame: a burst (a console starting against a fleet
+# with history to replay) is spread over frames instead of freezing one.
+MAX_UPDATES_PER_FRAME = 4000
 
 
 class FramePump(QObject):
@@ -40,7 +43,7 @@ class FramePump(QObject):
 
     def pump(self) -> dict[str, Change]:
         started = time.perf_counter()
-        changes = self._fleet.apply_all(self._inbox.drain())
+        changes = self._fleet.apply_all(self._inbox.drain(MAX_UPDATES_PER_FRAME))
         if changes:
             self.fleetChanged.emit(changes)
         self.last_frame_s = time.perf_counter() - started

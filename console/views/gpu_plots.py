@@ -65,6 +65,11 @@ class GpuPlots(pg.GraphicsLayoutWidget):
         start = max(float(np.nanmin(ring.times())), end - WINDOW_S)
         self._plots[0].setXRange(start, max(end, start + 1), padding=0)
 
+    def point_count(self) -> int:
+        """Finite points on the temperature curve: how much the plots show."""
+        _, values = self.curves[Metric.TEMP_GPU].getOriginalDataset()
+        return 0 if values is None else int(np.isfinite(values).sum())
+
     def clear_series(self) -> None:
         for curve in self.curves.values():
             curve.setData([], [])

@@ -61,7 +61,8 @@
  *                              (immediately: the timeout is not waited for).
  *
  * Besides NVML, the library exports fakeNvmlReset(): forget init refcount, event
- * sets and Xids seen, so each test starts from a clean library.
+ * sets and Xids seen, so each test starts from a clean library; and
+ * fakeNvmlInitCount(): nvmlInit calls not yet matched by nvmlShutdown.
  */
 
 #include <ctype.h>
@@ -450,6 +451,16 @@ void fakeNvmlReset(void)
     n_entries = 0;
     loaded = 0;
     pthread_mutex_unlock(&lock);
+}
+
+/* How many nvmlInit calls are not yet matched by nvmlShutdown (for tests). */
+int fakeNvmlInitCount(void)
+{
+    int count;
+    pthread_mutex_lock(&lock);
+    count = init_refcount;
+    pthread_mutex_unlock(&lock);
+    return count;
 }
 
 static nvmlReturn_t do_init(void)

@@ -1,0 +1,606 @@
+"""The NVML backend: real NVIDIA GPUs through nvidia-ml-py (``pynvml``).
+
+The only module of the project that imports ``pynvml``. NVML is initialised once, in
+`NvmlBackend.open()`, and shut down once, in `close()`; nothing here inits per poll.
+
+Every NVML call goes through one query helper (`_Query`) that sorts errors by scope,
+as nvitop does: "not supported" leaves the field None; "GPU is lost" makes that GPU's
+reading LOST while the others keep reporting; "driver gone" makes the whole backend
+unavailable (`BackendUnavailable`, with a hint for the operator); anything else marks
+the GPU's reading ERROR with the message.
+
+Each metric has a small function below whose docstring names the matching
+``nvidia-smi --query-gpu=`` field (or, where there is none, where nvidia-smi shows it).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pynvml
+
+from node_daemon import procinfo
+from node_daemon.backends.base import BackendUnavailable
+from node_daemon.readings import (
+    BackendKind,
+    GpuHealth,
+    GpuReading,
+    GpuStatic,
+    NodeFacts,
+    ProcessReading,
+    lost_reading,
+)
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+Handle = Any  # pynvml.c_nvmlDevice_t: an opaque pointer
+
+# NVML's "this value is not available here": the field is simply None.
+_ABSENT = frozenset(
+    {
+        pynvml.NVML_ERROR_NOT_SUPPORTED,
+        pynvml.NVML_ERROR_NO_PERMISSION,
+        pynvml.NVML_ERROR_FUNCTION_NOT_FOUND,  # a driver older than the bindings
+    }
+)
+# NVML itself is unusable: the backend as a whole is unavailable until open() again.
+_DRIVER_GONE = frozenset(
+    {
+        pynvml.NVML_ERROR_UNINITIALIZED,
+        pynvml.NVML_ERROR_DRIVER_NOT_LOADED,
+        pynvml.NVML_ERROR_LIBRARY_NOT_FOUND,
+        pynvml.NVML_ERROR_LIB_RM_VERSION_MISMATCH,
+    }
+)
+_CHECK_SMI = "check `nvidia-smi` and the kernel log (`dmesg`)"
+_OPERATOR_HINTS: dict[int, tuple[str, str]] = {
+    pynvml.NVML_ERROR_LIBRARY_NOT_FOUND: (
+        "NVIDIA driver library libnvidia-ml.so.1 not found",
+        "is the NVIDIA driver installed? check `nvidia-smi` and `ldconfig -p | grep nvidia-ml`",
+    ),
+    pynvml.NVML_ERROR_DRIVER_NOT_LOADED: (
+        "NVIDIA driver not loaded",
+        "is the nvidia kernel module loaded? check `nvidia-smi` and `lsmod | grep nvidia`",
+    ),
+    pynvml.NVML_ERROR_NO_PERMISSION: (
+        "no permission to use the NVIDIA devices",
+        "may the daemon's user open /dev/nvidiactl and /dev/nvidia*? check their permissions",
+    ),
+    pynvml.NVML_ERROR_LIB_RM_VERSION_MISMATCH: (
+        "NVIDIA driver library and kernel module versions differ",
+        "the driver was upgraded without a reboot: reboot, or reload the nvidia modules",
+    ),
+}
+_PSTATE_UNKNOWN = 32  # NVML_PSTATE_UNKNOWN
+_NOT_AVAILABLE_U64 = 2**64 - 1  # NVML_VALUE_NOT_AVAILABLE as an unsigned long long
+_MAX_EVENTS_PER_READ = 1024  # an Xid storm must not stall the sampler
+
+
+def unavailable_message(call: str, exc: pynvml.NVMLError) -> str:
+    """What is wrong and what to do, for an NVML error that makes NVML unusable."""
+    what, hint = _OPERATOR_HINTS.get(exc.value, ("NVML is not usable", _CHECK_SMI))
+    return f"{what} ({call}: {exc}); {hint}"
+
+
+class _GpuLost(Exception):
+    """An NVML call answered NVML_ERROR_GPU_IS_LOST: the GPU fell off the bus."""
+
+
+def _raise_if_fatal(what: str, exc: pynvml.NVMLError) -> None:
+    """Raise for the errors that are beyond one field: GPU lost, driver gone."""
+    if exc.value == pynvml.NVML_ERROR_GPU_IS_LOST:
+        raise _GpuLost(str(exc)) from exc
+    if exc.value in _DRIVER_GONE:
+        raise BackendUnavailable(unavailable_message(what, exc)) from exc
+
+
+class _Query:
+    """Runs the NVML calls for one GPU (or the system), sorting errors by scope."""
+
+    def __init__(self) -> None:
+        self.errors: list[str] = []  # unexpected errors, for the reading's `error`
+
+    def __call__(self, what: str, call: Callable[..., T], *args: Any) -> T | None:
+        """`call(*args)`, or None where its value is not available."""
+        try:
+            return call(*args)
+        except pynvml.NVMLError as exc:
+            self.failed(what, exc)
+            return None
+
+    def first(self, what: str, calls: Iterable[Callable[..., T]], *args: Any) -> T | None:
+        """The first of `calls` that the installed driver has (newer names first)."""
+        for call in calls:
+            try:
+                return call(*args)
+            except pynvml.NVMLError_FunctionNotFound:
+                continue
+            except pynvml.NVMLError as exc:
+                self.failed(what, exc)
+                return None
+        return None
+
+    def failed(self, what: str, exc: pynvml.NVMLError) -> None:
+        """Sort one error: absent → nothing; lost and driver gone → raise; else keep it."""
+        if exc.value not in _ABSENT:
+            _raise_if_fatal(what, exc)
+            self.errors.append(f"{what}: {exc}")
+
+    @property
+    def health(self) -> GpuHealth:
+        return GpuHealth.ERROR if self.errors else GpuHealth.OK
+
+    @property
+    def error(self) -> str:
+        return "; ".join(self.errors)
+
+
+# ---------------------------------------------------------------- node and GPU facts
+
+
+def _text(value: str | bytes | None) -> str | None:
+    """NVML strings come back as bytes from older bindings, as str from newer ones."""
+    if isinstance(value, bytes):
+        value = value.decode(errors="replace")
+    return value or None
+
+
+def _driver_version(q: _Query) -> str | None:
+    """driver_version, e.g. "550.54.15"."""
+    return _text(q("driver_version", pynvml.nvmlSystemGetDriverVersion))
+
+
+def _cuda_version(q: _Query) -> str | None:
+    """The "CUDA Version" of nvidia-smi's header, e.g. 12040 → "12.4"."""
+    version = q("cuda_version", pynvml.nvmlSystemGetCudaDriverVersion)
+    return None if version is None else f"{version // 1000}.{version % 1000 // 10}"
+
+
+def _pci_bus_id(q: _Query, handle: Handle) -> str | None:
+    """pci.bus_id, e.g. "00000000:17:00.0"."""
+    info = q("pci.bus_id", pynvml.nvmlDeviceGetPciInfo, handle)
+    return None if info is None else _text(info.busId)
+
+
+def _memory_total_bytes(q: _Query, handle: Handle) -> int | None:
+    """memory.total (nvidia-smi shows MiB; this is bytes)."""
+    memory = q("memory.total", pynvml.nvmlDeviceGetMemoryInfo, handle)
+    return None if memory is None else int(memory.total)
+
+
+def _power_limit_w(q: _Query, handle: Handle) -> float | None:
+    """enforced.power.limit (NVML answers mW)."""
+    milliwatts = q("enforced.power.limit", pynvml.nvmlDeviceGetEnforcedPowerLimit, handle)
+    return None if milliwatts is None else milliwatts / 1000.0
+
+
+def _temp_threshold_c(q: _Query, handle: Handle, threshold: int, what: str) -> float | None:
+    """nvidia-smi -q -d TEMPERATURE: "GPU Slowdown Temp" / "GPU Shutdown Temp"."""
+    celsius = q(what, pynvml.nvmlDeviceGetTemperatureThreshold, handle, threshold)
+    return None if celsius is None else float(celsius)
+
+
+def _gpu_static(index: int, handle: Handle, q: _Query) -> GpuStatic:
+    """index, uuid, name, serial, pci.bus_id, memory.total, enforced.power.limit, ..."""
+    return GpuStatic(
+        index=index,
+        uuid=_text(q("uuid", pynvml.nvmlDeviceGetUUID, handle)) or "",
+        name=_text(q("name", pynvml.nvmlDeviceGetName, handle)) or "",
+        serial=_text(q("serial", pynvml.nvmlDeviceGetSerial, handle)),
+        pci_bus_id=_pci_bus_id(q, handle),
+        memory_total_bytes=_memory_total_bytes(q, handle),
+        power_limit_w=_power_limit_w(q, handle),
+        temp_slowdown_c=_temp_threshold_c(
+            q, handle, pynvml.NVML_TEMPERATURE_THRESHOLD_SLOWDOWN, "temperature.slowdown"
+        ),
+        temp_shutdown_c=_temp_threshold_c(
+            q, handle, pynvml.NVML_TEMPERATURE_THRESHOLD_SHUTDOWN, "temperature.shutdown"
+        ),
+        vbios_version=_text(q("vbios_version", pynvml.nvmlDeviceGetVbiosVersion, handle)),
+    )
+
+
+# ---------------------------------------------------------------- per-tick metrics
+
+
+def _utilization_pct(q: _Query, handle: Handle) -> tuple[float | None, float | None]:
+    """utilization.gpu, utilization.memory (percent of the last sample period)."""
+    util = q("utilization", pynvml.nvmlDeviceGetUtilizationRates, handle)
+    return (None, None) if util is None else (float(util.gpu), float(util.memory))
+
+
+def _memory_bytes(q: _Query, handle: Handle) -> tuple[int | None, int | None]:
+    """memory.used, memory.total (bytes)."""
+    memory = q("memory", pynvml.nvmlDeviceGetMemoryInfo, handle)
+    return (None, None) if memory is None else (int(memory.used), int(memory.total))
+
+
+def _temperature_gpu_c(q: _Query, handle: Handle) -> float | None:
+    """temperature.gpu."""
+    celsius = q(
+        "temperature.gpu", pynvml.nvmlDeviceGetTemperature, handle, pynvml.NVML_TEMPERATURE_GPU
+    )
+    return None if celsius is None else float(celsius)
+
+
+def _temperature_memory_c(q: _Query, handle: Handle) -> float | None:
+    """temperature.memory (HBM), from field NVML_FI_DEV_MEMORY_TEMP."""
+    fields = [pynvml.NVML_FI_DEV_MEMORY_TEMP]
+    values = q("temperature.memory", pynvml.nvmlDeviceGetFieldValues, handle, fields)
+    if values is None:
+        return None
+    if values[0].nvmlReturn != pynvml.NVML_SUCCESS:
+        q.failed("temperature.memory", pynvml.NVMLError(values[0].nvmlReturn))
+        return None
+    return _field_number(values[0])
+
+
+def _field_number(value: Any) -> float | None:
+    """The number in an nvmlFieldValue_t, by its value type."""
+    member = {
+        pynvml.NVML_VALUE_TYPE_DOUBLE: "dVal",
+        pynvml.NVML_VALUE_TYPE_UNSIGNED_INT: "uiVal",
+        pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG: "ulVal",
+        pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG: "ullVal",
+        pynvml.NVML_VALUE_TYPE_SIGNED_LONG_LONG: "sllVal",
+        pynvml.NVML_VALUE_TYPE_SIGNED_INT: "siVal",
+    }.get(value.valueType)
+    return None if member is None else float(getattr(value.value, member))
+
+
+def _power_draw_w(q: _Query, handle: Handle) -> float | None:
+    """power.draw (NVML answers mW)."""
+    milliwatts = q("power.draw", pynvml.nvmlDeviceGetPowerUsage, handle)
+    return None if milliwatts is None else milliwatts / 1000.0
+
+
+def _fan_speed_pct(q: _Query, handle: Handle) -> float | None:
+    """fan.speed (percent of the maximum; None on passively cooled GPUs)."""
+    percent = q("fan.speed", pynvml.nvmlDeviceGetFanSpeed, handle)
+    return None if percent is None else float(percent)
+
+
+def _clock_mhz(q: _Query, handle: Handle, clock: int, what: str) -> int | None:
+    """clocks.sm / clocks.mem (MHz)."""
+    mhz = q(what, pynvml.nvmlDeviceGetClockInfo, handle, clock)
+    return None if mhz is None else int(mhz)
+
+
+def _pcie_bytes_per_s(q: _Query, handle: Handle, counter: int, what: str) -> int | None:
+    """No --query-gpu field: `nvidia-smi dmon -s t` columns txpci / rxpci (NVML: KB/s)."""
+    kilobytes = q(what, pynvml.nvmlDeviceGetPcieThroughput, handle, counter)
+    return None if kilobytes is None else int(kilobytes) * 1024
+
+
+def _pstate(q: _Query, handle: Handle) -> int | None:
+    """pstate (0 = P0, fastest; NVML's "unknown" reads None)."""
+    state = q("pstate", pynvml.nvmlDeviceGetPerformanceState, handle)
+    return None if state is None or state == _PSTATE_UNKNOWN else int(state)
+
+
+_CLOCK_REASON_CALLS = [
+    getattr(pynvml, name)
+    for name in (
+        "nvmlDeviceGetCurrentClocksEventReasons",  # bindings and drivers >= 535
+        "nvmlDeviceGetCurrentClocksThrottleReasons",
+    )
+    if hasattr(pynvml, name)
+]
+
+
+def _throttle_reasons(q: _Query, handle: Handle) -> int | None:
+    """clocks_event_reasons.active (formerly clocks_throttle_reasons.active): a bit mask."""
+    return q.first("clocks_event_reasons.active", _CLOCK_REASON_CALLS, handle)
+
+
+def _ecc_volatile_total(q: _Query, handle: Handle, error_type: int, what: str) -> int | None:
+    """ecc.errors.corrected.volatile.total / ecc.errors.uncorrected.volatile.total."""
+    return q(what, pynvml.nvmlDeviceGetTotalEccErrors, handle, error_type, pynvml.NVML_VOLATILE_ECC)
+
+
+def _energy_j(q: _Query, handle: Handle) -> float | None:
+    """No --query-gpu field (dcgm-exporter: DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION); NVML: mJ."""
+    millijoules = q("energy", pynvml.nvmlDeviceGetTotalEnergyConsumption, handle)
+    return None if millijoules is None else millijoules / 1000.0
+
+
+def _read_metrics(index: int, handle: Handle, q: _Query, xids: tuple[int, ...]) -> GpuReading:
+    """One GPU at one tick; an unexpected error marks the reading ERROR."""
+    util_gpu, util_mem = _utilization_pct(q, handle)
+    mem_used, mem_total = _memory_bytes(q, handle)
+    return GpuReading(
+        index=index,
+        util_gpu_pct=util_gpu,
+        util_mem_pct=util_mem,
+        mem_used_bytes=mem_used,
+        mem_total_bytes=mem_total,
+        temp_gpu_c=_temperature_gpu_c(q, handle),
+        temp_mem_c=_temperature_memory_c(q, handle),
+        power_w=_power_draw_w(q, handle),
+        fan_pct=_fan_speed_pct(q, handle),
+        sm_clock_mhz=_clock_mhz(q, handle, pynvml.NVML_CLOCK_SM, "clocks.sm"),
+        mem_clock_mhz=_clock_mhz(q, handle, pynvml.NVML_CLOCK_MEM, "clocks.mem"),
+        pcie_tx_bytes_per_s=_pcie_bytes_per_s(q, handle, pynvml.NVML_PCIE_UTIL_TX_BYTES, "txpci"),
+        pcie_rx_bytes_per_s=_pcie_bytes_per_s(q, handle, pynvml.NVML_PCIE_UTIL_RX_BYTES, "rxpci"),
+        pstate=_pstate(q, handle),
+        throttle_reasons=_throttle_reasons(q, handle),
+        ecc_corrected_total=_ecc_volatile_total(
+            q, handle, pynvml.NVML_MEMORY_ERROR_TYPE_CORRECTED, "ecc.errors.corrected"
+        ),
+        ecc_uncorrected_total=_ecc_volatile_total(
+            q, handle, pynvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, "ecc.errors.uncorrected"
+        ),
+        energy_j=_energy_j(q, handle),
+        xids=xids,
+    )
+
+
+# ---------------------------------------------------------------- processes
+
+
+def _gpu_processes(q: _Query, handle: Handle) -> dict[int, int | None]:
+    """pid → used GPU memory (bytes), compute and graphics (`--query-compute-apps`)."""
+    found: dict[int, int | None] = {}
+    for what, call in (
+        ("compute-apps", pynvml.nvmlDeviceGetComputeRunningProcesses),
+        ("graphics-apps", pynvml.nvmlDeviceGetGraphicsRunningProcesses),
+    ):
+        for proc in q(what, call, handle) or ():
+            memory = _used_memory(proc.usedGpuMemory)
+            if found.get(int(proc.pid)) is None:  # a pid listed twice keeps a known size
+                found[int(proc.pid)] = memory
+    return found
+
+
+def _used_memory(value: int | None) -> int | None:
+    """used_memory; None where NVML cannot tell (NVML_VALUE_NOT_AVAILABLE)."""
+    return None if value is None or value == _NOT_AVAILABLE_U64 else int(value)
+
+
+def _describe(pid: int, memory: int | None, proc_root: Path) -> ProcessReading:
+    details = procinfo.describe_process(pid, proc_root)
+    return ProcessReading(
+        pid=pid,
+        gpu_memory_bytes=memory,
+        start_time_unix_ms=details.start_time_unix_ms,
+        user=details.user,
+        command=details.command,
+        container_id=details.container_id,
+        slurm_job_id=details.slurm_job_id,
+    )
+
+
+# ---------------------------------------------------------------- one NVML session
+
+
+def _address(handle: Handle) -> int | None:
+    """A device handle's pointer value: events name their GPU by it."""
+    return ctypes.cast(handle, ctypes.c_void_p).value
+
+
+def _create_event_set() -> Any:
+    """An NVML event set for Xid events, or None where events are not supported."""
+    try:
+        return pynvml.nvmlEventSetCreate()
+    except pynvml.NVMLError as exc:
+        if exc.value in _DRIVER_GONE:
+            raise BackendUnavailable(unavailable_message("nvmlEventSetCreate", exc)) from exc
+        log.warning("NVML events unavailable (%s): Xid errors will not be reported", exc)
+        return None
+
+
+def _shutdown_quietly(event_set: Any = None) -> None:
+    """Free the event set and shut NVML down, ignoring errors (the driver may be gone)."""
+    if event_set is not None:
+        _quietly(pynvml.nvmlEventSetFree, event_set)
+    _quietly(pynvml.nvmlShutdown)
+
+
+def _quietly(call: Callable[..., Any], *args: Any) -> None:
+    try:
+        call(*args)
+    except pynvml.NVMLError as exc:
+        log.debug("%s failed while closing NVML: %s", call.__name__, exc)
+
+
+@dataclass
+class _Session:
+    """The state of one nvmlInit … nvmlShutdown: handles, the Xid event set."""
+
+    gpu_count: int
+    event_set: Any = None
+    handles: dict[int, Handle] = field(default_factory=dict)  # absent while lost
+    by_address: dict[int, int] = field(default_factory=dict)  # handle pointer → index
+    lost: set[int] = field(default_factory=set)
+
+    def handle(self, index: int, q: _Query) -> Handle | None:
+        """The GPU's handle, fetched (and registered for Xids) when not yet known."""
+        handle = self.handles.get(index)
+        if handle is None:
+            handle = q("handle", pynvml.nvmlDeviceGetHandleByIndex, index)
+            if handle is not None:
+                self._register_xids(index, handle)
+                self.handles[index] = handle
+        return handle
+
+    def _register_xids(self, index: int, handle: Handle) -> None:
+        address = _address(handle)
+        if address is not None:
+            self.by_address[address] = index
+        if self.event_set is None:
+            return
+        xid = pynvml.nvmlEventTypeXidCriticalError
+        try:
+            pynvml.nvmlDeviceRegisterEvents(handle, xid, self.event_set)
+        except pynvml.NVMLError as exc:
+            _raise_if_fatal("nvmlDeviceRegisterEvents", exc)
+            log.info("GPU %d: Xid events unavailable (%s)", index, exc)
+
+    def mark_lost(self, index: int) -> GpuReading:
+        """Forget the handle (fetched again next time) and say the GPU is lost."""
+        self.handles.pop(index, None)
+        if index not in self.lost:
+            log.warning("GPU %d is lost (NVML_ERROR_GPU_IS_LOST)", index)
+            self.lost.add(index)
+        return lost_reading(index)
+
+    def mark_answering(self, index: int) -> None:
+        if index in self.lost:
+            log.info("GPU %d answers again", index)
+            self.lost.discard(index)
+
+    def drain_xids(self) -> dict[int, list[int]]:
+        """Xids since the last call, by GPU index (nvmlEventSetWait with timeout 0)."""
+        xids: dict[int, list[int]] = {}
+        for _ in range(_MAX_EVENTS_PER_READ if self.event_set is not None else 0):
+            data = self._next_event()
+            if data is None:
+                break
+            index = self.by_address.get(_address(data.device) or 0)
+            if index is not None and data.eventType == pynvml.nvmlEventTypeXidCriticalError:
+                xids.setdefault(index, []).append(int(data.eventData))
+        return xids
+
+    def _next_event(self) -> Any:
+        try:
+            return pynvml.nvmlEventSetWait(self.event_set, 0)
+        except pynvml.NVMLError as exc:
+            if exc.value in _DRIVER_GONE:
+                raise BackendUnavailable(unavailable_message("nvmlEventSetWait", exc)) from exc
+            if exc.value != pynvml.NVML_ERROR_TIMEOUT:
+                log.debug("nvmlEventSetWait: %s", exc)
+            return None
+
+    def facts(self) -> NodeFacts:
+        q = _Query()
+        facts = NodeFacts(
+            driver_version=_driver_version(q),
+            cuda_version=_cuda_version(q),
+            gpus=tuple(self.gpu_static(index) for index in range(self.gpu_count)),
+        )
+        if q.errors:
+            log.warning("NVML: some node facts unreadable: %s", q.error)
+        return facts
+
+    def gpu_static(self, index: int) -> GpuStatic:
+        q = _Query()
+        try:
+            handle = self.handle(index, q)
+            static = GpuStatic(index, "", "") if handle is None else _gpu_static(index, handle, q)
+        except _GpuLost:
+            self.mark_lost(index)
+            return GpuStatic(index=index, uuid="", name="")
+        if q.errors:
+            log.warning("GPU %d: some facts unreadable: %s", index, q.error)
+        return static
+
+    def read_gpus(self) -> list[GpuReading]:
+        xids = self.drain_xids()
+        return [self.read_gpu(i, tuple(xids.get(i, ()))) for i in range(self.gpu_count)]
+
+    def read_gpu(self, index: int, xids: tuple[int, ...]) -> GpuReading:
+        q = _Query()
+        try:
+            handle = self.handle(index, q)
+            if handle is None:
+                return GpuReading(index=index, health=GpuHealth.ERROR, error=q.error, xids=xids)
+            reading = _read_metrics(index, handle, q, xids)
+        except _GpuLost:
+            return replace(self.mark_lost(index), xids=xids)
+        self.mark_answering(index)
+        return replace(reading, health=q.health, error=q.error)
+
+    def read_processes(self, proc_root: Path) -> dict[int, list[ProcessReading]]:
+        return {index: self.processes_on(index, proc_root) for index in range(self.gpu_count)}
+
+    def processes_on(self, index: int, proc_root: Path) -> list[ProcessReading]:
+        q = _Query()
+        try:
+            handle = self.handle(index, q)
+            found = {} if handle is None else _gpu_processes(q, handle)
+        except _GpuLost:
+            self.mark_lost(index)
+            return []
+        if q.errors:
+            log.warning("GPU %d: listing processes failed: %s", index, q.error)
+        return [_describe(pid, memory, proc_root) for pid, memory in found.items()]
+
+
+def _start_session() -> _Session:
+    """nvmlInit, count the GPUs, fetch their handles and register them for Xid events."""
+    try:
+        pynvml.nvmlInit()
+    except pynvml.NVMLError as exc:
+        raise BackendUnavailable(unavailable_message("nvmlInit", exc)) from exc
+    try:
+        session = _Session(pynvml.nvmlDeviceGetCount(), _create_event_set())
+    except pynvml.NVMLError as exc:
+        _shutdown_quietly()
+        raise BackendUnavailable(unavailable_message("nvmlDeviceGetCount", exc)) from exc
+    except BackendUnavailable:
+        _shutdown_quietly()
+        raise
+    log.info("NVML initialised: %d GPU(s)", session.gpu_count)
+    return session
+
+
+class NvmlBackend:
+    """Reads the node's NVIDIA GPUs through NVML.
+
+    `proc_root` is where per-process details are read (``/proc``; a daemon in a
+    container may be given the host's).
+    """
+
+    kind = BackendKind.NVML
+
+    def __init__(self, proc_root: Path = procinfo.PROC) -> None:
+        self._proc_root = proc_root
+        self._lock = threading.Lock()
+        self._session: _Session | None = None
+
+    def open(self) -> NodeFacts:
+        """Initialise NVML if not yet done (idempotent) and read the node's facts."""
+        with self._lock:
+            if self._session is None:
+                self._session = _start_session()
+            return self._guarded(self._session.facts)
+
+    def read_gpus(self) -> list[GpuReading]:
+        with self._lock:
+            return self._guarded(self._open_session().read_gpus)
+
+    def read_processes(self) -> dict[int, list[ProcessReading]]:
+        with self._lock:
+            session = self._open_session()
+            return self._guarded(lambda: session.read_processes(self._proc_root))
+
+    def close(self) -> None:
+        """Shut NVML down (once; later calls do nothing)."""
+        with self._lock:
+            self._end_session()
+
+    def _open_session(self) -> _Session:
+        if self._session is None:
+            raise BackendUnavailable("NVML is not initialised; the daemon retries open()")
+        return self._session
+
+    def _guarded(self, read: Callable[[], T]) -> T:
+        """`read()`; if NVML turns out unusable, end the session so open() starts anew."""
+        try:
+            return read()
+        except BackendUnavailable:
+            self._end_session()
+            raise
+
+    def _end_session(self) -> None:
+        session, self._session = self._session, None
+        if session is not None:
+            _shutdown_quietly(session.event_set)
+            log.info("NVML shut down")

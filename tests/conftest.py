@@ -1,0 +1,70 @@
+"""Fixtures shared by every test: in-process daemons on loopback, thread-leak guard."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+
+import pytest
+
+# Before anything imports Qt: tests render offscreen, never on a real display.
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+from node_daemon.backends.base import GpuBackend
+from node_daemon.backends.select import simulated_backend
+from node_daemon.config import DaemonConfig
+from node_daemon.listen import parse_listen_address
+from node_daemon.server import NodeDaemon
+
+FAST_CONFIG = DaemonConfig(listen="127.0.0.1:0", backend="simulated", sample_interval_s=0.1,
+                           process_interval_s=0.2, max_streams=16)  # fmt: skip
+# Threads the project names; any still alive after a test is a leak.
+OUR_THREAD_PREFIXES = ("gpufleet-",)
+
+DaemonFactory = Callable[..., NodeDaemon]
+
+
+@pytest.fixture
+def start_daemon() -> Iterator[DaemonFactory]:
+    """Start real daemons (gRPC on loopback, port 0 unless given); all stop after the test."""
+    daemons: list[NodeDaemon] = []
+
+    def start(backend: GpuBackend | None = None, **overrides: object) -> NodeDaemon:
+        config = replace(FAST_CONFIG, **overrides)  # type: ignore[arg-type]
+        daemon = NodeDaemon(
+            config, backend or simulated_backend(config), parse_listen_address(config.listen)
+        )
+        daemon.start()
+        daemons.append(daemon)
+        return daemon
+
+    yield start
+    for daemon in daemons:
+        daemon.stop(grace_s=0.5)
+
+
+def _our_threads() -> set[str]:
+    return {t.name for t in threading.enumerate() if t.name.startswith(OUR_THREAD_PREFIXES)}
+
+
+@pytest.fixture(autouse=True)
+def no_leaked_threads() -> Iterator[None]:
+    """Fail a test that leaves a sampler, network or RPC thread of ours running."""
+    before = _our_threads()
+    yield
+    deadline = time.monotonic() + 5.0
+    while (leaked := _our_threads() - before) and time.monotonic() < deadline:
+        time.sleep(0.05)  # threads end asynchronously after stop(); nothing to wait on
+    assert not leaked, f"test left threads running: {sorted(leaked)}"
+
+
+def wait_for(predicate: Callable[[], object], timeout_s: float = 10.0, what: str = "") -> None:
+    """Wait for a condition that has no event to wait on (another process, a socket)."""
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s} s waiting for {what or predicate}")
+        time.sleep(0.02)

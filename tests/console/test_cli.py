@@ -1,0 +1,47 @@
+"""`gpufleet demo` and `gpufleet console` as a user runs them."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+GPUFLEET = [sys.executable, "-m", "node_daemon"]
+
+
+def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    headless = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY")}
+    return subprocess.run([*GPUFLEET, *args], capture_output=True, text=True, timeout=120,
+                          env={**headless, **(env or {})})  # fmt: skip
+
+
+@pytest.mark.parametrize("command", ["demo", "console"])
+def test_without_display_says_so_and_offers_screenshot(command: str) -> None:
+    result = run(command, "--node", "127.0.0.1:1") if command == "console" else run(command)
+    assert result.returncode == 2
+    assert "no display found" in result.stderr
+    assert f"gpufleet {command} --screenshot out.png" in result.stderr
+
+
+def test_console_without_nodes_explains(tmp_path: Path) -> None:
+    settings = tmp_path / "console.toml"
+    settings.write_text("nodes = []\n")
+    result = run("console", "--config", str(settings), "--screenshot", str(tmp_path / "x.png"))
+    assert result.returncode == 2 and "no nodes to watch" in result.stderr
+
+
+@pytest.mark.slow
+def test_demo_screenshot_shows_four_nodes_and_a_plot(tmp_path: Path) -> None:
+    png = tmp_path / "demo.png"
+    result = run("demo", "--screenshot", str(png))
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "4/4 nodes connected, 32 GPU tiles" in result.stderr
+    points = int(result.stderr.split(" plot points")[0].rsplit(" ", 1)[1])
+    assert points >= 3
+    # Closing the window stopped every daemon the demo started.
+    leftover = subprocess.run(["pgrep", "-f", "gpufleet-demo-"], capture_output=True, text=True)
+    assert leftover.stdout.strip() == ""

@@ -1,0 +1,146 @@
+"""The console's window against a real daemon, offscreen, through pytest-qt."""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+from PySide6.QtCore import QPoint, Qt, QTimer
+
+from console.fleet.metrics import Metric
+from console.fleet.updates import LinkState
+from console.main_window import MainWindow
+from console.qt import roles
+from console.session import ConsoleSession
+from console.views.tile_colors import TEMPERATURE_STOPS, scale_color
+from node_daemon.backends.simulated import SimulatedBackend
+from node_daemon.backends.simulated.scenario import Scenario, ScenarioEvent
+
+
+@pytest.fixture
+def open_window(qtbot) -> Iterator:
+    windows: list[MainWindow] = []
+
+    def open_(*targets: str) -> MainWindow:
+        session = ConsoleSession(targets)
+        window = MainWindow(session)
+        qtbot.addWidget(window)
+        window.resize(1400, 800)
+        session.start()
+        window.show()
+        windows.append(window)
+        return window
+
+    yield open_
+    for window in windows:
+        window.session.stop()
+
+
+def wait_connected(qtbot, window: MainWindow, target: str, samples: int = 3) -> None:
+    node = window.session.fleet.node(target)
+    qtbot.waitUntil(
+        lambda: node.state is LinkState.CONNECTED and node.samples_received >= samples,
+        timeout=15_000,
+    )
+
+
+def test_tiles_for_every_gpu_and_click_shows_live_plots(qtbot, open_window, start_daemon) -> None:
+    daemon = start_daemon(gpus=4, hostname="node-a")
+    target = str(daemon.address)
+    window = open_window(target)
+    wait_connected(qtbot, window, target)
+    assert window.session.items.rowCount(window.session.items.node_index(target)) == 4
+    tile = window.grid.tile_rect(target, 2)
+    assert tile is not None and window.grid.tile_rect(target, 4) is None
+    with qtbot.waitSignal(window.grid.gpuSelected, timeout=2000) as selected:
+        qtbot.mouseClick(window.grid, Qt.MouseButton.LeftButton, pos=tile.center())
+    assert selected.args == [target, 2]
+    assert "node-a · GPU 2" in window.detail.title.text()
+    curve = window.detail.plots.curves[Metric.TEMP_GPU]
+    ring = window.session.fleet.node(target).ring
+
+    def plotted() -> int:
+        x, _ = curve.getOriginalDataset()
+        return 0 if x is None else len(x)
+
+    qtbot.waitUntil(lambda: plotted() >= 5, timeout=10_000)
+    window.session.pump.stop()  # freeze the frame so plot and model can be compared
+    window.detail.refresh()
+    x, y = curve.getOriginalDataset()
+    times, temps = ring.series(2, Metric.TEMP_GPU)
+    np.testing.assert_array_equal(x, times)
+    np.testing.assert_array_equal(y, temps)
+
+
+def test_tile_colour_follows_temperature(qtbot, open_window, start_daemon) -> None:
+    daemon = start_daemon(gpus=2)
+    target = str(daemon.address)
+    window = open_window(target)
+    wait_connected(qtbot, window, target)
+    window.session.pump.stop()
+    image = window.grid.grab().toImage()
+    for gpu in range(2):
+        temp = window.session.items.gpu_index(target, gpu).data(roles.TEMP_ROLE)
+        center = window.grid.tile_rect(target, gpu).center()
+        painted = image.pixelColor(center * image.devicePixelRatio())
+        expected = scale_color(temp, TEMPERATURE_STOPS)
+        assert abs(painted.red() - expected.red()) <= 2, (temp, painted.name(), expected.name())
+        assert abs(painted.blue() - expected.blue()) <= 2
+
+
+def test_lost_gpu_is_marked_and_counted(qtbot, open_window, start_daemon) -> None:
+    lost_at_start = Scenario((ScenarioEvent(0.05, 1, "lost"),))
+    daemon = start_daemon(backend=SimulatedBackend(gpu_count=2, scenario=lost_at_start, step_s=0.1))
+    target = str(daemon.address)
+    window = open_window(target)
+    wait_connected(qtbot, window, target)
+    gpu = window.session.items.gpu_index(target, 1)
+    qtbot.waitUntil(lambda: gpu.data(roles.HEALTH_ROLE) == "lost", timeout=5000)
+    qtbot.waitUntil(lambda: "1 lost" in window.summary.text(), timeout=5000)
+    assert gpu.data(roles.TEMP_ROLE) is None  # unknown, not 0
+
+
+def test_unreachable_node_shows_its_state(qtbot, open_window) -> None:
+    window = open_window("127.0.0.1:1")
+    node = window.session.items.node_index("127.0.0.1:1")
+    qtbot.waitUntil(
+        lambda: node.data(roles.LINK_STATE_ROLE) is LinkState.UNREACHABLE, timeout=10_000
+    )
+    assert "0/1 nodes connected" in window.summary.text()
+    assert "UNAVAILABLE" in node.data(Qt.ItemDataRole.ToolTipRole)
+
+
+@pytest.fixture
+def black_hole() -> Iterator[str]:
+    """A TCP port that accepts connections and never answers: a hung daemon."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(16)
+    yield f"127.0.0.1:{server.getsockname()[1]}"
+    server.close()
+
+
+def test_gui_thread_never_waits_on_the_network(qtbot, open_window, black_hole) -> None:
+    window = open_window(black_hole, "127.0.0.1:1")
+    beats: list[float] = []
+    heartbeat = QTimer()
+    heartbeat.setObjectName("test-heartbeat")
+    heartbeat.timeout.connect(lambda: beats.append(time.monotonic()))
+    heartbeat.start(10)
+    # A hung daemon holds its call until the 5 s deadline; the GUI must not.
+    qtbot.waitUntil(lambda: len(beats) >= 150, timeout=10_000)
+    heartbeat.stop()
+    worst_gap = max(np.diff(beats))
+    assert worst_gap < 0.5, f"GUI thread stalled {worst_gap:.2f} s"
+    assert window.session.fleet.node(black_hole).state is not LinkState.CONNECTED
+
+
+def test_window_click_outside_tiles_selects_nothing(qtbot, open_window, start_daemon) -> None:
+    daemon = start_daemon(gpus=1)
+    window = open_window(str(daemon.address))
+    wait_connected(qtbot, window, str(daemon.address))
+    qtbot.mouseClick(window.grid, Qt.MouseButton.LeftButton, pos=QPoint(2, 2))
+    assert window.grid.selected is None and window.detail.key is None

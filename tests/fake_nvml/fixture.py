@@ -1,0 +1,156 @@
+"""Build the fake libnvidia-ml.so.1 and drive it from tests.
+
+`fake_nvml_lib` compiles `fake_nvml.c` once per session; `fake_nvml` gives each test
+a fresh state file (see the comment at the top of `fake_nvml.c` for its format) and
+loads the library into this process before nvidia-ml-py does, so pynvml's
+``CDLL("libnvidia-ml.so.1")`` finds it by its soname and the real ctypes path runs.
+A subprocess (a daemon under test) finds it with ``LD_LIBRARY_PATH=state.lib_dir``.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import shutil
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+SOURCE = Path(__file__).with_name("fake_nvml.c")
+SONAME = "libnvidia-ml.so.1"
+
+
+def build_fake_nvml(out_dir: Path) -> Path:
+    """Compile the fake NVML into `out_dir`; return the library's path."""
+    gcc = shutil.which("gcc")
+    if gcc is None:
+        pytest.skip(
+            "!!! gcc NOT FOUND: the fake libnvidia-ml.so.1 cannot be built, so the NVML "
+            "backend is NOT TESTED. Install gcc (the project's test command does). !!!"
+        )
+    out_dir.mkdir(parents=True, exist_ok=True)
+    library = out_dir / SONAME
+    command = [gcc, "-shared", "-fPIC", "-O2", "-Wall", "-pthread"]
+    command += [f"-Wl,-soname,{SONAME}", "-o", str(library), str(SOURCE)]
+    result = subprocess.run(command, capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        raise RuntimeError(f"building the fake NVML failed:\n{result.stderr}")
+    return library
+
+
+class FakeNvmlState:
+    """The fake NVML's state file. Every change rewrites it atomically.
+
+    Keys and values are those documented in `fake_nvml.c`; a value of None removes
+    the key, so the fake serves its default again.
+    """
+
+    def __init__(self, path: Path, lib_dir: Path, lib: ctypes.CDLL | None = None) -> None:
+        self.path = path
+        self.lib_dir = lib_dir
+        self._lib = lib
+        self._values: dict[str, str] = {}
+        self._xids: dict[int, list[int]] = {}
+        self._mtime_ns = 0
+        self.write()
+
+    def set(self, **values: object) -> FakeNvmlState:
+        """Node keys: ``set(driver_version="550.54.15", gpu_count=2)``."""
+        return self._update(dict(values))
+
+    def set_gpu(self, index: int, **fields: object) -> FakeNvmlState:
+        """GPU keys: ``set_gpu(0, temp=45, power=120000)``."""
+        return self._update({f"gpu.{index}.{key}": value for key, value in fields.items()})
+
+    def unsupported(self, index: int, *fields: str) -> FakeNvmlState:
+        """Make the calls that serve these fields of GPU `index` answer NOT_SUPPORTED."""
+        return self.set_gpu(index, **dict.fromkeys(fields, "unsupported"))
+
+    def fail(self, index: int, field: str, code: int) -> FakeNvmlState:
+        """Make the call that serves `field` of GPU `index` answer nvmlReturn_t `code`."""
+        return self.set_gpu(index, **{field: f"error:{code}"})
+
+    def lose_gpu(self, index: int) -> FakeNvmlState:
+        return self.set_gpu(index, lost=1)
+
+    def recover_gpu(self, index: int) -> FakeNvmlState:
+        return self.set_gpu(index, lost=None)
+
+    def add_process(
+        self, index: int, pid: int, memory: int | None, kind: str = "compute"
+    ) -> FakeNvmlState:
+        """List `pid` on GPU `index` (`memory` None: NVML_VALUE_NOT_AVAILABLE)."""
+        label = f"{pid}" if kind == "compute" else f"{pid}.{kind}"
+        entry = f"{pid} {'na' if memory is None else memory} {kind}"
+        return self.set_gpu(index, **{f"process.{label}": entry})
+
+    def remove_process(self, index: int, pid: int) -> FakeNvmlState:
+        keys = [k for k in self._values if k.startswith(f"gpu.{index}.process.{pid}")]
+        return self._update(dict.fromkeys(keys))
+
+    def push_xid(self, index: int, xid: int) -> FakeNvmlState:
+        """One more Xid event on GPU `index`, delivered once to open event sets."""
+        self._xids.setdefault(index, []).append(xid)
+        return self.set_gpu(index, xids=" ".join(map(str, self._xids[index])))
+
+    def init_count(self) -> int:
+        """nvmlInit calls the fake has seen that no nvmlShutdown has matched yet."""
+        assert self._lib is not None, "no library loaded"
+        return int(self._lib.fakeNvmlInitCount())
+
+    def _update(self, values: dict[str, object]) -> FakeNvmlState:
+        for key, value in values.items():
+            if value is None:
+                self._values.pop(key, None)
+            else:
+                self._values[key] = str(value)
+        self.write()
+        return self
+
+    def write(self) -> None:
+        """Write temp + rename, with an mtime that always moves forward.
+
+        The fake notices a change by inode, size and mtime; forcing a fresh mtime
+        means two quick writes of the same size can never look alike.
+        """
+        text = "".join(f"{key} = {value}\n" for key, value in self._values.items())
+        temp = self.path.with_name(self.path.name + ".tmp")
+        temp.write_text("# fake NVML state, written by tests/fake_nvml/fixture.py\n" + text)
+        self._mtime_ns = max(time.time_ns(), self._mtime_ns + 1_000_000)
+        os.utime(temp, ns=(self._mtime_ns, self._mtime_ns))
+        os.replace(temp, self.path)
+
+
+@pytest.fixture(scope="session")
+def fake_nvml_lib(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The fake libnvidia-ml.so.1, compiled once per test session."""
+    return build_fake_nvml(tmp_path_factory.mktemp("fake_nvml"))
+
+
+@pytest.fixture
+def fake_nvml(
+    fake_nvml_lib: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[FakeNvmlState]:
+    """A fresh fake NVML state, with the fake library loaded ahead of pynvml."""
+    state_path = tmp_path / "fake_nvml_state.txt"
+    monkeypatch.setenv("FAKE_NVML_STATE", str(state_path))
+    lib = ctypes.CDLL(str(fake_nvml_lib), mode=ctypes.RTLD_GLOBAL)
+    _check_pynvml_uses(lib)
+    lib.fakeNvmlReset()
+    yield FakeNvmlState(state_path, fake_nvml_lib.parent, lib)
+    lib.fakeNvmlReset()
+
+
+def _check_pynvml_uses(lib: ctypes.CDLL) -> None:
+    """pynvml keeps the first library it loaded: make sure that is the fake."""
+    import pynvml
+
+    loaded = pynvml.nvmlLib
+    if loaded is not None and loaded._handle != lib._handle:
+        raise RuntimeError(
+            "pynvml already loaded another libnvidia-ml.so.1 in this process; "
+            "the fake must be loaded first (use the fake_nvml fixture before any NVML call)"
+        )

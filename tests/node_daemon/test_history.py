@@ -1,0 +1,45 @@
+from __future__ import annotations
+
+import threading
+
+from node_daemon.history import HistoryEntry, SampleHistory
+
+
+def entry(tick: int) -> HistoryEntry:
+    return HistoryEntry(timestamp_unix_ms=1000 * tick, tick=tick, payload=bytes([tick]))
+
+
+def test_bounded_oldest_dropped() -> None:
+    history = SampleHistory(3)
+    for tick in range(1, 6):
+        history.append(entry(tick))
+    replay, latest = history.since(0)
+    assert [e.tick for e in replay] == [3, 4, 5]
+    assert latest == 5
+
+
+def test_since_returns_only_newer() -> None:
+    history = SampleHistory(10)
+    for tick in range(1, 6):
+        history.append(entry(tick))
+    replay, _ = history.since(3000)
+    assert [e.tick for e in replay] == [4, 5]
+
+
+def test_wait_after_wakes_on_append() -> None:
+    history = SampleHistory(10)
+    history.append(entry(1))
+    appender = threading.Timer(0.05, history.append, args=(entry(2),))
+    appender.start()
+    got = history.wait_after(1, timeout_s=10)
+    appender.join()
+    assert [e.tick for e in got] == [2]
+
+
+def test_close_wakes_waiters_with_nothing() -> None:
+    history = SampleHistory(10)
+    closer = threading.Timer(0.05, history.close)
+    closer.start()
+    assert history.wait_after(0, timeout_s=10) == []
+    closer.join()
+    assert history.closed

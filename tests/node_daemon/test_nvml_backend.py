@@ -1,0 +1,420 @@
+"""NvmlBackend through the real nvidia-ml-py ctypes path, against the fake libnvidia-ml.so.1."""
+
+from __future__ import annotations
+
+import os
+import pwd
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pynvml
+import pytest
+
+from node_daemon.backends.base import BackendUnavailable
+from node_daemon.backends.nvml import NvmlBackend, unavailable_message
+from node_daemon.readings import GpuHealth, GpuReading, GpuStatic
+from tests.fake_nvml.fixture import FakeNvmlState
+
+GIB = 1024**3
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def two_gpus(fake_nvml: FakeNvmlState) -> FakeNvmlState:
+    return fake_nvml.set(gpu_count=2)
+
+
+@pytest.fixture
+def backend(fake_nvml: FakeNvmlState) -> Iterator[NvmlBackend]:
+    nvml = NvmlBackend()
+    yield nvml
+    nvml.close()
+
+
+def reading(backend: NvmlBackend, index: int) -> GpuReading:
+    readings = backend.read_gpus()
+    assert [r.index for r in readings] == list(range(len(readings)))
+    return readings[index]
+
+
+# ---------------------------------------------------------------- open, facts, close
+
+
+def test_facts_are_what_the_fake_serves(two_gpus: FakeNvmlState, backend: NvmlBackend) -> None:
+    two_gpus.set(driver_version="550.54.15", cuda_version=12040)
+    two_gpus.set_gpu(
+        0,
+        name="NVIDIA H100 80GB HBM3",
+        uuid="GPU-aaaaaaaa-1111-2222-3333-444444444444",
+        serial="1654922001234",
+        pci_bus_id="00000000:17:00.0",
+        vbios="96.00.74.00.01",
+        memory_total=85520809984,
+        power_limit=700000,
+        temp_slowdown=87,
+        temp_shutdown=92,
+    )
+    two_gpus.set_gpu(1, name="NVIDIA A100-SXM4-40GB", memory_total=40 * GIB, power_limit=400000)
+
+    facts = backend.open()
+
+    assert (facts.driver_version, facts.cuda_version) == ("550.54.15", "12.4")
+    assert facts.gpus[0] == GpuStatic(
+        index=0,
+        uuid="GPU-aaaaaaaa-1111-2222-3333-444444444444",
+        name="NVIDIA H100 80GB HBM3",
+        serial="1654922001234",
+        pci_bus_id="00000000:17:00.0",
+        memory_total_bytes=85520809984,
+        power_limit_w=700.0,
+        temp_slowdown_c=87.0,
+        temp_shutdown_c=92.0,
+        vbios_version="96.00.74.00.01",
+    )
+    assert (facts.gpus[1].index, facts.gpus[1].name) == (1, "NVIDIA A100-SXM4-40GB")
+    assert (facts.gpus[1].memory_total_bytes, facts.gpus[1].power_limit_w) == (40 * GIB, 400.0)
+    assert facts.gpus[1].uuid.startswith("GPU-") and facts.gpus[1].uuid != facts.gpus[0].uuid
+
+
+def test_unsupported_facts_read_none(fake_nvml: FakeNvmlState, backend: NvmlBackend) -> None:
+    fake_nvml.unsupported(0, "serial", "vbios", "power_limit", "temp_slowdown", "pci_bus_id")
+    fake_nvml.set(cuda_version="unsupported")
+
+    facts = backend.open()
+
+    gpu = facts.gpus[0]
+    assert (gpu.serial, gpu.vbios_version, gpu.power_limit_w) == (None, None, None)
+    assert (gpu.temp_slowdown_c, gpu.pci_bus_id, facts.cuda_version) == (None, None, None)
+    assert gpu.temp_shutdown_c == 95.0 and gpu.name == "NVIDIA H100 80GB HBM3"
+
+
+def test_open_inits_once_and_close_shuts_down_once(
+    fake_nvml: FakeNvmlState, backend: NvmlBackend
+) -> None:
+    backend.open()
+    backend.open()
+    backend.read_gpus()
+    assert fake_nvml.init_count() == 1
+
+    backend.close()
+    backend.close()
+
+    assert fake_nvml.init_count() == 0
+    with pytest.raises(BackendUnavailable, match="not initialised"):
+        backend.read_gpus()
+
+
+# ---------------------------------------------------------------- readings
+
+
+def test_readings_are_what_the_fake_serves(two_gpus: FakeNvmlState, backend: NvmlBackend) -> None:
+    two_gpus.set_gpu(
+        1,
+        util_gpu=87,
+        util_mem=41,
+        memory_total=80 * GIB,
+        memory_used=12 * GIB,
+        temp=71,
+        memory_temp=78,
+        power=312_500,
+        fan=55,
+        sm_clock=1755,
+        mem_clock=2619,
+        pcie_tx=1000,
+        pcie_rx=250,
+        pstate=2,
+        throttle_reasons=0x4,
+        ecc_corrected=7,
+        ecc_uncorrected=1,
+        energy=123_456_789,
+    )
+    backend.open()
+
+    assert reading(backend, 1) == GpuReading(
+        index=1,
+        health=GpuHealth.OK,
+        util_gpu_pct=87.0,
+        util_mem_pct=41.0,
+        mem_used_bytes=12 * GIB,
+        mem_total_bytes=80 * GIB,
+        temp_gpu_c=71.0,
+        temp_mem_c=78.0,
+        power_w=312.5,
+        fan_pct=55.0,
+        sm_clock_mhz=1755,
+        mem_clock_mhz=2619,
+        pcie_tx_bytes_per_s=1000 * 1024,
+        pcie_rx_bytes_per_s=250 * 1024,
+        pstate=2,
+        throttle_reasons=0x4,
+        ecc_corrected_total=7,
+        ecc_uncorrected_total=1,
+        xids=(),
+        energy_j=123_456.789,
+    )
+
+
+@pytest.mark.parametrize(
+    ("fake_field", "attributes"),
+    [
+        ("fan", ["fan_pct"]),
+        ("memory_temp", ["temp_mem_c"]),
+        ("temp", ["temp_gpu_c"]),
+        ("power", ["power_w"]),
+        ("energy", ["energy_j"]),
+        ("util_gpu", ["util_gpu_pct", "util_mem_pct"]),
+        ("memory_used", ["mem_used_bytes", "mem_total_bytes"]),
+        ("sm_clock", ["sm_clock_mhz"]),
+        ("pcie_rx", ["pcie_rx_bytes_per_s"]),
+        ("pstate", ["pstate"]),
+        ("throttle_reasons", ["throttle_reasons"]),
+        ("ecc_uncorrected", ["ecc_uncorrected_total"]),
+    ],
+)
+def test_unsupported_field_reads_none(
+    fake_nvml: FakeNvmlState, backend: NvmlBackend, fake_field: str, attributes: list[str]
+) -> None:
+    backend.open()
+    assert all(getattr(reading(backend, 0), name) is not None for name in attributes)
+
+    fake_nvml.unsupported(0, fake_field)
+    gpu = reading(backend, 0)
+
+    assert [getattr(gpu, name) for name in attributes] == [None] * len(attributes)
+    assert gpu.health is GpuHealth.OK and gpu.error == ""
+    assert gpu.mem_clock_mhz == 2619  # the other fields still read
+
+
+def test_values_changed_while_open_are_seen(fake_nvml: FakeNvmlState, backend: NvmlBackend) -> None:
+    fake_nvml.set_gpu(0, temp=40, power=100_000)
+    backend.open()
+    assert (reading(backend, 0).temp_gpu_c, reading(backend, 0).power_w) == (40.0, 100.0)
+
+    fake_nvml.set_gpu(0, temp=83, power=650_000)
+
+    assert (reading(backend, 0).temp_gpu_c, reading(backend, 0).power_w) == (83.0, 650.0)
+
+
+def test_unexpected_error_marks_only_that_gpu_error(
+    two_gpus: FakeNvmlState, backend: NvmlBackend
+) -> None:
+    backend.open()
+    two_gpus.fail(0, "temp", pynvml.NVML_ERROR_UNKNOWN)
+
+    gpu0, gpu1 = backend.read_gpus()
+
+    assert gpu0.health is GpuHealth.ERROR
+    assert "temperature.gpu" in gpu0.error and "Unknown Error" in gpu0.error
+    assert gpu0.temp_gpu_c is None and gpu0.power_w == 70.0  # what did read is kept
+    assert gpu1.health is GpuHealth.OK and gpu1.temp_gpu_c == 40.0
+
+
+# ---------------------------------------------------------------- lost GPUs
+
+
+def test_lost_gpu_reads_lost_while_the_other_reports(
+    two_gpus: FakeNvmlState, backend: NvmlBackend
+) -> None:
+    backend.open()
+    two_gpus.set_gpu(0, temp=50).set_gpu(1, temp=60)
+    two_gpus.lose_gpu(0)
+
+    lost, other = backend.read_gpus()
+
+    assert lost.health is GpuHealth.LOST and lost.temp_gpu_c is None
+    assert other.health is GpuHealth.OK and other.temp_gpu_c == 60.0
+
+    two_gpus.recover_gpu(0)
+    back, other = backend.read_gpus()
+
+    assert back.health is GpuHealth.OK and back.temp_gpu_c == 50.0
+    assert other.temp_gpu_c == 60.0
+
+
+def test_gpu_lost_at_open_is_reported_and_recovers(
+    two_gpus: FakeNvmlState, backend: NvmlBackend
+) -> None:
+    two_gpus.lose_gpu(1)
+
+    facts = backend.open()
+
+    assert [gpu.index for gpu in facts.gpus] == [0, 1]
+    assert facts.gpus[1].uuid == "" and facts.gpus[0].uuid.startswith("GPU-")
+    assert [r.health for r in backend.read_gpus()] == [GpuHealth.OK, GpuHealth.LOST]
+
+    two_gpus.recover_gpu(1)
+
+    assert reading(backend, 1).health is GpuHealth.OK
+    assert backend.open().gpus[1].uuid.startswith("GPU-")
+
+
+# ---------------------------------------------------------------- Xid events
+
+
+def test_xids_are_reported_exactly_once(two_gpus: FakeNvmlState, backend: NvmlBackend) -> None:
+    backend.open()
+
+    two_gpus.push_xid(1, 79)
+    first = backend.read_gpus()
+    second = backend.read_gpus()
+    two_gpus.push_xid(1, 48).push_xid(1, 63)
+    third = backend.read_gpus()
+
+    assert [r.xids for r in first] == [(), (79,)]
+    assert [r.xids for r in second] == [(), ()]
+    assert [r.xids for r in third] == [(), (48, 63)]
+
+
+def test_xid_on_a_lost_gpu_comes_with_the_lost_reading(
+    two_gpus: FakeNvmlState, backend: NvmlBackend
+) -> None:
+    backend.open()
+    two_gpus.push_xid(0, 79).lose_gpu(0)
+
+    gpu0 = reading(backend, 0)
+
+    assert (gpu0.health, gpu0.xids) == (GpuHealth.LOST, (79,))
+
+
+def test_unsupported_events_report_no_xids(fake_nvml: FakeNvmlState, backend: NvmlBackend) -> None:
+    fake_nvml.set_gpu(0, events="unsupported")
+    backend.open()
+    fake_nvml.push_xid(0, 79)
+
+    gpu = reading(backend, 0)
+
+    assert (gpu.health, gpu.xids, gpu.temp_gpu_c) == (GpuHealth.OK, (), 40.0)
+
+
+# ---------------------------------------------------------------- processes
+
+
+def test_processes_come_with_memory_and_proc_details(
+    two_gpus: FakeNvmlState, backend: NvmlBackend
+) -> None:
+    child = subprocess.Popen(["sleep", "60"])
+    try:
+        before_ms = time.time() * 1000
+        two_gpus.add_process(0, child.pid, 3 * GIB)
+        two_gpus.add_process(0, child.pid, None, kind="graphics")  # listed twice
+        two_gpus.add_process(1, os.getpid(), None)
+        backend.open()
+
+        processes = backend.read_processes()
+
+        (sleeper,) = processes[0]
+        assert (sleeper.pid, sleeper.gpu_memory_bytes) == (child.pid, 3 * GIB)
+        assert sleeper.user == pwd.getpwuid(os.getuid()).pw_name
+        assert sleeper.command == "sleep 60"
+        assert sleeper.start_time_unix_ms is not None
+        assert before_ms - 60_000 <= sleeper.start_time_unix_ms <= time.time() * 1000 + 1000
+        (me,) = processes[1]
+        assert (me.pid, me.gpu_memory_bytes) == (os.getpid(), None)
+        assert me.command is not None and "python" in me.command
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_process_gone_from_proc_still_listed(
+    fake_nvml: FakeNvmlState, backend: NvmlBackend
+) -> None:
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    fake_nvml.add_process(0, gone.pid, GIB)
+    backend.open()
+
+    (proc,) = backend.read_processes()[0]
+
+    assert (proc.pid, proc.gpu_memory_bytes, proc.user, proc.command) == (gone.pid, GIB, None, None)
+
+
+def test_lost_gpu_has_no_processes(two_gpus: FakeNvmlState, backend: NvmlBackend) -> None:
+    two_gpus.add_process(0, os.getpid(), GIB).add_process(1, os.getpid(), 2 * GIB)
+    backend.open()
+    two_gpus.lose_gpu(0)
+
+    processes = backend.read_processes()
+
+    assert processes[0] == []
+    assert [p.gpu_memory_bytes for p in processes[1]] == [2 * GIB]
+
+
+def test_unsupported_process_listing_reads_empty(
+    fake_nvml: FakeNvmlState, backend: NvmlBackend
+) -> None:
+    fake_nvml.add_process(0, os.getpid(), GIB)
+    backend.open()
+    assert len(backend.read_processes()[0]) == 1
+
+    fake_nvml.unsupported(0, "processes")
+
+    assert backend.read_processes() == {0: []}
+
+
+# ---------------------------------------------------------------- driver trouble
+
+
+def test_failing_init_raises_and_a_later_open_succeeds(
+    fake_nvml: FakeNvmlState, backend: NvmlBackend
+) -> None:
+    fake_nvml.set(init_error=pynvml.NVML_ERROR_DRIVER_NOT_LOADED)
+
+    with pytest.raises(BackendUnavailable) as raised:
+        backend.open()
+
+    assert "Driver Not Loaded" in str(raised.value) and "nvidia-smi" in str(raised.value)
+    assert fake_nvml.init_count() == 0
+
+    fake_nvml.set(init_error=None)
+
+    assert backend.open().gpus[0].name == "NVIDIA H100 80GB HBM3"
+    assert fake_nvml.init_count() == 1
+
+
+def test_driver_gone_while_reading_raises_then_reopens(
+    fake_nvml: FakeNvmlState, backend: NvmlBackend
+) -> None:
+    backend.open()
+    fake_nvml.set(query_error=pynvml.NVML_ERROR_DRIVER_NOT_LOADED)
+
+    with pytest.raises(BackendUnavailable, match="Driver Not Loaded"):
+        backend.read_gpus()
+    assert fake_nvml.init_count() == 0  # the session was shut down, for open() to retry
+
+    fake_nvml.set(query_error=None)
+    backend.open()
+
+    assert reading(backend, 0).health is GpuHealth.OK
+
+
+@pytest.mark.parametrize(
+    ("code", "words"),
+    [
+        (pynvml.NVML_ERROR_LIBRARY_NOT_FOUND, "libnvidia-ml.so.1 not found"),
+        (pynvml.NVML_ERROR_DRIVER_NOT_LOADED, "lsmod"),
+        (pynvml.NVML_ERROR_NO_PERMISSION, "/dev/nvidia"),
+        (pynvml.NVML_ERROR_LIB_RM_VERSION_MISMATCH, "reboot"),
+        (pynvml.NVML_ERROR_UNKNOWN, "dmesg"),
+    ],
+)
+def test_operator_messages_say_what_to_do(code: int, words: str) -> None:
+    message = unavailable_message("nvmlInit", pynvml.NVMLError(code))
+
+    assert words in message and "nvmlInit: " in message
+
+
+def test_fake_serves_a_subprocess_through_ld_library_path(fake_nvml: FakeNvmlState) -> None:
+    fake_nvml.set_gpu(0, name="NVIDIA Fake For Subprocess")
+    env = dict(os.environ, LD_LIBRARY_PATH=str(fake_nvml.lib_dir), PYTHONPATH=str(REPO))
+    script = "from node_daemon.backends.nvml import NvmlBackend; print(NvmlBackend().open())"
+
+    result = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=60
+    )
+
+    assert result.returncode == 0, result.stderr
+    assert "NVIDIA Fake For Subprocess" in result.stdout
