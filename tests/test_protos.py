@@ -14,7 +14,7 @@ GENERATED = ROOT / "protos" / "gpufleet" / "v1"
 
 def test_generated_modules_are_current(tmp_path: Path) -> None:
     subprocess.run(
-        ["bash", str(ROOT / "scripts" / "gen_protos.sh"), str(tmp_path)],
+        ["bash", str(ROOT / "protos" / "generate.sh"), str(tmp_path)],
         check=True,
         env={**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"},
     )
@@ -22,7 +22,7 @@ def test_generated_modules_are_current(tmp_path: Path) -> None:
     names = sorted(p.name for p in fresh.iterdir() if "_pb2" in p.name)
     assert names == ["node_pb2.py", "node_pb2.pyi", "node_pb2_grpc.py", "node_pb2_grpc.pyi"]
     stale = [n for n in names if not filecmp.cmp(fresh / n, GENERATED / n, shallow=False)]
-    assert not stale, f"regenerate with scripts/gen_protos.sh: {stale} differ"
+    assert not stale, f"regenerate with protos/generate.sh: {stale} differ"
 
 
 def test_keepalive_settings_agree() -> None:

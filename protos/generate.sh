@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Regenerate the Python modules (and mypy stubs) of the gRPC contract.
 # Output goes next to the .proto files: protos/gpufleet/v1/*_pb2*.py(i).
-# Usage: scripts/gen_protos.sh [OUTPUT_ROOT]   (default: protos)
+# Usage: protos/generate.sh [OUTPUT_ROOT]   (default: protos)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out="${1:-protos}"

@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Set up a checkout for the demo or the tests on Debian/Ubuntu: the system
+# packages PySide6 and the tests need, a virtual environment in .venv, and the
+# project installed into it (editable, with the console and test extras).
+#
+# Usage: installer/dev-setup.sh demo|test
+# Needs root or sudo only when a Debian package is missing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+purpose="${1:-test}"
+python="${PYTHON:-python3}"
+venv="${VENV:-.venv}"
+
+# Libraries PySide6 loads at import time (a minimal Debian root has none of them).
+qt_runtime="libgl1 libegl1 libxkbcommon0 libfontconfig1 libdbus-1-3 libglib2.0-0"
+# Qt's xcb platform (a real window on X11) aborts at start without these.
+qt_xcb="libxkbcommon-x11-0 libxcb-cursor0 libxcb-icccm4 libxcb-keysyms1 libxcb-shape0
+        libxcb-xinerama0 libxcb-randr0 libxcb-render-util0 libxcb-image0 libxcb-xkb1"
+case "$purpose" in
+  demo) packages="$qt_runtime $qt_xcb python3-venv" ;;
+  # gcc builds the fake libnvidia-ml.so.1; procps gives pgrep to the demo test.
+  test) packages="$qt_runtime gcc libc6-dev procps python3-venv" ;;
+  *) echo "usage: $0 demo|test" >&2; exit 2 ;;
+esac
+
+missing_packages() {
+  local p
+  for p in $packages; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || echo "$p"
+  done
+}
+
+install_system_packages() {
+  command -v dpkg-query >/dev/null || {
+    echo "dev-setup: not a Debian/Ubuntu system; make sure these are installed: $packages" >&2
+    return 0
+  }
+  local missing sudo=""
+  missing=$(missing_packages | tr '\n' ' ')
+  [ -n "${missing// /}" ] || return 0
+  if [ "$(id -u)" != 0 ]; then
+    command -v sudo >/dev/null || { echo "dev-setup: need root to install: $missing" >&2; exit 1; }
+    sudo="sudo"
+  fi
+  echo "dev-setup: installing Debian packages: $missing"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends $missing >/dev/null
+}
+
+install_python_packages() {
+  [ -x "$venv/bin/python" ] || "$python" -m venv "$venv"
+  # Reinstall only when the dependencies changed.
+  local stamp="$venv/.installed-$(sha256sum pyproject.toml | cut -c1-16)"
+  [ -f "$stamp" ] && return 0
+  echo "dev-setup: installing Python packages into $venv (first run takes a few minutes)"
+  "$venv/bin/python" -m pip install -q --disable-pip-version-check --upgrade pip
+  "$venv/bin/python" -m pip install -q --disable-pip-version-check -e ".[console,test]"
+  rm -f "$venv"/.installed-*
+  touch "$stamp"
+}
+
+install_system_packages
+install_python_packages
+echo "dev-setup: ready ($venv)"

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Lint, then the whole test suite, in the environment installer/dev-setup.sh made.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+venv="${VENV:-.venv}"
+export QT_QPA_PLATFORM=offscreen
+"$venv/bin/ruff" check . || exit 1
+"$venv/bin/ruff" format --check . || exit 1
+"$venv/bin/pytest" "$@"
+rc=$?
+if [ "$rc" -eq 5 ]; then
+  # pytest's 5 means it collected nothing: for this suite that is a failure.
+  echo "run-tests: pytest collected no tests; the suite is missing or filtered away" >&2
+  exit 1
+fi
+exit "$rc"
