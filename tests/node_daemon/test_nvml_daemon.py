@@ -115,8 +115,10 @@ def test_starts_degraded_without_a_driver_then_recovers(
 
         fake_nvml.set(init_error=None)  # the driver is loaded; the daemon retries
         wait_for(
-            lambda: health.Check(health_pb2.HealthCheckRequest(), timeout=5).status
-            == health_pb2.HealthCheckResponse.SERVING,
+            lambda: (
+                health.Check(health_pb2.HealthCheckRequest(), timeout=5).status
+                == health_pb2.HealthCheckResponse.SERVING
+            ),
             timeout_s=15,
             what="the daemon to retry NVML and serve",
         )
