@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import signal
 import subprocess
@@ -15,6 +16,14 @@ log = logging.getLogger(__name__)
 RESOURCES = Path(__file__).resolve().parents[1] / "resources"
 DEMO_SCENARIO = RESOURCES / "scenarios" / "demo.toml"
 START_TIMEOUT_S = 30.0
+PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    """In the child: get SIGTERM when the demo dies, even by SIGKILL or a Qt abort."""
+    if sys.platform.startswith("linux"):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 class DemoFleetError(RuntimeError):
@@ -48,7 +57,11 @@ class DemoFleet:
         if i == 1 and DEMO_SCENARIO.is_file():
             argv += ["--scenario", str(DEMO_SCENARIO)]
         log_file = open(Path(self._dir.name) / f"node-{i}.log", "wb")  # noqa: SIM115
-        self._procs.append(subprocess.Popen(argv, stdout=log_file, stderr=subprocess.STDOUT))
+        self._procs.append(
+            subprocess.Popen(
+                argv, stdout=log_file, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent
+            )
+        )
         return ready
 
     def _wait_ready(self, ready: Path, proc: subprocess.Popen[bytes]) -> str:

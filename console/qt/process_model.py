@@ -9,7 +9,8 @@ from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelInd
 from console.fleet.updates import ProcessRow
 
 Index = QModelIndex | QPersistentModelIndex
-_COLUMNS = ("PID", "User", "GPU memory", "Command", "Container", "Slurm job")
+# Command last: it is the long one and takes the stretch.
+_COLUMNS = ("PID", "User", "GPU memory", "Container", "Slurm job", "Command")
 
 
 def _mib(value: int | None) -> str:
@@ -50,8 +51,8 @@ class ProcessTableModel(QAbstractTableModel):
             str(p.pid),
             p.user or "n/a",
             _mib(p.gpu_memory_bytes),
-            p.command or "n/a",
             (p.container_id or "")[:12],
             p.slurm_job_id or "",
+            p.command or "n/a",
         )
         return cells[index.column()]
