@@ -53,6 +53,7 @@ class DemoFleet:
             "--gpus", str(self._gpus), "--seed", str(i), "--listen", "127.0.0.1:0",
             "--interval", str(self._interval_s), "--ready-file", str(ready),
             "--hostname", f"gpu-node-{i + 1:02d}",
+            "--state-dir", str(Path(self._dir.name) / f"node-{i}-state"),
         ]  # fmt: skip
         if i == 1 and DEMO_SCENARIO.is_file():
             argv += ["--scenario", str(DEMO_SCENARIO)]

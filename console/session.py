@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from console.connections.actions import AlertActions
 from console.connections.manager import ConnectionManager, UpdateInbox
 from console.fleet.model import FleetModel
 from console.qt.fleet_item_model import FleetItemModel
@@ -22,6 +23,7 @@ class ConsoleSession:
         self.pump = FramePump(self.inbox, self.fleet, fps)
         self.items = FleetItemModel(self.fleet)
         self.pump.fleetChanged.connect(self.items.on_fleet_changed)
+        self.actions = AlertActions(self.connections)
         self._targets = list(dict.fromkeys(targets))
         for target in self._targets:
             self.items.add_node(target)

@@ -48,6 +48,9 @@ def add_daemon_command(subparsers: argparse._SubParsersAction) -> None:
     arg("--insecure", action="store_true", default=None, help=OPTIONS["insecure"])
     arg("--ready-file", type=Path, metavar="FILE", help=OPTIONS["ready_file"])
     arg("--hostname", help=OPTIONS["hostname"])
+    arg("--state-dir", type=Path, metavar="DIR", help=OPTIONS["state_dir"])
+    arg("--alertmanager", action="append", dest="alertmanager_urls", metavar="URL",
+        help=OPTIONS["alertmanager_urls"] + "; repeat for more")  # fmt: skip
     arg("-v", "--verbose", action="store_true", help="log debug messages")
     parser.set_defaults(run=run_daemon)
 
@@ -58,6 +61,8 @@ def daemon_config(args: argparse.Namespace) -> DaemonConfig:
     if args.config is not None:
         config = load_config_file(args.config, config)
     flags = {k: v for k, v in vars(args).items() if k in DaemonConfig.__dataclass_fields__}
+    if flags.get("alertmanager_urls"):
+        flags["alertmanager_urls"] = tuple(flags["alertmanager_urls"])
     return validate(replace(config, **{k: v for k, v in flags.items() if v is not None}))
 
 

@@ -6,14 +6,16 @@ is reported with the file, the key and what is expected.
 
 from __future__ import annotations
 
+import os
 import tomllib
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from node_daemon.alerts.rules import AlertSettings, parse_alert_settings
+from node_daemon.errors import ConfigError
 
-class ConfigError(ValueError):
-    """A configuration problem, worded for the operator."""
+__all__ = ["OPTIONS", "ConfigError", "DaemonConfig", "load_config_file", "validate"]
 
 
 @dataclass(frozen=True)
@@ -31,6 +33,9 @@ class DaemonConfig:
     insecure: bool = False
     ready_file: Path | None = None
     hostname: str | None = None
+    state_dir: Path | None = None
+    alertmanager_urls: tuple[str, ...] = ()
+    alerts: AlertSettings = field(default_factory=AlertSettings)
 
 
 OPTIONS: dict[str, str] = {
@@ -47,14 +52,18 @@ OPTIONS: dict[str, str] = {
     "insecure": "allow listening beyond loopback without TLS and tokens (loud warnings)",
     "ready_file": "file to write the bound HOST:PORT into once serving",
     "hostname": "host name to report (default: this machine's)",
+    "state_dir": "directory for the event journal (default: $STATE_DIRECTORY, "
+    "else $XDG_STATE_HOME/gpufleet or ~/.local/state/gpufleet)",
+    "alertmanager_urls": "Alertmanager base URLs to push alerts to (API v2)",
+    "alerts": "alert rules: the [alerts.RULE] tables (see docs/alerts.md)",
 }
 
-_PATH_KEYS = {"scenario", "ready_file"}
+_PATH_KEYS = {"scenario", "ready_file", "state_dir"}
 _TYPES: dict[str, tuple[type, ...]] = {
     "listen": (str,), "backend": (str,), "gpus": (int,), "seed": (int,), "model": (str,),
     "scenario": (str,), "sample_interval_s": (int, float), "process_interval_s": (int, float),
     "history_seconds": (int,), "max_streams": (int,), "insecure": (bool,),
-    "ready_file": (str,), "hostname": (str,),
+    "ready_file": (str,), "hostname": (str,), "state_dir": (str,), "alertmanager_urls": (list,),
 }  # fmt: skip
 
 
@@ -63,6 +72,10 @@ def _coerce(key: str, value: Any, source: str) -> Any:
     if (isinstance(value, bool) and bool not in expected) or not isinstance(value, expected):
         names = " or ".join(t.__name__ for t in expected)
         raise ConfigError(f"{source}: key {key!r} must be {names}, got {value!r}")
+    if key == "alertmanager_urls":
+        if not all(isinstance(u, str) and u.startswith(("http://", "https://")) for u in value):
+            raise ConfigError(f"{source}: alertmanager_urls must be a list of http(s):// URLs")
+        return tuple(str(u) for u in value)
     return Path(str(value)) if key in _PATH_KEYS else value
 
 
@@ -77,10 +90,17 @@ def load_config_file(path: Path, base: DaemonConfig | None = None) -> DaemonConf
     table = data.get("daemon", {})
     if not isinstance(table, dict):
         raise ConfigError(f"{path}: [daemon] must be a table")
+    unknown_tables = sorted(set(data) - {"daemon", "alerts"})
+    if unknown_tables:
+        raise ConfigError(f"{path}: unknown table(s) {', '.join(unknown_tables)}")
     unknown = sorted(set(table) - set(_TYPES))
     if unknown:
         raise ConfigError(f"{path}: unknown key(s) {', '.join(unknown)} in [daemon]")
     values = {k: _coerce(k, v, str(path)) for k, v in table.items()}
+    alerts = data.get("alerts", {})
+    if not isinstance(alerts, dict):
+        raise ConfigError(f"{path}: [alerts] must be a table")
+    values["alerts"] = parse_alert_settings(alerts, str(path))
     return validate(replace(base or DaemonConfig(), **values), str(path))
 
 
@@ -100,5 +120,11 @@ def validate(config: DaemonConfig, source: str = "options") -> DaemonConfig:
     return config
 
 
-def config_keys() -> list[str]:
-    return [f.name for f in fields(DaemonConfig)]
+def resolve_state_dir(config: DaemonConfig) -> Path:
+    """Where the journal lives: configured, systemd's StateDirectory, or the XDG state home."""
+    if config.state_dir is not None:
+        return config.state_dir
+    if os.environ.get("STATE_DIRECTORY"):
+        return Path(os.environ["STATE_DIRECTORY"].split(":")[0])
+    xdg = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(xdg) / "gpufleet"

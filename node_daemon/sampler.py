@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from node_daemon.backends.base import BackendUnavailable, GpuBackend
 from node_daemon.history import HistoryEntry, SampleHistory
-from node_daemon.readings import NodeFacts, ProcessReading
+from node_daemon.readings import GpuReading, NodeFacts, ProcessReading
 from node_daemon.wire import batch_message
 
 log = logging.getLogger(__name__)
@@ -35,6 +35,9 @@ class BackendStatus:
 
 
 StatusListener = Callable[[BackendStatus], None]
+# Called on the sampler thread after every sweep with the readings and the
+# latest process lists; while the backend is down, with nothing, once per retry.
+SweepListener = Callable[[Sequence[GpuReading], Mapping[int, Sequence[ProcessReading]]], None]
 
 
 class Sampler:
@@ -56,6 +59,7 @@ class Sampler:
         self._thread = threading.Thread(target=self._run, name="gpufleet-sampler", daemon=True)
         self._status = BackendStatus(ok=False, detail="starting")
         self._listeners: list[StatusListener] = []
+        self._sweep_listeners: list[SweepListener] = []
         self._tick = 0
         self._processes: Mapping[int, Sequence[ProcessReading]] = {}
         self._retry_s = RETRY_FIRST_S
@@ -71,6 +75,9 @@ class Sampler:
     def add_status_listener(self, listener: StatusListener) -> None:
         self._listeners.append(listener)
 
+    def add_sweep_listener(self, listener: SweepListener) -> None:
+        self._sweep_listeners.append(listener)
+
     def start(self) -> None:
         self._thread.start()
 
@@ -83,6 +90,7 @@ class Sampler:
         next_at = time.monotonic()
         while not self._stop.is_set():
             if not self._status.ok and not self._try_open():
+                self._notify_sweep([], {})  # node-level rules still run (backend degraded)
                 self._stop.wait(self._retry_s)
                 self._retry_s = min(RETRY_MAX_S, self._retry_s * 2)
                 next_at = time.monotonic()
@@ -125,7 +133,18 @@ class Sampler:
         batch = batch_message(timestamp_ms, self._tick, readings, self._processes)
         entry = HistoryEntry(timestamp_ms, self._tick, batch.SerializeToString())
         self._history.append(entry)
+        self._notify_sweep(readings, self._processes)
         return entry
+
+    def _notify_sweep(
+        self, readings: Sequence[GpuReading], processes: Mapping[int, Sequence[ProcessReading]]
+    ) -> None:
+        for listener in self._sweep_listeners:
+            try:
+                listener(readings, processes)
+            except Exception:
+                # A failing rule must not stop sampling.
+                log.exception("sweep listener failed")
 
     def _set_status(self, status: BackendStatus) -> None:
         changed = status.ok != self._status.ok or status.detail != self._status.detail

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 import threading
 import time
 from concurrent import futures
@@ -13,9 +14,14 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+from node_daemon import __version__
+from node_daemon.alert_servicer import AlertServicer
+from node_daemon.alerts.alertmanager import AlertmanagerPusher
+from node_daemon.alerts.engine import AlertEngine
 from node_daemon.backends.base import GpuBackend
-from node_daemon.config import DaemonConfig
+from node_daemon.config import DaemonConfig, resolve_state_dir
 from node_daemon.history import SampleHistory
+from node_daemon.journal import EventJournal
 from node_daemon.listen import ListenAddress
 from node_daemon.sampler import BackendStatus, Sampler
 from node_daemon.servicer import SERVICE_NAME, NodeServicer, node_service_handler
@@ -36,6 +42,7 @@ SERVER_OPTIONS: list[tuple[str, int]] = [
 ]
 # Unary calls and health checks get workers beyond the ones streams hold.
 _SPARE_WORKERS = 8
+JOURNAL_FILE = "journal.sqlite3"
 
 
 class NodeDaemon:
@@ -47,6 +54,9 @@ class NodeDaemon:
         self.sampler = Sampler(
             backend, self.history, config.sample_interval_s, config.process_interval_s
         )
+        self.journal = EventJournal(resolve_state_dir(config) / JOURNAL_FILE)
+        self.alerts = AlertEngine(self.journal, config.alerts)
+        self._alertmanager = self._build_alertmanager()
         self._health = health.HealthServicer()
         self._server = self._build_server(backend)
         self.port = self._server.add_insecure_port(str(address))
@@ -66,20 +76,39 @@ class NodeDaemon:
         servicer = NodeServicer(
             self.sampler, self.history, backend.kind, int(time.time() * 1000), self.config.hostname
         )
-        server.add_generic_rpc_handlers((node_service_handler(servicer),))
+        alert_servicer = AlertServicer(self.alerts, self.journal)
+        server.add_generic_rpc_handlers((node_service_handler(servicer, alert_servicer),))
         health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
         names = (SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME)
         reflection.enable_server_reflection(names, server)
         return server
 
+    def _build_alertmanager(self) -> AlertmanagerPusher | None:
+        if not self.config.alertmanager_urls:
+            return None
+        node = self.config.hostname or socket.gethostname()
+        pusher = AlertmanagerPusher(self.config.alertmanager_urls, {"node": node})
+        self.alerts.add_listener(pusher.publish)
+        return pusher
+
     def start(self) -> None:
         self._set_health(self.sampler.status)
         self.sampler.add_status_listener(self._set_health)
+        self.sampler.add_status_listener(self._on_backend_status)
+        self.sampler.add_sweep_listener(self.alerts.evaluate)
+        self.alerts.record_start(f"daemon {__version__} started on {self.address}")
+        if self._alertmanager is not None:
+            self._alertmanager.start()
         self.sampler.start()
         self._server.start()
         log.info("serving gpufleet.v1 on %s", self.address)
         if self.config.ready_file is not None:
             _write_atomically(self.config.ready_file, f"{self.address}\n")
+
+    def _on_backend_status(self, status: BackendStatus) -> None:
+        self.alerts.set_backend_problem(None if status.ok else status.detail)
+        if status.facts is not None:
+            self.alerts.set_gpu_facts(status.facts.gpus)
 
     def _set_health(self, status: BackendStatus) -> None:
         serving = health_pb2.HealthCheckResponse.SERVING
@@ -98,6 +127,9 @@ class NodeDaemon:
         self._server.stop(grace_s).wait()
         self._executor.shutdown(wait=False, cancel_futures=True)
         self.sampler.stop()
+        if self._alertmanager is not None:
+            self._alertmanager.stop()
+        self.journal.close()
 
     def wait_stopped(self, timeout_s: float) -> bool:
         """True once stop() has begun; waits up to timeout_s for it."""

@@ -5,11 +5,13 @@ from __future__ import annotations
 import logging
 import socket
 from collections.abc import Iterator
+from typing import Any
 
 import grpc
 
 from gpufleet.v1 import node_pb2 as pb
 from node_daemon import __version__
+from node_daemon.alert_servicer import AlertServicer
 from node_daemon.history import SampleHistory
 from node_daemon.readings import BackendKind
 from node_daemon.sampler import Sampler
@@ -80,13 +82,29 @@ class NodeServicer:
         log.info("stream to %s ended", peer)
 
 
+def _unary(method: Any, request: Any, response: Any) -> grpc.RpcMethodHandler:
+    return grpc.unary_unary_rpc_method_handler(
+        method,
+        request_deserializer=request.FromString,
+        response_serializer=response.SerializeToString,
+    )
+
+
 def _pre_serialized(payload: bytes) -> bytes:
     return payload
 
 
-def node_service_handler(servicer: NodeServicer) -> grpc.GenericRpcHandler:
-    """The service's method table. Streams send bytes the sampler serialized once."""
+def node_service_handler(servicer: NodeServicer, alerts: AlertServicer) -> grpc.GenericRpcHandler:
+    """The service's method table. Sample streams send bytes the sampler serialized once."""
     methods = {
+        "ListAlerts": _unary(alerts.ListAlerts, pb.ListAlertsRequest, pb.ListAlertsResponse),
+        "AcknowledgeAlert": _unary(alerts.AcknowledgeAlert, pb.AcknowledgeAlertRequest, pb.Alert),
+        "SilenceAlert": _unary(alerts.SilenceAlert, pb.SilenceAlertRequest, pb.Alert),
+        "StreamEvents": grpc.unary_stream_rpc_method_handler(
+            alerts.StreamEvents,
+            request_deserializer=pb.StreamEventsRequest.FromString,
+            response_serializer=pb.Event.SerializeToString,
+        ),
         "GetInventory": grpc.unary_unary_rpc_method_handler(
             servicer.GetInventory,
             request_deserializer=pb.GetInventoryRequest.FromString,

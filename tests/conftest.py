@@ -28,11 +28,15 @@ DaemonFactory = Callable[..., NodeDaemon]
 
 
 @pytest.fixture
-def start_daemon() -> Iterator[DaemonFactory]:
-    """Start real daemons (gRPC on loopback, port 0 unless given); all stop after the test."""
+def start_daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DaemonFactory]:
+    """Start real daemons (gRPC on loopback, port 0 unless given); all stop after the test.
+
+    Each gets its own state directory unless `state_dir` is given.
+    """
     daemons: list[NodeDaemon] = []
 
     def start(backend: GpuBackend | None = None, **overrides: object) -> NodeDaemon:
+        overrides.setdefault("state_dir", tmp_path_factory.mktemp("state"))
         config = replace(FAST_CONFIG, **overrides)  # type: ignore[arg-type]
         daemon = NodeDaemon(
             config, backend or simulated_backend(config), parse_listen_address(config.listen)

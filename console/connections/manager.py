@@ -11,8 +11,8 @@ import collections
 import logging
 import threading
 
-from console.connections.node_link import NodeLink
-from console.fleet.updates import Update
+from console.connections.node_link import AlertCall, NodeLink
+from console.fleet.updates import CommandResult, Update
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +42,7 @@ class ConnectionManager:
         self._inbox = inbox
         self._loop: asyncio.AbstractEventLoop | None = None
         self._tasks: dict[str, asyncio.Task[None]] = {}
+        self._links: dict[str, NodeLink] = {}
         self._ready = threading.Event()
         self._thread = threading.Thread(target=self._run, name="gpufleet-net", daemon=True)
 
@@ -65,8 +66,21 @@ class ConnectionManager:
 
     def _start_link(self, target: str) -> None:
         if target not in self._tasks:
-            link = NodeLink(target, self._inbox.put)
+            link = self._links[target] = NodeLink(target, self._inbox.put)
             self._tasks[target] = self._loop.create_task(link.run(), name=f"link {target}")  # type: ignore[union-attr]
+
+    def request(self, target: str, what: str, call: AlertCall) -> None:
+        """Run an action on a node off the GUI thread; its CommandResult lands in the inbox."""
+        assert self._loop is not None, "start() first"
+        asyncio.run_coroutine_threadsafe(self._request(target, what, call), self._loop)
+
+    async def _request(self, target: str, what: str, call: AlertCall) -> None:
+        link = self._links.get(target)
+        if link is None:
+            result = CommandResult(target, what, False, f"{target} is not a watched node")
+        else:
+            result = await link.command(what, call)
+        self._inbox.put(result)
 
     def stop(self, timeout_s: float = 5.0) -> None:
         """Cancel every link, close channels, end the thread."""

@@ -11,7 +11,8 @@ import asyncio
 import logging
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any
 
 import grpc
 import grpc.aio
@@ -22,14 +23,22 @@ from console.connections.channel import (
     UNREACHABLE_AFTER,
     backoff_s,
 )
-from console.fleet.decode import decode_batch, decode_inventory
-from console.fleet.updates import LinkState, LinkUpdate, Update
+from console.fleet.decode import (
+    decode_alert,
+    decode_alerts,
+    decode_batch,
+    decode_event,
+    decode_inventory,
+)
+from console.fleet.updates import CommandResult, LinkState, LinkUpdate, Update
 from gpufleet.v1 import node_pb2 as pb
 from gpufleet.v1 import node_pb2_grpc as pb_grpc
 
 log = logging.getLogger(__name__)
 
 UpdateSink = Callable[[Update], None]
+AlertCall = Callable[[pb_grpc.NodeServiceStub], Awaitable[pb.Alert]]
+CLEARED_HISTORY = 200
 # On first connect, ask for this much held history so plots start full.
 BACKFILL_S = 600.0
 
@@ -47,6 +56,10 @@ class NodeLink:
         self._rng = rng or random.Random()
         # Resume point: the newest sample seen; before the first, the backfill window.
         self._last_sample_ms = int((time.time() - backfill_s) * 1000)
+        # Resume point of the event journal (sequence numbers are per journal).
+        self._journal_id: str | None = None
+        self._last_event_seq = 0
+        self._stub: pb_grpc.NodeServiceStub | None = None
         self._failures = 0
 
     async def run(self) -> None:
@@ -77,13 +90,59 @@ class NodeLink:
         inventory = await stub.GetInventory(pb.GetInventoryRequest(), timeout=CALL_DEADLINE_S)
         update = decode_inventory(self.target, inventory)
         self._sink(update)
-        gpu_count = len(update.info.gpus)
+        listing = await stub.ListAlerts(
+            pb.ListAlertsRequest(include_cleared=True, limit=CLEARED_HISTORY),
+            timeout=CALL_DEADLINE_S,
+        )
+        self._sink(decode_alerts(self.target, listing))
+        if listing.journal_id != self._journal_id:
+            # A journal we have not seen (first connect, or the node's was reset):
+            # the listing is the state; events from here on.
+            self._journal_id, self._last_event_seq = listing.journal_id, listing.last_seq
+        self._stub = stub
+        self._sink(LinkUpdate(self.target, LinkState.CONNECTED))
+        self._failures = 0
+        try:
+            await _until_first_ends(
+                self._stream_samples(stub, len(update.info.gpus)), self._stream_events(stub)
+            )
+        finally:
+            self._stub = None
+
+    async def _stream_samples(self, stub: pb_grpc.NodeServiceStub, gpu_count: int) -> None:
         request = pb.StreamSamplesRequest(since_unix_ms=self._last_sample_ms)
         # A stream has no deadline: it lives as long as the link. Keepalive
         # pings (CHANNEL_OPTIONS) notice a link that died silently.
-        stream = stub.StreamSamples(request)
-        self._sink(LinkUpdate(self.target, LinkState.CONNECTED))
-        self._failures = 0
-        async for batch in stream:
+        async for batch in stub.StreamSamples(request):
             self._last_sample_ms = batch.timestamp_unix_ms
             self._sink(decode_batch(self.target, batch, gpu_count))
+
+    async def _stream_events(self, stub: pb_grpc.NodeServiceStub) -> None:
+        request = pb.StreamEventsRequest(after_seq=self._last_event_seq)
+        async for event in stub.StreamEvents(request):
+            self._last_event_seq = event.seq
+            self._sink(decode_event(self.target, event))
+
+    async def command(self, what: str, call: AlertCall) -> CommandResult:
+        """Run one action on the node; the result says what happened, in words."""
+        stub = self._stub
+        if stub is None:
+            return CommandResult(self.target, what, False, f"{self.target} is not connected")
+        try:
+            alert = await call(stub)
+        except grpc.aio.AioRpcError as exc:
+            return CommandResult(self.target, what, False, f"{exc.code().name}: {exc.details()}")
+        return CommandResult(self.target, what, True, "done", decode_alert(self.target, alert))
+
+
+async def _until_first_ends(*coroutines: Coroutine[Any, Any, None]) -> None:
+    """Run the streams together; when one ends or fails, stop the others."""
+    tasks = [asyncio.ensure_future(c) for c in coroutines]
+    try:
+        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+    for task in done:
+        task.result()  # re-raise the failure that ended the session

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+from console.fleet.alerts import AlertRow, EventRow, Severity
 from console.fleet.metrics import batch_rows
 from console.fleet.updates import (
+    AlertsUpdate,
+    EventUpdate,
     GpuInfo,
     GpuSnapshot,
     InventoryUpdate,
@@ -78,3 +83,38 @@ def decode_inventory(target: str, inventory: pb.Inventory) -> InventoryUpdate:
         gpus=tuple(_gpu_info(g) for g in inventory.gpus),
     )
     return InventoryUpdate(target, info)
+
+
+_EVENT_PREFIX = "EVENT_KIND_"
+
+
+def decode_alert(target: str, a: pb.Alert) -> AlertRow:
+    def opt(field: str) -> Any:
+        return getattr(a, field) if a.HasField(field) else None
+
+    return AlertRow(
+        target=target, id=a.id, key=a.key, rule=a.rule, severity=Severity(max(1, a.severity)),
+        firing=a.state == pb.ALERT_STATE_FIRING, gpu_index=opt("gpu_index"), gpu_uuid=a.gpu_uuid,
+        pid=opt("pid"), value=opt("value"), unit=a.unit, summary=a.summary,
+        started_unix_ms=a.started_unix_ms, updated_unix_ms=a.updated_unix_ms,
+        cleared_unix_ms=opt("cleared_unix_ms"), occurrences=a.occurrences,
+        acknowledged_by=a.acknowledged_by, acknowledged_unix_ms=opt("acknowledged_unix_ms"),
+        silenced_until_unix_ms=opt("silenced_until_unix_ms"), silenced_by=a.silenced_by,
+        silence_reason=a.silence_reason,
+    )  # fmt: skip
+
+
+def decode_alerts(target: str, reply: pb.ListAlertsResponse) -> AlertsUpdate:
+    alerts = tuple(decode_alert(target, a) for a in reply.alerts)
+    return AlertsUpdate(target, alerts, reply.journal_id, reply.last_seq)
+
+
+def decode_event(target: str, e: pb.Event) -> EventUpdate:
+    kind = pb.EventKind.Name(e.kind).removeprefix(_EVENT_PREFIX).lower()
+    row = EventRow(
+        target=target, seq=e.seq, time_unix_ms=e.time_unix_ms, kind=kind,
+        gpu_index=e.gpu_index if e.HasField("gpu_index") else None, summary=e.summary,
+        actor=e.actor, alert=decode_alert(target, e.alert) if e.HasField("alert") else None,
+        replayed=e.replayed,
+    )  # fmt: skip
+    return EventUpdate(target, row, e.journal_id)

@@ -10,9 +10,13 @@ import enum
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
+from console.fleet.alerts import AlertBook, EventRow, Severity
 from console.fleet.metrics import METRIC_COUNT
 from console.fleet.ring import SampleRing
 from console.fleet.updates import (
+    AlertsUpdate,
+    CommandResult,
+    EventUpdate,
     GpuSnapshot,
     InventoryUpdate,
     LinkState,
@@ -61,6 +65,10 @@ class FleetModel:
     def __init__(self, ring_capacity: int = DEFAULT_RING_CAPACITY) -> None:
         self._ring_capacity = ring_capacity
         self._nodes: dict[str, NodeRecord] = {}
+        self.alerts = AlertBook()
+        # Events applied since the last take_new_events(): what notifiers look at.
+        self._new_events: list[EventRow] = []
+        self._worst: tuple[tuple[int, int], dict[tuple[str, int | None], Severity]] = ((-1, 0), {})
 
     def add_node(self, target: str) -> NodeRecord:
         return self._nodes.setdefault(target, NodeRecord(target))
@@ -97,7 +105,33 @@ class FleetModel:
             return self._apply_link(node, update)
         if isinstance(update, InventoryUpdate):
             return self._apply_inventory(node, update)
-        return self._apply_samples(node, update)
+        if isinstance(update, SamplesUpdate):
+            return self._apply_samples(node, update)
+        return self._apply_alerting(update)
+
+    def _apply_alerting(self, update: AlertsUpdate | EventUpdate | CommandResult) -> Change:
+        if isinstance(update, AlertsUpdate):
+            self.alerts.replace_node_alerts(
+                update.target, update.alerts, update.journal_id, update.last_seq
+            )
+            return Change.DATA
+        if isinstance(update, EventUpdate):
+            if not self.alerts.add_event(update.event, update.journal_id):
+                return Change.NONE  # seen already: every event is shown once
+            self._new_events.append(update.event)
+            return Change.DATA
+        return Change.NONE  # command results are not fleet state
+
+    def take_new_events(self) -> list[EventRow]:
+        events, self._new_events = self._new_events, []
+        return events
+
+    def alert_severity(self, target: str, gpu: int | None, now_unix_ms: int) -> Severity | None:
+        """The worst active (firing, not silenced) alert on a GPU, or on the node for None."""
+        stamp = (self.alerts.version, now_unix_ms // 1000)
+        if self._worst[0] != stamp:
+            self._worst = (stamp, self.alerts.worst_by_gpu(now_unix_ms))
+        return self._worst[1].get((target, gpu))
 
     def _apply_link(self, node: NodeRecord, update: LinkUpdate) -> Change:
         node.state, node.state_detail = update.state, update.detail

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from console.fleet.alerts import AlertRow, EventRow
+
 
 class LinkState(enum.Enum):
     CONNECTING = "connecting"
@@ -92,4 +94,32 @@ class SamplesUpdate:
     replayed: bool
 
 
-Update = LinkUpdate | InventoryUpdate | SamplesUpdate
+@dataclass(frozen=True)
+class AlertsUpdate:
+    """A node's alert listing (on every connect): it replaces what we held."""
+
+    target: str
+    alerts: tuple[AlertRow, ...]
+    journal_id: str
+    last_seq: int
+
+
+@dataclass(frozen=True)
+class EventUpdate:
+    target: str
+    event: EventRow
+    journal_id: str
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    """The answer to something a person asked a node to do (acknowledge, silence...)."""
+
+    target: str
+    what: str  # e.g. "acknowledge a-12"
+    ok: bool
+    message: str
+    alert: AlertRow | None = None
+
+
+Update = LinkUpdate | InventoryUpdate | SamplesUpdate | AlertsUpdate | EventUpdate | CommandResult

@@ -8,6 +8,7 @@ from PySide6.QtCore import QObject, QTimer, Signal
 
 from console.connections.manager import UpdateInbox
 from console.fleet.model import Change, FleetModel
+from console.fleet.updates import CommandResult
 
 DEFAULT_FPS = 20
 # Most updates applied in one frame: a burst (a console starting against a fleet
@@ -23,6 +24,10 @@ class FramePump(QObject):
     """
 
     fleetChanged = Signal(object)
+    # New events (list[EventRow]) applied this frame, each once: for notifiers and logs.
+    eventsArrived = Signal(object)
+    # The answer to an action (CommandResult), for the message line.
+    commandFinished = Signal(object)
 
     def __init__(self, inbox: UpdateInbox, fleet: FleetModel, fps: int = DEFAULT_FPS) -> None:
         super().__init__()
@@ -43,9 +48,16 @@ class FramePump(QObject):
 
     def pump(self) -> dict[str, Change]:
         started = time.perf_counter()
-        changes = self._fleet.apply_all(self._inbox.drain(MAX_UPDATES_PER_FRAME))
+        updates = self._inbox.drain(MAX_UPDATES_PER_FRAME)
+        results = [u for u in updates if isinstance(u, CommandResult)]
+        changes = self._fleet.apply_all(updates)
         if changes:
             self.fleetChanged.emit(changes)
+        events = self._fleet.take_new_events()
+        if events:
+            self.eventsArrived.emit(events)
+        for result in results:
+            self.commandFinished.emit(result)
         self.last_frame_s = time.perf_counter() - started
         self.frames += 1
         return changes

@@ -15,6 +15,8 @@ THERMAL_TAU_S = 25.0
 # Cooling failure multiplies the thermal resistance: full load then settles near 100 °C.
 OVERHEAT_FACTOR = 1.75
 LEAK_BYTES_PER_S = 48 * 1024**2
+# A misbehaving board (or a raised limit elsewhere): draws 8 % above its limit.
+OVERPOWER_FACTOR = 1.08
 THROTTLE_SW_POWER_CAP = 0x4
 THROTTLE_SW_THERMAL = 0x20
 THROTTLE_HW_THERMAL = 0x40
@@ -51,6 +53,7 @@ class SimulatedGpu:
         self._overheating = False
         self._target_util = self._rng.choice((0.0, 0.0, 35.0, 70.0, 95.0))
         self._forced_util: float | None = None
+        self._power_factor = 1.0
         self.util = self._target_util
         # Start warm, as a server that has been running: at the load's steady temperature.
         self.temp_c = self._equilibrium_c(self.power_w())
@@ -75,6 +78,7 @@ class SimulatedGpu:
     def _on_cool(self, _value: float | None) -> None:
         self._overheating = False
         self._forced_util = None
+        self._power_factor = 1.0
 
     def _on_load(self, value: float | None) -> None:
         self._forced_util = max(0.0, min(100.0, value or 0.0))
@@ -87,6 +91,18 @@ class SimulatedGpu:
 
     def _on_ecc(self, value: float | None) -> None:
         self.ecc_uncorrected += int(value or 1)
+
+    def _on_ecc_correctable(self, value: float | None) -> None:
+        self.ecc_corrected += int(value or 1)
+
+    def _on_overpower(self, _value: float | None) -> None:
+        self._forced_util = 100.0
+        self._power_factor = OVERPOWER_FACTOR
+
+    def _on_idle(self, _value: float | None) -> None:
+        if not self.processes:
+            self._spawn_process(leaking=False)
+        self._forced_util = 0.0
 
     def _on_xid(self, value: float | None) -> None:
         self._pending_xids.append(int(value or 0))
@@ -142,9 +158,8 @@ class SimulatedGpu:
     def power_w(self) -> float:
         spread = self.spec.power_limit_w - self.spec.idle_power_w
         jitter = self._rng.uniform(-0.02, 0.02) * spread
-        return max(
-            self.spec.idle_power_w, self.spec.idle_power_w + spread * self.util / 100 + jitter
-        )
+        power = self.spec.idle_power_w + spread * self.util / 100 + jitter
+        return max(self.spec.idle_power_w, power) * self._power_factor
 
     def memory_used_bytes(self) -> int:
         used = CONTEXT_OVERHEAD_BYTES * len(self.processes)

@@ -11,8 +11,10 @@ started::
 Kinds: ``overheat`` (cooling fails: the GPU heats past 85 °C), ``cool``
 (cooling restored), ``load`` (``util`` = target utilisation in percent),
 ``leak`` (a process whose memory only grows while the GPU idles), ``ecc``
-(``count`` uncorrectable ECC errors, default 1), ``xid`` (``xid`` = the Xid
-code), ``lost`` (the GPU falls off the bus), ``recover`` (it answers again).
+(``count`` uncorrectable ECC errors, default 1), ``ecc_correctable``
+(``count`` correctable ones), ``xid`` (``xid`` = the Xid code), ``lost`` (the
+GPU falls off the bus), ``recover`` (it answers again), ``overpower`` (draws
+above its power limit), ``idle`` (its processes stay but stop working).
 """
 
 from __future__ import annotations
@@ -22,7 +24,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-EVENT_KINDS = frozenset({"overheat", "cool", "load", "leak", "ecc", "xid", "lost", "recover"})
+EVENT_KINDS = frozenset(
+    {"overheat", "cool", "load", "leak", "ecc", "ecc_correctable", "xid", "lost", "recover",
+     "overpower", "idle"}
+)  # fmt: skip
 
 
 class ScenarioError(ValueError):
@@ -46,7 +51,7 @@ class Scenario:
         return [e for e in self.events if after_s < e.at_s <= until_s]
 
 
-_VALUE_KEYS = {"load": "util", "ecc": "count", "xid": "xid"}
+_VALUE_KEYS = {"load": "util", "ecc": "count", "ecc_correctable": "count", "xid": "xid"}
 
 
 def _parse_event(raw: dict[str, Any], where: str) -> ScenarioEvent:

@@ -89,6 +89,73 @@ GPU_HEALTH_ERROR: GpuHealth.ValueType  # 3
 """Reading this GPU failed for another reason; see GpuSample.error."""
 Global___GpuHealth: _TypeAlias = GpuHealth  # noqa: Y015
 
+class _Severity:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _SeverityEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Severity.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    SEVERITY_UNSPECIFIED: _Severity.ValueType  # 0
+    SEVERITY_INFO: _Severity.ValueType  # 1
+    SEVERITY_WARNING: _Severity.ValueType  # 2
+    SEVERITY_CRITICAL: _Severity.ValueType  # 3
+
+class Severity(_Severity, metaclass=_SeverityEnumTypeWrapper): ...
+
+SEVERITY_UNSPECIFIED: Severity.ValueType  # 0
+SEVERITY_INFO: Severity.ValueType  # 1
+SEVERITY_WARNING: Severity.ValueType  # 2
+SEVERITY_CRITICAL: Severity.ValueType  # 3
+Global___Severity: _TypeAlias = Severity  # noqa: Y015
+
+class _AlertState:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _AlertStateEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_AlertState.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    ALERT_STATE_UNSPECIFIED: _AlertState.ValueType  # 0
+    ALERT_STATE_FIRING: _AlertState.ValueType  # 1
+    ALERT_STATE_CLEARED: _AlertState.ValueType  # 2
+
+class AlertState(_AlertState, metaclass=_AlertStateEnumTypeWrapper): ...
+
+ALERT_STATE_UNSPECIFIED: AlertState.ValueType  # 0
+ALERT_STATE_FIRING: AlertState.ValueType  # 1
+ALERT_STATE_CLEARED: AlertState.ValueType  # 2
+Global___AlertState: _TypeAlias = AlertState  # noqa: Y015
+
+class _EventKind:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _EventKindEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_EventKind.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    EVENT_KIND_UNSPECIFIED: _EventKind.ValueType  # 0
+    EVENT_KIND_ALERT_RAISED: _EventKind.ValueType  # 1
+    EVENT_KIND_ALERT_CHANGED: _EventKind.ValueType  # 2
+    EVENT_KIND_ALERT_CLEARED: _EventKind.ValueType  # 3
+    EVENT_KIND_ALERT_ACKNOWLEDGED: _EventKind.ValueType  # 4
+    EVENT_KIND_ALERT_SILENCED: _EventKind.ValueType  # 5
+    EVENT_KIND_ALERT_UNSILENCED: _EventKind.ValueType  # 6
+    EVENT_KIND_GPU_LOST: _EventKind.ValueType  # 7
+    EVENT_KIND_GPU_RECOVERED: _EventKind.ValueType  # 8
+    EVENT_KIND_DAEMON_STARTED: _EventKind.ValueType  # 9
+
+class EventKind(_EventKind, metaclass=_EventKindEnumTypeWrapper): ...
+
+EVENT_KIND_UNSPECIFIED: EventKind.ValueType  # 0
+EVENT_KIND_ALERT_RAISED: EventKind.ValueType  # 1
+EVENT_KIND_ALERT_CHANGED: EventKind.ValueType  # 2
+EVENT_KIND_ALERT_CLEARED: EventKind.ValueType  # 3
+EVENT_KIND_ALERT_ACKNOWLEDGED: EventKind.ValueType  # 4
+EVENT_KIND_ALERT_SILENCED: EventKind.ValueType  # 5
+EVENT_KIND_ALERT_UNSILENCED: EventKind.ValueType  # 6
+EVENT_KIND_GPU_LOST: EventKind.ValueType  # 7
+EVENT_KIND_GPU_RECOVERED: EventKind.ValueType  # 8
+EVENT_KIND_DAEMON_STARTED: EventKind.ValueType  # 9
+Global___EventKind: _TypeAlias = EventKind  # noqa: Y015
+
 @_typing.final
 class GetInventoryRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
@@ -531,3 +598,296 @@ class GpuProcess(_message.Message):
     def WhichOneof(self, oneof_group: _WhichOneofArgType__user) -> _WhichOneofReturnType__user | None: ...
 
 Global___GpuProcess: _TypeAlias = GpuProcess  # noqa: Y015
+
+@_typing.final
+class Alert(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    KEY_FIELD_NUMBER: _builtins.int
+    RULE_FIELD_NUMBER: _builtins.int
+    SEVERITY_FIELD_NUMBER: _builtins.int
+    STATE_FIELD_NUMBER: _builtins.int
+    GPU_INDEX_FIELD_NUMBER: _builtins.int
+    GPU_UUID_FIELD_NUMBER: _builtins.int
+    PID_FIELD_NUMBER: _builtins.int
+    VALUE_FIELD_NUMBER: _builtins.int
+    UNIT_FIELD_NUMBER: _builtins.int
+    SUMMARY_FIELD_NUMBER: _builtins.int
+    STARTED_UNIX_MS_FIELD_NUMBER: _builtins.int
+    UPDATED_UNIX_MS_FIELD_NUMBER: _builtins.int
+    CLEARED_UNIX_MS_FIELD_NUMBER: _builtins.int
+    OCCURRENCES_FIELD_NUMBER: _builtins.int
+    ACKNOWLEDGED_BY_FIELD_NUMBER: _builtins.int
+    ACKNOWLEDGED_UNIX_MS_FIELD_NUMBER: _builtins.int
+    ACKNOWLEDGE_COMMENT_FIELD_NUMBER: _builtins.int
+    SILENCED_UNTIL_UNIX_MS_FIELD_NUMBER: _builtins.int
+    SILENCED_BY_FIELD_NUMBER: _builtins.int
+    SILENCE_REASON_FIELD_NUMBER: _builtins.int
+    id: _builtins.str
+    """Unique on this node for the alert's whole life, e.g. "a-42"."""
+    key: _builtins.str
+    """What the alert is about: rule, GPU and (for per-process rules) pid,
+    e.g. "gpu_temp/gpu3". A new alert with the same key is a new occurrence.
+    """
+    rule: _builtins.str
+    """The rule that raised it: gpu_temp, memory_temp, power, throttle,
+    ecc_uncorrectable, ecc_correctable, xid, gpu_lost, memory_leak, idle,
+    temp_trend, backend_degraded.
+    """
+    severity: Global___Severity.ValueType
+    state: Global___AlertState.ValueType
+    gpu_index: _builtins.int
+    """Unset for node-level alerts."""
+    gpu_uuid: _builtins.str
+    pid: _builtins.int
+    value: _builtins.float
+    """The latest value behind the alert, in `unit` (°C, W, errors, MiB, ...)."""
+    unit: _builtins.str
+    summary: _builtins.str
+    """One line for a person: what is wrong, where, how bad."""
+    started_unix_ms: _builtins.int
+    updated_unix_ms: _builtins.int
+    cleared_unix_ms: _builtins.int
+    occurrences: _builtins.int
+    """How many times the condition occurred (Xid errors are counted, not latched)."""
+    acknowledged_by: _builtins.str
+    acknowledged_unix_ms: _builtins.int
+    acknowledge_comment: _builtins.str
+    silenced_until_unix_ms: _builtins.int
+    silenced_by: _builtins.str
+    silence_reason: _builtins.str
+    def __init__(
+        self,
+        *,
+        id: _builtins.str = ...,
+        key: _builtins.str = ...,
+        rule: _builtins.str = ...,
+        severity: Global___Severity.ValueType = ...,
+        state: Global___AlertState.ValueType = ...,
+        gpu_index: _builtins.int | None = ...,
+        gpu_uuid: _builtins.str = ...,
+        pid: _builtins.int | None = ...,
+        value: _builtins.float | None = ...,
+        unit: _builtins.str = ...,
+        summary: _builtins.str = ...,
+        started_unix_ms: _builtins.int = ...,
+        updated_unix_ms: _builtins.int = ...,
+        cleared_unix_ms: _builtins.int | None = ...,
+        occurrences: _builtins.int = ...,
+        acknowledged_by: _builtins.str = ...,
+        acknowledged_unix_ms: _builtins.int | None = ...,
+        acknowledge_comment: _builtins.str = ...,
+        silenced_until_unix_ms: _builtins.int | None = ...,
+        silenced_by: _builtins.str = ...,
+        silence_reason: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_acknowledged_unix_ms", b"_acknowledged_unix_ms", "_cleared_unix_ms", b"_cleared_unix_ms", "_gpu_index", b"_gpu_index", "_pid", b"_pid", "_silenced_until_unix_ms", b"_silenced_until_unix_ms", "_value", b"_value", "acknowledged_unix_ms", b"acknowledged_unix_ms", "cleared_unix_ms", b"cleared_unix_ms", "gpu_index", b"gpu_index", "pid", b"pid", "silenced_until_unix_ms", b"silenced_until_unix_ms", "value", b"value"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_acknowledged_unix_ms", b"_acknowledged_unix_ms", "_cleared_unix_ms", b"_cleared_unix_ms", "_gpu_index", b"_gpu_index", "_pid", b"_pid", "_silenced_until_unix_ms", b"_silenced_until_unix_ms", "_value", b"_value", "acknowledge_comment", b"acknowledge_comment", "acknowledged_by", b"acknowledged_by", "acknowledged_unix_ms", b"acknowledged_unix_ms", "cleared_unix_ms", b"cleared_unix_ms", "gpu_index", b"gpu_index", "gpu_uuid", b"gpu_uuid", "id", b"id", "key", b"key", "occurrences", b"occurrences", "pid", b"pid", "rule", b"rule", "severity", b"severity", "silence_reason", b"silence_reason", "silenced_by", b"silenced_by", "silenced_until_unix_ms", b"silenced_until_unix_ms", "started_unix_ms", b"started_unix_ms", "state", b"state", "summary", b"summary", "unit", b"unit", "updated_unix_ms", b"updated_unix_ms", "value", b"value"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__acknowledged_unix_ms: _TypeAlias = _typing.Literal["acknowledged_unix_ms"]  # noqa: Y015
+    _WhichOneofArgType__acknowledged_unix_ms: _TypeAlias = _typing.Literal["_acknowledged_unix_ms", b"_acknowledged_unix_ms"]  # noqa: Y015
+    _WhichOneofReturnType__cleared_unix_ms: _TypeAlias = _typing.Literal["cleared_unix_ms"]  # noqa: Y015
+    _WhichOneofArgType__cleared_unix_ms: _TypeAlias = _typing.Literal["_cleared_unix_ms", b"_cleared_unix_ms"]  # noqa: Y015
+    _WhichOneofReturnType__gpu_index: _TypeAlias = _typing.Literal["gpu_index"]  # noqa: Y015
+    _WhichOneofArgType__gpu_index: _TypeAlias = _typing.Literal["_gpu_index", b"_gpu_index"]  # noqa: Y015
+    _WhichOneofReturnType__pid: _TypeAlias = _typing.Literal["pid"]  # noqa: Y015
+    _WhichOneofArgType__pid: _TypeAlias = _typing.Literal["_pid", b"_pid"]  # noqa: Y015
+    _WhichOneofReturnType__silenced_until_unix_ms: _TypeAlias = _typing.Literal["silenced_until_unix_ms"]  # noqa: Y015
+    _WhichOneofArgType__silenced_until_unix_ms: _TypeAlias = _typing.Literal["_silenced_until_unix_ms", b"_silenced_until_unix_ms"]  # noqa: Y015
+    _WhichOneofReturnType__value: _TypeAlias = _typing.Literal["value"]  # noqa: Y015
+    _WhichOneofArgType__value: _TypeAlias = _typing.Literal["_value", b"_value"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__acknowledged_unix_ms) -> _WhichOneofReturnType__acknowledged_unix_ms | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__cleared_unix_ms) -> _WhichOneofReturnType__cleared_unix_ms | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__gpu_index) -> _WhichOneofReturnType__gpu_index | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__pid) -> _WhichOneofReturnType__pid | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__silenced_until_unix_ms) -> _WhichOneofReturnType__silenced_until_unix_ms | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__value) -> _WhichOneofReturnType__value | None: ...
+
+Global___Alert: _TypeAlias = Alert  # noqa: Y015
+
+@_typing.final
+class ListAlertsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    INCLUDE_CLEARED_FIELD_NUMBER: _builtins.int
+    LIMIT_FIELD_NUMBER: _builtins.int
+    include_cleared: _builtins.bool
+    """Also return cleared alerts, newest first, up to `limit` (default 200)."""
+    limit: _builtins.int
+    def __init__(
+        self,
+        *,
+        include_cleared: _builtins.bool = ...,
+        limit: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["include_cleared", b"include_cleared", "limit", b"limit"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListAlertsRequest: _TypeAlias = ListAlertsRequest  # noqa: Y015
+
+@_typing.final
+class ListAlertsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ALERTS_FIELD_NUMBER: _builtins.int
+    LAST_SEQ_FIELD_NUMBER: _builtins.int
+    JOURNAL_ID_FIELD_NUMBER: _builtins.int
+    last_seq: _builtins.int
+    """Newest event sequence number at the time of the listing."""
+    journal_id: _builtins.str
+    """Identifies the journal; a different id means it was reset and sequence
+    numbers started again.
+    """
+    @_builtins.property
+    def alerts(self) -> _containers.RepeatedCompositeFieldContainer[Global___Alert]: ...
+    def __init__(
+        self,
+        *,
+        alerts: _abc.Iterable[Global___Alert] | None = ...,
+        last_seq: _builtins.int = ...,
+        journal_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["alerts", b"alerts", "journal_id", b"journal_id", "last_seq", b"last_seq"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListAlertsResponse: _TypeAlias = ListAlertsResponse  # noqa: Y015
+
+@_typing.final
+class Event(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SEQ_FIELD_NUMBER: _builtins.int
+    TIME_UNIX_MS_FIELD_NUMBER: _builtins.int
+    KIND_FIELD_NUMBER: _builtins.int
+    GPU_INDEX_FIELD_NUMBER: _builtins.int
+    SUMMARY_FIELD_NUMBER: _builtins.int
+    ALERT_FIELD_NUMBER: _builtins.int
+    ACTOR_FIELD_NUMBER: _builtins.int
+    REPLAYED_FIELD_NUMBER: _builtins.int
+    JOURNAL_ID_FIELD_NUMBER: _builtins.int
+    seq: _builtins.int
+    """Node-local, strictly increasing, survives restarts."""
+    time_unix_ms: _builtins.int
+    kind: Global___EventKind.ValueType
+    gpu_index: _builtins.int
+    summary: _builtins.str
+    actor: _builtins.str
+    """Who caused it (acknowledge, silence); empty for the daemon's own events."""
+    replayed: _builtins.bool
+    journal_id: _builtins.str
+    @_builtins.property
+    def alert(self) -> Global___Alert:
+        """For alert events: the alert as it is after this event."""
+
+    def __init__(
+        self,
+        *,
+        seq: _builtins.int = ...,
+        time_unix_ms: _builtins.int = ...,
+        kind: Global___EventKind.ValueType = ...,
+        gpu_index: _builtins.int | None = ...,
+        summary: _builtins.str = ...,
+        alert: Global___Alert | None = ...,
+        actor: _builtins.str = ...,
+        replayed: _builtins.bool = ...,
+        journal_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_gpu_index", b"_gpu_index", "alert", b"alert", "gpu_index", b"gpu_index"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_gpu_index", b"_gpu_index", "actor", b"actor", "alert", b"alert", "gpu_index", b"gpu_index", "journal_id", b"journal_id", "kind", b"kind", "replayed", b"replayed", "seq", b"seq", "summary", b"summary", "time_unix_ms", b"time_unix_ms"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__gpu_index: _TypeAlias = _typing.Literal["gpu_index"]  # noqa: Y015
+    _WhichOneofArgType__gpu_index: _TypeAlias = _typing.Literal["_gpu_index", b"_gpu_index"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__gpu_index) -> _WhichOneofReturnType__gpu_index | None: ...
+
+Global___Event: _TypeAlias = Event  # noqa: Y015
+
+@_typing.final
+class StreamEventsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    AFTER_SEQ_FIELD_NUMBER: _builtins.int
+    after_seq: _builtins.int
+    """Send events with seq > after_seq first (0: the whole journal), then live."""
+    def __init__(
+        self,
+        *,
+        after_seq: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["after_seq", b"after_seq"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___StreamEventsRequest: _TypeAlias = StreamEventsRequest  # noqa: Y015
+
+@_typing.final
+class AcknowledgeAlertRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ALERT_ID_FIELD_NUMBER: _builtins.int
+    COMMENT_FIELD_NUMBER: _builtins.int
+    ACTOR_FIELD_NUMBER: _builtins.int
+    alert_id: _builtins.str
+    comment: _builtins.str
+    actor: _builtins.str
+    """Who acknowledges; until tokens identify callers, the caller says."""
+    def __init__(
+        self,
+        *,
+        alert_id: _builtins.str = ...,
+        comment: _builtins.str = ...,
+        actor: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["actor", b"actor", "alert_id", b"alert_id", "comment", b"comment"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AcknowledgeAlertRequest: _TypeAlias = AcknowledgeAlertRequest  # noqa: Y015
+
+@_typing.final
+class SilenceAlertRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ALERT_ID_FIELD_NUMBER: _builtins.int
+    DURATION_S_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    ACTOR_FIELD_NUMBER: _builtins.int
+    alert_id: _builtins.str
+    duration_s: _builtins.int
+    """1 s .. 7 days; 0 lifts the silence."""
+    reason: _builtins.str
+    """Required when silencing: why it may stay quiet."""
+    actor: _builtins.str
+    def __init__(
+        self,
+        *,
+        alert_id: _builtins.str = ...,
+        duration_s: _builtins.int = ...,
+        reason: _builtins.str = ...,
+        actor: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["actor", b"actor", "alert_id", b"alert_id", "duration_s", b"duration_s", "reason", b"reason"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SilenceAlertRequest: _TypeAlias = SilenceAlertRequest  # noqa: Y015

@@ -45,6 +45,26 @@ class NodeServiceStub:
                 request_serializer=gpufleet_dot_v1_dot_node__pb2.StreamSamplesRequest.SerializeToString,
                 response_deserializer=gpufleet_dot_v1_dot_node__pb2.SampleBatch.FromString,
                 _registered_method=True)
+        self.ListAlerts = channel.unary_unary(
+                '/gpufleet.v1.NodeService/ListAlerts',
+                request_serializer=gpufleet_dot_v1_dot_node__pb2.ListAlertsRequest.SerializeToString,
+                response_deserializer=gpufleet_dot_v1_dot_node__pb2.ListAlertsResponse.FromString,
+                _registered_method=True)
+        self.StreamEvents = channel.unary_stream(
+                '/gpufleet.v1.NodeService/StreamEvents',
+                request_serializer=gpufleet_dot_v1_dot_node__pb2.StreamEventsRequest.SerializeToString,
+                response_deserializer=gpufleet_dot_v1_dot_node__pb2.Event.FromString,
+                _registered_method=True)
+        self.AcknowledgeAlert = channel.unary_unary(
+                '/gpufleet.v1.NodeService/AcknowledgeAlert',
+                request_serializer=gpufleet_dot_v1_dot_node__pb2.AcknowledgeAlertRequest.SerializeToString,
+                response_deserializer=gpufleet_dot_v1_dot_node__pb2.Alert.FromString,
+                _registered_method=True)
+        self.SilenceAlert = channel.unary_unary(
+                '/gpufleet.v1.NodeService/SilenceAlert',
+                request_serializer=gpufleet_dot_v1_dot_node__pb2.SilenceAlertRequest.SerializeToString,
+                response_deserializer=gpufleet_dot_v1_dot_node__pb2.Alert.FromString,
+                _registered_method=True)
 
 
 class NodeServiceServicer:
@@ -68,6 +88,39 @@ class NodeServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListAlerts(self, request, context):
+        """Active alerts (and, on request, recently cleared ones), with the journal's
+        newest sequence number: a subscriber lists, then streams events after it.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def StreamEvents(self, request, context):
+        """The node's event journal: events with seq > after_seq (replayed from the
+        journal, marked `replayed`), then live. Sequence numbers survive daemon
+        restarts, so a subscriber that resumes from the last seq it saw misses
+        nothing and sees nothing twice.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def AcknowledgeAlert(self, request, context):
+        """Acknowledge an alert: every console sees it acknowledged.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SilenceAlert(self, request, context):
+        """Silence an alert for a while (no notifications, no Alertmanager push);
+        duration_s = 0 lifts a silence.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_NodeServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -80,6 +133,26 @@ def add_NodeServiceServicer_to_server(servicer, server):
                     servicer.StreamSamples,
                     request_deserializer=gpufleet_dot_v1_dot_node__pb2.StreamSamplesRequest.FromString,
                     response_serializer=gpufleet_dot_v1_dot_node__pb2.SampleBatch.SerializeToString,
+            ),
+            'ListAlerts': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListAlerts,
+                    request_deserializer=gpufleet_dot_v1_dot_node__pb2.ListAlertsRequest.FromString,
+                    response_serializer=gpufleet_dot_v1_dot_node__pb2.ListAlertsResponse.SerializeToString,
+            ),
+            'StreamEvents': grpc.unary_stream_rpc_method_handler(
+                    servicer.StreamEvents,
+                    request_deserializer=gpufleet_dot_v1_dot_node__pb2.StreamEventsRequest.FromString,
+                    response_serializer=gpufleet_dot_v1_dot_node__pb2.Event.SerializeToString,
+            ),
+            'AcknowledgeAlert': grpc.unary_unary_rpc_method_handler(
+                    servicer.AcknowledgeAlert,
+                    request_deserializer=gpufleet_dot_v1_dot_node__pb2.AcknowledgeAlertRequest.FromString,
+                    response_serializer=gpufleet_dot_v1_dot_node__pb2.Alert.SerializeToString,
+            ),
+            'SilenceAlert': grpc.unary_unary_rpc_method_handler(
+                    servicer.SilenceAlert,
+                    request_deserializer=gpufleet_dot_v1_dot_node__pb2.SilenceAlertRequest.FromString,
+                    response_serializer=gpufleet_dot_v1_dot_node__pb2.Alert.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -137,6 +210,114 @@ class NodeService:
             '/gpufleet.v1.NodeService/StreamSamples',
             gpufleet_dot_v1_dot_node__pb2.StreamSamplesRequest.SerializeToString,
             gpufleet_dot_v1_dot_node__pb2.SampleBatch.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListAlerts(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gpufleet.v1.NodeService/ListAlerts',
+            gpufleet_dot_v1_dot_node__pb2.ListAlertsRequest.SerializeToString,
+            gpufleet_dot_v1_dot_node__pb2.ListAlertsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def StreamEvents(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/gpufleet.v1.NodeService/StreamEvents',
+            gpufleet_dot_v1_dot_node__pb2.StreamEventsRequest.SerializeToString,
+            gpufleet_dot_v1_dot_node__pb2.Event.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AcknowledgeAlert(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gpufleet.v1.NodeService/AcknowledgeAlert',
+            gpufleet_dot_v1_dot_node__pb2.AcknowledgeAlertRequest.SerializeToString,
+            gpufleet_dot_v1_dot_node__pb2.Alert.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SilenceAlert(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gpufleet.v1.NodeService/SilenceAlert',
+            gpufleet_dot_v1_dot_node__pb2.SilenceAlertRequest.SerializeToString,
+            gpufleet_dot_v1_dot_node__pb2.Alert.FromString,
             options,
             channel_credentials,
             insecure,

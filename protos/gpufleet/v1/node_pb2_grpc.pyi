@@ -46,6 +46,22 @@ class NodeServiceStub:
     that are newer than that time (marked `replayed`), then goes live, so a
     reconnecting subscriber has no gap.
     """
+    ListAlerts: _grpc.UnaryUnaryMultiCallable[_node_pb2.ListAlertsRequest, _node_pb2.ListAlertsResponse]
+    """Active alerts (and, on request, recently cleared ones), with the journal's
+    newest sequence number: a subscriber lists, then streams events after it.
+    """
+    StreamEvents: _grpc.UnaryStreamMultiCallable[_node_pb2.StreamEventsRequest, _node_pb2.Event]
+    """The node's event journal: events with seq > after_seq (replayed from the
+    journal, marked `replayed`), then live. Sequence numbers survive daemon
+    restarts, so a subscriber that resumes from the last seq it saw misses
+    nothing and sees nothing twice.
+    """
+    AcknowledgeAlert: _grpc.UnaryUnaryMultiCallable[_node_pb2.AcknowledgeAlertRequest, _node_pb2.Alert]
+    """Acknowledge an alert: every console sees it acknowledged."""
+    SilenceAlert: _grpc.UnaryUnaryMultiCallable[_node_pb2.SilenceAlertRequest, _node_pb2.Alert]
+    """Silence an alert for a while (no notifications, no Alertmanager push);
+    duration_s = 0 lifts a silence.
+    """
 
 @_typing.type_check_only
 class NodeServiceAsyncStub(NodeServiceStub):
@@ -59,6 +75,22 @@ class NodeServiceAsyncStub(NodeServiceStub):
     `since_unix_ms` set, the daemon first replays the batches it still holds
     that are newer than that time (marked `replayed`), then goes live, so a
     reconnecting subscriber has no gap.
+    """
+    ListAlerts: _aio.UnaryUnaryMultiCallable[_node_pb2.ListAlertsRequest, _node_pb2.ListAlertsResponse]  # type: ignore[assignment]
+    """Active alerts (and, on request, recently cleared ones), with the journal's
+    newest sequence number: a subscriber lists, then streams events after it.
+    """
+    StreamEvents: _aio.UnaryStreamMultiCallable[_node_pb2.StreamEventsRequest, _node_pb2.Event]  # type: ignore[assignment]
+    """The node's event journal: events with seq > after_seq (replayed from the
+    journal, marked `replayed`), then live. Sequence numbers survive daemon
+    restarts, so a subscriber that resumes from the last seq it saw misses
+    nothing and sees nothing twice.
+    """
+    AcknowledgeAlert: _aio.UnaryUnaryMultiCallable[_node_pb2.AcknowledgeAlertRequest, _node_pb2.Alert]  # type: ignore[assignment]
+    """Acknowledge an alert: every console sees it acknowledged."""
+    SilenceAlert: _aio.UnaryUnaryMultiCallable[_node_pb2.SilenceAlertRequest, _node_pb2.Alert]  # type: ignore[assignment]
+    """Silence an alert for a while (no notifications, no Alertmanager push);
+    duration_s = 0 lifts a silence.
     """
 
 class NodeServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -82,6 +114,46 @@ class NodeServiceServicer(metaclass=_abc_1.ABCMeta):
         `since_unix_ms` set, the daemon first replays the batches it still holds
         that are newer than that time (marked `replayed`), then goes live, so a
         reconnecting subscriber has no gap.
+        """
+
+    @_abc_1.abstractmethod
+    def ListAlerts(
+        self,
+        request: _node_pb2.ListAlertsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_node_pb2.ListAlertsResponse, _abc.Awaitable[_node_pb2.ListAlertsResponse]]:
+        """Active alerts (and, on request, recently cleared ones), with the journal's
+        newest sequence number: a subscriber lists, then streams events after it.
+        """
+
+    @_abc_1.abstractmethod
+    def StreamEvents(
+        self,
+        request: _node_pb2.StreamEventsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_abc.Iterator[_node_pb2.Event], _abc.AsyncIterator[_node_pb2.Event]]:
+        """The node's event journal: events with seq > after_seq (replayed from the
+        journal, marked `replayed`), then live. Sequence numbers survive daemon
+        restarts, so a subscriber that resumes from the last seq it saw misses
+        nothing and sees nothing twice.
+        """
+
+    @_abc_1.abstractmethod
+    def AcknowledgeAlert(
+        self,
+        request: _node_pb2.AcknowledgeAlertRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_node_pb2.Alert, _abc.Awaitable[_node_pb2.Alert]]:
+        """Acknowledge an alert: every console sees it acknowledged."""
+
+    @_abc_1.abstractmethod
+    def SilenceAlert(
+        self,
+        request: _node_pb2.SilenceAlertRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_node_pb2.Alert, _abc.Awaitable[_node_pb2.Alert]]:
+        """Silence an alert for a while (no notifications, no Alertmanager push);
+        duration_s = 0 lifts a silence.
         """
 
 def add_NodeServiceServicer_to_server(servicer: NodeServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -1,0 +1,139 @@
+"""Alerts and events as the console holds them: plain data, no Qt.
+
+The daemon is the source of truth; the console mirrors each node's alerts
+(from ListAlerts, then the event stream) and keeps the events it has seen,
+each once, by (node, sequence number).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+
+class Severity(enum.IntEnum):
+    INFO = 1
+    WARNING = 2
+    CRITICAL = 3
+
+    @property
+    def label(self) -> str:
+        return self.name.lower()
+
+
+@dataclass(frozen=True)
+class AlertRow:
+    target: str  # the node's HOST:PORT
+    id: str
+    key: str
+    rule: str
+    severity: Severity
+    firing: bool
+    gpu_index: int | None
+    gpu_uuid: str
+    pid: int | None
+    value: float | None
+    unit: str
+    summary: str
+    started_unix_ms: int
+    updated_unix_ms: int
+    cleared_unix_ms: int | None
+    occurrences: int
+    acknowledged_by: str
+    acknowledged_unix_ms: int | None
+    silenced_until_unix_ms: int | None
+    silenced_by: str
+    silence_reason: str
+
+    @property
+    def acknowledged(self) -> bool:
+        return self.acknowledged_unix_ms is not None
+
+    def silenced(self, now_unix_ms: int) -> bool:
+        until = self.silenced_until_unix_ms
+        return until is not None and until > now_unix_ms
+
+    @property
+    def uid(self) -> tuple[str, str]:
+        """Unique across the fleet: alert ids are unique per node."""
+        return self.target, self.id
+
+
+@dataclass(frozen=True)
+class EventRow:
+    target: str
+    seq: int
+    time_unix_ms: int
+    kind: str  # "alert_raised", "gpu_lost", ... (EventKind without its prefix, lower case)
+    gpu_index: int | None
+    summary: str
+    actor: str
+    alert: AlertRow | None
+    replayed: bool
+
+
+class AlertBook:
+    """Every node's alerts and the events seen, de-duplicated by sequence number."""
+
+    def __init__(self, max_events: int = 5000) -> None:
+        self._alerts: dict[tuple[str, str], AlertRow] = {}
+        self._events: list[EventRow] = []
+        self._seen: dict[str, tuple[str, int]] = {}  # target -> (journal id, last seq)
+        self._max_events = max_events
+        self.version = 0  # bumped on every change, so views know when to refresh
+
+    # -- queries -------------------------------------------------------------
+
+    def alerts(self) -> list[AlertRow]:
+        return list(self._alerts.values())
+
+    def alert(self, target: str, alert_id: str) -> AlertRow | None:
+        return self._alerts.get((target, alert_id))
+
+    def events(self) -> list[EventRow]:
+        return list(self._events)
+
+    def last_seq(self, target: str, journal_id: str) -> int | None:
+        """The last sequence number seen from this journal, or None if it is new to us."""
+        seen = self._seen.get(target)
+        return seen[1] if seen and seen[0] == journal_id else None
+
+    def active(self, now_unix_ms: int) -> Iterator[AlertRow]:
+        """Firing alerts that are not silenced."""
+        return (a for a in self._alerts.values() if a.firing and not a.silenced(now_unix_ms))
+
+    def worst_by_gpu(self, now_unix_ms: int) -> dict[tuple[str, int | None], Severity]:
+        """Highest active severity per (node, GPU index or None for node alerts)."""
+        worst: dict[tuple[str, int | None], Severity] = {}
+        for alert in self.active(now_unix_ms):
+            key = (alert.target, alert.gpu_index)
+            worst[key] = max(worst.get(key, Severity.INFO), alert.severity)
+        return worst
+
+    # -- changes -------------------------------------------------------------
+
+    def replace_node_alerts(
+        self, target: str, alerts: Iterable[AlertRow], journal_id: str, last_seq: int
+    ) -> None:
+        """A fresh listing from a node: it replaces what we held for that node."""
+        for key in [k for k in self._alerts if k[0] == target]:
+            del self._alerts[key]
+        self._alerts.update((a.uid, a) for a in alerts)
+        previous = self._seen.get(target)
+        if previous is None or previous[0] != journal_id:
+            self._seen[target] = (journal_id, last_seq)
+        self.version += 1
+
+    def add_event(self, event: EventRow, journal_id: str) -> bool:
+        """Record an event once; returns False for one already seen."""
+        seen = self._seen.get(event.target)
+        if seen is not None and seen[0] == journal_id and event.seq <= seen[1]:
+            return False
+        self._seen[event.target] = (journal_id, event.seq)
+        self._events.append(event)
+        del self._events[: -self._max_events]
+        if event.alert is not None:
+            self._alerts[event.alert.uid] = event.alert
+        self.version += 1
+        return True

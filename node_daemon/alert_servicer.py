@@ -1,0 +1,116 @@
+"""RPCs about alerts and events: list, stream the journal, acknowledge, silence.
+
+Thin: validation of the request, then the AlertEngine or the EventJournal;
+domain errors become status codes with a message that says what to do.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+
+import grpc
+
+from gpufleet.v1 import node_pb2 as pb
+from node_daemon.alerts.engine import AlertEngine, AlertNotFiring, BadAlertRequest, UnknownAlert
+from node_daemon.alerts.wire import alert_message
+from node_daemon.journal import EventJournal, JournalError
+
+log = logging.getLogger(__name__)
+
+DEFAULT_CLEARED_LIMIT = 200
+MAX_TEXT = 1000
+_POLL_S = 1.0
+
+
+def _check_text(
+    context: grpc.ServicerContext, name: str, value: str, limit: int = MAX_TEXT
+) -> None:
+    if len(value) > limit:
+        context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"{name} is longer than {limit} characters")
+
+
+class AlertServicer:
+    def __init__(self, engine: AlertEngine, journal: EventJournal) -> None:
+        self._engine, self._journal = engine, journal
+
+    def ListAlerts(
+        self, request: pb.ListAlertsRequest, context: grpc.ServicerContext
+    ) -> pb.ListAlertsResponse:
+        # The seq first: events after it may already be in the listing, and
+        # applying them again is harmless; the other order could miss one.
+        last_seq = self._journal.last_seq
+        alerts = [alert_message(a) for a in self._engine.firing()]
+        if request.include_cleared:
+            limit = min(request.limit or DEFAULT_CLEARED_LIMIT, 10_000)
+            alerts += self._journal.alerts(firing=False, limit=limit)
+        return pb.ListAlertsResponse(
+            alerts=alerts, last_seq=last_seq, journal_id=self._journal.journal_id
+        )
+
+    def StreamEvents(
+        self, request: pb.StreamEventsRequest, context: grpc.ServicerContext
+    ) -> Iterator[pb.Event]:
+        after, head = request.after_seq, self._journal.last_seq
+        log.info("event stream to %s from seq %d (head %d)", context.peer(), after, head)
+        while context.is_active() and not self._journal.closed:
+            for event in self._journal.wait_after(after, _POLL_S):
+                event.replayed = event.seq <= head
+                yield event
+                after = event.seq
+
+    def AcknowledgeAlert(
+        self, request: pb.AcknowledgeAlertRequest, context: grpc.ServicerContext
+    ) -> pb.Alert:
+        self._check_alert_request(context, request.alert_id, request.actor)
+        _check_text(context, "comment", request.comment)
+        try:
+            alert = self._engine.acknowledge(
+                request.alert_id, self._actor(request.actor), request.comment
+            )
+        except Exception as exc:
+            self._abort_for(context, exc)
+        log.info("alert %s acknowledged by %s", request.alert_id, alert.acknowledged_by)
+        return alert_message(alert)
+
+    def SilenceAlert(
+        self, request: pb.SilenceAlertRequest, context: grpc.ServicerContext
+    ) -> pb.Alert:
+        self._check_alert_request(context, request.alert_id, request.actor)
+        _check_text(context, "reason", request.reason)
+        actor = self._actor(request.actor)
+        try:
+            alert = self._engine.silence(
+                request.alert_id, request.duration_s, request.reason, actor
+            )
+        except Exception as exc:
+            self._abort_for(context, exc)
+        log.info("alert %s silence set by %s for %d s", request.alert_id, actor, request.duration_s)
+        return alert_message(alert)
+
+    @staticmethod
+    def _check_alert_request(context: grpc.ServicerContext, alert_id: str, actor: str) -> None:
+        if not alert_id:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, "alert_id is required (see ListAlerts)")
+        _check_text(context, "alert_id", alert_id, 64)
+        _check_text(context, "actor", actor, 128)
+
+    @staticmethod
+    def _actor(actor: str) -> str:
+        return actor.strip() or "anonymous"
+
+    @staticmethod
+    def _abort_for(context: grpc.ServicerContext, exc: Exception) -> None:
+        codes: list[tuple[type[Exception], grpc.StatusCode]] = [
+            (UnknownAlert, grpc.StatusCode.NOT_FOUND),
+            (AlertNotFiring, grpc.StatusCode.FAILED_PRECONDITION),
+            (BadAlertRequest, grpc.StatusCode.INVALID_ARGUMENT),
+            (JournalError, grpc.StatusCode.UNAVAILABLE),
+        ]
+        for kind, code in codes:
+            if isinstance(exc, kind):
+                message = exc.args[0] if exc.args else str(exc)
+                if isinstance(exc, JournalError):
+                    message += "; the action was not applied, try again once the disk has room"
+                context.abort(code, message)
+        raise exc

@@ -1,0 +1,1 @@
+"""Alerts judged on the node: rules, the engine that applies them, and their records."""

@@ -1,0 +1,325 @@
+"""Detectors: each judges one kind of trouble on one GPU per tick.
+
+A detector is stateful per GPU (durations, hysteresis, windows) and yields a
+Finding for each condition that holds now; the engine turns findings into
+alerts. None in a reading means "not available" and never triggers a rule.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict, deque
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+
+from node_daemon.alerts.findings import Finding, Gate, GpuTick, gpu_key
+from node_daemon.alerts.model import Severity
+from node_daemon.alerts.rules import (
+    EccSettings,
+    IdleSettings,
+    PowerSettings,
+    ThresholdSettings,
+    ThrottleSettings,
+    TrendSettings,
+)
+from node_daemon.readings import GpuHealth, GpuReading
+
+MIB = 1024**2
+
+
+@dataclass
+class _LevelState:
+    level: Severity | None = None
+    gates: dict[Severity, Gate] = field(default_factory=lambda: defaultdict(Gate))
+
+
+class ThresholdDetector:
+    """Warning and critical lines with a duration each, and hysteresis on the way down."""
+
+    def __init__(
+        self,
+        rule: str,
+        label: str,
+        settings: ThresholdSettings,
+        value_of: Callable[[GpuReading], float | None],
+        unit: str = "°C",
+    ) -> None:
+        self.rule, self._label, self._settings = rule, label, settings
+        self._value_of, self._unit = value_of, unit
+        self._state: dict[int, _LevelState] = defaultdict(_LevelState)
+
+    def evaluate(self, gpu: GpuTick) -> Iterator[Finding]:
+        state = self._state[gpu.index]
+        value = self._value_of(gpu.reading)
+        if value is None or not self._settings.enabled:
+            self._state.pop(gpu.index, None)
+            return
+        settings = self._settings.for_model(gpu.model)
+        state.level = self._level(gpu.now_s, value, settings, state)
+        if state.level is not None:
+            line = settings.critical if state.level is Severity.CRITICAL else settings.warning
+            summary = (
+                f"GPU {gpu.index} {self._label} {value:.0f} {self._unit} "
+                f"({state.level.label} at {line:.0f} {self._unit})"
+            )
+            yield Finding(
+                gpu_key(self.rule, gpu.index),
+                self.rule,
+                state.level,
+                gpu.index,
+                value,
+                self._unit,
+                summary,
+            )
+
+    @staticmethod
+    def _level(
+        now_s: float, value: float, settings: ThresholdSettings, state: _LevelState
+    ) -> Severity | None:
+        levels = (
+            (Severity.CRITICAL, settings.critical, settings.critical_for_s),
+            (Severity.WARNING, settings.warning, settings.warning_for_s),
+        )
+        for severity, line, for_s in levels:
+            if line is None:
+                continue
+            held = state.gates[severity].held_for(now_s, value >= line)
+            if held >= for_s:
+                return severity
+            holding = state.level is not None and state.level >= severity
+            if holding and value >= line - settings.hysteresis:
+                return severity  # hysteresis: clears only a few units below the line
+        return None
+
+
+class PowerDetector:
+    rule = "power"
+
+    def __init__(self, settings: PowerSettings) -> None:
+        self._settings = settings
+        self._gates: dict[int, Gate] = defaultdict(Gate)
+
+    def evaluate(self, gpu: GpuTick) -> Iterator[Finding]:
+        power, limit = gpu.reading.power_w, gpu.static.power_limit_w if gpu.static else None
+        over = power is not None and limit is not None and power >= limit * self._settings.ratio
+        if (
+            self._settings.enabled
+            and self._gates[gpu.index].held_for(gpu.now_s, over) >= self._settings.for_s
+        ):
+            summary = f"GPU {gpu.index} draws {power:.0f} W, at or above its {limit:.0f} W limit"
+            yield Finding(
+                gpu_key(self.rule, gpu.index),
+                self.rule,
+                Severity.WARNING,
+                gpu.index,
+                power,
+                "W",
+                summary,
+            )
+
+
+THROTTLE_REASONS = {
+    0x4: "software power cap",
+    0x8: "hardware slowdown",
+    0x20: "software thermal slowdown",
+    0x40: "hardware thermal slowdown",
+    0x80: "hardware power brake",
+}
+
+
+class ThrottleDetector:
+    rule = "throttle"
+
+    def __init__(self, settings: ThrottleSettings) -> None:
+        self._settings = settings
+        self._gates: dict[int, Gate] = defaultdict(Gate)
+
+    def evaluate(self, gpu: GpuTick) -> Iterator[Finding]:
+        reasons = gpu.reading.throttle_reasons or 0
+        names = [name for bit, name in THROTTLE_REASONS.items() if reasons & bit]
+        held = self._gates[gpu.index].held_for(gpu.now_s, bool(names))
+        if self._settings.enabled and held >= self._settings.for_s:
+            summary = f"GPU {gpu.index} throttled: {', '.join(names)}"
+            yield Finding(
+                gpu_key(self.rule, gpu.index),
+                self.rule,
+                Severity.WARNING,
+                gpu.index,
+                float(reasons),
+                "mask",
+                summary,
+            )
+
+
+class EccDetector:
+    """Uncorrectable errors page at once; correctable ones warn above a rate."""
+
+    def __init__(self, settings: EccSettings) -> None:
+        self._settings = settings
+        self._corrected: dict[int, deque[tuple[float, int]]] = defaultdict(deque)
+
+    def evaluate(self, gpu: GpuTick) -> Iterator[Finding]:
+        if not self._settings.enabled:
+            return
+        uncorrected = gpu.reading.ecc_uncorrected_total
+        if uncorrected:
+            summary = (
+                f"GPU {gpu.index}: {uncorrected} uncorrectable ECC errors since the driver loaded"
+            )
+            yield Finding(
+                gpu_key("ecc_uncorrectable", gpu.index),
+                "ecc_uncorrectable",
+                Severity.CRITICAL,
+                gpu.index,
+                float(uncorrected),
+                "errors",
+                summary,
+            )
+        recent = self._recent_corrected(gpu)
+        if recent >= self._settings.correctable_threshold:
+            minutes = self._settings.correctable_window_s / 60
+            summary = (
+                f"GPU {gpu.index}: {recent} correctable ECC errors in the last {minutes:.0f} min"
+            )
+            yield Finding(
+                gpu_key("ecc_correctable", gpu.index),
+                "ecc_correctable",
+                Severity.WARNING,
+                gpu.index,
+                float(recent),
+                "errors",
+                summary,
+            )
+
+    def _recent_corrected(self, gpu: GpuTick) -> int:
+        total = gpu.reading.ecc_corrected_total
+        window = self._corrected[gpu.index]
+        if total is None:
+            window.clear()
+            return 0
+        window.append((gpu.now_s, total))
+        while window and window[0][0] < gpu.now_s - self._settings.correctable_window_s:
+            window.popleft()
+        return total - window[0][1]
+
+
+class LostDetector:
+    rule = "gpu_lost"
+
+    def evaluate(self, gpu: GpuTick) -> Iterator[Finding]:
+        if gpu.reading.health is GpuHealth.LOST:
+            summary = f"GPU {gpu.index} is lost: {gpu.reading.error or 'fell off the bus'}"
+            yield Finding(
+                gpu_key(self.rule, gpu.index),
+                self.rule,
+                Severity.CRITICAL,
+                gpu.index,
+                None,
+                "",
+                summary,
+            )
+
+
+class IdleDetector:
+    """Waste: a GPU that processes hold but do not use."""
+
+    rule = "idle"
+
+    def __init__(self, settings: IdleSettings) -> None:
+        self._settings = settings
+        self._gates: dict[int, Gate] = defaultdict(Gate)
+
+    def evaluate(self, gpu: GpuTick) -> Iterator[Finding]:
+        util = gpu.reading.util_gpu_pct
+        idle = bool(gpu.processes) and util is not None and util <= self._settings.max_util_pct
+        held = self._gates[gpu.index].held_for(gpu.now_s, idle)
+        if self._settings.enabled and held >= self._settings.after_s:
+            users = sorted({p.user or "?" for p in gpu.processes})
+            summary = (
+                f"GPU {gpu.index} held by {len(gpu.processes)} process(es) of {', '.join(users)} "
+                f"but idle (≤ {self._settings.max_util_pct:.0f} %) for {held / 60:.0f} min"
+            )
+            yield Finding(
+                gpu_key(self.rule, gpu.index),
+                self.rule,
+                Severity.WARNING,
+                gpu.index,
+                util,
+                "%",
+                summary,
+            )
+
+
+class TrendDetector:
+    """Prediction: where the temperature is heading crosses the critical line soon.
+
+    Heat flows like a first-order system: temperature approaches an equilibrium
+    with a time constant, so its rise slows down. Comparing the slope in the two
+    halves of the window estimates that equilibrium; a GPU that is warming up
+    towards a safe temperature is not flagged, one heading past the line is,
+    with the time left. A rise that does not slow down is extrapolated linearly.
+    """
+
+    rule = "temp_trend"
+
+    def __init__(self, settings: TrendSettings, temp: ThresholdSettings) -> None:
+        self._settings, self._temp = settings, temp
+        self._history: dict[int, deque[tuple[float, float]]] = defaultdict(deque)
+
+    def evaluate(self, gpu: GpuTick) -> Iterator[Finding]:
+        critical = self._temp.for_model(gpu.model).critical
+        value = gpu.reading.temp_gpu_c
+        window = self._window(gpu)
+        if not self._settings.enabled or critical is None or value is None or window is None:
+            return
+        eta_s = _eta_to_line(window, value, critical, self._settings.min_slope_c_per_min / 60)
+        if eta_s is not None and eta_s <= self._settings.horizon_s:
+            slope = _least_squares_slope(window[len(window) // 2 :]) * 60
+            summary = (
+                f"GPU {gpu.index} heading for {critical:.0f} °C: {value:.0f} °C, rising "
+                f"{slope:.1f} °C/min, crosses in about {max(1, round(eta_s / 60))} min"
+            )
+            yield Finding(
+                gpu_key(self.rule, gpu.index), self.rule, Severity.WARNING, gpu.index,
+                eta_s, "s", summary,
+            )  # fmt: skip
+
+    def _window(self, gpu: GpuTick) -> list[tuple[float, float]] | None:
+        history = self._history[gpu.index]
+        if gpu.reading.temp_gpu_c is None:
+            history.clear()
+            return None
+        history.append((gpu.now_s, gpu.reading.temp_gpu_c))
+        while history[0][0] < gpu.now_s - self._settings.window_s:
+            history.popleft()
+        if len(history) < 6 or history[-1][0] - history[0][0] < self._settings.window_s / 2:
+            return None
+        return list(history)
+
+
+def _eta_to_line(
+    window: list[tuple[float, float]], value: float, line: float, min_slope: float
+) -> float | None:
+    """Seconds until the temperature crosses `line`, or None if it is not heading there."""
+    if value >= line:
+        return None  # already across: the threshold rule speaks now
+    half = len(window) // 2
+    early, late = _least_squares_slope(window[:half]), _least_squares_slope(window[half:])
+    if late < min_slope:
+        return None
+    if early <= late:
+        return (line - value) / late  # not slowing down: straight on
+    gap_s = (window[-1][0] - window[half][0] + window[half - 1][0] - window[0][0]) / 2
+    tau_s = gap_s / math.log(early / late)
+    equilibrium = value + late * tau_s
+    if equilibrium <= line:
+        return None  # settling below the line
+    return tau_s * math.log((equilibrium - value) / (equilibrium - line))
+
+
+def _least_squares_slope(points: Sequence[tuple[float, float]]) -> float:
+    n = len(points)
+    mean_t = sum(t for t, _ in points) / n
+    mean_v = sum(v for _, v in points) / n
+    spread = sum((t - mean_t) ** 2 for t, _ in points)
+    return sum((t - mean_t) * (v - mean_v) for t, v in points) / spread if spread else 0.0

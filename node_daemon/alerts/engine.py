@@ -1,0 +1,328 @@
+"""AlertEngine: turns each tick's findings into alerts, events and journal entries.
+
+Runs on the sampler thread (after every sweep); acknowledge and silence come
+from RPC threads. One lock guards the alert state. Events reach subscribers
+only after the journal has them on disk.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import replace
+
+from gpufleet.v1 import node_pb2 as pb
+from node_daemon.alerts.detectors import (
+    EccDetector,
+    IdleDetector,
+    LostDetector,
+    PowerDetector,
+    ThresholdDetector,
+    ThrottleDetector,
+    TrendDetector,
+)
+from node_daemon.alerts.findings import Finding, GpuTick
+from node_daemon.alerts.model import AlertRecord, Severity
+from node_daemon.alerts.occurrence_detectors import LeakDetector, XidDetector
+from node_daemon.alerts.rules import AlertSettings
+from node_daemon.alerts.wire import alert_message, alert_record
+from node_daemon.journal import EventJournal, JournalError
+from node_daemon.readings import GpuHealth, GpuReading, GpuStatic, ProcessReading
+
+log = logging.getLogger(__name__)
+
+# After a restart, alerts from the journal are kept this long while the rules
+# warm up (durations, windows), so a restart does not clear and re-raise them.
+RESTART_GRACE_S = 30.0
+MAX_SILENCE_S = 7 * 24 * 3600
+AlertListener = Callable[[list[AlertRecord]], None]
+
+
+class UnknownAlert(KeyError):
+    pass
+
+
+class AlertNotFiring(ValueError):
+    pass
+
+
+class BadAlertRequest(ValueError):
+    pass
+
+
+def build_detectors(settings: AlertSettings) -> list:  # type: ignore[type-arg]
+    return [
+        ThresholdDetector("gpu_temp", "temperature", settings.gpu_temp, lambda r: r.temp_gpu_c),
+        ThresholdDetector(
+            "memory_temp", "memory temperature", settings.memory_temp, lambda r: r.temp_mem_c
+        ),
+        PowerDetector(settings.power),
+        ThrottleDetector(settings.throttle),
+        EccDetector(settings.ecc),
+        XidDetector(settings.xid),
+        LostDetector(),
+        LeakDetector(settings.memory_leak),
+        IdleDetector(settings.idle),
+        TrendDetector(settings.temp_trend, settings.gpu_temp),
+    ]
+
+
+class AlertEngine:
+    def __init__(
+        self,
+        journal: EventJournal,
+        settings: AlertSettings | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._journal, self._clock = journal, clock
+        self._detectors = build_detectors(settings or AlertSettings())
+        self._lock = threading.Lock()
+        self._active: dict[str, AlertRecord] = {}
+        for message in journal.alerts(firing=True):
+            record = alert_record(message)
+            self._active[record.key] = record
+        self._carried = set(self._active)  # loaded from the journal, not yet confirmed
+        self._started_s = clock()
+        self._next_number = journal.highest_alert_number() + 1
+        self._facts: dict[int, GpuStatic] = {}
+        self._lost: set[int] = set()
+        self._backend_problem: str | None = None
+        self._unwritten: list[tuple[list[pb.Event], list[pb.Alert]]] = []
+        self._listeners: list[AlertListener] = []
+
+    # -- wiring --------------------------------------------------------------
+
+    def add_listener(self, listener: AlertListener) -> None:
+        """Called (outside the lock) with alerts whose state changed, after the journal has them."""
+        self._listeners.append(listener)
+
+    def set_gpu_facts(self, gpus: Sequence[GpuStatic]) -> None:
+        with self._lock:
+            self._facts = {g.index: g for g in gpus}
+
+    def set_backend_problem(self, detail: str | None) -> None:
+        """Degraded backend (a node-level critical alert), or None when it works again."""
+        with self._lock:
+            self._backend_problem = detail
+
+    def record_start(self, summary: str) -> None:
+        self._commit([self._event(pb.EVENT_KIND_DAEMON_STARTED, None, summary)], [])
+
+    # -- evaluation ----------------------------------------------------------
+
+    def evaluate(
+        self,
+        readings: Sequence[GpuReading],
+        processes: Mapping[int, Sequence[ProcessReading]],
+    ) -> None:
+        """Judge one tick: raise, change and clear alerts; journal what happened."""
+        now_s = self._clock()
+        with self._lock:
+            findings = self._findings(now_s, readings, processes)
+            events, changed = self._apply(now_s, findings)
+            events += self._gpu_health_events(readings)
+            events += self._expired_silences(changed)
+        self._commit(events, changed)
+
+    def _findings(
+        self,
+        now_s: float,
+        readings: Sequence[GpuReading],
+        processes: Mapping[int, Sequence[ProcessReading]],
+    ) -> dict[str, Finding]:
+        findings: dict[str, Finding] = {}
+        for reading in readings:
+            tick = GpuTick(
+                now_s, reading, self._facts.get(reading.index), processes.get(reading.index, ())
+            )
+            for detector in self._detectors:
+                findings.update((f.key, f) for f in detector.evaluate(tick))
+        if self._backend_problem is not None:
+            summary = f"GPU backend degraded: {self._backend_problem}"
+            findings["backend_degraded"] = Finding(
+                "backend_degraded", "backend_degraded", Severity.CRITICAL, None, None, "", summary
+            )
+        return findings
+
+    def _apply(
+        self, now_s: float, findings: dict[str, Finding]
+    ) -> tuple[list[pb.Event], list[AlertRecord]]:
+        now_ms = int(now_s * 1000)
+        events: list[pb.Event] = []
+        changed: list[AlertRecord] = []
+        for key, finding in findings.items():
+            alert = self._active.get(key)
+            self._carried.discard(key)
+            if alert is None:
+                alert = self._active[key] = self._new_alert(finding, now_ms)
+                events.append(self._alert_event(pb.EVENT_KIND_ALERT_RAISED, alert))
+                changed.append(alert)
+            elif self._update(alert, finding, now_ms):
+                events.append(self._alert_event(pb.EVENT_KIND_ALERT_CHANGED, alert))
+                changed.append(alert)
+        in_grace = now_s - self._started_s < RESTART_GRACE_S
+        for key in [k for k in self._active if k not in findings]:
+            if key in self._carried and in_grace:
+                continue
+            alert = self._active.pop(key)
+            self._carried.discard(key)
+            alert.firing, alert.cleared_unix_ms, alert.updated_unix_ms = False, now_ms, now_ms
+            events.append(self._alert_event(pb.EVENT_KIND_ALERT_CLEARED, alert))
+            changed.append(alert)
+        return events, changed
+
+    def _new_alert(self, finding: Finding, now_ms: int) -> AlertRecord:
+        alert_id = f"a-{self._next_number}"
+        self._next_number += 1
+        static = self._facts.get(finding.gpu_index) if finding.gpu_index is not None else None
+        return AlertRecord(
+            id=alert_id, key=finding.key, rule=finding.rule, severity=finding.severity,
+            firing=True, gpu_index=finding.gpu_index, gpu_uuid=static.uuid if static else "",
+            pid=finding.pid, value=finding.value, unit=finding.unit, summary=finding.summary,
+            started_unix_ms=now_ms, updated_unix_ms=now_ms,
+            occurrences=max(1, finding.new_occurrences),
+        )  # fmt: skip
+
+    @staticmethod
+    def _update(alert: AlertRecord, finding: Finding, now_ms: int) -> bool:
+        """Refresh the alert; True when the change is worth an event (severity, occurrences)."""
+        alert.value, alert.summary = finding.value, finding.summary
+        worth_an_event = finding.severity != alert.severity or finding.new_occurrences > 0
+        alert.severity = finding.severity
+        alert.occurrences += finding.new_occurrences
+        if worth_an_event:
+            alert.updated_unix_ms = now_ms
+        return worth_an_event
+
+    def _gpu_health_events(self, readings: Iterable[GpuReading]) -> list[pb.Event]:
+        events = []
+        for reading in readings:
+            lost = reading.health is GpuHealth.LOST
+            if lost and reading.index not in self._lost:
+                self._lost.add(reading.index)
+                summary = f"GPU {reading.index} lost: {reading.error or 'fell off the bus'}"
+                events.append(self._event(pb.EVENT_KIND_GPU_LOST, reading.index, summary))
+            elif not lost and reading.index in self._lost:
+                self._lost.discard(reading.index)
+                summary = f"GPU {reading.index} answers again"
+                events.append(self._event(pb.EVENT_KIND_GPU_RECOVERED, reading.index, summary))
+        return events
+
+    def _expired_silences(self, changed: list[AlertRecord]) -> list[pb.Event]:
+        now_ms = int(self._clock() * 1000)
+        events = []
+        for alert in self._active.values():
+            until = alert.silenced_until_unix_ms
+            if until is not None and until <= now_ms:
+                alert.silenced_until_unix_ms, alert.updated_unix_ms = None, now_ms
+                events.append(
+                    self._alert_event(pb.EVENT_KIND_ALERT_UNSILENCED, alert, "silence expired")
+                )
+                changed.append(alert)
+        return events
+
+    # -- actions from people -------------------------------------------------
+
+    def acknowledge(self, alert_id: str, actor: str, comment: str) -> AlertRecord:
+        with self._lock:
+            alert = self._firing(alert_id)
+            if alert.acknowledged:
+                return replace(alert)  # acknowledging twice changes nothing
+            now_ms = int(self._clock() * 1000)
+            updated = replace(
+                alert,
+                acknowledged_by=actor,
+                acknowledged_unix_ms=now_ms,
+                acknowledge_comment=comment,
+                updated_unix_ms=now_ms,
+            )
+            summary = f"acknowledged by {actor}" + (f": {comment}" if comment else "")
+            event = self._alert_event(pb.EVENT_KIND_ALERT_ACKNOWLEDGED, updated, summary, actor)
+            self._write_now([event], [updated])
+            self._active[updated.key] = updated
+        self._notify([updated])
+        return replace(updated)
+
+    def silence(self, alert_id: str, duration_s: int, reason: str, actor: str) -> AlertRecord:
+        if not 0 <= duration_s <= MAX_SILENCE_S:
+            raise BadAlertRequest(
+                f"duration_s must be 0 (lift) .. {MAX_SILENCE_S} (7 days), got {duration_s}"
+            )
+        if duration_s and not reason.strip():
+            raise BadAlertRequest("a silence needs a reason: say why this alert may stay quiet")
+        with self._lock:
+            alert = self._firing(alert_id)
+            now_ms = int(self._clock() * 1000)
+            until = now_ms + duration_s * 1000 if duration_s else None
+            updated = replace(
+                alert,
+                silenced_until_unix_ms=until,
+                silenced_by=actor if until else "",
+                silence_reason=reason if until else "",
+                updated_unix_ms=now_ms,
+            )
+            kind = pb.EVENT_KIND_ALERT_SILENCED if until else pb.EVENT_KIND_ALERT_UNSILENCED
+            summary = (
+                f"silenced by {actor} for {duration_s} s: {reason}"
+                if until
+                else f"silence lifted by {actor}"
+            )
+            self._write_now([self._alert_event(kind, updated, summary, actor)], [updated])
+            self._active[updated.key] = updated
+        self._notify([updated])
+        return replace(updated)
+
+    def _firing(self, alert_id: str) -> AlertRecord:
+        for alert in self._active.values():
+            if alert.id == alert_id:
+                return alert
+        if self._journal.alert(alert_id) is not None:
+            raise AlertNotFiring(f"alert {alert_id} has already cleared")
+        raise UnknownAlert(f"no alert {alert_id} on this node")
+
+    # -- queries -------------------------------------------------------------
+
+    def firing(self) -> list[AlertRecord]:
+        with self._lock:
+            return [replace(a) for a in self._active.values()]
+
+    # -- journal -------------------------------------------------------------
+
+    def _event(self, kind: int, gpu: int | None, summary: str, actor: str = "") -> pb.Event:
+        event = pb.Event(
+            time_unix_ms=int(self._clock() * 1000), kind=kind, summary=summary, actor=actor
+        )  # type: ignore[arg-type]
+        if gpu is not None:
+            event.gpu_index = gpu
+        return event
+
+    def _alert_event(
+        self, kind: int, alert: AlertRecord, summary: str = "", actor: str = ""
+    ) -> pb.Event:
+        event = self._event(kind, alert.gpu_index, summary or alert.summary, actor)
+        event.alert.CopyFrom(alert_message(alert))
+        return event
+
+    def _write_now(self, events: list[pb.Event], alerts: list[AlertRecord]) -> None:
+        """For people's actions: written before the caller is told it worked."""
+        self._journal.record(events, [alert_message(a) for a in alerts])
+
+    def _commit(self, events: list[pb.Event], changed: list[AlertRecord]) -> None:
+        if not events and not changed and not self._unwritten:
+            return
+        self._unwritten.append((events, [alert_message(a) for a in changed]))
+        try:
+            while self._unwritten:
+                self._journal.record(*self._unwritten[0])
+                self._unwritten.pop(0)
+        except JournalError as exc:
+            # Kept in memory and retried next tick: nothing is dropped.
+            log.error("%s; %d batches held for retry", exc, len(self._unwritten))
+        self._notify([replace(a) for a in changed])
+
+    def _notify(self, alerts: list[AlertRecord]) -> None:
+        if alerts:
+            for listener in self._listeners:
+                listener(alerts)

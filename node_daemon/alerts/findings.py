@@ -1,0 +1,63 @@
+"""What detectors report each tick, and the small state helpers they share."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from node_daemon.alerts.model import Severity
+from node_daemon.readings import GpuReading, GpuStatic, ProcessReading
+
+
+@dataclass(frozen=True)
+class GpuTick:
+    """One GPU at one tick, with what the detectors need to judge it."""
+
+    now_s: float
+    reading: GpuReading
+    static: GpuStatic | None
+    processes: Sequence[ProcessReading]
+
+    @property
+    def index(self) -> int:
+        return self.reading.index
+
+    @property
+    def model(self) -> str:
+        return self.static.name if self.static else ""
+
+
+@dataclass(frozen=True)
+class Finding:
+    """A condition that holds now. Its key names the alert it raises or keeps."""
+
+    key: str
+    rule: str
+    severity: Severity
+    gpu_index: int | None
+    value: float | None
+    unit: str
+    summary: str
+    pid: int | None = None
+    new_occurrences: int = 0
+
+
+class Gate:
+    """Remembers since when a condition has held, so a rule can ask "for N seconds"."""
+
+    def __init__(self) -> None:
+        self._since: float | None = None
+
+    def held_for(self, now_s: float, condition: bool) -> float:
+        """Seconds the condition has held up to now; -1 when it does not hold."""
+        if not condition:
+            self._since = None
+            return -1.0
+        if self._since is None:
+            self._since = now_s
+        return now_s - self._since
+
+
+def gpu_key(rule: str, index: int | None, pid: int | None = None) -> str:
+    key = rule if index is None else f"{rule}/gpu{index}"
+    return key if pid is None else f"{key}/pid{pid}"

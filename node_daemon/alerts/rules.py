@@ -1,0 +1,146 @@
+"""Alert rule settings: defaults that work out of the box, overridable in TOML.
+
+    [alerts.gpu_temp]
+    warning = 75          # °C
+    critical = 85
+    warning_for_s = 10    # the value must hold this long before the alert fires
+    critical_for_s = 0    # a GPU at its critical temperature pages at once
+    hysteresis = 3        # clears this many degrees below the line
+
+    [alerts.gpu_temp.models."NVIDIA L40S"]   # per GPU model overrides
+    warning = 80
+    critical = 88
+
+See docs/alerts.md for every rule and key.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
+
+from node_daemon.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class ThresholdSettings:
+    enabled: bool = True
+    warning: float | None = None
+    critical: float | None = None
+    warning_for_s: float = 10.0
+    critical_for_s: float = 0.0
+    hysteresis: float = 3.0
+    models: dict[str, ThresholdSettings] = field(default_factory=dict)
+
+    def for_model(self, model: str) -> ThresholdSettings:
+        return self.models.get(model, self)
+
+
+@dataclass(frozen=True)
+class PowerSettings:
+    enabled: bool = True
+    # Warn when power draw stays at or above limit * ratio.
+    ratio: float = 1.0
+    for_s: float = 30.0
+
+
+@dataclass(frozen=True)
+class ThrottleSettings:
+    enabled: bool = True
+    for_s: float = 30.0
+
+
+@dataclass(frozen=True)
+class EccSettings:
+    enabled: bool = True
+    # Correctable errors within the window that make a warning.
+    correctable_threshold: int = 10
+    correctable_window_s: float = 600.0
+
+
+@dataclass(frozen=True)
+class XidSettings:
+    enabled: bool = True
+    # Hardware Xids page; application Xids (13, 31, 43, 45, 68...) warn.
+    critical: tuple[int, ...] = (48, 61, 62, 63, 64, 74, 79, 92, 94, 95, 119, 120)
+    # The alert clears this long after the last occurrence.
+    clear_after_s: float = 300.0
+
+
+@dataclass(frozen=True)
+class LeakSettings:
+    enabled: bool = True
+    window_s: float = 120.0
+    min_growth_mib: float = 512.0
+    max_util_pct: float = 10.0
+
+
+@dataclass(frozen=True)
+class IdleSettings:
+    enabled: bool = True
+    # An occupied GPU (it has processes) this idle for this long is waste.
+    after_s: float = 1800.0
+    max_util_pct: float = 5.0
+
+
+@dataclass(frozen=True)
+class TrendSettings:
+    enabled: bool = True
+    window_s: float = 60.0
+    # Warn when the trend crosses the critical temperature within this horizon.
+    horizon_s: float = 300.0
+    min_slope_c_per_min: float = 1.0
+
+
+@dataclass(frozen=True)
+class AlertSettings:
+    gpu_temp: ThresholdSettings = ThresholdSettings(warning=75.0, critical=85.0)
+    memory_temp: ThresholdSettings = ThresholdSettings(warning=85.0, critical=95.0)
+    power: PowerSettings = PowerSettings()
+    throttle: ThrottleSettings = ThrottleSettings()
+    ecc: EccSettings = EccSettings()
+    xid: XidSettings = XidSettings()
+    memory_leak: LeakSettings = LeakSettings()
+    idle: IdleSettings = IdleSettings()
+    temp_trend: TrendSettings = TrendSettings()
+
+
+def _merge(base: Any, table: dict[str, Any], where: str) -> Any:
+    known = {f.name: f for f in fields(base)}
+    values: dict[str, Any] = {}
+    for key, value in table.items():
+        if key not in known:
+            raise ConfigError(f"{where}: unknown key {key!r} (known: {', '.join(sorted(known))})")
+        values[key] = _coerce(base, key, value, f"{where}.{key}")
+    return replace(base, **values)
+
+
+def _coerce(base: Any, key: str, value: Any, where: str) -> Any:
+    current = getattr(base, key)
+    if key == "models":
+        if not isinstance(value, dict):
+            raise ConfigError(f"{where}: must be a table of GPU model names")
+        return {name: _merge(base, sub, f"{where}.{name!r}") for name, sub in value.items()}
+    if isinstance(current, bool):
+        ok = isinstance(value, bool)
+    elif isinstance(current, tuple):
+        ok = isinstance(value, list) and all(isinstance(v, int) for v in value)
+        value = tuple(value) if ok else value
+    else:
+        ok = isinstance(value, int | float) and not isinstance(value, bool) and value >= 0
+    if not ok:
+        raise ConfigError(f"{where}: expected {type(current).__name__} >= 0, got {value!r}")
+    return value
+
+
+def parse_alert_settings(table: dict[str, Any], source: str) -> AlertSettings:
+    """The [alerts] table of a daemon config over the defaults."""
+    settings = AlertSettings()
+    for name, sub in table.items():
+        if name not in {f.name for f in fields(settings)}:
+            raise ConfigError(f"{source}: unknown alert rule [alerts.{name}]")
+        if not isinstance(sub, dict):
+            raise ConfigError(f"{source}: [alerts.{name}] must be a table")
+        merged = _merge(getattr(settings, name), sub, f"{source}: alerts.{name}")
+        settings = replace(settings, **{name: merged})
+    return settings

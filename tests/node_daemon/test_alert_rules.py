@@ -1,0 +1,209 @@
+"""Detectors, one rule at a time, with readings built by hand."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from node_daemon.alerts.detectors import (
+    EccDetector,
+    IdleDetector,
+    LostDetector,
+    PowerDetector,
+    ThresholdDetector,
+    ThrottleDetector,
+    TrendDetector,
+)
+from node_daemon.alerts.findings import GpuTick
+from node_daemon.alerts.model import Severity
+from node_daemon.alerts.occurrence_detectors import LeakDetector, XidDetector
+from node_daemon.alerts.rules import (
+    AlertSettings,
+    EccSettings,
+    IdleSettings,
+    LeakSettings,
+    PowerSettings,
+    ThresholdSettings,
+    ThrottleSettings,
+    TrendSettings,
+    XidSettings,
+    parse_alert_settings,
+)
+from node_daemon.errors import ConfigError
+from node_daemon.readings import GpuHealth, GpuReading, GpuStatic, ProcessReading
+
+H100 = GpuStatic(index=0, uuid="GPU-1", name="NVIDIA H100 80GB HBM3", power_limit_w=700.0)
+MIB = 1024**2
+
+
+def tick(t: float, static: GpuStatic = H100, processes=(), **fields) -> GpuTick:  # type: ignore[no-untyped-def]
+    return GpuTick(t, GpuReading(index=0, **fields), static, processes)
+
+
+def severities(detector, ticks) -> list:  # type: ignore[no-untyped-def]
+    out = []
+    for t in ticks:
+        found = list(detector.evaluate(t))
+        out.append(found[0].severity if found else None)
+    return out
+
+
+def temp_detector(**overrides) -> ThresholdDetector:  # type: ignore[no-untyped-def]
+    settings = replace(AlertSettings().gpu_temp, **overrides)
+    return ThresholdDetector("gpu_temp", "temperature", settings, lambda r: r.temp_gpu_c)
+
+
+W, C = Severity.WARNING, Severity.CRITICAL
+
+
+def test_temperature_levels_with_duration_and_hysteresis() -> None:
+    detector = temp_detector()  # warning 75 for 10 s, critical 85 at once, hysteresis 3
+    temps = [70, 76, 76, 76, 86, 84, 82.5, 81.9, 74, 72.1, 71.9]
+    times = [0, 1, 6, 11, 12, 13, 14, 15, 16, 17, 18]
+    got = severities(detector, [tick(t, temp_gpu_c=v) for t, v in zip(times, temps, strict=True)])
+    assert got == [None, None, None, W, C, C, C, W, W, W, None]
+
+
+def test_warning_resets_its_timer_when_the_value_dips() -> None:
+    detector = temp_detector()
+    temps = [(0, 76), (5, 74), (6, 76), (15, 76), (16, 76)]
+    got = severities(detector, [tick(t, temp_gpu_c=v) for t, v in temps])
+    assert got == [None, None, None, None, W]
+
+
+def test_per_model_override() -> None:
+    l40s = GpuStatic(index=0, uuid="GPU-2", name="NVIDIA L40S")
+    hot_card = ThresholdSettings(warning=80.0, critical=88.0)
+    detector = temp_detector(models={"NVIDIA L40S": hot_card})
+    assert severities(detector, [tick(0, l40s, temp_gpu_c=86)]) == [None]  # warning needs 10 s
+    assert severities(detector, [tick(0, H100, temp_gpu_c=86)]) == [C]
+
+
+def test_unknown_temperature_never_alerts() -> None:
+    assert severities(temp_detector(), [tick(0, temp_gpu_c=None)]) == [None]
+
+
+def test_power_above_limit_for_a_while() -> None:
+    detector = PowerDetector(PowerSettings(for_s=30))
+    got = severities(detector, [tick(0, power_w=720), tick(29, power_w=720), tick(30, power_w=720)])
+    assert got == [None, None, W]
+    assert severities(detector, [tick(31, power_w=650)]) == [None]
+
+
+def test_throttle_names_reasons() -> None:
+    detector = ThrottleDetector(ThrottleSettings(for_s=0))
+    finding = next(detector.evaluate(tick(0, throttle_reasons=0x20 | 0x4)))
+    assert "software thermal slowdown" in finding.summary and "power cap" in finding.summary
+    assert list(detector.evaluate(tick(1, throttle_reasons=0))) == []
+
+
+def test_ecc_uncorrectable_is_critical_and_correctable_rate_warns() -> None:
+    detector = EccDetector(EccSettings(correctable_threshold=10, correctable_window_s=600))
+    assert list(detector.evaluate(tick(0, ecc_uncorrected_total=0, ecc_corrected_total=5))) == []
+    found = {
+        f.rule: f
+        for f in detector.evaluate(tick(60, ecc_uncorrected_total=2, ecc_corrected_total=15))
+    }
+    assert found["ecc_uncorrectable"].severity is C and found["ecc_uncorrectable"].value == 2
+    assert found["ecc_correctable"].severity is W and found["ecc_correctable"].value == 10
+    # Ten minutes later the old errors have left the window.
+    later = {
+        f.rule
+        for f in detector.evaluate(tick(700, ecc_uncorrected_total=2, ecc_corrected_total=15))
+    }
+    assert later == {"ecc_uncorrectable"}
+
+
+def test_xids_are_counted_classified_and_clear_later() -> None:
+    detector = XidDetector(XidSettings(clear_after_s=60))
+    first = next(detector.evaluate(tick(0, xids=(13,))))
+    assert first.severity is W and first.new_occurrences == 1 and "Xid 13" in first.summary
+    second = next(detector.evaluate(tick(1, xids=(79, 13))))
+    assert second.severity is C and second.new_occurrences == 2  # counted, not latched
+    quiet = next(detector.evaluate(tick(30)))
+    assert quiet.new_occurrences == 0 and quiet.severity is C
+    assert list(detector.evaluate(tick(62))) == []
+
+
+def test_lost_gpu_is_critical() -> None:
+    reading = GpuReading(index=0, health=GpuHealth.LOST, error="GPU is lost")
+    finding = next(LostDetector().evaluate(GpuTick(0, reading, H100, ())))
+    assert finding.severity is C and "lost" in finding.summary
+
+
+def leaky(memory_mib: float, pid: int = 42) -> tuple[ProcessReading, ...]:
+    return (
+        ProcessReading(
+            pid=pid, gpu_memory_bytes=int(memory_mib * MIB), user="bob", command="serve.py"
+        ),
+    )
+
+
+def test_leak_needs_growth_only_idle_and_the_whole_window() -> None:
+    detector = LeakDetector(LeakSettings(window_s=60, min_growth_mib=500, max_util_pct=10))
+    found = []
+    for t in range(0, 70, 5):
+        found = list(detector.evaluate(tick(t, processes=leaky(1000 + 10 * t), util_gpu_pct=3)))
+    assert found and found[0].pid == 42 and found[0].key == "memory_leak/gpu0/pid42"
+    assert found[0].value >= 500 and "grew" in found[0].summary
+
+
+def test_memory_that_drops_or_a_busy_gpu_is_no_leak() -> None:
+    dropping = LeakDetector(LeakSettings(window_s=60, min_growth_mib=100))
+    busy = LeakDetector(LeakSettings(window_s=60, min_growth_mib=100))
+    for t in range(0, 70, 5):
+        memory = 1000 + 10 * t - (300 if t == 30 else 0)
+        dropped = list(dropping.evaluate(tick(t, processes=leaky(memory), util_gpu_pct=3)))
+        worked = list(busy.evaluate(tick(t, processes=leaky(1000 + 10 * t), util_gpu_pct=90)))
+    assert dropped == [] and worked == []
+
+
+def test_idle_occupied_gpu_is_waste() -> None:
+    detector = IdleDetector(IdleSettings(after_s=60, max_util_pct=5))
+    held = leaky(1000)
+    assert severities(detector, [tick(0, processes=held, util_gpu_pct=0)]) == [None]
+    assert severities(detector, [tick(61, processes=held, util_gpu_pct=0)]) == [W]
+    assert severities(detector, [tick(62, processes=(), util_gpu_pct=0)]) == [
+        None
+    ]  # nobody holds it
+
+
+def test_trend_predicts_crossing_the_critical_line() -> None:
+    detector = TrendDetector(
+        TrendSettings(window_s=60, horizon_s=300), ThresholdSettings(critical=85.0)
+    )
+    found = []
+    for t in range(0, 61, 2):
+        found = list(detector.evaluate(tick(t, temp_gpu_c=70 + t * 0.05)))  # +3 °C/min
+    assert found and found[0].severity is W
+    assert "heading for 85 °C" in found[0].summary and found[0].value < 300
+    flat = TrendDetector(TrendSettings(window_s=60), ThresholdSettings(critical=85.0))
+    for t in range(0, 61, 2):
+        found = list(flat.evaluate(tick(t, temp_gpu_c=80.0)))
+    assert found == []
+
+
+def test_settings_from_toml_table() -> None:
+    settings = parse_alert_settings(
+        {"gpu_temp": {"warning": 78, "models": {"NVIDIA L40S": {"warning": 82, "critical": 90}}},
+         "xid": {"critical": [79], "clear_after_s": 10}},
+        "daemon.toml",
+    )  # fmt: skip
+    assert settings.gpu_temp.warning == 78 and settings.gpu_temp.critical == 85
+    assert settings.gpu_temp.for_model("NVIDIA L40S").critical == 90
+    assert settings.xid.critical == (79,)
+
+
+@pytest.mark.parametrize(
+    ("table", "message"),
+    [
+        ({"gpu_tmp": {}}, "unknown alert rule [alerts.gpu_tmp]"),
+        ({"gpu_temp": {"warnign": 70}}, "unknown key 'warnign'"),
+        ({"gpu_temp": {"warning": "hot"}}, "alerts.gpu_temp.warning: expected"),
+        ({"idle": {"after_s": -5}}, "alerts.idle.after_s: expected"),
+    ],
+)
+def test_bad_settings_name_the_key(table: dict, message: str) -> None:
+    with pytest.raises(ConfigError, match=message.replace("[", r"\[").replace("]", r"\]")):
+        parse_alert_settings(table, "daemon.toml")
