@@ -2,28 +2,63 @@
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt
-from PySide6.QtGui import QCloseEvent
-from PySide6.QtWidgets import QComboBox, QLabel, QMainWindow, QScrollArea, QSplitter, QToolBar
+from collections.abc import Sequence
 
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QAction, QCloseEvent, QResizeEvent
+from PySide6.QtWidgets import (
+    QApplication,
+    QComboBox,
+    QDialog,
+    QDockWidget,
+    QLabel,
+    QMainWindow,
+    QScrollArea,
+    QSplitter,
+    QTabWidget,
+    QToolBar,
+)
+
+from console.fleet.alerts import AlertRow
+from console.fleet.updates import CommandResult
+from console.qt.alert_model import AlertTableModel
+from console.qt.alert_notifier import AlertNotifier, NotificationSink
+from console.qt.event_model import EventLogModel
 from console.session import ConsoleSession
+from console.views.alert_panel import AlertPanel
+from console.views.event_log import EventLog
 from console.views.fleet_grid import FleetGrid
 from console.views.fleet_summary import FleetSummary
 from console.views.gpu_detail import GpuDetailPanel
+from console.views.silence_dialog import SilenceDialog
+from console.views.toast import Toast
+
+MESSAGE_MS = 10_000
+DOCK_HEIGHT = 210
 
 
 class MainWindow(QMainWindow):
-    def __init__(self, session: ConsoleSession) -> None:
+    def __init__(self, session: ConsoleSession, sinks: Sequence[NotificationSink] = ()) -> None:
         super().__init__()
         self.setObjectName("mainWindow")
         self.setWindowTitle("GPU Fleet Console")
         self.session = session
+        fleet = session.fleet
         self.grid = FleetGrid(session.items)
-        self.detail = GpuDetailPanel(session.fleet)
-        self.summary = FleetSummary(session.fleet)
+        self.detail = GpuDetailPanel(fleet)
+        self.summary = FleetSummary(fleet)
+        self.alert_model = AlertTableModel(fleet)
+        self.alert_panel = AlertPanel(self.alert_model)
+        self.event_model = EventLogModel(self._node_name)
+        self.event_log = EventLog(self.event_model)
+        self.toast = Toast(self)
+        self.notifier = AlertNotifier(fleet, self.toast.show_alert, list(sinks), QApplication.beep)
+        self.sinks = list(sinks)
         self.color_by = QComboBox()
         self.color_by.setObjectName("colorBy")
         self.color_by.addItems(["temperature", "utilisation"])
+        self.mute = QAction("Mute sound", self, checkable=True)
+        self.tabs = QTabWidget()
         self._compose()
         self._wire()
 
@@ -32,6 +67,7 @@ class MainWindow(QMainWindow):
         scroll.setObjectName("fleetScroll")
         scroll.setWidgetResizable(True)
         scroll.setWidget(self.grid)
+        self.fleet_scroll = scroll
         splitter = QSplitter(Qt.Orientation.Horizontal)
         splitter.addWidget(scroll)
         splitter.addWidget(self.detail)
@@ -39,20 +75,84 @@ class MainWindow(QMainWindow):
         splitter.setStretchFactor(1, 2)
         splitter.setSizes([960, 640])
         self.setCentralWidget(splitter)
+        self.tabs.setObjectName("bottomTabs")
+        self.tabs.addTab(self.alert_panel, "Alerts")
+        self.tabs.addTab(self.event_log, "Events")
+        dock = QDockWidget("Alerts and events", self)
+        dock.setObjectName("alertDock")
+        dock.setWidget(self.tabs)
+        dock.setFeatures(QDockWidget.DockWidgetFeature.DockWidgetMovable)
+        self.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, dock)
+        self.resizeDocks([dock], [DOCK_HEIGHT], Qt.Orientation.Vertical)
         toolbar = QToolBar("View")
         toolbar.setObjectName("viewToolbar")
         toolbar.addWidget(QLabel(" Colour by "))
         toolbar.addWidget(self.color_by)
+        toolbar.addSeparator()
+        toolbar.addAction(self.mute)
         self.addToolBar(toolbar)
-        self.statusBar().addWidget(self.summary)
+        self.statusBar().addPermanentWidget(self.summary)
 
     def _wire(self) -> None:
-        # Data flows one way: frame pump -> views. Selection flows grid -> detail.
+        # Data flows one way: frame pump -> models and views, once per frame.
         pump = self.session.pump
         pump.fleetChanged.connect(self.detail.on_fleet_changed)
         pump.fleetChanged.connect(self.summary.on_fleet_changed)
+        pump.fleetChanged.connect(self.alert_model.on_fleet_changed)
+        pump.eventsArrived.connect(self.event_model.add_events)
+        pump.eventsArrived.connect(self.notifier.on_events_arrived)
+        pump.commandFinished.connect(self._on_command_finished)
+        # Selection: a tile, an alert row, a toast or a notification opens a GPU.
         self.grid.gpuSelected.connect(self.detail.show_gpu)
+        self.alert_panel.gpuRequested.connect(self.open_gpu)
+        self.toast.clicked.connect(self.open_alert)
+        self.notifier.activated.connect(self.open_alert)
+        for sink in self.sinks:
+            activated = getattr(sink, "activated", None)
+            if activated is not None:
+                activated.connect(self.notifier.on_sink_activated)
+        # People's actions go to the daemons; answers come back as CommandResults.
+        self.alert_panel.acknowledgeRequested.connect(self.session.actions.acknowledge)
+        self.alert_panel.silenceRequested.connect(self._on_alert_panel_silence_requested)
         self.color_by.currentTextChanged.connect(self.grid.set_color_by)
+        self.mute.toggled.connect(self._on_mute_toggled)
+
+    def open_gpu(self, target: str, gpu: int) -> None:
+        self.grid.select(target, gpu)
+        tile = self.grid.tile_rect(target, gpu)
+        if tile is not None:
+            self.fleet_scroll.ensureVisible(tile.center().x(), tile.center().y(), 50, 80)
+        self.activateWindow()
+        self.raise_()
+
+    def open_alert(self, target: str, alert_id: str) -> None:
+        alert = self.session.fleet.alerts.alert(target, alert_id)
+        if alert is not None and alert.gpu_index is not None:
+            self.open_gpu(target, alert.gpu_index)
+        self.tabs.setCurrentWidget(self.alert_panel)
+
+    def _on_alert_panel_silence_requested(self, alert: AlertRow) -> None:
+        dialog = SilenceDialog(alert.summary, self)
+        if dialog.exec() == QDialog.DialogCode.Accepted:
+            self.session.actions.silence(alert, dialog.duration_s, dialog.reason.text().strip())
+
+    def _on_command_finished(self, result: CommandResult) -> None:
+        text = f"{result.what}: " + ("done" if result.ok else f"failed: {result.message}")
+        self.statusBar().showMessage(text, MESSAGE_MS)
+
+    def _on_mute_toggled(self, muted: bool) -> None:
+        self.notifier.muted = muted
+        for sink in self.sinks:
+            if hasattr(sink, "muted"):
+                sink.muted = muted
+
+    def _node_name(self, target: str) -> str:
+        return self.notifier.node_name(target)
+
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        super().resizeEvent(event)
+        if self.toast.isVisible() and self.toast.alert is not None:
+            self.toast.show_alert(self.toast.alert, self.toast.title.text())
 
     def closeEvent(self, event: QCloseEvent) -> None:
         self.session.stop()

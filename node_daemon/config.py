@@ -26,6 +26,7 @@ class DaemonConfig:
     seed: int = 0
     model: str | None = None
     scenario: Path | None = None
+    sim_speed: float = 1.0
     sample_interval_s: float = 1.0
     process_interval_s: float = 3.0
     history_seconds: int = 3600
@@ -45,6 +46,7 @@ OPTIONS: dict[str, str] = {
     "seed": "seed of the simulated backend (same seed, same readings)",
     "model": "simulated GPU model: h100, a100 or l40s (default: chosen by seed)",
     "scenario": "TOML file of scripted events for the simulated backend",
+    "sim_speed": "simulated seconds per real second (demos and tests of slow physics)",
     "sample_interval_s": "seconds between sweeps of all GPUs (0.1 .. 60)",
     "process_interval_s": "seconds between reads of the GPU process lists (expensive in NVML)",
     "history_seconds": "how much sample history to keep in memory (at least 3600)",
@@ -59,24 +61,31 @@ OPTIONS: dict[str, str] = {
 }
 
 _PATH_KEYS = {"scenario", "ready_file", "state_dir"}
+_NUMBER = (int, float)
 _TYPES: dict[str, tuple[type, ...]] = {
     "listen": (str,), "backend": (str,), "gpus": (int,), "seed": (int,), "model": (str,),
-    "scenario": (str,), "sample_interval_s": (int, float), "process_interval_s": (int, float),
-    "history_seconds": (int,), "max_streams": (int,), "insecure": (bool,),
-    "ready_file": (str,), "hostname": (str,), "state_dir": (str,), "alertmanager_urls": (list,),
+    "scenario": (str,), "sim_speed": _NUMBER, "sample_interval_s": _NUMBER,
+    "process_interval_s": _NUMBER, "history_seconds": (int,), "max_streams": (int,),
+    "insecure": (bool,), "ready_file": (str,), "hostname": (str,), "state_dir": (str,),
+    "alertmanager_urls": (list,),
 }  # fmt: skip
 
 
 def _coerce(key: str, value: Any, source: str) -> Any:
+    if key == "alertmanager_urls":
+        return _urls(value, source)
     expected = _TYPES[key]
     if (isinstance(value, bool) and bool not in expected) or not isinstance(value, expected):
         names = " or ".join(t.__name__ for t in expected)
         raise ConfigError(f"{source}: key {key!r} must be {names}, got {value!r}")
-    if key == "alertmanager_urls":
-        if not all(isinstance(u, str) and u.startswith(("http://", "https://")) for u in value):
-            raise ConfigError(f"{source}: alertmanager_urls must be a list of http(s):// URLs")
-        return tuple(str(u) for u in value)
     return Path(str(value)) if key in _PATH_KEYS else value
+
+
+def _urls(value: Any, source: str) -> tuple[str, ...]:
+    urls = value if isinstance(value, list) else [None]
+    if not all(isinstance(u, str) and u.startswith(("http://", "https://")) for u in urls):
+        raise ConfigError(f"{source}: alertmanager_urls must be a list of http(s):// URLs")
+    return tuple(value)
 
 
 def load_config_file(path: Path, base: DaemonConfig | None = None) -> DaemonConfig:
@@ -108,6 +117,7 @@ def validate(config: DaemonConfig, source: str = "options") -> DaemonConfig:
     checks = [
         (config.backend in ("auto", "nvml", "simulated"), "backend", "auto, nvml or simulated"),
         (1 <= config.gpus <= 64, "gpus", "a number of GPUs from 1 to 64"),
+        (0.1 <= config.sim_speed <= 100, "sim_speed", "a factor from 0.1 to 100"),
         (0.1 <= config.sample_interval_s <= 60, "sample_interval_s", "seconds from 0.1 to 60"),
         (config.process_interval_s >= config.sample_interval_s, "process_interval_s",
          "seconds, at least sample_interval_s"),

@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from PySide6.QtCore import QAbstractItemModel, QModelIndex, QPersistentModelIndex, Qt
 
+from console.fleet.alerts import Severity
 from console.fleet.model import Change, FleetModel, NodeRecord
 from console.qt import roles
 
 Index = QModelIndex | QPersistentModelIndex
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
 _NODE_ID = 0  # internalId of node rows; a GPU row stores its node's row + 1
 
 
@@ -64,6 +72,8 @@ class FleetItemModel(QAbstractItemModel):
         return self._gpu_data(self._node(index.internalId() - 1), index.row(), role)
 
     def _node_data(self, node: NodeRecord, role: int) -> Any:
+        if role == roles.ALERT_ROLE:
+            return self._node_alert(node)
         values = {
             Qt.ItemDataRole.DisplayRole: node.name,
             Qt.ItemDataRole.ToolTipRole: f"{node.target}: {node.state.value} {node.state_detail}",
@@ -88,6 +98,8 @@ class FleetItemModel(QAbstractItemModel):
             return node.state
         if role == roles.MODEL_NAME_ROLE:
             return node.info.gpus[gpu].name if node.info else None
+        if role == roles.ALERT_ROLE:
+            return self._fleet.alert_severity(node.target, gpu, _now_ms())
         if snap is None:
             return None
         return {
@@ -97,6 +109,12 @@ class FleetItemModel(QAbstractItemModel):
             roles.MEM_ROLE: (snap.mem_used_bytes, snap.mem_total_bytes),
             roles.POWER_ROLE: snap.power_w,
         }.get(role)
+
+    def _node_alert(self, node: NodeRecord) -> Severity | None:
+        now_ms = _now_ms()
+        found = [self._fleet.alert_severity(node.target, g, now_ms) for g in range(node.gpu_count)]
+        found.append(self._fleet.alert_severity(node.target, None, now_ms))
+        return max((s for s in found if s is not None), default=None)
 
     # -- change notification -------------------------------------------------
 

@@ -15,3 +15,4 @@ MEM_ROLE = ROLE_BASE + 7  # (used_bytes, total_bytes), either None
 LINK_STATE_ROLE = ROLE_BASE + 8  # LinkState of the node
 MODEL_NAME_ROLE = ROLE_BASE + 9  # GPU model, e.g. "NVIDIA L40S"
 POWER_ROLE = ROLE_BASE + 10  # W or None
+ALERT_ROLE = ROLE_BASE + 11  # worst active alert Severity on the GPU (node: over all), or None

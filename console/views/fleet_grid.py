@@ -12,6 +12,7 @@ from PySide6.QtCore import QModelIndex, QPoint, QRect, QSize, Qt, Signal
 from PySide6.QtGui import QColor, QFont, QMouseEvent, QPainter, QPaintEvent, QPen, QResizeEvent
 from PySide6.QtWidgets import QSizePolicy, QWidget
 
+from console.fleet.alerts import Severity
 from console.fleet.updates import LinkState
 from console.qt import roles
 from console.qt.fleet_item_model import FleetItemModel
@@ -28,6 +29,11 @@ PAD = 8
 HEADER_H = 24
 COLUMNS = 4
 BLOCK_GAP = 10
+ALERT_COLORS = {
+    Severity.CRITICAL: QColor("#ff3b3b"),
+    Severity.WARNING: QColor("#f6c343"),
+    Severity.INFO: QColor("#63b3ed"),
+}
 _LINK_COLORS = {
     LinkState.CONNECTED: QColor("#48bb78"),
     LinkState.CONNECTING: QColor("#a0aec0"),
@@ -156,6 +162,12 @@ class FleetGrid(QWidget):
         painter.setBrush(QColor("#262a31"))
         painter.drawRoundedRect(block.rect, 6, 6)
         state = node.data(roles.LINK_STATE_ROLE)
+        node_alert = node.data(roles.ALERT_ROLE)
+        if node_alert is not None:
+            painter.setPen(QPen(ALERT_COLORS[node_alert], 2))
+            painter.setBrush(Qt.BrushStyle.NoBrush)
+            painter.drawRoundedRect(block.rect.adjusted(1, 1, -1, -1), 6, 6)
+            painter.setPen(Qt.PenStyle.NoPen)
         dot = QRect(block.rect.x() + PAD, block.rect.y() + 8, 9, 9)
         painter.setBrush(_LINK_COLORS.get(state, QColor("#a0aec0")))
         painter.drawEllipse(dot)
@@ -169,6 +181,22 @@ class FleetGrid(QWidget):
         )
         for gpu, tile in enumerate(block.tiles):
             self._paint_tile(painter, self._model.index(gpu, 0, node), tile, state)
+
+    def _paint_alert(self, painter: QPainter, tile: QRect, severity: Severity | None) -> None:
+        """A thick coloured frame and a "!" badge: a critical GPU is impossible to miss."""
+        if severity is None:
+            return
+        color = ALERT_COLORS[severity]
+        painter.setPen(QPen(color, 4 if severity is Severity.CRITICAL else 2))
+        painter.setBrush(Qt.BrushStyle.NoBrush)
+        painter.drawRoundedRect(tile.adjusted(2, 2, -2, -2), 4, 4)
+        badge = QRect(tile.center().x() - 8, tile.center().y() - 8, 16, 16)
+        painter.setPen(Qt.PenStyle.NoPen)
+        painter.setBrush(color)
+        painter.drawEllipse(badge)
+        painter.setPen(QColor("#ffffff"))
+        painter.setFont(self._big_font)
+        painter.drawText(badge, Qt.AlignmentFlag.AlignCenter, "!")
 
     def _paint_tile(self, painter: QPainter, gpu: QModelIndex, tile: QRect, link: object) -> None:
         health, temp, util = (
@@ -188,6 +216,7 @@ class FleetGrid(QWidget):
         painter.setPen(QPen(QColor("#ffffff"), 2) if selected else Qt.PenStyle.NoPen)
         painter.setBrush(fill)
         painter.drawRoundedRect(tile.adjusted(1, 1, -1, -1), 4, 4)
+        self._paint_alert(painter, tile, gpu.data(roles.ALERT_ROLE))
         painter.setPen(QColor("#f7fafc"))
         inner = tile.adjusted(6, 3, -6, -3)
         painter.setFont(self._small_font)

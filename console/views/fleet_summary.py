@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import time
+
 from PySide6.QtWidgets import QLabel, QWidget
 
+from console.fleet.alerts import Severity
 from console.fleet.model import Change, FleetModel
 from console.fleet.updates import LinkState
 
@@ -19,6 +22,11 @@ def summary_text(fleet: FleetModel) -> str:
         parts.append(f"hottest {max(temps):.0f} °C")
     if lost:
         parts.append(f"{lost} lost")
+    active = list(fleet.alerts.active(int(time.time() * 1000)))
+    for severity in (Severity.CRITICAL, Severity.WARNING):
+        count = sum(a.severity is severity for a in active)
+        if count:
+            parts.append(f"{count} {severity.label}")
     return " · ".join(parts)
 
 

@@ -260,18 +260,17 @@ class AlertmanagerPusher:
         old = self._firing.pop(record.key, None)
         if old is not None and old.labels != labels:
             # A new label set is a new alert to Alertmanager: end the old one now.
-            self._queue_resolved(alert_payload(old.record, old.labels, record.updated_unix_ms))
+            changed_ms = record.updated_unix_ms
+            self._queue_resolved(old.labels, alert_payload(old.record, old.labels, changed_ms))
         if record.firing:
             self._firing[record.key] = _Firing(record, labels)
             for target in self._targets:
                 target.resolved.pop(frozenset(labels.items()), None)
         else:
             ended_ms = record.cleared_unix_ms or self._clock() * 1000
-            self._queue_resolved(alert_payload(record, labels, ended_ms))
+            self._queue_resolved(labels, alert_payload(record, labels, ended_ms))
 
-    def _queue_resolved(self, payload: Payload) -> None:
-        labels = payload["labels"]
-        assert isinstance(labels, dict)
+    def _queue_resolved(self, labels: dict[str, str], payload: Payload) -> None:
         key: LabelKey = frozenset(labels.items())
         drop_at = time.monotonic() + ENDS_AFTER_RESENDS * self._resend_s
         for target in self._targets:

@@ -145,8 +145,8 @@ class ThrottleDetector:
                 self.rule,
                 Severity.WARNING,
                 gpu.index,
-                float(reasons),
-                "mask",
+                None,  # the reasons are in the summary
+                "",
                 summary,
             )
 

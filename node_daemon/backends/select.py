@@ -18,7 +18,7 @@ def simulated_backend(config: DaemonConfig) -> SimulatedBackend:
         seed=config.seed,
         model=config.model,
         scenario=scenario,
-        step_s=config.sample_interval_s,
+        step_s=config.sample_interval_s * config.sim_speed,
     )
 
 

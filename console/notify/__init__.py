@@ -1,0 +1,1 @@
+"""Desktop notifications for alerts: freedesktop notifications over D-Bus, and the tray."""

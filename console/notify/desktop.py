@@ -1,0 +1,271 @@
+"""Alerts as freedesktop desktop notifications, over D-Bus (org.freedesktop.Notifications).
+
+Every D-Bus call here is asynchronous: ``show()`` and ``withdraw()`` send and return,
+and the replies come back through ``QDBusPendingCallWatcher`` on the GUI thread. The
+one exception is ``available`` asked before the start-up queries were answered: it
+then waits for the bus daemon's reply, at most ``OWNER_TIMEOUT_MS``.
+
+An alert that is shown again replaces its notification (the server's id is kept per
+alert and sent back as replaces_id) instead of piling up a new one. A second
+``show()`` while the first Notify is still unanswered is held and sent when the
+answer (and so the id) arrives; only the latest one is kept.
+
+The spec: https://specifications.freedesktop.org/notification-spec/latest/
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Callable
+from typing import Any, Final
+
+from PySide6.QtCore import SLOT, QObject, Signal, Slot
+from PySide6.QtDBus import (
+    QDBusConnection,
+    QDBusError,
+    QDBusMessage,
+    QDBusPendingCall,
+    QDBusPendingCallWatcher,
+    QDBusServiceWatcher,
+)
+
+from console.fleet.alerts import AlertRow, Severity
+from console.notify import dbus_types, text
+
+log = logging.getLogger(__name__)
+
+SERVICE = "org.freedesktop.Notifications"
+PATH = "/org/freedesktop/Notifications"
+INTERFACE = SERVICE
+BUS_SERVICE = "org.freedesktop.DBus"
+BUS_PATH = "/org/freedesktop/DBus"
+APP_NAME = "GPU Fleet Console"
+DESKTOP_ENTRY = "gpufleet-console"
+CATEGORY = "device.error"
+DEFAULT_ACTION = "default"
+ACTIONS = (DEFAULT_ACTION, "Open GPU")  # key, label pairs
+CRITICAL_SOUND = "dialog-error"
+NEVER_EXPIRE, SERVER_DEFAULT_EXPIRY = 0, -1
+URGENCY = {Severity.INFO: 0, Severity.WARNING: 1, Severity.CRITICAL: 2}  # low, normal, critical
+ICONS = {
+    Severity.INFO: "dialog-information",
+    Severity.WARNING: "dialog-warning",
+    Severity.CRITICAL: "dialog-error",
+}
+CALL_TIMEOUT_MS = 5000  # bounds how long an unanswered Notify holds the next update back
+OWNER_TIMEOUT_MS = 250  # the bus daemon answers in microseconds; this bounds pathology
+
+AlertUid = tuple[str, str]
+_WITHDRAW: Final = "withdraw"  # what to do once the Notify in flight is answered
+_Next = tuple[AlertRow, str] | str | None
+
+
+class DesktopNotifier(QObject):
+    """Shows, replaces and withdraws alert notifications; says when one was clicked."""
+
+    activated = Signal(str, str)  # (target, alert id): the user clicked the notification
+    available_changed = Signal(bool)
+
+    def __init__(self, bus: QDBusConnection | None = None, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("desktop-notifier")
+        self.muted = False  # no sound hint (and suppress-sound) while True
+        self._bus = bus if bus is not None else QDBusConnection.sessionBus()
+        self._ids: dict[AlertUid, int] = {}  # alert -> the server's notification id
+        self._alerts: dict[int, AlertUid] = {}
+        self._in_flight: dict[AlertUid, _Next] = {}  # alerts whose Notify is unanswered
+        self._has_owner = False
+        self._activatable = False
+        self._queries: dict[str, QDBusPendingCall] = {}  # start-up questions to the bus
+        self._last_error = ""
+        self._types_ok = dbus_types.supported()
+        if not self._types_ok:
+            log.warning("this PySide6 cannot marshal D-Bus byte/uint32: no desktop notifications")
+        if self._bus.isConnected():
+            self._watch_server()
+
+    # -- public --------------------------------------------------------------
+
+    @property
+    def available(self) -> bool:
+        """The bus is there and a notification server owns (or can be started for) the name."""
+        if not (self._bus.isConnected() and self._types_ok):
+            return False
+        for member in list(self._queries):
+            self._queries[member].waitForFinished()  # bounded by OWNER_TIMEOUT_MS
+            self._take_query(member)
+        return self._has_owner or self._activatable
+
+    def show(self, alert: AlertRow, node_name: str) -> None:
+        """Show `alert`, replacing the notification shown for it before, if any."""
+        if not (self._bus.isConnected() and self._types_ok):
+            return
+        if alert.uid in self._in_flight:
+            self._in_flight[alert.uid] = (alert, node_name)
+            return
+        self._send_notify(alert, node_name)
+
+    def withdraw(self, alert: AlertRow) -> None:
+        """Close the notification of a cleared or acknowledged alert, if we showed one."""
+        if alert.uid in self._in_flight:
+            self._in_flight[alert.uid] = _WITHDRAW
+        else:
+            self._close(alert.uid)
+
+    def notification_id(self, alert: AlertRow) -> int | None:
+        """The server's id of the notification showing `alert`, if one is shown."""
+        return self._ids.get(alert.uid)
+
+    # -- sending -------------------------------------------------------------
+
+    def _send_notify(self, alert: AlertRow, node_name: str) -> None:
+        message = QDBusMessage.createMethodCall(SERVICE, PATH, INTERFACE, "Notify")
+        message.setArguments(self._notify_arguments(alert, node_name))
+        self._in_flight[alert.uid] = None
+        reply = self._bus.asyncCall(message, CALL_TIMEOUT_MS)
+        self._watch(reply, functools.partial(self._on_notify_finished, alert.uid))
+
+    def _notify_arguments(self, alert: AlertRow, node_name: str) -> list[Any]:
+        critical = alert.severity is Severity.CRITICAL
+        return [
+            APP_NAME,
+            dbus_types.uint32(self._ids.get(alert.uid, 0)),  # replaces_id
+            ICONS.get(alert.severity, ""),
+            text.headline(alert, node_name),
+            text.body(alert),
+            list(ACTIONS),
+            self._hints(alert),
+            NEVER_EXPIRE if critical else SERVER_DEFAULT_EXPIRY,
+        ]
+
+    def _hints(self, alert: AlertRow) -> dict[str, Any]:
+        hints: dict[str, Any] = {
+            "urgency": dbus_types.byte(URGENCY.get(alert.severity, 1)),
+            "category": CATEGORY,
+            "desktop-entry": DESKTOP_ENTRY,
+        }
+        if self.muted:
+            hints["suppress-sound"] = True
+        elif alert.severity is Severity.CRITICAL:
+            hints["sound-name"] = CRITICAL_SOUND
+        return hints
+
+    def _close(self, uid: AlertUid) -> None:
+        notification_id = self._forget(uid)
+        if notification_id is None:
+            return
+        message = QDBusMessage.createMethodCall(SERVICE, PATH, INTERFACE, "CloseNotification")
+        message.setArguments([dbus_types.uint32(notification_id)])
+        self._watch(self._bus.asyncCall(message, CALL_TIMEOUT_MS), self._on_close_finished)
+
+    def _watch(self, call: QDBusPendingCall, handler: Callable[[QDBusPendingCall], None]) -> None:
+        watcher = QDBusPendingCallWatcher(call, self)
+        watcher.setObjectName("desktop-notifier-call")
+        watcher.finished.connect(lambda finished: self._on_call_finished(handler, finished))
+
+    def _on_call_finished(
+        self, handler: Callable[[QDBusPendingCall], None], watcher: QDBusPendingCallWatcher
+    ) -> None:
+        watcher.deleteLater()
+        handler(watcher)
+
+    def _on_notify_finished(self, uid: AlertUid, call: QDBusPendingCall) -> None:
+        queued = self._in_flight.pop(uid, None)
+        if self._succeeded("Notify", call):
+            self._remember(uid, int(call.reply().arguments()[0]))
+        if queued == _WITHDRAW:
+            self._close(uid)
+        elif isinstance(queued, tuple):
+            self._send_notify(*queued)
+
+    def _on_close_finished(self, call: QDBusPendingCall) -> None:
+        self._succeeded("CloseNotification", call)
+
+    def _succeeded(self, member: str, call: QDBusPendingCall) -> bool:
+        if not call.isError():
+            self._last_error = ""
+            return True
+        error: QDBusError = call.error()
+        # Log a failure once, not once per alert, until a call succeeds again.
+        level = logging.DEBUG if error.name() == self._last_error else logging.WARNING
+        log.log(level, "desktop notification %s failed: %s", member, error.message())
+        self._last_error = error.name()
+        return False
+
+    # -- ids -----------------------------------------------------------------
+
+    def _remember(self, uid: AlertUid, notification_id: int) -> None:
+        self._forget(uid)
+        self._ids[uid] = notification_id
+        self._alerts[notification_id] = uid
+
+    def _forget(self, uid: AlertUid) -> int | None:
+        notification_id = self._ids.pop(uid, None)
+        if notification_id is not None:
+            self._alerts.pop(notification_id, None)
+        return notification_id
+
+    # -- the server ----------------------------------------------------------
+
+    def _watch_server(self) -> None:
+        watcher = QDBusServiceWatcher(
+            SERVICE, self._bus, QDBusServiceWatcher.WatchModeFlag.WatchForOwnerChange, self
+        )
+        watcher.setObjectName("desktop-notifier-server-watcher")
+        watcher.serviceOwnerChanged.connect(self._on_server_owner_changed)
+        # Any sender (""): a named one would make Qt ask the bus for its owner, blocking.
+        for signal, slot in (
+            ("ActionInvoked", "_on_server_action_invoked(QDBusMessage)"),
+            ("NotificationClosed", "_on_server_notification_closed(QDBusMessage)"),
+        ):
+            # PySide6 6.10 takes the slot as str, whatever its stub says.
+            slot_name: Any = SLOT(slot)
+            if not self._bus.connect("", PATH, INTERFACE, signal, self, slot_name):
+                log.warning("cannot listen to %s.%s: %s", INTERFACE, signal, self._bus.lastError())
+        self._ask_bus("NameHasOwner", SERVICE)
+        self._ask_bus("ListActivatableNames")
+
+    def _ask_bus(self, member: str, *args: Any) -> None:
+        message = QDBusMessage.createMethodCall(BUS_SERVICE, BUS_PATH, BUS_SERVICE, member)
+        message.setArguments(list(args))
+        self._queries[member] = self._bus.asyncCall(message, OWNER_TIMEOUT_MS)
+        self._watch(self._queries[member], lambda _call: self._take_query(member))
+
+    def _take_query(self, member: str) -> None:
+        """Apply a start-up answer once, whether it came by watcher or `available` waited."""
+        call = self._queries.pop(member, None)
+        if call is None or not self._succeeded(member, call):
+            return
+        answer = call.reply().arguments()[0]
+        if member == "NameHasOwner":
+            self._set_server(has_owner=bool(answer), activatable=self._activatable)
+        else:
+            self._set_server(has_owner=self._has_owner, activatable=SERVICE in answer)
+
+    def _set_server(self, has_owner: bool, activatable: bool) -> None:
+        before = self._has_owner or self._activatable
+        self._has_owner, self._activatable = has_owner, activatable
+        if before != (has_owner or activatable):
+            self.available_changed.emit(has_owner or activatable)
+
+    @Slot(str, str, str)
+    def _on_server_owner_changed(self, _name: str, _old_owner: str, new_owner: str) -> None:
+        self._queries.pop("NameHasOwner", None)  # this news is newer than that answer
+        if not new_owner:  # the server went away, and its notifications with it
+            self._ids.clear()
+            self._alerts.clear()
+        self._set_server(has_owner=bool(new_owner), activatable=self._activatable)
+
+    @Slot(QDBusMessage)
+    def _on_server_action_invoked(self, message: QDBusMessage) -> None:
+        notification_id, action_key = message.arguments()
+        uid = self._alerts.get(int(notification_id))
+        if uid is not None and action_key == DEFAULT_ACTION:
+            self.activated.emit(*uid)
+
+    @Slot(QDBusMessage)
+    def _on_server_notification_closed(self, message: QDBusMessage) -> None:
+        uid = self._alerts.get(int(message.arguments()[0]))
+        if uid is not None:
+            self._forget(uid)

@@ -1,0 +1,156 @@
+"""AlertTableModel: every node's alerts as rows; AlertFilterProxy: what the panel shows."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from PySide6.QtCore import (
+    QAbstractTableModel,
+    QModelIndex,
+    QPersistentModelIndex,
+    QSortFilterProxyModel,
+    Qt,
+)
+from PySide6.QtGui import QColor
+
+from console.fleet.alerts import AlertRow, Severity
+from console.fleet.model import Change, FleetModel
+
+Index = QModelIndex | QPersistentModelIndex
+COLUMNS = ("Severity", "Node", "GPU", "Rule", "Value", "Since", "State", "Summary")
+ALERT_ROLE = int(Qt.ItemDataRole.UserRole) + 1
+SORT_ROLE = int(Qt.ItemDataRole.UserRole) + 2
+SEVERITY_COLORS = {
+    Severity.CRITICAL: QColor("#c53030"),
+    Severity.WARNING: QColor("#b7791f"),
+    Severity.INFO: QColor("#2b6cb0"),
+}
+
+
+def state_text(alert: AlertRow, now_ms: int) -> str:
+    if not alert.firing:
+        return "cleared"
+    parts = ["firing"]
+    if alert.acknowledged:
+        parts.append(f"ack by {alert.acknowledged_by}")
+    if alert.silenced(now_ms):
+        minutes = ((alert.silenced_until_unix_ms or 0) - now_ms) // 60_000
+        parts.append(f"silenced {minutes} min ({alert.silence_reason})")
+    return ", ".join(parts)
+
+
+def value_text(alert: AlertRow) -> str:
+    if alert.value is None:
+        return ""
+    count = f" x{alert.occurrences}" if alert.occurrences > 1 else ""
+    return f"{alert.value:.0f} {alert.unit}{count}".strip()
+
+
+class AlertTableModel(QAbstractTableModel):
+    def __init__(self, fleet: FleetModel) -> None:
+        super().__init__()
+        self._fleet = fleet
+        self._rows: list[AlertRow] = []
+        self._version = -1
+        self.refresh()
+
+    def refresh(self) -> None:
+        if self._fleet.alerts.version == self._version:
+            return
+        self.beginResetModel()
+        self._version = self._fleet.alerts.version
+        self._rows = sorted(
+            self._fleet.alerts.alerts(),
+            key=lambda a: (not a.firing, -a.severity, -a.started_unix_ms),
+        )
+        self.endResetModel()
+
+    def on_fleet_changed(self, _changes: dict[str, Change]) -> None:
+        self.refresh()
+
+    def alert(self, row: int) -> AlertRow:
+        return self._rows[row]
+
+    def rowCount(self, parent: Index = QModelIndex()) -> int:  # noqa: B008
+        return 0 if parent.isValid() else len(self._rows)
+
+    def columnCount(self, parent: Index = QModelIndex()) -> int:  # noqa: B008
+        return 0 if parent.isValid() else len(COLUMNS)
+
+    def headerData(self, section: int, orientation: Qt.Orientation, role: int = 0) -> Any:
+        if role == Qt.ItemDataRole.DisplayRole and orientation == Qt.Orientation.Horizontal:
+            return COLUMNS[section]
+        return None
+
+    def data(self, index: Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
+        if not index.isValid():
+            return None
+        alert = self._rows[index.row()]
+        if role == ALERT_ROLE:
+            return alert
+        if role == SORT_ROLE:
+            return self._sort_key(alert, index.column())
+        if role == Qt.ItemDataRole.DisplayRole:
+            return self._text(alert, index.column())
+        if role == Qt.ItemDataRole.ForegroundRole and index.column() == 0:
+            return SEVERITY_COLORS.get(alert.severity)
+        if role == Qt.ItemDataRole.ToolTipRole:
+            return alert.summary
+        return None
+
+    def _text(self, alert: AlertRow, column: int) -> str:
+        now_ms = int(time.time() * 1000)
+        node = self._node_name(alert.target)
+        since = time.strftime("%H:%M:%S", time.localtime(alert.started_unix_ms / 1000))
+        gpu = "" if alert.gpu_index is None else str(alert.gpu_index)
+        cells = (
+            alert.severity.label.upper(), node, gpu, alert.rule, value_text(alert), since,
+            state_text(alert, now_ms), alert.summary,
+        )  # fmt: skip
+        return cells[column]
+
+    def _node_name(self, target: str) -> str:
+        try:
+            return self._fleet.node(target).name
+        except KeyError:
+            return target
+
+    @staticmethod
+    def _sort_key(alert: AlertRow, column: int) -> Any:
+        if column == 0:
+            return int(alert.severity)
+        if column == 2:
+            return -1 if alert.gpu_index is None else alert.gpu_index
+        if column == 4:
+            return alert.value if alert.value is not None else float("-inf")
+        if column == 5:
+            return alert.started_unix_ms
+        return None
+
+
+class AlertFilterProxy(QSortFilterProxyModel):
+    """Firing alerts (and cleared ones on request), filtered by free text."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.show_cleared = False
+        self.setFilterCaseSensitivity(Qt.CaseSensitivity.CaseInsensitive)
+        self.setFilterKeyColumn(-1)
+
+    def set_show_cleared(self, show: bool) -> None:
+        self.show_cleared = show
+        self.invalidateFilter()
+
+    def filterAcceptsRow(self, source_row: int, source_parent: Index) -> bool:
+        source = self.sourceModel()
+        alert = source.index(source_row, 0, source_parent).data(ALERT_ROLE)
+        if not self.show_cleared and not alert.firing:
+            return False
+        return super().filterAcceptsRow(source_row, source_parent)
+
+    def lessThan(self, left: Index, right: Index) -> bool:
+        a, b = left.data(SORT_ROLE), right.data(SORT_ROLE)
+        if a is not None and b is not None:
+            return bool(a < b)
+        return str(left.data()) < str(right.data())

@@ -1,0 +1,92 @@
+"""AlertPanel: the fleet's alerts, sortable and filterable, with acknowledge and silence."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QModelIndex, Qt, Signal
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QCheckBox,
+    QHBoxLayout,
+    QHeaderView,
+    QLineEdit,
+    QPushButton,
+    QTableView,
+    QVBoxLayout,
+    QWidget,
+)
+
+from console.fleet.alerts import AlertRow
+from console.qt.alert_model import ALERT_ROLE, AlertFilterProxy, AlertTableModel
+
+
+class AlertPanel(QWidget):
+    """Views and asks; the actions themselves go to the daemon through signals."""
+
+    acknowledgeRequested = Signal(object)  # AlertRow
+    silenceRequested = Signal(object)  # AlertRow
+    gpuRequested = Signal(str, int)  # target, GPU index
+
+    def __init__(self, model: AlertTableModel, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("alertPanel")
+        self.model = model
+        self.proxy = AlertFilterProxy()
+        self.proxy.setSourceModel(model)
+        self.filter = QLineEdit(placeholderText="Filter: node, rule, GPU, text…")
+        self.show_cleared = QCheckBox("Show cleared")
+        self.acknowledge = QPushButton("Acknowledge")
+        self.silence = QPushButton("Silence…")
+        self.table = QTableView()
+        self._build()
+        self._wire()
+        self._on_selection_changed()
+
+    def _build(self) -> None:
+        self.table.setObjectName("alertTable")
+        self.table.setModel(self.proxy)
+        self.table.setSortingEnabled(True)
+        self.table.sortByColumn(0, Qt.SortOrder.DescendingOrder)
+        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.table.verticalHeader().hide()
+        self.table.horizontalHeader().setStretchLastSection(True)
+        self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
+        bar = QHBoxLayout()
+        for widget in (self.filter, self.show_cleared, self.acknowledge, self.silence):
+            bar.addWidget(widget)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(4, 4, 4, 4)
+        layout.addLayout(bar)
+        layout.addWidget(self.table)
+
+    def _wire(self) -> None:
+        self.filter.textChanged.connect(self.proxy.setFilterFixedString)
+        self.show_cleared.toggled.connect(self.proxy.set_show_cleared)
+        self.table.selectionModel().selectionChanged.connect(self._on_selection_changed)
+        self.model.modelReset.connect(self._on_selection_changed)
+        self.acknowledge.clicked.connect(self._on_acknowledge_clicked)
+        self.silence.clicked.connect(self._on_silence_clicked)
+        self.table.doubleClicked.connect(self._on_table_double_clicked)
+
+    def selected_alerts(self) -> list[AlertRow]:
+        rows = self.table.selectionModel().selectedRows()
+        return [index.data(ALERT_ROLE) for index in rows]
+
+    def _on_selection_changed(self, *_args: object) -> None:
+        firing = [a for a in self.selected_alerts() if a.firing]
+        self.acknowledge.setEnabled(any(not a.acknowledged for a in firing))
+        self.silence.setEnabled(len(firing) == 1)
+
+    def _on_acknowledge_clicked(self) -> None:
+        for alert in self.selected_alerts():
+            if alert.firing and not alert.acknowledged:
+                self.acknowledgeRequested.emit(alert)
+
+    def _on_silence_clicked(self) -> None:
+        firing = [a for a in self.selected_alerts() if a.firing]
+        if len(firing) == 1:
+            self.silenceRequested.emit(firing[0])
+
+    def _on_table_double_clicked(self, index: QModelIndex) -> None:
+        alert: AlertRow = index.data(ALERT_ROLE)
+        if alert.gpu_index is not None:
+            self.gpuRequested.emit(alert.target, alert.gpu_index)

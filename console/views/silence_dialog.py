@@ -1,0 +1,48 @@
+"""SilenceDialog: how long an alert may stay quiet, and why (the reason is required)."""
+
+from __future__ import annotations
+
+from PySide6.QtWidgets import (
+    QComboBox,
+    QDialog,
+    QDialogButtonBox,
+    QFormLayout,
+    QLineEdit,
+    QWidget,
+)
+
+DURATIONS = (("15 minutes", 900), ("1 hour", 3600), ("4 hours", 14400), ("1 day", 86400),
+             ("7 days", 604800))  # fmt: skip
+
+
+class SilenceDialog(QDialog):
+    def __init__(self, alert_summary: str, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("silenceDialog")
+        self.setWindowTitle("Silence alert")
+        self.duration = QComboBox()
+        for label, seconds in DURATIONS:
+            self.duration.addItem(label, seconds)
+        self.duration.setCurrentIndex(1)
+        self.reason = QLineEdit()
+        self.reason.setPlaceholderText("why it may stay quiet, e.g. card swap scheduled")
+        self.buttons = QDialogButtonBox(
+            QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel
+        )
+        form = QFormLayout(self)
+        form.addRow("Alert", QLineEdit(alert_summary, readOnly=True))
+        form.addRow("For", self.duration)
+        form.addRow("Reason", self.reason)
+        form.addRow(self.buttons)
+        self.buttons.accepted.connect(self.accept)
+        self.buttons.rejected.connect(self.reject)
+        self.reason.textChanged.connect(self._on_reason_text_changed)
+        self._on_reason_text_changed("")
+
+    def _on_reason_text_changed(self, text: str) -> None:
+        ok = self.buttons.button(QDialogButtonBox.StandardButton.Ok)
+        ok.setEnabled(bool(text.strip()))
+
+    @property
+    def duration_s(self) -> int:
+        return int(self.duration.currentData())
