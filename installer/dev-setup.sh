@@ -19,7 +19,10 @@ qt_xcb="libxkbcommon-x11-0 libxcb-cursor0 libxcb-icccm4 libxcb-keysyms1 libxcb-s
 case "$purpose" in
   demo) packages="$qt_runtime $qt_xcb python3-venv" ;;
   # gcc builds the fake libnvidia-ml.so.1; procps gives pgrep to the demo test.
-  test) packages="$qt_runtime gcc libc6-dev procps python3-venv" ;;
+  test) packages="$qt_runtime gcc libc6-dev procps python3-venv"
+        # Real peers the tests talk to. Unpacked into .tools/ rather than
+        # installed: installing would enable and start their system services.
+        tools="prometheus-alertmanager" ;;
   *) echo "usage: $0 demo|test" >&2; exit 2 ;;
 esac
 
@@ -59,6 +62,27 @@ install_python_packages() {
   touch "$stamp"
 }
 
+# Unpack Debian packages of servers the tests start themselves into .tools/.
+install_tools() {
+  local tool deb
+  [ -n "${tools:-}" ] || return 0
+  command -v apt-get >/dev/null || { echo "dev-setup: no apt-get; tests needing $tools skip" >&2; return 0; }
+  mkdir -p .tools/debs
+  for tool in $tools; do
+    [ -e ".tools/$tool.unpacked" ] && continue
+    deb=$(cd .tools/debs && apt-get download -qq "$tool" >/dev/null 2>&1 && ls -t "${tool}"_*.deb | head -1) || true
+    if [ -z "$deb" ] && [ "$(id -u)" = 0 ]; then
+      apt-get update -qq && deb=$(cd .tools/debs && apt-get download -qq "$tool" >/dev/null && ls -t "${tool}"_*.deb | head -1) || true
+    fi
+    if [ -z "$deb" ]; then
+      echo "dev-setup: could not download $tool; the tests that need it will skip" >&2
+      continue
+    fi
+    dpkg-deb -x ".tools/debs/$deb" .tools/root && touch ".tools/$tool.unpacked"
+  done
+}
+
 install_system_packages
+install_tools
 install_python_packages
 echo "dev-setup: ready ($venv)"
