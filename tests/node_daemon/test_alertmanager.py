@@ -25,7 +25,9 @@ import pytest
 
 from node_daemon.alerts.alertmanager import THREAD_NAME, AlertmanagerPusher
 from node_daemon.alerts.model import AlertRecord, Severity
-from tests.conftest import wait_for
+from node_daemon.backends.simulated import SimulatedBackend
+from node_daemon.backends.simulated.scenario import Scenario, ScenarioEvent
+from tests.conftest import DaemonFactory, wait_for
 
 # installer/dev-setup.sh unpacks Debian's package into .tools/root (no service is
 # installed or started); a system-wide install works too.
@@ -378,3 +380,21 @@ def test_rejects_node_labels_alertmanager_would_refuse_or_we_would_overwrite() -
         AlertmanagerPusher(["http://127.0.0.1:9093"], {"node-name": "x"})
     with pytest.raises(ValueError, match="http"):
         AlertmanagerPusher(["127.0.0.1:9093"], NODE)
+
+
+def test_daemon_pushes_a_lost_gpu_and_its_recovery(
+    alertmanager: Alertmanager, start_daemon: DaemonFactory
+) -> None:
+    """End to end: the daemon's own rules raise it, its pusher delivers it."""
+    scenario = Scenario((ScenarioEvent(0.3, 1, "lost"), ScenarioEvent(2.0, 1, "recover")))
+    backend = SimulatedBackend(gpu_count=2, scenario=scenario, step_s=0.1)
+    daemon = start_daemon(backend=backend, hostname="gpu-node-09",
+                          alertmanager_urls=(alertmanager.url,))  # fmt: skip
+    wait_for(lambda: daemon.sampler.status.ok)
+    uuid = daemon.sampler.status.facts.gpus[1].uuid
+    labels = {"alertname": "gpu_lost", "severity": "critical", "node": "gpu-node-09",
+              "gpu": "1", "UUID": uuid}  # fmt: skip
+    wait_for(lambda: active_in(alertmanager, labels), 10, "the lost GPU in Alertmanager")
+    wait_for(lambda: alertmanager.notified("firing", labels), 10, "a firing page")
+    wait_for(lambda: not active_in(alertmanager, labels), 15, "its resolution")
+    wait_for(lambda: alertmanager.notified("resolved", labels), 10, "a resolved page")
