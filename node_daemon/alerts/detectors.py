@@ -258,6 +258,8 @@ class TrendDetector:
     halves of the window estimates that equilibrium; a GPU that is warming up
     towards a safe temperature is not flagged, one heading past the line is,
     with the time left. A rise that does not slow down is extrapolated linearly.
+    Only a rise sustained over the whole window counts, so the first seconds of
+    a load step (fast, but heading for a safe equilibrium) do not.
     """
 
     rule = "temp_trend"
@@ -272,9 +274,9 @@ class TrendDetector:
         window = self._window(gpu)
         if not self._settings.enabled or critical is None or value is None or window is None:
             return
-        eta_s = _eta_to_line(window, value, critical, self._settings.min_slope_c_per_min / 60)
-        if eta_s is not None and eta_s <= self._settings.horizon_s:
-            slope = _least_squares_slope(window[len(window) // 2 :]) * 60
+        found = _eta_to_line(window, value, critical, self._settings.min_slope_c_per_min / 60)
+        if found is not None and found[0] <= self._settings.horizon_s:
+            eta_s, slope = found[0], found[1] * 60
             summary = (
                 f"GPU {gpu.index} heading for {critical:.0f} °C: {value:.0f} °C, rising "
                 f"{slope:.1f} °C/min, crosses in about {max(1, round(eta_s / 60))} min"
@@ -297,24 +299,69 @@ class TrendDetector:
         return list(history)
 
 
+# A rise whose rate grows faster than this per °C is the onset of a load change.
+ACCELERATING_PER_S = 1 / 600
+# Slower than this is no first-order settling we can see: treat the rise as steady.
+MAX_TAU_S = 3600.0
+# The rise must have settled this long after its fastest moment to be judged...
+MIN_RISE_S = 15.0
+# ...or have gone on this long without a clear peak (a steady climb).
+STEADY_RISE_S = 45.0
+
+
 def _eta_to_line(
     window: list[tuple[float, float]], value: float, line: float, min_slope: float
-) -> float | None:
-    """Seconds until the temperature crosses `line`, or None if it is not heading there."""
+) -> tuple[float, float] | None:
+    """(seconds to cross `line`, rate in °C/s), or None if the GPU is not heading there.
+
+    First order: dT/dt = (T_eq - T) / tau, so the rate of rise regressed on the
+    temperature gives tau and the equilibrium T_eq. Only the current rise is
+    used, from its fastest moment on (before it, power was still ramping up).
+    """
     if value >= line:
         return None  # already across: the threshold rule speaks now
-    half = len(window) // 2
-    early, late = _least_squares_slope(window[:half]), _least_squares_slope(window[half:])
-    if late < min_slope:
+    rise = _current_rise(_rates(window), min_slope)
+    if rise is None:
         return None
-    if early <= late:
-        return (line - value) / late  # not slowing down: straight on
-    gap_s = (window[-1][0] - window[half][0] + window[half - 1][0] - window[0][0]) / 2
-    tau_s = gap_s / math.log(early / late)
-    equilibrium = value + late * tau_s
+    slope_of_rate = _least_squares_slope([(temp, rate) for _, temp, rate in rise])
+    rate = sum(r for _, _, r in rise[-3:]) / len(rise[-3:])
+    if slope_of_rate > ACCELERATING_PER_S:
+        return None  # still speeding up: the onset of a load change; wait and see
+    if slope_of_rate > -1 / MAX_TAU_S:
+        return (line - value) / rate, rate  # a steady rise: straight on
+    tau_s = -1.0 / slope_of_rate
+    equilibrium = value + rate * tau_s
     if equilibrium <= line:
         return None  # settling below the line
-    return tau_s * math.log((equilibrium - value) / (equilibrium - line))
+    return tau_s * math.log((equilibrium - value) / (equilibrium - line)), rate
+
+
+def _rates(points: list[tuple[float, float]], stride: int = 5) -> list[tuple[float, float, float]]:
+    """(time, temperature, rate of rise) over `stride` samples, oldest first."""
+    rates = []
+    for (t0, v0), (t1, v1) in zip(points, points[stride:], strict=False):
+        if t1 > t0:
+            rates.append((t1, (v0 + v1) / 2, (v1 - v0) / (t1 - t0)))
+    return rates
+
+
+def _current_rise(
+    rates: list[tuple[float, float, float]], min_slope: float
+) -> list[tuple[float, float, float]] | None:
+    """The recent stretch where the temperature kept rising, if long enough to judge."""
+    start = len(rates)
+    while start > 0 and rates[start - 1][2] >= min_slope:
+        start -= 1
+    rise = rates[start:]
+    if not rise:
+        return None
+    peak = max(range(len(rise)), key=lambda i: rise[i][2])
+    settling = rise[peak:]
+    if len(settling) >= 5 and settling[-1][0] - settling[0][0] >= MIN_RISE_S:
+        return settling
+    if rise[-1][0] - rise[0][0] >= STEADY_RISE_S:
+        return rise  # a long rise with no clear peak: a steady climb
+    return None
 
 
 def _least_squares_slope(points: Sequence[tuple[float, float]]) -> float:

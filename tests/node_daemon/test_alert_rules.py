@@ -30,6 +30,8 @@ from node_daemon.alerts.rules import (
     XidSettings,
     parse_alert_settings,
 )
+from node_daemon.backends.simulated import SimulatedBackend
+from node_daemon.backends.simulated.scenario import Scenario, ScenarioEvent
 from node_daemon.errors import ConfigError
 from node_daemon.readings import GpuHealth, GpuReading, GpuStatic, ProcessReading
 
@@ -207,3 +209,21 @@ def test_settings_from_toml_table() -> None:
 def test_bad_settings_name_the_key(table: dict, message: str) -> None:
     with pytest.raises(ConfigError, match=message.replace("[", r"\[").replace("]", r"\]")):
         parse_alert_settings(table, "daemon.toml")
+
+
+def test_trend_ignores_warming_towards_a_safe_temperature() -> None:
+    """A load step on a healthy GPU: a fast rise that settles at 71 °C is no alarm."""
+    backend = SimulatedBackend(gpu_count=2, model="h100", scenario=Scenario((
+        ScenarioEvent(1, 0, "load", 0.0), ScenarioEvent(60, 0, "load", 100.0),
+        ScenarioEvent(1, 1, "load", 0.0), ScenarioEvent(60, 1, "overheat"),
+    )))  # fmt: skip
+    facts = backend.open()
+    detector = TrendDetector(AlertSettings().temp_trend, AlertSettings().gpu_temp)
+    warned: dict[int, float] = {}
+    for t in range(1, 240):
+        for reading in backend.read_gpus():
+            tick_ = GpuTick(float(t), reading, facts.gpus[reading.index], ())
+            if list(detector.evaluate(tick_)):
+                warned.setdefault(reading.index, reading.temp_gpu_c)
+    assert 0 not in warned  # the healthy GPU
+    assert 1 in warned and warned[1] < 85.0  # the failing one, before it crosses
