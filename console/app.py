@@ -12,6 +12,9 @@ from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QApplication
 
 from console.main_window import MainWindow
+from console.qt.alert_notifier import NotificationSink
+from console.notify.desktop import DesktopNotifier
+from console.notify.tray import TrayNotifier
 from console.qt.qt_logging import install_qt_log_handler
 from console.session import ConsoleSession
 
@@ -40,7 +43,9 @@ def qt_application(offscreen: bool = False) -> QApplication:
 
 def build_window(targets: Sequence[str]) -> MainWindow:
     session = ConsoleSession(targets)
-    window = MainWindow(session)
+    # Desktop notifications first; the tray only where no notification server runs.
+    sinks: list[NotificationSink] = [DesktopNotifier(), TrayNotifier()]
+    window = MainWindow(session, sinks=sinks)
     window.resize(1600, 900)
     session.start()
     return window

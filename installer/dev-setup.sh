@@ -19,7 +19,7 @@ qt_xcb="libxkbcommon-x11-0 libxcb-cursor0 libxcb-icccm4 libxcb-keysyms1 libxcb-s
 case "$purpose" in
   demo) packages="$qt_runtime $qt_xcb python3-venv" ;;
   # gcc builds the fake libnvidia-ml.so.1; procps gives pgrep to the demo test.
-  test) packages="$qt_runtime gcc libc6-dev procps python3-venv"
+  test) packages="$qt_runtime gcc libc6-dev procps python3-venv dbus-daemon dunst xvfb"
         # Real peers the tests talk to. Unpacked into .tools/ rather than
         # installed: installing would enable and start their system services.
         tools="prometheus-alertmanager" ;;

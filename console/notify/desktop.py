@@ -18,7 +18,7 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Callable
-from typing import Any, Final
+from typing import Any, Literal
 
 from PySide6.QtCore import SLOT, QObject, Signal, Slot
 from PySide6.QtDBus import (
@@ -57,8 +57,8 @@ CALL_TIMEOUT_MS = 5000  # bounds how long an unanswered Notify holds the next up
 OWNER_TIMEOUT_MS = 250  # the bus daemon answers in microseconds; this bounds pathology
 
 AlertUid = tuple[str, str]
-_WITHDRAW: Final = "withdraw"  # what to do once the Notify in flight is answered
-_Next = tuple[AlertRow, str] | str | None
+# What to do once the Notify in flight for an alert is answered: show this, withdraw, nothing.
+_Next = tuple[AlertRow, str] | Literal["withdraw"] | None
 
 
 class DesktopNotifier(QObject):
@@ -92,8 +92,8 @@ class DesktopNotifier(QObject):
         """The bus is there and a notification server owns (or can be started for) the name."""
         if not (self._bus.isConnected() and self._types_ok):
             return False
-        for member in list(self._queries):
-            self._queries[member].waitForFinished()  # bounded by OWNER_TIMEOUT_MS
+        for member, call in list(self._queries.items()):
+            call.waitForFinished()  # bounded by OWNER_TIMEOUT_MS
             self._take_query(member)
         return self._has_owner or self._activatable
 
@@ -109,7 +109,7 @@ class DesktopNotifier(QObject):
     def withdraw(self, alert: AlertRow) -> None:
         """Close the notification of a cleared or acknowledged alert, if we showed one."""
         if alert.uid in self._in_flight:
-            self._in_flight[alert.uid] = _WITHDRAW
+            self._in_flight[alert.uid] = "withdraw"
         else:
             self._close(alert.uid)
 
@@ -174,7 +174,7 @@ class DesktopNotifier(QObject):
         queued = self._in_flight.pop(uid, None)
         if self._succeeded("Notify", call):
             self._remember(uid, int(call.reply().arguments()[0]))
-        if queued == _WITHDRAW:
+        if queued == "withdraw":
             self._close(uid)
         elif isinstance(queued, tuple):
             self._send_notify(*queued)
@@ -215,13 +215,14 @@ class DesktopNotifier(QObject):
         watcher.setObjectName("desktop-notifier-server-watcher")
         watcher.serviceOwnerChanged.connect(self._on_server_owner_changed)
         # Any sender (""): a named one would make Qt ask the bus for its owner, blocking.
-        for signal, slot in (
-            ("ActionInvoked", "_on_server_action_invoked(QDBusMessage)"),
-            ("NotificationClosed", "_on_server_notification_closed(QDBusMessage)"),
+        # The signature makes Qt drop a malformed signal before it reaches us.
+        for signal, signature, slot in (
+            ("ActionInvoked", "us", "_on_server_action_invoked(QDBusMessage)"),
+            ("NotificationClosed", "uu", "_on_server_notification_closed(QDBusMessage)"),
         ):
             # PySide6 6.10 takes the slot as str, whatever its stub says.
             slot_name: Any = SLOT(slot)
-            if not self._bus.connect("", PATH, INTERFACE, signal, self, slot_name):
+            if not self._bus.connect("", PATH, INTERFACE, signal, signature, self, slot_name):
                 log.warning("cannot listen to %s.%s: %s", INTERFACE, signal, self._bus.lastError())
         self._ask_bus("NameHasOwner", SERVICE)
         self._ask_bus("ListActivatableNames")

@@ -1,9 +1,11 @@
 """AlertNotifier: decides which events reach a person, and through which channels.
 
 Every new warning or critical alert (and every escalation) that is neither
-acknowledged nor silenced goes to the in-window toast, the desktop's
-notification server and the system tray where they exist, with a sound for
-critical ones unless muted. Clearing or acknowledging withdraws the desktop
+acknowledged nor silenced goes to the in-window toast and to the first
+available of the other channels: the desktop's notification server, else the
+system tray (on Linux the tray goes to the same server, so both would pop up
+twice). Critical ones make a sound unless muted: the notification server's,
+or a beep where the channel plays none. Clearing or acknowledging withdraws the desktop
 notification. Each (alert, severity) pops up once, replays included.
 """
 
@@ -74,10 +76,12 @@ class AlertNotifier(QObject):
         self._shown.add((alert.uid, alert.severity))
         node = self.node_name(alert.target)
         self._show_toast(alert, self.title(alert, node))
-        for sink in self._sinks:
-            if sink.available:
-                sink.show(alert, node)
-        if alert.severity is Severity.CRITICAL and not self.muted:
+        sink = next((s for s in self._sinks if s.available), None)
+        if sink is not None:
+            sink.show(alert, node)
+        # A channel with its own `muted` setting plays the sound itself.
+        plays_sound = sink is not None and hasattr(sink, "muted")
+        if alert.severity is Severity.CRITICAL and not self.muted and not plays_sound:
             self._beep()
         self.notified.emit(alert)
 

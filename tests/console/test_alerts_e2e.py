@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from PySide6.QtCore import QItemSelectionModel
+from PySide6.QtCore import QItemSelectionModel, Qt
 
 from console.fleet.alerts import AlertRow, Severity
 from console.fleet.updates import LinkState
@@ -91,6 +91,11 @@ def test_overheat_reaches_the_on_call_engineer_and_clears(qtbot, window, daemon)
     tile = main.session.items.gpu_index(daemon.address, 2)
     assert tile.data(roles.ALERT_ROLE) is Severity.CRITICAL
     assert "critical" in main.summary.text()
+    # One click on the toast opens that GPU.
+    qtbot.mouseClick(main.toast, Qt.MouseButton.LeftButton)
+    assert main.grid.selected == (daemon.address, 2)
+    assert main.detail.key is not None and main.detail.key.index == 2
+    assert not main.toast.isVisible()
     # Cooling is restored at sim-second 50: the alert clears, and the console shows it.
     qtbot.waitUntil(lambda: not gpu_temp_alert(main).firing, timeout=30_000)
     kinds = [main.event_model.event_row(r).kind for r in range(main.event_model.rowCount())]
