@@ -12,9 +12,9 @@ from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QApplication
 
 from console.main_window import MainWindow
-from console.qt.alert_notifier import NotificationSink
 from console.notify.desktop import DesktopNotifier
 from console.notify.tray import TrayNotifier
+from console.qt.alert_notifier import NotificationSink
 from console.qt.qt_logging import install_qt_log_handler
 from console.session import ConsoleSession
 
