@@ -22,7 +22,7 @@ case "$purpose" in
   test) packages="$qt_runtime gcc libc6-dev procps python3-venv dbus-daemon dunst xvfb"
         # Real peers the tests talk to. Unpacked into .tools/ rather than
         # installed: installing would enable and start their system services.
-        tools="prometheus-alertmanager" ;;
+        tools="prometheus-alertmanager prometheus" ;;
   *) echo "usage: $0 demo|test" >&2; exit 2 ;;
 esac
 

@@ -50,6 +50,7 @@ def add_daemon_command(subparsers: argparse._SubParsersAction) -> None:
     arg("--ready-file", type=Path, metavar="FILE", help=OPTIONS["ready_file"])
     arg("--hostname", help=OPTIONS["hostname"])
     arg("--state-dir", type=Path, metavar="DIR", help=OPTIONS["state_dir"])
+    arg("--metrics-listen", metavar="HOST:PORT", help=OPTIONS["metrics_listen"])
     arg("--alertmanager", action="append", dest="alertmanager_urls", metavar="URL",
         help=OPTIONS["alertmanager_urls"] + "; repeat for more")  # fmt: skip
     arg("-v", "--verbose", action="store_true", help="log debug messages")

@@ -36,6 +36,8 @@ class DaemonConfig:
     hostname: str | None = None
     state_dir: Path | None = None
     alertmanager_urls: tuple[str, ...] = ()
+    metrics_listen: str | None = None
+    metrics_hostname_label: str = "Hostname"
     alerts: AlertSettings = field(default_factory=AlertSettings)
 
 
@@ -57,6 +59,8 @@ OPTIONS: dict[str, str] = {
     "state_dir": "directory for the event journal (default: $STATE_DIRECTORY, "
     "else $XDG_STATE_HOME/gpufleet or ~/.local/state/gpufleet)",
     "alertmanager_urls": "Alertmanager base URLs to push alerts to (API v2)",
+    "metrics_listen": "HOST:PORT for Prometheus /metrics (dcgm-exporter names); off if unset",
+    "metrics_hostname_label": "label carrying the host name: Hostname (dcgm-exporter) or hostname",
     "alerts": "alert rules: the [alerts.RULE] tables (see docs/alerts.md)",
 }
 
@@ -67,7 +71,7 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "scenario": (str,), "sim_speed": _NUMBER, "sample_interval_s": _NUMBER,
     "process_interval_s": _NUMBER, "history_seconds": (int,), "max_streams": (int,),
     "insecure": (bool,), "ready_file": (str,), "hostname": (str,), "state_dir": (str,),
-    "alertmanager_urls": (list,),
+    "alertmanager_urls": (list,), "metrics_listen": (str,), "metrics_hostname_label": (str,),
 }  # fmt: skip
 
 
@@ -123,6 +127,8 @@ def validate(config: DaemonConfig, source: str = "options") -> DaemonConfig:
          "seconds, at least sample_interval_s"),
         (config.history_seconds >= 3600, "history_seconds", "at least 3600 seconds"),
         (1 <= config.max_streams <= 1024, "max_streams", "a number from 1 to 1024"),
+        (config.metrics_hostname_label in ("Hostname", "hostname"), "metrics_hostname_label",
+         "Hostname or hostname"),
     ]  # fmt: skip
     for ok, key, expected in checks:
         if not ok:

@@ -26,6 +26,17 @@ RETRY_MAX_S = 30.0
 
 
 @dataclass(frozen=True)
+class LatestSweep:
+    """The newest sweep, for readers outside the sampler thread (metrics)."""
+
+    timestamp_unix_ms: int
+    readings: tuple[GpuReading, ...]
+    processes: Mapping[int, Sequence[ProcessReading]]
+    # The last Xid each GPU reported since the daemon started (dcgm's XID_ERRORS).
+    last_xids: Mapping[int, int]
+
+
+@dataclass(frozen=True)
 class BackendStatus:
     """What the sampler knows about its backend right now."""
 
@@ -62,6 +73,11 @@ class Sampler:
         self._sweep_listeners: list[SweepListener] = []
         self._tick = 0
         self._processes: Mapping[int, Sequence[ProcessReading]] = {}
+        # Replaced (never mutated) once per sweep: readers need no lock.
+        self.latest: LatestSweep | None = None
+        self._last_xids: dict[int, int] = {}
+        self.sweeps = 0
+        self.last_sweep_s = 0.0
         self._retry_s = RETRY_FIRST_S
 
     @property
@@ -117,6 +133,7 @@ class Sampler:
         try:
             self.sweep()
         except BackendUnavailable as exc:
+            self.latest = None  # no readings: the metrics say so by their absence
             self._set_status(BackendStatus(ok=False, detail=str(exc)))
             log.error("GPU backend lost: %s", exc)
         except Exception:
@@ -125,6 +142,7 @@ class Sampler:
 
     def sweep(self) -> HistoryEntry:
         """Read every GPU once and append the batch to the history."""
+        started = time.perf_counter()
         readings = self._backend.read_gpus()
         self._tick += 1
         if self._tick % self._process_every == 1 or self._process_every == 1:
@@ -133,6 +151,12 @@ class Sampler:
         batch = batch_message(timestamp_ms, self._tick, readings, self._processes)
         entry = HistoryEntry(timestamp_ms, self._tick, batch.SerializeToString())
         self._history.append(entry)
+        self._last_xids.update((r.index, r.xids[-1]) for r in readings if r.xids)
+        self.latest = LatestSweep(
+            timestamp_ms, tuple(readings), self._processes, dict(self._last_xids)
+        )
+        self.sweeps += 1
+        self.last_sweep_s = time.perf_counter() - started
         self._notify_sweep(readings, self._processes)
         return entry
 

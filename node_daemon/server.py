@@ -22,7 +22,8 @@ from node_daemon.backends.base import GpuBackend
 from node_daemon.config import DaemonConfig, resolve_state_dir
 from node_daemon.history import SampleHistory
 from node_daemon.journal import EventJournal
-from node_daemon.listen import ListenAddress
+from node_daemon.listen import ListenAddress, parse_listen_address
+from node_daemon.metrics.exporter import MetricsExporter
 from node_daemon.sampler import BackendStatus, Sampler
 from node_daemon.servicer import SERVICE_NAME, NodeServicer, node_service_handler
 
@@ -57,6 +58,8 @@ class NodeDaemon:
         self.journal = EventJournal(resolve_state_dir(config) / JOURNAL_FILE)
         self.alerts = AlertEngine(self.journal, config.alerts)
         self._alertmanager = self._build_alertmanager()
+        self._hostname = config.hostname or socket.gethostname()
+        self.metrics = self._build_metrics(backend)
         self._health = health.HealthServicer()
         self._server = self._build_server(backend)
         self.port = self._server.add_insecure_port(str(address))
@@ -83,6 +86,15 @@ class NodeDaemon:
         reflection.enable_server_reflection(names, server)
         return server
 
+    def _build_metrics(self, backend: GpuBackend) -> MetricsExporter | None:
+        if self.config.metrics_listen is None:
+            return None
+        address = parse_listen_address(self.config.metrics_listen)
+        return MetricsExporter(
+            address, self.sampler, self.alerts, self.journal, backend.kind.value,
+            self._hostname, self.config.metrics_hostname_label,
+        )  # fmt: skip
+
     def _build_alertmanager(self) -> AlertmanagerPusher | None:
         if not self.config.alertmanager_urls:
             return None
@@ -99,6 +111,8 @@ class NodeDaemon:
         self.alerts.record_start(f"daemon {__version__} started on {self.address}")
         if self._alertmanager is not None:
             self._alertmanager.start()
+        if self.metrics is not None:
+            self.metrics.start()
         self.sampler.start()
         self._server.start()
         log.info("serving gpufleet.v1 on %s", self.address)
@@ -127,6 +141,8 @@ class NodeDaemon:
         self._server.stop(grace_s).wait()
         self._executor.shutdown(wait=False, cancel_futures=True)
         self.sampler.stop()
+        if self.metrics is not None:
+            self.metrics.stop()
         if self._alertmanager is not None:
             self._alertmanager.stop()
         self.journal.close()

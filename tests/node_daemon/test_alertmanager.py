@@ -28,6 +28,7 @@ from node_daemon.alerts.model import AlertRecord, Severity
 from node_daemon.backends.simulated import SimulatedBackend
 from node_daemon.backends.simulated.scenario import Scenario, ScenarioEvent
 from tests.conftest import DaemonFactory, wait_for
+from tests.tools import free_port
 
 # installer/dev-setup.sh unpacks Debian's package into .tools/root (no service is
 # installed or started); a system-wide install works too.
@@ -94,12 +95,6 @@ class Alertmanager:
             for body in self.webhook.snapshot()
             for alert in body["alerts"]
         )
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def am_config(webhook_url: str) -> str:

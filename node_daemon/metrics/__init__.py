@@ -1,0 +1,1 @@
+"""Prometheus /metrics: the dcgm-exporter family (same names, units, labels) and gpufleet_*."""

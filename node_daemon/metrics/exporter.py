@@ -1,0 +1,61 @@
+"""MetricsExporter: renders both families from the daemon's live state."""
+
+from __future__ import annotations
+
+import logging
+
+from prometheus_client import CollectorRegistry, generate_latest
+
+from node_daemon.alerts.engine import AlertEngine
+from node_daemon.journal import EventJournal
+from node_daemon.listen import ListenAddress
+from node_daemon.metrics.dcgm import DcgmLabels, render
+from node_daemon.metrics.native import NativeCollector
+from node_daemon.metrics.server import MetricsServer
+from node_daemon.readings import GpuStatic
+from node_daemon.sampler import Sampler
+
+log = logging.getLogger(__name__)
+
+
+class MetricsExporter:
+    def __init__(
+        self,
+        address: ListenAddress,
+        sampler: Sampler,
+        alerts: AlertEngine,
+        journal: EventJournal,
+        backend: str,
+        hostname: str,
+        hostname_label: str = "Hostname",
+    ) -> None:
+        self._sampler, self._hostname, self._hostname_label = sampler, hostname, hostname_label
+        self._registry = CollectorRegistry(auto_describe=False)
+        self._registry.register(NativeCollector(sampler, alerts, journal, backend, self._gpus))
+        self.server = MetricsServer(address, self.render)
+        if not address.is_loopback:
+            log.warning(
+                "metrics on %s are readable by anyone who can reach that port (as with "
+                "dcgm-exporter); allow only your Prometheus servers in the firewall",
+                self.server.address,
+            )
+
+    def _gpus(self) -> dict[int, GpuStatic]:
+        facts = self._sampler.status.facts
+        return {g.index: g for g in facts.gpus} if facts else {}
+
+    def render(self) -> bytes:
+        latest = self._sampler.latest
+        dcgm = ""
+        if latest is not None:
+            facts = self._sampler.status.facts
+            labels = DcgmLabels(self._hostname, self._hostname_label,
+                                facts.driver_version if facts else None)  # fmt: skip
+            dcgm = render(latest.readings, self._gpus(), latest.last_xids, labels)
+        return dcgm.encode() + generate_latest(self._registry)
+
+    def start(self) -> None:
+        self.server.start()
+
+    def stop(self) -> None:
+        self.server.stop()

@@ -1,0 +1,167 @@
+"""/metrics: dcgm-exporter names for Grafana, gpufleet_* for promtool, real Prometheus."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from node_daemon.backends.simulated import SimulatedBackend
+from node_daemon.backends.simulated.scenario import Scenario, ScenarioEvent
+from node_daemon.metrics.dcgm import DcgmLabels, render
+from node_daemon.readings import GpuHealth, GpuReading, GpuStatic
+from node_daemon.server import NodeDaemon
+from tests.conftest import DaemonFactory, wait_for
+from tests.tools import free_port, require_tool
+
+H100 = GpuStatic(0, "GPU-aaa", "NVIDIA H100 80GB HBM3", pci_bus_id="00000000:18:00.0")
+L40S = GpuStatic(1, "GPU-bbb", "NVIDIA L40S", pci_bus_id="00000000:28:00.0")
+
+
+def test_dcgm_family_names_units_and_labels() -> None:
+    readings = [
+        GpuReading(0, temp_gpu_c=61.0, power_w=512.5, mem_used_bytes=2 * 1024**3,
+                   mem_total_bytes=80 * 1024**3, energy_j=12.5, ecc_uncorrected_total=0),
+        GpuReading(1, temp_gpu_c=40.0, fan_pct=35.0),
+    ]  # fmt: skip
+    text = render(readings, {0: H100, 1: L40S}, {1: 79}, DcgmLabels("node-1", "Hostname", "550.54"))
+    labels = (
+        'gpu="0",UUID="GPU-aaa",pci_bus_id="00000000:18:00.0",device="nvidia0",'
+        'modelName="NVIDIA H100 80GB HBM3",Hostname="node-1",'
+        'DCGM_FI_DRIVER_VERSION="550.54"'
+    )
+    assert f"DCGM_FI_DEV_GPU_TEMP{{{labels}}} 61" in text
+    assert f"DCGM_FI_DEV_POWER_USAGE{{{labels}}} 512.5" in text
+    assert f"DCGM_FI_DEV_FB_USED{{{labels}}} 2048" in text  # MiB, as dcgm-exporter
+    assert f"DCGM_FI_DEV_FB_FREE{{{labels}}} 79872" in text
+    assert f"DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION{{{labels}}} 12500" in text  # mJ
+    assert "# TYPE DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION counter" in text
+    assert 'DCGM_FI_DEV_XID_ERRORS{gpu="1"' in text and text.count("DCGM_FI_DEV_XID_ERRORS{") == 1
+    # Unknown values are left out, never a sentinel: no fan on the H100.
+    assert 'DCGM_FI_DEV_FAN_SPEED{gpu="0"' not in text and 'DCGM_FI_DEV_FAN_SPEED{gpu="1"' in text
+
+
+def test_lost_gpu_has_no_dcgm_lines_and_newer_hostname_label() -> None:
+    readings = [GpuReading(0, temp_gpu_c=50.0), GpuReading(1, health=GpuHealth.LOST)]
+    text = render(readings, {0: H100, 1: L40S}, {}, DcgmLabels('we"ird', "hostname"))
+    assert 'gpu="1"' not in text
+    assert 'hostname="we\\"ird"' in text
+
+
+@pytest.fixture
+def metrics_daemon(start_daemon: DaemonFactory) -> NodeDaemon:
+    scenario = Scenario((ScenarioEvent(0.2, 3, "lost"),))
+    daemon = start_daemon(backend=SimulatedBackend(gpu_count=4, scenario=scenario, step_s=0.1),
+                          metrics_listen="127.0.0.1:0", hostname="gpu-node-07")  # fmt: skip
+    wait_for(lambda: daemon.sampler.latest is not None and daemon.sampler.sweeps > 3)
+    return daemon
+
+
+def scrape(daemon: NodeDaemon) -> str:
+    assert daemon.metrics is not None
+    url = f"http://127.0.0.1:{daemon.metrics.server.port}/metrics"
+    with urllib.request.urlopen(url, timeout=5) as response:
+        assert response.headers["Content-Type"].startswith("text/plain; version=0.0.4")
+        return response.read().decode()
+
+
+def native_part(text: str) -> str:
+    return "".join(line + "\n" for line in text.splitlines() if "gpufleet_" in line)
+
+
+def test_endpoint_serves_both_families(metrics_daemon: NodeDaemon) -> None:
+    text = scrape(metrics_daemon)
+    assert text.count("DCGM_FI_DEV_GPU_TEMP{") == 3  # GPU 3 is lost: no line
+    assert 'Hostname="gpu-node-07"' in text
+    assert 'gpufleet_gpu_lost{UUID="' in text and 'gpu="3"} 1.0' in text
+    assert 'gpufleet_backend_up{backend="simulated"} 1.0' in text
+    assert 'gpufleet_alerts_firing{severity="critical"} 1.0' in text  # the lost GPU
+    assert "gpufleet_sweeps_total" in text and "gpufleet_build_info{" in text
+
+
+def test_promtool_accepts_the_native_family(metrics_daemon: NodeDaemon) -> None:
+    promtool = require_tool("promtool", "prometheus", "promtool check metrics")
+    native = native_part(scrape(metrics_daemon))
+    result = subprocess.run(
+        [promtool, "check", "metrics"], input=native, capture_output=True, text=True, timeout=30
+    )
+    assert result.returncode == 0 and result.stdout.strip() == "", result.stdout + result.stderr
+
+
+class Prometheus:
+    def __init__(self, url: str) -> None:
+        self.url = url
+
+    def query(self, expr: str) -> list[dict]:
+        url = f"{self.url}/api/v1/query?" + urllib.parse.urlencode({"query": expr})
+        with urllib.request.urlopen(url, timeout=5) as response:
+            body = json.loads(response.read())
+        assert body["status"] == "success", body
+        return body["data"]["result"]
+
+
+@pytest.fixture
+def prometheus(tmp_path: Path, metrics_daemon: NodeDaemon) -> Iterator[Prometheus]:
+    binary = require_tool("prometheus", "prometheus", "scraping by a real Prometheus")
+    assert metrics_daemon.metrics is not None
+    target = f"127.0.0.1:{metrics_daemon.metrics.server.port}"
+    config = tmp_path / "prometheus.yml"
+    config.write_text(
+        "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
+        f"scrape_configs:\n  - job_name: gpufleet\n    static_configs:\n"
+        f"      - targets: ['{target}']\n"
+    )
+    port = free_port()
+    proc = subprocess.Popen(
+        [binary, f"--config.file={config}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+         f"--web.listen-address=127.0.0.1:{port}"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    server = Prometheus(f"http://127.0.0.1:{port}")
+    try:
+        wait_for(lambda: _ready(server.url), 30, "Prometheus to start")
+        yield server
+    finally:
+        proc.terminate()
+        proc.wait(15)
+
+
+def _ready(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"{url}/-/ready", timeout=1) as response:
+            return response.status == 200
+    except OSError:
+        return False
+
+
+# The panels of NVIDIA's DCGM Exporter dashboard (Grafana 12239), as it queries them.
+DASHBOARD = {
+    "GPU Temperature": 'DCGM_FI_DEV_GPU_TEMP{instance=~"$instance", gpu=~"$gpu"}',
+    "GPU Avg. Temp": 'avg(DCGM_FI_DEV_GPU_TEMP{instance=~"$instance", gpu=~"$gpu"})',
+    "GPU Power Usage": 'DCGM_FI_DEV_POWER_USAGE{instance=~"$instance", gpu=~"$gpu"}',
+    "GPU Power Total": 'sum(DCGM_FI_DEV_POWER_USAGE{instance=~"$instance", gpu=~"$gpu"})',
+    "GPU SM Clocks": 'DCGM_FI_DEV_SM_CLOCK{instance=~"$instance", gpu=~"$gpu"} * 1000000',
+    "GPU Utilization": 'DCGM_FI_DEV_GPU_UTIL{instance=~"$instance", gpu=~"$gpu"}',
+    "GPU Framebuffer Mem Used": 'DCGM_FI_DEV_FB_USED{instance=~"$instance", gpu=~"$gpu"}',
+}
+
+
+@pytest.mark.slow
+def test_real_prometheus_answers_the_dcgm_dashboard(prometheus: Prometheus, metrics_daemon) -> None:
+    instance = f"127.0.0.1:{metrics_daemon.metrics.server.port}"
+    wait_for(lambda: prometheus.query("DCGM_FI_DEV_GPU_TEMP"), 30, "the first scrape")
+    for title, expr in DASHBOARD.items():
+        expr = expr.replace("$instance", instance).replace("$gpu", ".*")
+        result = prometheus.query(expr)
+        assert result, f"panel {title!r} has no data"
+        if not title.startswith(("GPU Avg", "GPU Power Total")):
+            assert {r["metric"]["gpu"] for r in result} == {"0", "1", "2"}, title
+    # Energy is a counter: rate() over two scrapes gives the power in mJ/s.
+    wait_for(lambda: prometheus.query("rate(DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION[5s]) > 0"), 30)
+    lost = prometheus.query("gpufleet_gpu_lost == 1")
+    assert [r["metric"]["gpu"] for r in lost] == ["3"]
