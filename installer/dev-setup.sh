@@ -80,6 +80,19 @@ install_tools() {
     fi
     dpkg-deb -x ".tools/debs/$deb" .tools/root && touch ".tools/$tool.unpacked"
   done
+  place_alertmanager_template
+}
+
+# Debian's Alertmanager reads its built-in notification template from a fixed
+# path; put that one data file there (no package, no service).
+place_alertmanager_template() {
+  local template=/usr/share/prometheus/alertmanager/default.tmpl sudo=""
+  [ -f ".tools/root$template" ] && [ ! -f "$template" ] || return 0
+  if [ "$(id -u)" != 0 ]; then
+    command -v sudo >/dev/null || { echo "dev-setup: need root for $template; Alertmanager tests will fail" >&2; return 0; }
+    sudo="sudo"
+  fi
+  $sudo install -D -m 0644 ".tools/root$template" "$template"
 }
 
 install_system_packages
