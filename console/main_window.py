@@ -24,12 +24,14 @@ from console.fleet.updates import CommandResult
 from console.qt.alert_model import AlertTableModel
 from console.qt.alert_notifier import AlertNotifier, NotificationSink
 from console.qt.event_model import EventLogModel
+from console.qt.inventory_model import InventoryTableModel
 from console.session import ConsoleSession
 from console.views.alert_panel import AlertPanel
 from console.views.event_log import EventLog
 from console.views.fleet_grid import FleetGrid
 from console.views.fleet_summary import FleetSummary
 from console.views.gpu_detail import GpuDetailPanel
+from console.views.inventory_panel import InventoryPanel
 from console.views.silence_dialog import SilenceDialog
 from console.views.toast import Toast
 
@@ -51,6 +53,8 @@ class MainWindow(QMainWindow):
         self.alert_panel = AlertPanel(self.alert_model)
         self.event_model = EventLogModel(self._node_name)
         self.event_log = EventLog(self.event_model)
+        self.inventory_model = InventoryTableModel(fleet)
+        self.inventory_panel = InventoryPanel(self.inventory_model)
         self.toast = Toast(self)
         self.notifier = AlertNotifier(fleet, self.toast.show_alert, list(sinks), QApplication.beep)
         self.sinks = list(sinks)
@@ -78,7 +82,8 @@ class MainWindow(QMainWindow):
         self.tabs.setObjectName("bottomTabs")
         self.tabs.addTab(self.alert_panel, "Alerts")
         self.tabs.addTab(self.event_log, "Events")
-        dock = QDockWidget("Alerts and events", self)
+        self.tabs.addTab(self.inventory_panel, "Inventory")
+        dock = QDockWidget("Alerts, events, inventory", self)
         dock.setObjectName("alertDock")
         dock.setWidget(self.tabs)
         dock.setFeatures(QDockWidget.DockWidgetFeature.DockWidgetMovable)
@@ -102,6 +107,8 @@ class MainWindow(QMainWindow):
         pump.eventsArrived.connect(self.event_model.add_events)
         pump.eventsArrived.connect(self.notifier.on_events_arrived)
         pump.commandFinished.connect(self._on_command_finished)
+        pump.fleetChanged.connect(self.inventory_model.on_fleet_changed)
+        self.inventory_panel.message.connect(self.show_message)
         # Selection: a tile, an alert row, a toast or a notification opens a GPU.
         self.grid.gpuSelected.connect(self.detail.show_gpu)
         self.alert_panel.gpuRequested.connect(self.open_gpu)
@@ -137,7 +144,12 @@ class MainWindow(QMainWindow):
             self.session.actions.silence(alert, dialog.duration_s, dialog.reason.text().strip())
 
     def _on_command_finished(self, result: CommandResult) -> None:
-        text = f"{result.what}: " + ("done" if result.ok else f"failed: {result.message}")
+        self.show_message(
+            f"{result.what}: " + ("done" if result.ok else f"failed: {result.message}")
+        )
+
+    def show_message(self, text: str) -> None:
+        """The one place where messages for the user appear."""
         self.statusBar().showMessage(text, MESSAGE_MS)
 
     def _on_mute_toggled(self, muted: bool) -> None:

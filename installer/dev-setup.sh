@@ -83,16 +83,17 @@ install_tools() {
   place_alertmanager_template
 }
 
-# Debian's Alertmanager reads its built-in notification template from a fixed
-# path; put that one data file there (no package, no service).
+# Debian's Alertmanager reads its notification templates from a fixed path; put
+# those data files there (no package, no service).
 place_alertmanager_template() {
-  local template=/usr/share/prometheus/alertmanager/default.tmpl sudo=""
-  [ -f ".tools/root$template" ] && [ ! -f "$template" ] || return 0
+  local dir=/usr/share/prometheus/alertmanager sudo=""
+  [ -d ".tools/root$dir" ] && [ ! -f "$dir/email.tmpl" ] || return 0
   if [ "$(id -u)" != 0 ]; then
-    command -v sudo >/dev/null || { echo "dev-setup: need root for $template; Alertmanager tests will fail" >&2; return 0; }
+    command -v sudo >/dev/null || { echo "dev-setup: need root for $dir; Alertmanager tests will fail" >&2; return 0; }
     sudo="sudo"
   fi
-  $sudo install -D -m 0644 ".tools/root$template" "$template"
+  $sudo mkdir -p "$dir"
+  $sudo install -m 0644 ".tools/root$dir"/*.tmpl "$dir/"
 }
 
 install_system_packages

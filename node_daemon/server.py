@@ -26,6 +26,7 @@ from node_daemon.listen import ListenAddress, parse_listen_address
 from node_daemon.metrics.exporter import MetricsExporter
 from node_daemon.sampler import BackendStatus, Sampler
 from node_daemon.servicer import SERVICE_NAME, NodeServicer, node_service_handler
+from node_daemon.slurm import SlurmWatcher
 
 log = logging.getLogger(__name__)
 
@@ -76,9 +77,11 @@ class NodeDaemon:
             options=SERVER_OPTIONS,
             maximum_concurrent_rpcs=workers,
         )
+        self.slurm = SlurmWatcher(self.config.hostname)
         servicer = NodeServicer(
-            self.sampler, self.history, backend.kind, int(time.time() * 1000), self.config.hostname
-        )
+            self.sampler, self.history, backend.kind, int(time.time() * 1000),
+            self.config.hostname, self.slurm,
+        )  # fmt: skip
         alert_servicer = AlertServicer(self.alerts, self.journal)
         server.add_generic_rpc_handlers((node_service_handler(servicer, alert_servicer),))
         health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
@@ -113,6 +116,7 @@ class NodeDaemon:
             self._alertmanager.start()
         if self.metrics is not None:
             self.metrics.start()
+        self.slurm.start()
         self.sampler.start()
         self._server.start()
         log.info("serving gpufleet.v1 on %s", self.address)
@@ -141,6 +145,7 @@ class NodeDaemon:
         self._server.stop(grace_s).wait()
         self._executor.shutdown(wait=False, cancel_futures=True)
         self.sampler.stop()
+        self.slurm.stop()
         if self.metrics is not None:
             self.metrics.stop()
         if self._alertmanager is not None:

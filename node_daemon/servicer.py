@@ -15,6 +15,7 @@ from node_daemon.alert_servicer import AlertServicer
 from node_daemon.history import SampleHistory
 from node_daemon.readings import BackendKind
 from node_daemon.sampler import Sampler
+from node_daemon.slurm import SlurmWatcher
 from node_daemon.wire import REPLAYED_SUFFIX, gpu_info_message
 
 log = logging.getLogger(__name__)
@@ -35,8 +36,10 @@ class NodeServicer:
         backend: BackendKind,
         started_unix_ms: int,
         hostname: str | None = None,
+        slurm: SlurmWatcher | None = None,
     ) -> None:
         self._sampler, self._history, self._backend = sampler, history, backend
+        self._slurm = slurm
         self._started_unix_ms = started_unix_ms
         self._hostname = hostname or socket.gethostname()
 
@@ -55,6 +58,11 @@ class NodeServicer:
             history_seconds=round(self._history.capacity * self._sampler.interval_s),
             daemon_started_unix_ms=self._started_unix_ms,
         )
+        slurm = self._slurm.state if self._slurm else None
+        if slurm is not None:
+            inventory.slurm_state = slurm.state
+            if slurm.reason:
+                inventory.slurm_reason = slurm.reason
         if facts is not None:
             if facts.driver_version is not None:
                 inventory.driver_version = facts.driver_version

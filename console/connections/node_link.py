@@ -30,7 +30,7 @@ from console.fleet.decode import (
     decode_event,
     decode_inventory,
 )
-from console.fleet.updates import CommandResult, LinkState, LinkUpdate, Update
+from console.fleet.updates import CommandResult, GpuInfo, LinkState, LinkUpdate, Update
 from gpufleet.v1 import node_pb2 as pb
 from gpufleet.v1 import node_pb2_grpc as pb_grpc
 
@@ -39,6 +39,7 @@ log = logging.getLogger(__name__)
 UpdateSink = Callable[[Update], None]
 AlertCall = Callable[[pb_grpc.NodeServiceStub], Awaitable[pb.Alert]]
 CLEARED_HISTORY = 200
+INVENTORY_POLL_S = 30.0
 # On first connect, ask for this much held history so plots start full.
 BACKFILL_S = 600.0
 
@@ -104,7 +105,9 @@ class NodeLink:
         self._failures = 0
         try:
             await _until_first_ends(
-                self._stream_samples(stub, len(update.info.gpus)), self._stream_events(stub)
+                self._stream_samples(stub, len(update.info.gpus)),
+                self._stream_events(stub),
+                self._poll_inventory(stub, update.info.gpus),
             )
         finally:
             self._stub = None
@@ -116,6 +119,18 @@ class NodeLink:
         async for batch in stub.StreamSamples(request):
             self._last_sample_ms = batch.timestamp_unix_ms
             self._sink(decode_batch(self.target, batch, gpu_count))
+
+    async def _poll_inventory(
+        self, stub: pb_grpc.NodeServiceStub, gpus: tuple[GpuInfo, ...]
+    ) -> None:
+        """Re-read the inventory now and then (Slurm state, driver after an upgrade)."""
+        while True:
+            await asyncio.sleep(INVENTORY_POLL_S)
+            inventory = await stub.GetInventory(pb.GetInventoryRequest(), timeout=CALL_DEADLINE_S)
+            update = decode_inventory(self.target, inventory)
+            if update.info.gpus != gpus:
+                return  # other GPUs: end the session; the next one starts clean
+            self._sink(update)
 
     async def _stream_events(self, stub: pb_grpc.NodeServiceStub) -> None:
         request = pb.StreamEventsRequest(after_seq=self._last_event_seq)

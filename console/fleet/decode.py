@@ -67,6 +67,7 @@ def _gpu_info(g: pb.GpuInfo) -> GpuInfo:
         pci_bus_id=g.pci_bus_id if g.HasField("pci_bus_id") else None,
         memory_total_bytes=g.memory_total_bytes if g.HasField("memory_total_bytes") else None,
         power_limit_w=g.power_limit_w if g.HasField("power_limit_w") else None,
+        vbios_version=g.vbios_version if g.HasField("vbios_version") else None,
     )
 
 
@@ -81,6 +82,8 @@ def decode_inventory(target: str, inventory: pb.Inventory) -> InventoryUpdate:
         backend_detail=inventory.backend_detail,
         sample_interval_s=(inventory.sample_interval_ms or 1000) / 1000.0,
         gpus=tuple(_gpu_info(g) for g in inventory.gpus),
+        slurm_state=inventory.slurm_state if inventory.HasField("slurm_state") else None,
+        slurm_reason=inventory.slurm_reason if inventory.HasField("slurm_reason") else None,
     )
     return InventoryUpdate(target, info)
 

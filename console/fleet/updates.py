@@ -57,6 +57,7 @@ class GpuInfo:
     pci_bus_id: str | None
     memory_total_bytes: int | None
     power_limit_w: float | None
+    vbios_version: str | None = None
 
 
 @dataclass(frozen=True)
@@ -70,6 +71,9 @@ class NodeInfo:
     backend_detail: str
     sample_interval_s: float
     gpus: tuple[GpuInfo, ...]
+    # Slurm's view of the node where it runs: state (e.g. "drained") and reason.
+    slurm_state: str | None = None
+    slurm_reason: str | None = None
 
 
 @dataclass(frozen=True)

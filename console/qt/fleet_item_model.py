@@ -81,6 +81,9 @@ class FleetItemModel(QAbstractItemModel):
             roles.TARGET_ROLE: node.target,
             roles.LINK_STATE_ROLE: node.state,
             roles.MODEL_NAME_ROLE: node.info.gpus[0].name if node.info and node.info.gpus else None,
+            roles.SLURM_ROLE: (node.info.slurm_state, node.info.slurm_reason)
+            if node.info and node.info.slurm_state
+            else None,
         }
         return values.get(role)
 

@@ -34,6 +34,8 @@ ALERT_COLORS = {
     Severity.WARNING: QColor("#f6c343"),
     Severity.INFO: QColor("#63b3ed"),
 }
+# Slurm states in which the node takes no new jobs: worth a word on the node's block.
+UNAVAILABLE_SLURM_STATES = {"drained", "draining", "down", "fail", "failing", "maint", "reserved"}
 _LINK_COLORS = {
     LinkState.CONNECTED: QColor("#48bb78"),
     LinkState.CONNECTING: QColor("#a0aec0"),
@@ -181,6 +183,20 @@ class FleetGrid(QWidget):
         )
         for gpu, tile in enumerate(block.tiles):
             self._paint_tile(painter, self._model.index(gpu, 0, node), tile, state)
+
+    def _paint_slurm(
+        self, painter: QPainter, block: NodeBlock, slurm: tuple[str, str | None] | None
+    ) -> None:
+        """Slurm's word on the node, right-aligned in the header: DRAINED (reason)."""
+        if slurm is None or slurm[0] not in UNAVAILABLE_SLURM_STATES:
+            return
+        state, reason = slurm
+        text = state.upper() + (f": {reason}" if reason else "")
+        painter.setPen(QColor("#f6ad55"))
+        painter.setFont(self._small_font)
+        area = QRect(block.rect.x() + PAD, block.rect.y() + 3, block.rect.width() - 2 * PAD, 18)
+        elided = painter.fontMetrics().elidedText(text, Qt.TextElideMode.ElideRight, 200)
+        painter.drawText(area, Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter, elided)
 
     def _paint_alert(self, painter: QPainter, tile: QRect, severity: Severity | None) -> None:
         """A thick coloured frame and a "!" badge: a critical GPU is impossible to miss."""

@@ -186,6 +186,8 @@ class Inventory(_message.Message):
     HISTORY_SECONDS_FIELD_NUMBER: _builtins.int
     DAEMON_STARTED_UNIX_MS_FIELD_NUMBER: _builtins.int
     GPUS_FIELD_NUMBER: _builtins.int
+    SLURM_STATE_FIELD_NUMBER: _builtins.int
+    SLURM_REASON_FIELD_NUMBER: _builtins.int
     hostname: _builtins.str
     driver_version: _builtins.str
     cuda_version: _builtins.str
@@ -201,6 +203,11 @@ class Inventory(_message.Message):
     """How far back the in-memory history reaches at most, in seconds."""
     daemon_started_unix_ms: _builtins.int
     """Wall-clock time the daemon process started (Unix epoch, ms)."""
+    slurm_state: _builtins.str
+    """Where the host runs Slurm (sinfo present): the node's state as Slurm sees
+    it (e.g. "idle", "mixed", "drained", "draining") and the reason an admin gave.
+    """
+    slurm_reason: _builtins.str
     @_builtins.property
     def gpus(self) -> _containers.RepeatedCompositeFieldContainer[Global___GpuInfo]: ...
     def __init__(
@@ -217,19 +224,29 @@ class Inventory(_message.Message):
         history_seconds: _builtins.int = ...,
         daemon_started_unix_ms: _builtins.int = ...,
         gpus: _abc.Iterable[Global___GpuInfo] | None = ...,
+        slurm_state: _builtins.str | None = ...,
+        slurm_reason: _builtins.str | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_cuda_version", b"_cuda_version", "_driver_version", b"_driver_version", "cuda_version", b"cuda_version", "driver_version", b"driver_version"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_cuda_version", b"_cuda_version", "_driver_version", b"_driver_version", "_slurm_reason", b"_slurm_reason", "_slurm_state", b"_slurm_state", "cuda_version", b"cuda_version", "driver_version", b"driver_version", "slurm_reason", b"slurm_reason", "slurm_state", b"slurm_state"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_cuda_version", b"_cuda_version", "_driver_version", b"_driver_version", "backend", b"backend", "backend_detail", b"backend_detail", "backend_state", b"backend_state", "cuda_version", b"cuda_version", "daemon_started_unix_ms", b"daemon_started_unix_ms", "daemon_version", b"daemon_version", "driver_version", b"driver_version", "gpus", b"gpus", "history_seconds", b"history_seconds", "hostname", b"hostname", "sample_interval_ms", b"sample_interval_ms"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_cuda_version", b"_cuda_version", "_driver_version", b"_driver_version", "_slurm_reason", b"_slurm_reason", "_slurm_state", b"_slurm_state", "backend", b"backend", "backend_detail", b"backend_detail", "backend_state", b"backend_state", "cuda_version", b"cuda_version", "daemon_started_unix_ms", b"daemon_started_unix_ms", "daemon_version", b"daemon_version", "driver_version", b"driver_version", "gpus", b"gpus", "history_seconds", b"history_seconds", "hostname", b"hostname", "sample_interval_ms", b"sample_interval_ms", "slurm_reason", b"slurm_reason", "slurm_state", b"slurm_state"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__cuda_version: _TypeAlias = _typing.Literal["cuda_version"]  # noqa: Y015
     _WhichOneofArgType__cuda_version: _TypeAlias = _typing.Literal["_cuda_version", b"_cuda_version"]  # noqa: Y015
     _WhichOneofReturnType__driver_version: _TypeAlias = _typing.Literal["driver_version"]  # noqa: Y015
     _WhichOneofArgType__driver_version: _TypeAlias = _typing.Literal["_driver_version", b"_driver_version"]  # noqa: Y015
+    _WhichOneofReturnType__slurm_reason: _TypeAlias = _typing.Literal["slurm_reason"]  # noqa: Y015
+    _WhichOneofArgType__slurm_reason: _TypeAlias = _typing.Literal["_slurm_reason", b"_slurm_reason"]  # noqa: Y015
+    _WhichOneofReturnType__slurm_state: _TypeAlias = _typing.Literal["slurm_state"]  # noqa: Y015
+    _WhichOneofArgType__slurm_state: _TypeAlias = _typing.Literal["_slurm_state", b"_slurm_state"]  # noqa: Y015
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__cuda_version) -> _WhichOneofReturnType__cuda_version | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__driver_version) -> _WhichOneofReturnType__driver_version | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__slurm_reason) -> _WhichOneofReturnType__slurm_reason | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__slurm_state) -> _WhichOneofReturnType__slurm_state | None: ...
 
 Global___Inventory: _TypeAlias = Inventory  # noqa: Y015
 
