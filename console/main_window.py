@@ -31,6 +31,7 @@ from console.views.event_log import EventLog
 from console.views.fleet_grid import FleetGrid
 from console.views.fleet_summary import FleetSummary
 from console.views.gpu_detail import GpuDetailPanel
+from console.views.grid_layout import GROUPINGS
 from console.views.inventory_panel import InventoryPanel
 from console.views.silence_dialog import SilenceDialog
 from console.views.toast import Toast
@@ -61,6 +62,9 @@ class MainWindow(QMainWindow):
         self.color_by = QComboBox()
         self.color_by.setObjectName("colorBy")
         self.color_by.addItems(["temperature", "utilisation"])
+        self.group_by = QComboBox()
+        self.group_by.setObjectName("groupBy")
+        self.group_by.addItems(list(GROUPINGS))
         self.mute = QAction("Mute sound", self, checkable=True)
         self.tabs = QTabWidget()
         self._compose()
@@ -93,6 +97,8 @@ class MainWindow(QMainWindow):
         toolbar.setObjectName("viewToolbar")
         toolbar.addWidget(QLabel(" Colour by "))
         toolbar.addWidget(self.color_by)
+        toolbar.addWidget(QLabel(" Group by "))
+        toolbar.addWidget(self.group_by)
         toolbar.addSeparator()
         toolbar.addAction(self.mute)
         self.addToolBar(toolbar)
@@ -122,6 +128,7 @@ class MainWindow(QMainWindow):
         self.alert_panel.acknowledgeRequested.connect(self.session.actions.acknowledge)
         self.alert_panel.silenceRequested.connect(self._on_alert_panel_silence_requested)
         self.color_by.currentTextChanged.connect(self.grid.set_color_by)
+        self.group_by.currentTextChanged.connect(self.grid.set_grouping)
         self.mute.toggled.connect(self._on_mute_toggled)
 
     def open_gpu(self, target: str, gpu: int) -> None:

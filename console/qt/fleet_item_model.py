@@ -56,6 +56,12 @@ class FleetItemModel(QAbstractItemModel):
     def _node(self, row: int) -> NodeRecord:
         return self._fleet.node(self._targets[row])
 
+    def node_row(self, target: str) -> int | None:
+        try:
+            return self._targets.index(target)
+        except ValueError:
+            return None
+
     def node_index(self, target: str) -> QModelIndex:
         return self.index(self._targets.index(target), 0)
 
@@ -105,6 +111,10 @@ class FleetItemModel(QAbstractItemModel):
             return self._fleet.alert_severity(node.target, gpu, _now_ms())
         if snap is None:
             return None
+        if role == roles.PLACEMENT_ROLE:
+            jobs = tuple(dict.fromkeys(p.slurm_job_id for p in snap.processes if p.slurm_job_id))
+            boxes = tuple(dict.fromkeys(p.container_id for p in snap.processes if p.container_id))
+            return jobs, boxes
         return {
             roles.TEMP_ROLE: snap.temp_c,
             roles.UTIL_ROLE: snap.util_pct,

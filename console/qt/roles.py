@@ -17,3 +17,4 @@ MODEL_NAME_ROLE = ROLE_BASE + 9  # GPU model, e.g. "NVIDIA L40S"
 POWER_ROLE = ROLE_BASE + 10  # W or None
 ALERT_ROLE = ROLE_BASE + 11  # worst active alert Severity on the GPU (node: over all), or None
 SLURM_ROLE = ROLE_BASE + 12  # node: (Slurm state, reason) where the node runs Slurm, else None
+PLACEMENT_ROLE = ROLE_BASE + 13  # GPU: (Slurm job ids, container ids) of its processes

@@ -144,3 +144,33 @@ def test_window_click_outside_tiles_selects_nothing(qtbot, open_window, start_da
     wait_connected(qtbot, window, str(daemon.address))
     qtbot.mouseClick(window.grid, Qt.MouseButton.LeftButton, pos=QPoint(2, 2))
     assert window.grid.selected is None and window.detail.key is None
+
+
+def test_group_by_slurm_job_and_container(qtbot, open_window, start_daemon) -> None:
+    slurm_node = start_daemon(gpus=8, seed=0)  # even seeds play Slurm nodes
+    docker_node = start_daemon(gpus=8, seed=1)  # odd seeds run containers
+    targets = (str(slurm_node.address), str(docker_node.address))
+    window = open_window(*targets)
+    for target in targets:
+        wait_connected(qtbot, window, target)
+    window.group_by.setCurrentText("Slurm job")
+    titles = {b.group.title: b for b in window.grid.blocks}
+    jobs = [t for t in titles if t.startswith("Slurm job ")]
+    assert jobs and set(jobs) <= {"Slurm job 41000", "Slurm job 41001"}
+    slurm_row = window.session.items.node_row(targets[0])
+    for title in jobs:  # job 41000 holds GPUs 0-3 of the Slurm node, 41001 GPUs 4-7
+        first = 0 if title.endswith("41000") else 4
+        assert {m for m in titles[title].group.members} <= {
+            (slurm_row, g) for g in range(first, first + 4)
+        }
+    outside = titles["GPUs in no Slurm job"].group.members
+    assert {(window.session.items.node_row(targets[1]), g) for g in range(8)} <= set(outside)
+    # A click in the grouped view still opens the right GPU.
+    member = titles[jobs[0]].group.members[0]
+    tile = titles[jobs[0]].tiles[0]
+    qtbot.mouseClick(window.grid, Qt.MouseButton.LeftButton, pos=tile.center())
+    assert window.grid.selected == (targets[0], member[1])
+    window.group_by.setCurrentText("container")
+    containers = [b for b in window.grid.blocks if b.group.title.startswith("container ")]
+    assert containers and all(r == window.session.items.node_row(targets[1])
+                              for b in containers for r, _ in b.group.members)  # fmt: skip

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import random
 from dataclasses import dataclass
 
@@ -40,13 +41,15 @@ class SimProcess:
     memory_bytes: float
     started_unix_ms: int
     leaking: bool = False
+    slurm_job_id: str | None = None
+    container_id: str | None = None
 
 
 class SimulatedGpu:
     """State of one GPU, advanced in fixed steps by `step()`; deterministic from its seed."""
 
     def __init__(self, index: int, spec: GpuSpec, seed: int, start_unix_ms: int) -> None:
-        self.index, self.spec = index, spec
+        self.index, self.spec, self._seed = index, spec, seed
         self._rng = random.Random(seed * 1009 + index)
         self._start_unix_ms = start_unix_ms
         self.lost = False
@@ -124,8 +127,16 @@ class SimulatedGpu:
                 memory_bytes=1 * GIB if leaking else memory,
                 started_unix_ms=self._start_unix_ms,
                 leaking=leaking,
+                **self._placement(),
             )
         )
+
+    def _placement(self) -> dict[str, str]:
+        """Even seeds play Slurm nodes (one job per half node), odd ones container hosts."""
+        if self._seed % 2 == 0:
+            return {"slurm_job_id": str(41000 + self._seed * 10 + self.index // 4)}
+        digest = hashlib.sha256(f"{self._seed}-{self.index}".encode()).hexdigest()
+        return {"container_id": digest}
 
     # -- physics -----------------------------------------------------------
 
@@ -205,6 +216,8 @@ class SimulatedGpu:
                 start_time_unix_ms=p.started_unix_ms,
                 user=p.user,
                 command=p.command,
+                slurm_job_id=p.slurm_job_id,
+                container_id=p.container_id,
             )
             for p in self.processes
         ]

@@ -1,0 +1,145 @@
+"""TilePainter: how a GPU tile and a block header look. Reads item data, paints, nothing else."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QModelIndex, QRect, Qt
+from PySide6.QtGui import QColor, QFont, QPainter, QPen
+
+from console.fleet.alerts import Severity
+from console.fleet.updates import LinkState
+from console.qt import roles
+from console.views.grid_layout import PAD
+from console.views.tile_colors import LOST, TEMPERATURE_STOPS, UTILISATION_STOPS, scale_color
+
+ALERT_COLORS = {
+    Severity.CRITICAL: QColor("#ff3b3b"),
+    Severity.WARNING: QColor("#f6c343"),
+    Severity.INFO: QColor("#63b3ed"),
+}
+# Slurm states in which the node takes no new jobs: worth a word on the node's block.
+UNAVAILABLE_SLURM_STATES = {"drained", "draining", "down", "fail", "failing", "maint", "reserved"}
+LINK_COLORS = {
+    LinkState.CONNECTED: QColor("#48bb78"),
+    LinkState.CONNECTING: QColor("#a0aec0"),
+    LinkState.RECONNECTING: QColor("#ecc94b"),
+    LinkState.UNREACHABLE: QColor("#f56565"),
+}
+BLOCK_FILL = QColor("#262a31")
+TEXT = QColor("#f7fafc")
+
+
+class TilePainter:
+    def __init__(self) -> None:
+        self.small, self.big = QFont(), QFont()
+        self.small.setPointSizeF(8)
+        self.big.setPointSizeF(10)
+        self.big.setBold(True)
+        self.color_by = "temperature"
+
+    # -- blocks ----------------------------------------------------------------
+
+    def block(self, painter: QPainter, rect: QRect, alert: Severity | None) -> None:
+        painter.setPen(Qt.PenStyle.NoPen)
+        painter.setBrush(BLOCK_FILL)
+        painter.drawRoundedRect(rect, 6, 6)
+        if alert is not None:
+            painter.setPen(QPen(ALERT_COLORS[alert], 2))
+            painter.setBrush(Qt.BrushStyle.NoBrush)
+            painter.drawRoundedRect(rect.adjusted(1, 1, -1, -1), 6, 6)
+
+    def node_header(self, painter: QPainter, rect: QRect, node: QModelIndex) -> None:
+        state = node.data(roles.LINK_STATE_ROLE)
+        dot = QRect(rect.x() + PAD, rect.y() + 8, 9, 9)
+        painter.setPen(Qt.PenStyle.NoPen)
+        painter.setBrush(LINK_COLORS.get(state, QColor("#a0aec0")))
+        painter.drawEllipse(dot)
+        model_name = (node.data(roles.MODEL_NAME_ROLE) or "").removeprefix("NVIDIA ")
+        status = "" if state is LinkState.CONNECTED else f"  [{state.value}]"
+        self._header_text(painter, rect, dot.right() + 6, f"{node.data()}  {model_name}{status}")
+        self._slurm(painter, rect, node.data(roles.SLURM_ROLE))
+
+    def group_header(self, painter: QPainter, rect: QRect, title: str) -> None:
+        self._header_text(painter, rect, rect.x() + PAD, title)
+
+    def _header_text(self, painter: QPainter, rect: QRect, x: int, text: str) -> None:
+        painter.setPen(QColor("#e2e8f0"))
+        painter.setFont(self.big)
+        area = QRect(x, rect.y() + 3, rect.right() - x - PAD, 18)
+        painter.drawText(area, Qt.AlignmentFlag.AlignVCenter, text)
+
+    def _slurm(self, painter: QPainter, rect: QRect, slurm: tuple[str, str | None] | None) -> None:
+        """Slurm's word on the node, right-aligned in the header: DRAINED: reason."""
+        if slurm is None or slurm[0] not in UNAVAILABLE_SLURM_STATES:
+            return
+        text = slurm[0].upper() + (f": {slurm[1]}" if slurm[1] else "")
+        painter.setPen(QColor("#f6ad55"))
+        painter.setFont(self.small)
+        area = QRect(rect.x() + PAD, rect.y() + 3, rect.width() - 2 * PAD, 18)
+        elided = painter.fontMetrics().elidedText(text, Qt.TextElideMode.ElideRight, 200)
+        painter.drawText(area, Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter, elided)
+
+    # -- tiles -----------------------------------------------------------------
+
+    def tile(
+        self, painter: QPainter, gpu: QModelIndex, tile: QRect, label: str, selected: bool
+    ) -> None:
+        health = gpu.data(roles.HEALTH_ROLE)
+        fill = self._fill(gpu, health)
+        painter.setPen(QPen(QColor("#ffffff"), 2) if selected else Qt.PenStyle.NoPen)
+        painter.setBrush(fill)
+        painter.drawRoundedRect(tile.adjusted(1, 1, -1, -1), 4, 4)
+        self._alert(painter, tile, gpu.data(roles.ALERT_ROLE))
+        inner = tile.adjusted(6, 3, -6, -3)
+        painter.setPen(TEXT)
+        painter.setFont(self.small)
+        top = Qt.AlignmentFlag.AlignTop
+        elided = painter.fontMetrics().elidedText(
+            label, Qt.TextElideMode.ElideMiddle, inner.width() - 38
+        )
+        painter.drawText(inner, Qt.AlignmentFlag.AlignLeft | top, elided)
+        if health == "lost":
+            painter.setFont(self.big)
+            painter.drawText(inner, Qt.AlignmentFlag.AlignCenter, "LOST")
+            return
+        self._values(painter, gpu, inner)
+
+    def _fill(self, gpu: QModelIndex, health: str | None) -> QColor:
+        if health == "lost":
+            fill = LOST
+        elif self.color_by == "utilisation":
+            fill = scale_color(gpu.data(roles.UTIL_ROLE), UTILISATION_STOPS)
+        else:
+            fill = scale_color(gpu.data(roles.TEMP_ROLE), TEMPERATURE_STOPS)
+        if gpu.data(roles.LINK_STATE_ROLE) is not LinkState.CONNECTED:
+            fill = fill.darker(180)  # stale: the node is not streaming right now
+        return fill
+
+    def _values(self, painter: QPainter, gpu: QModelIndex, inner: QRect) -> None:
+        temp, util = gpu.data(roles.TEMP_ROLE), gpu.data(roles.UTIL_ROLE)
+        painter.setFont(self.big)
+        temp_text = "n/a" if temp is None else f"{temp:.0f}°C"
+        painter.drawText(inner, Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignTop, temp_text)
+        painter.setFont(self.small)
+        bottom = Qt.AlignmentFlag.AlignBottom
+        painter.drawText(inner, bottom | Qt.AlignmentFlag.AlignLeft,
+                         "util n/a" if util is None else f"{util:.0f}%")  # fmt: skip
+        used, total = gpu.data(roles.MEM_ROLE) or (None, None)
+        if used is not None and total:
+            mem_text = f"{used / 1024**3:.0f}/{total / 1024**3:.0f}G"
+            painter.drawText(inner, bottom | Qt.AlignmentFlag.AlignRight, mem_text)
+
+    def _alert(self, painter: QPainter, tile: QRect, severity: Severity | None) -> None:
+        """A thick coloured frame and a "!" badge: a critical GPU is impossible to miss."""
+        if severity is None:
+            return
+        color = ALERT_COLORS[severity]
+        painter.setPen(QPen(color, 4 if severity is Severity.CRITICAL else 2))
+        painter.setBrush(Qt.BrushStyle.NoBrush)
+        painter.drawRoundedRect(tile.adjusted(2, 2, -2, -2), 4, 4)
+        badge = QRect(tile.center().x() - 8, tile.center().y() - 8, 16, 16)
+        painter.setPen(Qt.PenStyle.NoPen)
+        painter.setBrush(color)
+        painter.drawEllipse(badge)
+        painter.setPen(QColor("#ffffff"))
+        painter.setFont(self.big)
+        painter.drawText(badge, Qt.AlignmentFlag.AlignCenter, "!")
