@@ -141,6 +141,15 @@ class _EventKindEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_EventKind.V
     EVENT_KIND_GPU_LOST: _EventKind.ValueType  # 7
     EVENT_KIND_GPU_RECOVERED: _EventKind.ValueType  # 8
     EVENT_KIND_DAEMON_STARTED: _EventKind.ValueType  # 9
+    EVENT_KIND_PROCESS_KILLED: _EventKind.ValueType  # 10
+    EVENT_KIND_RESERVATION_MADE: _EventKind.ValueType  # 11
+    EVENT_KIND_RESERVATION_RELEASED: _EventKind.ValueType  # 12
+    EVENT_KIND_RESERVATION_EXPIRED: _EventKind.ValueType  # 13
+    EVENT_KIND_WORKLOAD_QUEUED: _EventKind.ValueType  # 14
+    EVENT_KIND_WORKLOAD_STARTED: _EventKind.ValueType  # 15
+    EVENT_KIND_WORKLOAD_FINISHED: _EventKind.ValueType  # 16
+    EVENT_KIND_WORKLOAD_FAILED: _EventKind.ValueType  # 17
+    EVENT_KIND_WORKLOAD_CANCELLED: _EventKind.ValueType  # 18
 
 class EventKind(_EventKind, metaclass=_EventKindEnumTypeWrapper): ...
 
@@ -154,7 +163,68 @@ EVENT_KIND_ALERT_UNSILENCED: EventKind.ValueType  # 6
 EVENT_KIND_GPU_LOST: EventKind.ValueType  # 7
 EVENT_KIND_GPU_RECOVERED: EventKind.ValueType  # 8
 EVENT_KIND_DAEMON_STARTED: EventKind.ValueType  # 9
+EVENT_KIND_PROCESS_KILLED: EventKind.ValueType  # 10
+EVENT_KIND_RESERVATION_MADE: EventKind.ValueType  # 11
+EVENT_KIND_RESERVATION_RELEASED: EventKind.ValueType  # 12
+EVENT_KIND_RESERVATION_EXPIRED: EventKind.ValueType  # 13
+EVENT_KIND_WORKLOAD_QUEUED: EventKind.ValueType  # 14
+EVENT_KIND_WORKLOAD_STARTED: EventKind.ValueType  # 15
+EVENT_KIND_WORKLOAD_FINISHED: EventKind.ValueType  # 16
+EVENT_KIND_WORKLOAD_FAILED: EventKind.ValueType  # 17
+EVENT_KIND_WORKLOAD_CANCELLED: EventKind.ValueType  # 18
 Global___EventKind: _TypeAlias = EventKind  # noqa: Y015
+
+class _KillOutcome:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _KillOutcomeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_KillOutcome.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    KILL_OUTCOME_UNSPECIFIED: _KillOutcome.ValueType  # 0
+    KILL_OUTCOME_TERMINATED: _KillOutcome.ValueType  # 1
+    """It ended after TERM."""
+    KILL_OUTCOME_KILLED: _KillOutcome.ValueType  # 2
+    """It ignored TERM and ended after KILL."""
+    KILL_OUTCOME_ALREADY_GONE: _KillOutcome.ValueType  # 3
+    """It had already ended: nothing to do (success)."""
+    KILL_OUTCOME_UNKILLABLE: _KillOutcome.ValueType  # 4
+    """It survived KILL (stuck in the driver, uninterruptible): an alert is raised."""
+
+class KillOutcome(_KillOutcome, metaclass=_KillOutcomeEnumTypeWrapper): ...
+
+KILL_OUTCOME_UNSPECIFIED: KillOutcome.ValueType  # 0
+KILL_OUTCOME_TERMINATED: KillOutcome.ValueType  # 1
+"""It ended after TERM."""
+KILL_OUTCOME_KILLED: KillOutcome.ValueType  # 2
+"""It ignored TERM and ended after KILL."""
+KILL_OUTCOME_ALREADY_GONE: KillOutcome.ValueType  # 3
+"""It had already ended: nothing to do (success)."""
+KILL_OUTCOME_UNKILLABLE: KillOutcome.ValueType  # 4
+"""It survived KILL (stuck in the driver, uninterruptible): an alert is raised."""
+Global___KillOutcome: _TypeAlias = KillOutcome  # noqa: Y015
+
+class _WorkloadState:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _WorkloadStateEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_WorkloadState.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    WORKLOAD_STATE_UNSPECIFIED: _WorkloadState.ValueType  # 0
+    WORKLOAD_STATE_QUEUED: _WorkloadState.ValueType  # 1
+    WORKLOAD_STATE_RUNNING: _WorkloadState.ValueType  # 2
+    WORKLOAD_STATE_FINISHED: _WorkloadState.ValueType  # 3
+    WORKLOAD_STATE_FAILED: _WorkloadState.ValueType  # 4
+    WORKLOAD_STATE_CANCELLED: _WorkloadState.ValueType  # 5
+
+class WorkloadState(_WorkloadState, metaclass=_WorkloadStateEnumTypeWrapper): ...
+
+WORKLOAD_STATE_UNSPECIFIED: WorkloadState.ValueType  # 0
+WORKLOAD_STATE_QUEUED: WorkloadState.ValueType  # 1
+WORKLOAD_STATE_RUNNING: WorkloadState.ValueType  # 2
+WORKLOAD_STATE_FINISHED: WorkloadState.ValueType  # 3
+WORKLOAD_STATE_FAILED: WorkloadState.ValueType  # 4
+WORKLOAD_STATE_CANCELLED: WorkloadState.ValueType  # 5
+Global___WorkloadState: _TypeAlias = WorkloadState  # noqa: Y015
 
 @_typing.final
 class GetInventoryRequest(_message.Message):
@@ -796,6 +866,8 @@ class Event(_message.Message):
     ACTOR_FIELD_NUMBER: _builtins.int
     REPLAYED_FIELD_NUMBER: _builtins.int
     JOURNAL_ID_FIELD_NUMBER: _builtins.int
+    RESERVATION_FIELD_NUMBER: _builtins.int
+    WORKLOAD_FIELD_NUMBER: _builtins.int
     seq: _builtins.int
     """Node-local, strictly increasing, survives restarts."""
     time_unix_ms: _builtins.int
@@ -810,6 +882,12 @@ class Event(_message.Message):
     def alert(self) -> Global___Alert:
         """For alert events: the alert as it is after this event."""
 
+    @_builtins.property
+    def reservation(self) -> Global___Reservation:
+        """For reservation and workload events: the record after the event."""
+
+    @_builtins.property
+    def workload(self) -> Global___Workload: ...
     def __init__(
         self,
         *,
@@ -822,10 +900,12 @@ class Event(_message.Message):
         actor: _builtins.str = ...,
         replayed: _builtins.bool = ...,
         journal_id: _builtins.str = ...,
+        reservation: Global___Reservation | None = ...,
+        workload: Global___Workload | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_gpu_index", b"_gpu_index", "alert", b"alert", "gpu_index", b"gpu_index"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_gpu_index", b"_gpu_index", "alert", b"alert", "gpu_index", b"gpu_index", "reservation", b"reservation", "workload", b"workload"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_gpu_index", b"_gpu_index", "actor", b"actor", "alert", b"alert", "gpu_index", b"gpu_index", "journal_id", b"journal_id", "kind", b"kind", "replayed", b"replayed", "seq", b"seq", "summary", b"summary", "time_unix_ms", b"time_unix_ms"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_gpu_index", b"_gpu_index", "actor", b"actor", "alert", b"alert", "gpu_index", b"gpu_index", "journal_id", b"journal_id", "kind", b"kind", "replayed", b"replayed", "reservation", b"reservation", "seq", b"seq", "summary", b"summary", "time_unix_ms", b"time_unix_ms", "workload", b"workload"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__gpu_index: _TypeAlias = _typing.Literal["gpu_index"]  # noqa: Y015
     _WhichOneofArgType__gpu_index: _TypeAlias = _typing.Literal["_gpu_index", b"_gpu_index"]  # noqa: Y015
@@ -908,3 +988,507 @@ class SilenceAlertRequest(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___SilenceAlertRequest: _TypeAlias = SilenceAlertRequest  # noqa: Y015
+
+@_typing.final
+class KillProcessRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    GPU_INDEX_FIELD_NUMBER: _builtins.int
+    PID_FIELD_NUMBER: _builtins.int
+    START_TIME_UNIX_MS_FIELD_NUMBER: _builtins.int
+    GRACE_S_FIELD_NUMBER: _builtins.int
+    ACTOR_FIELD_NUMBER: _builtins.int
+    gpu_index: _builtins.int
+    pid: _builtins.int
+    start_time_unix_ms: _builtins.int
+    """The start time the caller saw (GpuProcess.start_time_unix_ms); a process
+    with this pid but another start time is a different process: refused.
+    """
+    grace_s: _builtins.int
+    """Seconds between TERM and KILL (default 10, at most 300)."""
+    actor: _builtins.str
+    def __init__(
+        self,
+        *,
+        gpu_index: _builtins.int = ...,
+        pid: _builtins.int = ...,
+        start_time_unix_ms: _builtins.int = ...,
+        grace_s: _builtins.int = ...,
+        actor: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["actor", b"actor", "gpu_index", b"gpu_index", "grace_s", b"grace_s", "pid", b"pid", "start_time_unix_ms", b"start_time_unix_ms"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___KillProcessRequest: _TypeAlias = KillProcessRequest  # noqa: Y015
+
+@_typing.final
+class KillProcessResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    OUTCOME_FIELD_NUMBER: _builtins.int
+    DETAIL_FIELD_NUMBER: _builtins.int
+    outcome: Global___KillOutcome.ValueType
+    detail: _builtins.str
+    def __init__(
+        self,
+        *,
+        outcome: Global___KillOutcome.ValueType = ...,
+        detail: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["detail", b"detail", "outcome", b"outcome"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___KillProcessResponse: _TypeAlias = KillProcessResponse  # noqa: Y015
+
+@_typing.final
+class Reservation(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    GPU_INDICES_FIELD_NUMBER: _builtins.int
+    HOLDER_FIELD_NUMBER: _builtins.int
+    UNTIL_UNIX_MS_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    CREATED_BY_FIELD_NUMBER: _builtins.int
+    CREATED_UNIX_MS_FIELD_NUMBER: _builtins.int
+    ENDED_UNIX_MS_FIELD_NUMBER: _builtins.int
+    ACTIVE_FIELD_NUMBER: _builtins.int
+    id: _builtins.str
+    holder: _builtins.str
+    """A user name, or a team as "team:NAME"."""
+    until_unix_ms: _builtins.int
+    reason: _builtins.str
+    created_by: _builtins.str
+    created_unix_ms: _builtins.int
+    ended_unix_ms: _builtins.int
+    """Set once released early or expired."""
+    active: _builtins.bool
+    @_builtins.property
+    def gpu_indices(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    def __init__(
+        self,
+        *,
+        id: _builtins.str = ...,
+        gpu_indices: _abc.Iterable[_builtins.int] | None = ...,
+        holder: _builtins.str = ...,
+        until_unix_ms: _builtins.int = ...,
+        reason: _builtins.str = ...,
+        created_by: _builtins.str = ...,
+        created_unix_ms: _builtins.int = ...,
+        ended_unix_ms: _builtins.int | None = ...,
+        active: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_ended_unix_ms", b"_ended_unix_ms", "ended_unix_ms", b"ended_unix_ms"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_ended_unix_ms", b"_ended_unix_ms", "active", b"active", "created_by", b"created_by", "created_unix_ms", b"created_unix_ms", "ended_unix_ms", b"ended_unix_ms", "gpu_indices", b"gpu_indices", "holder", b"holder", "id", b"id", "reason", b"reason", "until_unix_ms", b"until_unix_ms"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__ended_unix_ms: _TypeAlias = _typing.Literal["ended_unix_ms"]  # noqa: Y015
+    _WhichOneofArgType__ended_unix_ms: _TypeAlias = _typing.Literal["_ended_unix_ms", b"_ended_unix_ms"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__ended_unix_ms) -> _WhichOneofReturnType__ended_unix_ms | None: ...
+
+Global___Reservation: _TypeAlias = Reservation  # noqa: Y015
+
+@_typing.final
+class ReserveRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    GPU_INDICES_FIELD_NUMBER: _builtins.int
+    HOLDER_FIELD_NUMBER: _builtins.int
+    UNTIL_UNIX_MS_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    ACTOR_FIELD_NUMBER: _builtins.int
+    holder: _builtins.str
+    until_unix_ms: _builtins.int
+    reason: _builtins.str
+    actor: _builtins.str
+    @_builtins.property
+    def gpu_indices(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    def __init__(
+        self,
+        *,
+        gpu_indices: _abc.Iterable[_builtins.int] | None = ...,
+        holder: _builtins.str = ...,
+        until_unix_ms: _builtins.int = ...,
+        reason: _builtins.str = ...,
+        actor: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["actor", b"actor", "gpu_indices", b"gpu_indices", "holder", b"holder", "reason", b"reason", "until_unix_ms", b"until_unix_ms"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ReserveRequest: _TypeAlias = ReserveRequest  # noqa: Y015
+
+@_typing.final
+class ReleaseReservationRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RESERVATION_ID_FIELD_NUMBER: _builtins.int
+    ACTOR_FIELD_NUMBER: _builtins.int
+    reservation_id: _builtins.str
+    actor: _builtins.str
+    def __init__(
+        self,
+        *,
+        reservation_id: _builtins.str = ...,
+        actor: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["actor", b"actor", "reservation_id", b"reservation_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ReleaseReservationRequest: _TypeAlias = ReleaseReservationRequest  # noqa: Y015
+
+@_typing.final
+class ListReservationsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    INCLUDE_ENDED_FIELD_NUMBER: _builtins.int
+    include_ended: _builtins.bool
+    def __init__(
+        self,
+        *,
+        include_ended: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["include_ended", b"include_ended"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListReservationsRequest: _TypeAlias = ListReservationsRequest  # noqa: Y015
+
+@_typing.final
+class ListReservationsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RESERVATIONS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def reservations(self) -> _containers.RepeatedCompositeFieldContainer[Global___Reservation]: ...
+    def __init__(
+        self,
+        *,
+        reservations: _abc.Iterable[Global___Reservation] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["reservations", b"reservations"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListReservationsResponse: _TypeAlias = ListReservationsResponse  # noqa: Y015
+
+@_typing.final
+class Workload(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    @_typing.final
+    class EnvEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _builtins.str
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _builtins.str = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    ID_FIELD_NUMBER: _builtins.int
+    NAME_FIELD_NUMBER: _builtins.int
+    ARGV_FIELD_NUMBER: _builtins.int
+    ENV_FIELD_NUMBER: _builtins.int
+    OWNER_FIELD_NUMBER: _builtins.int
+    GPU_COUNT_FIELD_NUMBER: _builtins.int
+    MIN_FREE_MEMORY_BYTES_FIELD_NUMBER: _builtins.int
+    AUTO_PLACE_FIELD_NUMBER: _builtins.int
+    STATE_FIELD_NUMBER: _builtins.int
+    GPU_INDICES_FIELD_NUMBER: _builtins.int
+    PID_FIELD_NUMBER: _builtins.int
+    PID_START_UNIX_MS_FIELD_NUMBER: _builtins.int
+    QUEUED_UNIX_MS_FIELD_NUMBER: _builtins.int
+    STARTED_UNIX_MS_FIELD_NUMBER: _builtins.int
+    ENDED_UNIX_MS_FIELD_NUMBER: _builtins.int
+    EXIT_CODE_FIELD_NUMBER: _builtins.int
+    DETAIL_FIELD_NUMBER: _builtins.int
+    id: _builtins.str
+    name: _builtins.str
+    owner: _builtins.str
+    gpu_count: _builtins.int
+    min_free_memory_bytes: _builtins.int
+    auto_place: _builtins.bool
+    """Placed by the placement policy as soon as GPUs fit, instead of waiting
+    for someone to assign it.
+    """
+    state: Global___WorkloadState.ValueType
+    pid: _builtins.int
+    pid_start_unix_ms: _builtins.int
+    queued_unix_ms: _builtins.int
+    started_unix_ms: _builtins.int
+    ended_unix_ms: _builtins.int
+    exit_code: _builtins.int
+    detail: _builtins.str
+    @_builtins.property
+    def argv(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    @_builtins.property
+    def env(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]: ...
+    @_builtins.property
+    def gpu_indices(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    def __init__(
+        self,
+        *,
+        id: _builtins.str = ...,
+        name: _builtins.str = ...,
+        argv: _abc.Iterable[_builtins.str] | None = ...,
+        env: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
+        owner: _builtins.str = ...,
+        gpu_count: _builtins.int = ...,
+        min_free_memory_bytes: _builtins.int = ...,
+        auto_place: _builtins.bool = ...,
+        state: Global___WorkloadState.ValueType = ...,
+        gpu_indices: _abc.Iterable[_builtins.int] | None = ...,
+        pid: _builtins.int | None = ...,
+        pid_start_unix_ms: _builtins.int | None = ...,
+        queued_unix_ms: _builtins.int = ...,
+        started_unix_ms: _builtins.int | None = ...,
+        ended_unix_ms: _builtins.int | None = ...,
+        exit_code: _builtins.int | None = ...,
+        detail: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_ended_unix_ms", b"_ended_unix_ms", "_exit_code", b"_exit_code", "_pid", b"_pid", "_pid_start_unix_ms", b"_pid_start_unix_ms", "_started_unix_ms", b"_started_unix_ms", "ended_unix_ms", b"ended_unix_ms", "exit_code", b"exit_code", "pid", b"pid", "pid_start_unix_ms", b"pid_start_unix_ms", "started_unix_ms", b"started_unix_ms"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_ended_unix_ms", b"_ended_unix_ms", "_exit_code", b"_exit_code", "_pid", b"_pid", "_pid_start_unix_ms", b"_pid_start_unix_ms", "_started_unix_ms", b"_started_unix_ms", "argv", b"argv", "auto_place", b"auto_place", "detail", b"detail", "ended_unix_ms", b"ended_unix_ms", "env", b"env", "exit_code", b"exit_code", "gpu_count", b"gpu_count", "gpu_indices", b"gpu_indices", "id", b"id", "min_free_memory_bytes", b"min_free_memory_bytes", "name", b"name", "owner", b"owner", "pid", b"pid", "pid_start_unix_ms", b"pid_start_unix_ms", "queued_unix_ms", b"queued_unix_ms", "started_unix_ms", b"started_unix_ms", "state", b"state"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__ended_unix_ms: _TypeAlias = _typing.Literal["ended_unix_ms"]  # noqa: Y015
+    _WhichOneofArgType__ended_unix_ms: _TypeAlias = _typing.Literal["_ended_unix_ms", b"_ended_unix_ms"]  # noqa: Y015
+    _WhichOneofReturnType__exit_code: _TypeAlias = _typing.Literal["exit_code"]  # noqa: Y015
+    _WhichOneofArgType__exit_code: _TypeAlias = _typing.Literal["_exit_code", b"_exit_code"]  # noqa: Y015
+    _WhichOneofReturnType__pid: _TypeAlias = _typing.Literal["pid"]  # noqa: Y015
+    _WhichOneofArgType__pid: _TypeAlias = _typing.Literal["_pid", b"_pid"]  # noqa: Y015
+    _WhichOneofReturnType__pid_start_unix_ms: _TypeAlias = _typing.Literal["pid_start_unix_ms"]  # noqa: Y015
+    _WhichOneofArgType__pid_start_unix_ms: _TypeAlias = _typing.Literal["_pid_start_unix_ms", b"_pid_start_unix_ms"]  # noqa: Y015
+    _WhichOneofReturnType__started_unix_ms: _TypeAlias = _typing.Literal["started_unix_ms"]  # noqa: Y015
+    _WhichOneofArgType__started_unix_ms: _TypeAlias = _typing.Literal["_started_unix_ms", b"_started_unix_ms"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__ended_unix_ms) -> _WhichOneofReturnType__ended_unix_ms | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__exit_code) -> _WhichOneofReturnType__exit_code | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__pid) -> _WhichOneofReturnType__pid | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__pid_start_unix_ms) -> _WhichOneofReturnType__pid_start_unix_ms | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__started_unix_ms) -> _WhichOneofReturnType__started_unix_ms | None: ...
+
+Global___Workload: _TypeAlias = Workload  # noqa: Y015
+
+@_typing.final
+class SubmitWorkloadRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    @_typing.final
+    class EnvEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _builtins.str
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _builtins.str = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    NAME_FIELD_NUMBER: _builtins.int
+    ARGV_FIELD_NUMBER: _builtins.int
+    ENV_FIELD_NUMBER: _builtins.int
+    OWNER_FIELD_NUMBER: _builtins.int
+    GPU_COUNT_FIELD_NUMBER: _builtins.int
+    MIN_FREE_MEMORY_BYTES_FIELD_NUMBER: _builtins.int
+    AUTO_PLACE_FIELD_NUMBER: _builtins.int
+    ACTOR_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    owner: _builtins.str
+    gpu_count: _builtins.int
+    min_free_memory_bytes: _builtins.int
+    auto_place: _builtins.bool
+    actor: _builtins.str
+    @_builtins.property
+    def argv(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    @_builtins.property
+    def env(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]: ...
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        argv: _abc.Iterable[_builtins.str] | None = ...,
+        env: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
+        owner: _builtins.str = ...,
+        gpu_count: _builtins.int = ...,
+        min_free_memory_bytes: _builtins.int = ...,
+        auto_place: _builtins.bool = ...,
+        actor: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["actor", b"actor", "argv", b"argv", "auto_place", b"auto_place", "env", b"env", "gpu_count", b"gpu_count", "min_free_memory_bytes", b"min_free_memory_bytes", "name", b"name", "owner", b"owner"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SubmitWorkloadRequest: _TypeAlias = SubmitWorkloadRequest  # noqa: Y015
+
+@_typing.final
+class AssignWorkloadRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    WORKLOAD_ID_FIELD_NUMBER: _builtins.int
+    GPU_INDICES_FIELD_NUMBER: _builtins.int
+    ACTOR_FIELD_NUMBER: _builtins.int
+    workload_id: _builtins.str
+    actor: _builtins.str
+    @_builtins.property
+    def gpu_indices(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    def __init__(
+        self,
+        *,
+        workload_id: _builtins.str = ...,
+        gpu_indices: _abc.Iterable[_builtins.int] | None = ...,
+        actor: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["actor", b"actor", "gpu_indices", b"gpu_indices", "workload_id", b"workload_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AssignWorkloadRequest: _TypeAlias = AssignWorkloadRequest  # noqa: Y015
+
+@_typing.final
+class CancelWorkloadRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    WORKLOAD_ID_FIELD_NUMBER: _builtins.int
+    ACTOR_FIELD_NUMBER: _builtins.int
+    workload_id: _builtins.str
+    actor: _builtins.str
+    def __init__(
+        self,
+        *,
+        workload_id: _builtins.str = ...,
+        actor: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["actor", b"actor", "workload_id", b"workload_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CancelWorkloadRequest: _TypeAlias = CancelWorkloadRequest  # noqa: Y015
+
+@_typing.final
+class ListWorkloadsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    INCLUDE_ENDED_FIELD_NUMBER: _builtins.int
+    include_ended: _builtins.bool
+    def __init__(
+        self,
+        *,
+        include_ended: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["include_ended", b"include_ended"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListWorkloadsRequest: _TypeAlias = ListWorkloadsRequest  # noqa: Y015
+
+@_typing.final
+class ListWorkloadsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    WORKLOADS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def workloads(self) -> _containers.RepeatedCompositeFieldContainer[Global___Workload]: ...
+    def __init__(
+        self,
+        *,
+        workloads: _abc.Iterable[Global___Workload] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["workloads", b"workloads"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListWorkloadsResponse: _TypeAlias = ListWorkloadsResponse  # noqa: Y015
+
+@_typing.final
+class GetWorkloadOutputRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    WORKLOAD_ID_FIELD_NUMBER: _builtins.int
+    TAIL_BYTES_FIELD_NUMBER: _builtins.int
+    workload_id: _builtins.str
+    tail_bytes: _builtins.int
+    """Last bytes of the output to return (default and maximum 1 MiB)."""
+    def __init__(
+        self,
+        *,
+        workload_id: _builtins.str = ...,
+        tail_bytes: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["tail_bytes", b"tail_bytes", "workload_id", b"workload_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetWorkloadOutputRequest: _TypeAlias = GetWorkloadOutputRequest  # noqa: Y015
+
+@_typing.final
+class WorkloadOutput(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    OUTPUT_FIELD_NUMBER: _builtins.int
+    TOTAL_BYTES_FIELD_NUMBER: _builtins.int
+    output: _builtins.bytes
+    total_bytes: _builtins.int
+    def __init__(
+        self,
+        *,
+        output: _builtins.bytes = ...,
+        total_bytes: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["output", b"output", "total_bytes", b"total_bytes"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___WorkloadOutput: _TypeAlias = WorkloadOutput  # noqa: Y015

@@ -65,6 +65,51 @@ class NodeServiceStub:
                 request_serializer=gpufleet_dot_v1_dot_node__pb2.SilenceAlertRequest.SerializeToString,
                 response_deserializer=gpufleet_dot_v1_dot_node__pb2.Alert.FromString,
                 _registered_method=True)
+        self.KillProcess = channel.unary_unary(
+                '/gpufleet.v1.NodeService/KillProcess',
+                request_serializer=gpufleet_dot_v1_dot_node__pb2.KillProcessRequest.SerializeToString,
+                response_deserializer=gpufleet_dot_v1_dot_node__pb2.KillProcessResponse.FromString,
+                _registered_method=True)
+        self.Reserve = channel.unary_unary(
+                '/gpufleet.v1.NodeService/Reserve',
+                request_serializer=gpufleet_dot_v1_dot_node__pb2.ReserveRequest.SerializeToString,
+                response_deserializer=gpufleet_dot_v1_dot_node__pb2.Reservation.FromString,
+                _registered_method=True)
+        self.ReleaseReservation = channel.unary_unary(
+                '/gpufleet.v1.NodeService/ReleaseReservation',
+                request_serializer=gpufleet_dot_v1_dot_node__pb2.ReleaseReservationRequest.SerializeToString,
+                response_deserializer=gpufleet_dot_v1_dot_node__pb2.Reservation.FromString,
+                _registered_method=True)
+        self.ListReservations = channel.unary_unary(
+                '/gpufleet.v1.NodeService/ListReservations',
+                request_serializer=gpufleet_dot_v1_dot_node__pb2.ListReservationsRequest.SerializeToString,
+                response_deserializer=gpufleet_dot_v1_dot_node__pb2.ListReservationsResponse.FromString,
+                _registered_method=True)
+        self.SubmitWorkload = channel.unary_unary(
+                '/gpufleet.v1.NodeService/SubmitWorkload',
+                request_serializer=gpufleet_dot_v1_dot_node__pb2.SubmitWorkloadRequest.SerializeToString,
+                response_deserializer=gpufleet_dot_v1_dot_node__pb2.Workload.FromString,
+                _registered_method=True)
+        self.AssignWorkload = channel.unary_unary(
+                '/gpufleet.v1.NodeService/AssignWorkload',
+                request_serializer=gpufleet_dot_v1_dot_node__pb2.AssignWorkloadRequest.SerializeToString,
+                response_deserializer=gpufleet_dot_v1_dot_node__pb2.Workload.FromString,
+                _registered_method=True)
+        self.CancelWorkload = channel.unary_unary(
+                '/gpufleet.v1.NodeService/CancelWorkload',
+                request_serializer=gpufleet_dot_v1_dot_node__pb2.CancelWorkloadRequest.SerializeToString,
+                response_deserializer=gpufleet_dot_v1_dot_node__pb2.Workload.FromString,
+                _registered_method=True)
+        self.ListWorkloads = channel.unary_unary(
+                '/gpufleet.v1.NodeService/ListWorkloads',
+                request_serializer=gpufleet_dot_v1_dot_node__pb2.ListWorkloadsRequest.SerializeToString,
+                response_deserializer=gpufleet_dot_v1_dot_node__pb2.ListWorkloadsResponse.FromString,
+                _registered_method=True)
+        self.GetWorkloadOutput = channel.unary_unary(
+                '/gpufleet.v1.NodeService/GetWorkloadOutput',
+                request_serializer=gpufleet_dot_v1_dot_node__pb2.GetWorkloadOutputRequest.SerializeToString,
+                response_deserializer=gpufleet_dot_v1_dot_node__pb2.WorkloadOutput.FromString,
+                _registered_method=True)
 
 
 class NodeServiceServicer:
@@ -121,6 +166,67 @@ class NodeServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def KillProcess(self, request, context):
+        """Kill a process on a GPU, safely: only a process the daemon lists on that
+        GPU, named by pid and start time (a reused pid is refused); TERM, then
+        KILL after the grace period. A process already gone is success.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Reserve(self, request, context):
+        """Reserve GPUs for a user or team until a time; conflicting requests are
+        refused with who holds the GPU and until when.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ReleaseReservation(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListReservations(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SubmitWorkload(self, request, context):
+        """The workload queue: submit, assign to GPUs (or let the placement policy
+        choose), cancel, list, read output.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def AssignWorkload(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CancelWorkload(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListWorkloads(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetWorkloadOutput(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_NodeServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -153,6 +259,51 @@ def add_NodeServiceServicer_to_server(servicer, server):
                     servicer.SilenceAlert,
                     request_deserializer=gpufleet_dot_v1_dot_node__pb2.SilenceAlertRequest.FromString,
                     response_serializer=gpufleet_dot_v1_dot_node__pb2.Alert.SerializeToString,
+            ),
+            'KillProcess': grpc.unary_unary_rpc_method_handler(
+                    servicer.KillProcess,
+                    request_deserializer=gpufleet_dot_v1_dot_node__pb2.KillProcessRequest.FromString,
+                    response_serializer=gpufleet_dot_v1_dot_node__pb2.KillProcessResponse.SerializeToString,
+            ),
+            'Reserve': grpc.unary_unary_rpc_method_handler(
+                    servicer.Reserve,
+                    request_deserializer=gpufleet_dot_v1_dot_node__pb2.ReserveRequest.FromString,
+                    response_serializer=gpufleet_dot_v1_dot_node__pb2.Reservation.SerializeToString,
+            ),
+            'ReleaseReservation': grpc.unary_unary_rpc_method_handler(
+                    servicer.ReleaseReservation,
+                    request_deserializer=gpufleet_dot_v1_dot_node__pb2.ReleaseReservationRequest.FromString,
+                    response_serializer=gpufleet_dot_v1_dot_node__pb2.Reservation.SerializeToString,
+            ),
+            'ListReservations': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListReservations,
+                    request_deserializer=gpufleet_dot_v1_dot_node__pb2.ListReservationsRequest.FromString,
+                    response_serializer=gpufleet_dot_v1_dot_node__pb2.ListReservationsResponse.SerializeToString,
+            ),
+            'SubmitWorkload': grpc.unary_unary_rpc_method_handler(
+                    servicer.SubmitWorkload,
+                    request_deserializer=gpufleet_dot_v1_dot_node__pb2.SubmitWorkloadRequest.FromString,
+                    response_serializer=gpufleet_dot_v1_dot_node__pb2.Workload.SerializeToString,
+            ),
+            'AssignWorkload': grpc.unary_unary_rpc_method_handler(
+                    servicer.AssignWorkload,
+                    request_deserializer=gpufleet_dot_v1_dot_node__pb2.AssignWorkloadRequest.FromString,
+                    response_serializer=gpufleet_dot_v1_dot_node__pb2.Workload.SerializeToString,
+            ),
+            'CancelWorkload': grpc.unary_unary_rpc_method_handler(
+                    servicer.CancelWorkload,
+                    request_deserializer=gpufleet_dot_v1_dot_node__pb2.CancelWorkloadRequest.FromString,
+                    response_serializer=gpufleet_dot_v1_dot_node__pb2.Workload.SerializeToString,
+            ),
+            'ListWorkloads': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListWorkloads,
+                    request_deserializer=gpufleet_dot_v1_dot_node__pb2.ListWorkloadsRequest.FromString,
+                    response_serializer=gpufleet_dot_v1_dot_node__pb2.ListWorkloadsResponse.SerializeToString,
+            ),
+            'GetWorkloadOutput': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetWorkloadOutput,
+                    request_deserializer=gpufleet_dot_v1_dot_node__pb2.GetWorkloadOutputRequest.FromString,
+                    response_serializer=gpufleet_dot_v1_dot_node__pb2.WorkloadOutput.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -318,6 +469,249 @@ class NodeService:
             '/gpufleet.v1.NodeService/SilenceAlert',
             gpufleet_dot_v1_dot_node__pb2.SilenceAlertRequest.SerializeToString,
             gpufleet_dot_v1_dot_node__pb2.Alert.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def KillProcess(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gpufleet.v1.NodeService/KillProcess',
+            gpufleet_dot_v1_dot_node__pb2.KillProcessRequest.SerializeToString,
+            gpufleet_dot_v1_dot_node__pb2.KillProcessResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Reserve(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gpufleet.v1.NodeService/Reserve',
+            gpufleet_dot_v1_dot_node__pb2.ReserveRequest.SerializeToString,
+            gpufleet_dot_v1_dot_node__pb2.Reservation.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReleaseReservation(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gpufleet.v1.NodeService/ReleaseReservation',
+            gpufleet_dot_v1_dot_node__pb2.ReleaseReservationRequest.SerializeToString,
+            gpufleet_dot_v1_dot_node__pb2.Reservation.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListReservations(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gpufleet.v1.NodeService/ListReservations',
+            gpufleet_dot_v1_dot_node__pb2.ListReservationsRequest.SerializeToString,
+            gpufleet_dot_v1_dot_node__pb2.ListReservationsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SubmitWorkload(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gpufleet.v1.NodeService/SubmitWorkload',
+            gpufleet_dot_v1_dot_node__pb2.SubmitWorkloadRequest.SerializeToString,
+            gpufleet_dot_v1_dot_node__pb2.Workload.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AssignWorkload(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gpufleet.v1.NodeService/AssignWorkload',
+            gpufleet_dot_v1_dot_node__pb2.AssignWorkloadRequest.SerializeToString,
+            gpufleet_dot_v1_dot_node__pb2.Workload.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CancelWorkload(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gpufleet.v1.NodeService/CancelWorkload',
+            gpufleet_dot_v1_dot_node__pb2.CancelWorkloadRequest.SerializeToString,
+            gpufleet_dot_v1_dot_node__pb2.Workload.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListWorkloads(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gpufleet.v1.NodeService/ListWorkloads',
+            gpufleet_dot_v1_dot_node__pb2.ListWorkloadsRequest.SerializeToString,
+            gpufleet_dot_v1_dot_node__pb2.ListWorkloadsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetWorkloadOutput(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gpufleet.v1.NodeService/GetWorkloadOutput',
+            gpufleet_dot_v1_dot_node__pb2.GetWorkloadOutputRequest.SerializeToString,
+            gpufleet_dot_v1_dot_node__pb2.WorkloadOutput.FromString,
             options,
             channel_credentials,
             insecure,

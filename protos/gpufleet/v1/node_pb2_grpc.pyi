@@ -62,6 +62,25 @@ class NodeServiceStub:
     """Silence an alert for a while (no notifications, no Alertmanager push);
     duration_s = 0 lifts a silence.
     """
+    KillProcess: _grpc.UnaryUnaryMultiCallable[_node_pb2.KillProcessRequest, _node_pb2.KillProcessResponse]
+    """Kill a process on a GPU, safely: only a process the daemon lists on that
+    GPU, named by pid and start time (a reused pid is refused); TERM, then
+    KILL after the grace period. A process already gone is success.
+    """
+    Reserve: _grpc.UnaryUnaryMultiCallable[_node_pb2.ReserveRequest, _node_pb2.Reservation]
+    """Reserve GPUs for a user or team until a time; conflicting requests are
+    refused with who holds the GPU and until when.
+    """
+    ReleaseReservation: _grpc.UnaryUnaryMultiCallable[_node_pb2.ReleaseReservationRequest, _node_pb2.Reservation]
+    ListReservations: _grpc.UnaryUnaryMultiCallable[_node_pb2.ListReservationsRequest, _node_pb2.ListReservationsResponse]
+    SubmitWorkload: _grpc.UnaryUnaryMultiCallable[_node_pb2.SubmitWorkloadRequest, _node_pb2.Workload]
+    """The workload queue: submit, assign to GPUs (or let the placement policy
+    choose), cancel, list, read output.
+    """
+    AssignWorkload: _grpc.UnaryUnaryMultiCallable[_node_pb2.AssignWorkloadRequest, _node_pb2.Workload]
+    CancelWorkload: _grpc.UnaryUnaryMultiCallable[_node_pb2.CancelWorkloadRequest, _node_pb2.Workload]
+    ListWorkloads: _grpc.UnaryUnaryMultiCallable[_node_pb2.ListWorkloadsRequest, _node_pb2.ListWorkloadsResponse]
+    GetWorkloadOutput: _grpc.UnaryUnaryMultiCallable[_node_pb2.GetWorkloadOutputRequest, _node_pb2.WorkloadOutput]
 
 @_typing.type_check_only
 class NodeServiceAsyncStub(NodeServiceStub):
@@ -92,6 +111,25 @@ class NodeServiceAsyncStub(NodeServiceStub):
     """Silence an alert for a while (no notifications, no Alertmanager push);
     duration_s = 0 lifts a silence.
     """
+    KillProcess: _aio.UnaryUnaryMultiCallable[_node_pb2.KillProcessRequest, _node_pb2.KillProcessResponse]  # type: ignore[assignment]
+    """Kill a process on a GPU, safely: only a process the daemon lists on that
+    GPU, named by pid and start time (a reused pid is refused); TERM, then
+    KILL after the grace period. A process already gone is success.
+    """
+    Reserve: _aio.UnaryUnaryMultiCallable[_node_pb2.ReserveRequest, _node_pb2.Reservation]  # type: ignore[assignment]
+    """Reserve GPUs for a user or team until a time; conflicting requests are
+    refused with who holds the GPU and until when.
+    """
+    ReleaseReservation: _aio.UnaryUnaryMultiCallable[_node_pb2.ReleaseReservationRequest, _node_pb2.Reservation]  # type: ignore[assignment]
+    ListReservations: _aio.UnaryUnaryMultiCallable[_node_pb2.ListReservationsRequest, _node_pb2.ListReservationsResponse]  # type: ignore[assignment]
+    SubmitWorkload: _aio.UnaryUnaryMultiCallable[_node_pb2.SubmitWorkloadRequest, _node_pb2.Workload]  # type: ignore[assignment]
+    """The workload queue: submit, assign to GPUs (or let the placement policy
+    choose), cancel, list, read output.
+    """
+    AssignWorkload: _aio.UnaryUnaryMultiCallable[_node_pb2.AssignWorkloadRequest, _node_pb2.Workload]  # type: ignore[assignment]
+    CancelWorkload: _aio.UnaryUnaryMultiCallable[_node_pb2.CancelWorkloadRequest, _node_pb2.Workload]  # type: ignore[assignment]
+    ListWorkloads: _aio.UnaryUnaryMultiCallable[_node_pb2.ListWorkloadsRequest, _node_pb2.ListWorkloadsResponse]  # type: ignore[assignment]
+    GetWorkloadOutput: _aio.UnaryUnaryMultiCallable[_node_pb2.GetWorkloadOutputRequest, _node_pb2.WorkloadOutput]  # type: ignore[assignment]
 
 class NodeServiceServicer(metaclass=_abc_1.ABCMeta):
     """One node (a GPU server) as served by its gpufleet daemon."""
@@ -155,5 +193,78 @@ class NodeServiceServicer(metaclass=_abc_1.ABCMeta):
         """Silence an alert for a while (no notifications, no Alertmanager push);
         duration_s = 0 lifts a silence.
         """
+
+    @_abc_1.abstractmethod
+    def KillProcess(
+        self,
+        request: _node_pb2.KillProcessRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_node_pb2.KillProcessResponse, _abc.Awaitable[_node_pb2.KillProcessResponse]]:
+        """Kill a process on a GPU, safely: only a process the daemon lists on that
+        GPU, named by pid and start time (a reused pid is refused); TERM, then
+        KILL after the grace period. A process already gone is success.
+        """
+
+    @_abc_1.abstractmethod
+    def Reserve(
+        self,
+        request: _node_pb2.ReserveRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_node_pb2.Reservation, _abc.Awaitable[_node_pb2.Reservation]]:
+        """Reserve GPUs for a user or team until a time; conflicting requests are
+        refused with who holds the GPU and until when.
+        """
+
+    @_abc_1.abstractmethod
+    def ReleaseReservation(
+        self,
+        request: _node_pb2.ReleaseReservationRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_node_pb2.Reservation, _abc.Awaitable[_node_pb2.Reservation]]: ...
+
+    @_abc_1.abstractmethod
+    def ListReservations(
+        self,
+        request: _node_pb2.ListReservationsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_node_pb2.ListReservationsResponse, _abc.Awaitable[_node_pb2.ListReservationsResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def SubmitWorkload(
+        self,
+        request: _node_pb2.SubmitWorkloadRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_node_pb2.Workload, _abc.Awaitable[_node_pb2.Workload]]:
+        """The workload queue: submit, assign to GPUs (or let the placement policy
+        choose), cancel, list, read output.
+        """
+
+    @_abc_1.abstractmethod
+    def AssignWorkload(
+        self,
+        request: _node_pb2.AssignWorkloadRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_node_pb2.Workload, _abc.Awaitable[_node_pb2.Workload]]: ...
+
+    @_abc_1.abstractmethod
+    def CancelWorkload(
+        self,
+        request: _node_pb2.CancelWorkloadRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_node_pb2.Workload, _abc.Awaitable[_node_pb2.Workload]]: ...
+
+    @_abc_1.abstractmethod
+    def ListWorkloads(
+        self,
+        request: _node_pb2.ListWorkloadsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_node_pb2.ListWorkloadsResponse, _abc.Awaitable[_node_pb2.ListWorkloadsResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def GetWorkloadOutput(
+        self,
+        request: _node_pb2.GetWorkloadOutputRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_node_pb2.WorkloadOutput, _abc.Awaitable[_node_pb2.WorkloadOutput]]: ...
 
 def add_NodeServiceServicer_to_server(servicer: NodeServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
