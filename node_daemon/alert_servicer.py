@@ -14,11 +14,17 @@ import grpc
 from gpufleet.v1 import node_pb2 as pb
 from node_daemon.alerts.engine import AlertEngine, AlertNotFiring, BadAlertRequest, UnknownAlert
 from node_daemon.alerts.wire import alert_message
-from node_daemon.journal import EventJournal, JournalError
+from node_daemon.journal import EventJournal
+from node_daemon.rpc_errors import ErrorCodes, abort_for
 
 log = logging.getLogger(__name__)
 
 DEFAULT_CLEARED_LIMIT = 200
+_ALERT_ERRORS: ErrorCodes = (
+    (UnknownAlert, grpc.StatusCode.NOT_FOUND),
+    (AlertNotFiring, grpc.StatusCode.FAILED_PRECONDITION),
+    (BadAlertRequest, grpc.StatusCode.INVALID_ARGUMENT),
+)
 MAX_TEXT = 1000
 _POLL_S = 1.0
 
@@ -69,7 +75,7 @@ class AlertServicer:
                 request.alert_id, self._actor(request.actor), request.comment
             )
         except Exception as exc:
-            self._abort_for(context, exc)
+            abort_for(context, exc, _ALERT_ERRORS)
         log.info("alert %s acknowledged by %s", request.alert_id, alert.acknowledged_by)
         return alert_message(alert)
 
@@ -84,7 +90,7 @@ class AlertServicer:
                 request.alert_id, request.duration_s, request.reason, actor
             )
         except Exception as exc:
-            self._abort_for(context, exc)
+            abort_for(context, exc, _ALERT_ERRORS)
         log.info("alert %s silence set by %s for %d s", request.alert_id, actor, request.duration_s)
         return alert_message(alert)
 
@@ -98,19 +104,3 @@ class AlertServicer:
     @staticmethod
     def _actor(actor: str) -> str:
         return actor.strip() or "anonymous"
-
-    @staticmethod
-    def _abort_for(context: grpc.ServicerContext, exc: Exception) -> None:
-        codes: list[tuple[type[Exception], grpc.StatusCode]] = [
-            (UnknownAlert, grpc.StatusCode.NOT_FOUND),
-            (AlertNotFiring, grpc.StatusCode.FAILED_PRECONDITION),
-            (BadAlertRequest, grpc.StatusCode.INVALID_ARGUMENT),
-            (JournalError, grpc.StatusCode.UNAVAILABLE),
-        ]
-        for kind, code in codes:
-            if isinstance(exc, kind):
-                message = exc.args[0] if exc.args else str(exc)
-                if isinstance(exc, JournalError):
-                    message += "; the action was not applied, try again once the disk has room"
-                context.abort(code, message)
-        raise exc

@@ -23,6 +23,7 @@ from node_daemon.backends.simulated import ScenarioError
 from node_daemon.config import OPTIONS, ConfigError, DaemonConfig, load_config_file, validate
 from node_daemon.listen import ListenAddressError, parse_listen_address
 from node_daemon.server import NodeDaemon
+from node_daemon.submit_cli import add_submit_command
 
 log = logging.getLogger("gpufleet.daemon")
 
@@ -128,6 +129,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"gpufleet {__version__}")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     add_daemon_command(subparsers)
+    add_submit_command(subparsers)
     for entry in entry_points(group="gpufleet.commands"):
         entry.load()(subparsers)
     return parser

@@ -36,6 +36,8 @@ class DaemonConfig:
     hostname: str | None = None
     state_dir: Path | None = None
     alertmanager_urls: tuple[str, ...] = ()
+    allow_kill_job_processes: bool = False
+    teams: dict[str, tuple[str, ...]] = field(default_factory=dict)
     metrics_listen: str | None = None
     metrics_hostname_label: str = "Hostname"
     alerts: AlertSettings = field(default_factory=AlertSettings)
@@ -59,6 +61,8 @@ OPTIONS: dict[str, str] = {
     "state_dir": "directory for the event journal (default: $STATE_DIRECTORY, "
     "else $XDG_STATE_HOME/gpufleet or ~/.local/state/gpufleet)",
     "alertmanager_urls": "Alertmanager base URLs to push alerts to (API v2)",
+    "allow_kill_job_processes": "let KillProcess signal processes of Slurm jobs (default: refuse)",
+    "teams": "the [teams] table: team name = list of members (for reservations to team:NAME)",
     "metrics_listen": "HOST:PORT for Prometheus /metrics (dcgm-exporter names); off if unset",
     "metrics_hostname_label": "label carrying the host name: Hostname (dcgm-exporter) or hostname",
     "alerts": "alert rules: the [alerts.RULE] tables (see docs/alerts.md)",
@@ -72,6 +76,7 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "process_interval_s": _NUMBER, "history_seconds": (int,), "max_streams": (int,),
     "insecure": (bool,), "ready_file": (str,), "hostname": (str,), "state_dir": (str,),
     "alertmanager_urls": (list,), "metrics_listen": (str,), "metrics_hostname_label": (str,),
+    "allow_kill_job_processes": (bool,),
 }  # fmt: skip
 
 
@@ -83,6 +88,22 @@ def _coerce(key: str, value: Any, source: str) -> Any:
         names = " or ".join(t.__name__ for t in expected)
         raise ConfigError(f"{source}: key {key!r} must be {names}, got {value!r}")
     return Path(str(value)) if key in _PATH_KEYS else value
+
+
+def _teams(table: Any, source: str) -> dict[str, tuple[str, ...]]:
+    ok = isinstance(table, dict) and all(
+        isinstance(m, list) and all(isinstance(u, str) for u in m) for m in table.values()
+    )
+    if not ok:
+        raise ConfigError(
+            f'{source}: [teams] must map team names to lists of users, e.g. ml = ["alice"]'
+        )
+    return {name: tuple(members) for name, members in table.items()}
+
+
+def teams_of(config: DaemonConfig, user: str) -> tuple[str, ...]:
+    """The holders a user counts as: team:NAME for each team the user is in."""
+    return tuple(f"team:{team}" for team, members in config.teams.items() if user in members)
 
 
 def _urls(value: Any, source: str) -> tuple[str, ...]:
@@ -103,7 +124,7 @@ def load_config_file(path: Path, base: DaemonConfig | None = None) -> DaemonConf
     table = data.get("daemon", {})
     if not isinstance(table, dict):
         raise ConfigError(f"{path}: [daemon] must be a table")
-    unknown_tables = sorted(set(data) - {"daemon", "alerts"})
+    unknown_tables = sorted(set(data) - {"daemon", "alerts", "teams"})
     if unknown_tables:
         raise ConfigError(f"{path}: unknown table(s) {', '.join(unknown_tables)}")
     unknown = sorted(set(table) - set(_TYPES))
@@ -114,6 +135,7 @@ def load_config_file(path: Path, base: DaemonConfig | None = None) -> DaemonConf
     if not isinstance(alerts, dict):
         raise ConfigError(f"{path}: [alerts] must be a table")
     values["alerts"] = parse_alert_settings(alerts, str(path))
+    values["teams"] = _teams(data.get("teams", {}), str(path))
     return validate(replace(base or DaemonConfig(), **values), str(path))
 
 

@@ -14,6 +14,7 @@ import sqlite3
 import threading
 import uuid
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from gpufleet.v1 import node_pb2 as pb
@@ -35,8 +36,27 @@ CREATE TABLE IF NOT EXISTS alerts (
     body BLOB NOT NULL
 );
 CREATE INDEX IF NOT EXISTS alerts_by_state ON alerts (firing, updated_ms);
+CREATE TABLE IF NOT EXISTS records (
+    kind TEXT NOT NULL,
+    id TEXT NOT NULL,
+    active INTEGER NOT NULL,
+    updated_ms INTEGER NOT NULL,
+    body BLOB NOT NULL,
+    PRIMARY KEY (kind, id)
+);
 """
 REPLAY_BATCH = 1000
+
+
+@dataclass(frozen=True)
+class StoredRecord:
+    """A reservation or workload as stored next to the events that change it."""
+
+    kind: str
+    id: str
+    active: bool
+    updated_ms: int
+    body: bytes
 
 
 class JournalError(Exception):
@@ -76,20 +96,30 @@ class EventJournal:
         with self._lock:
             return int(self._last_seq)
 
-    def record(self, events: Sequence[pb.Event], alerts: Sequence[pb.Alert] = ()) -> list[pb.Event]:
-        """Append events and upsert alerts in one transaction; returns events with seq set."""
-        if not events and not alerts:
+    def record(
+        self,
+        events: Sequence[pb.Event],
+        alerts: Sequence[pb.Alert] = (),
+        records: Sequence[StoredRecord] = (),
+    ) -> list[pb.Event]:
+        """Append events, upsert alerts and records in one transaction; events get their seq."""
+        if not events and not alerts and not records:
             return []
         with self._lock:
             try:
-                stored = self._write(events, alerts)
+                stored = self._write(events, alerts, records)
             except sqlite3.Error as exc:
                 self._rollback()
                 raise JournalError(f"cannot write the event journal {self.path}: {exc}") from exc
             self._committed.notify_all()
             return stored
 
-    def _write(self, events: Sequence[pb.Event], alerts: Sequence[pb.Alert]) -> list[pb.Event]:
+    def _write(
+        self,
+        events: Sequence[pb.Event],
+        alerts: Sequence[pb.Alert],
+        records: Sequence[StoredRecord],
+    ) -> list[pb.Event]:
         self._db.execute("BEGIN IMMEDIATE")
         stored = []
         for event in events:
@@ -107,6 +137,11 @@ class EventJournal:
                 (a.id, a.state == pb.ALERT_STATE_FIRING, a.updated_unix_ms, a.SerializeToString())
                 for a in alerts
             ],
+        )
+        self._db.executemany(
+            "INSERT OR REPLACE INTO records (kind, id, active, updated_ms, body) "
+            "VALUES (?, ?, ?, ?, ?)",
+            [(r.kind, r.id, int(r.active), r.updated_ms, r.body) for r in records],
         )
         self._db.execute("COMMIT")
         if stored:
@@ -146,6 +181,15 @@ class EventJournal:
                 (int(firing), limit),
             ).fetchall()
         return [pb.Alert.FromString(body) for (body,) in rows]
+
+    def records(self, kind: str, active_only: bool) -> list[bytes]:
+        """Stored record bodies of a kind (reservations, workloads), oldest update first."""
+        query = "SELECT body FROM records WHERE kind = ?" + (
+            " AND active = 1" if active_only else ""
+        )
+        with self._lock:
+            rows = self._db.execute(query + " ORDER BY updated_ms", (kind,)).fetchall()
+        return [body for (body,) in rows]
 
     def alert(self, alert_id: str) -> pb.Alert | None:
         """One stored alert, firing or cleared."""

@@ -7,6 +7,7 @@ import os
 import socket
 import threading
 import time
+from collections.abc import Mapping, Sequence
 from concurrent import futures
 from pathlib import Path
 
@@ -19,11 +20,16 @@ from node_daemon.alert_servicer import AlertServicer
 from node_daemon.alerts.alertmanager import AlertmanagerPusher
 from node_daemon.alerts.engine import AlertEngine
 from node_daemon.backends.base import GpuBackend
-from node_daemon.config import DaemonConfig, resolve_state_dir
+from node_daemon.config import DaemonConfig, resolve_state_dir, teams_of
+from node_daemon.control.kill_service import ProcessKiller
+from node_daemon.control.reservations import ReservationLedger
+from node_daemon.control.workloads import NodeView, WorkloadManager
+from node_daemon.control_servicer import ControlServicer
 from node_daemon.history import SampleHistory
 from node_daemon.journal import EventJournal
 from node_daemon.listen import ListenAddress, parse_listen_address
 from node_daemon.metrics.exporter import MetricsExporter
+from node_daemon.readings import GpuReading, ProcessReading
 from node_daemon.sampler import BackendStatus, Sampler
 from node_daemon.servicer import SERVICE_NAME, NodeServicer, node_service_handler
 from node_daemon.slurm import SlurmWatcher
@@ -58,6 +64,18 @@ class NodeDaemon:
         )
         self.journal = EventJournal(resolve_state_dir(config) / JOURNAL_FILE)
         self.alerts = AlertEngine(self.journal, config.alerts)
+        self.reservations = ReservationLedger(self.journal, self._gpu_count)
+        self.workloads = WorkloadManager(
+            self.journal, resolve_state_dir(config) / "workloads", self.reservations,
+            self._node_view, lambda user: teams_of(config, user),
+            hooks=backend if hasattr(backend, "attach_process") else None,  # type: ignore[arg-type]
+        )  # fmt: skip
+        self.killer = ProcessKiller(
+            self.sampler, self.journal, self.alerts.report_unkillable,
+            config.allow_kill_job_processes,
+            backend if hasattr(backend, "remove_simulated_process") else None,  # type: ignore[arg-type]
+        )  # fmt: skip
+        self.alerts.set_reservation_lookup(self._reserved_for)
         self._alertmanager = self._build_alertmanager()
         self._hostname = config.hostname or socket.gethostname()
         self.metrics = self._build_metrics(backend)
@@ -83,7 +101,8 @@ class NodeDaemon:
             self.config.hostname, self.slurm,
         )  # fmt: skip
         alert_servicer = AlertServicer(self.alerts, self.journal)
-        server.add_generic_rpc_handlers((node_service_handler(servicer, alert_servicer),))
+        control = ControlServicer(self.killer, self.reservations, self.workloads)
+        server.add_generic_rpc_handlers((node_service_handler(servicer, alert_servicer, control),))
         health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
         names = (SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME)
         reflection.enable_server_reflection(names, server)
@@ -110,7 +129,7 @@ class NodeDaemon:
         self._set_health(self.sampler.status)
         self.sampler.add_status_listener(self._set_health)
         self.sampler.add_status_listener(self._on_backend_status)
-        self.sampler.add_sweep_listener(self.alerts.evaluate)
+        self.sampler.add_sweep_listener(self._on_sweep)
         self.alerts.record_start(f"daemon {__version__} started on {self.address}")
         if self._alertmanager is not None:
             self._alertmanager.start()
@@ -122,6 +141,27 @@ class NodeDaemon:
         log.info("serving gpufleet.v1 on %s", self.address)
         if self.config.ready_file is not None:
             _write_atomically(self.config.ready_file, f"{self.address}\n")
+
+    def _on_sweep(
+        self, readings: Sequence[GpuReading], processes: Mapping[int, Sequence[ProcessReading]]
+    ) -> None:
+        """After each sweep, on the sampler thread: rules, reservations, workloads."""
+        self.reservations.expire_due()
+        self.workloads.tick()
+        self.alerts.evaluate(readings, processes)
+
+    def _gpu_count(self) -> int:
+        facts = self.sampler.status.facts
+        return len(facts.gpus) if facts else 0
+
+    def _node_view(self) -> NodeView:
+        latest, facts = self.sampler.latest, self.sampler.status.facts
+        gpus = {g.index: g for g in facts.gpus} if facts else {}
+        return NodeView(latest.readings if latest else (), gpus)
+
+    def _reserved_for(self, gpu: int) -> str | None:
+        held = self.reservations.holder_of(gpu)
+        return held.holder if held else None
 
     def _on_backend_status(self, status: BackendStatus) -> None:
         self.alerts.set_backend_problem(None if status.ok else status.detail)

@@ -12,6 +12,7 @@ import grpc
 from gpufleet.v1 import node_pb2 as pb
 from node_daemon import __version__
 from node_daemon.alert_servicer import AlertServicer
+from node_daemon.control_servicer import ControlServicer
 from node_daemon.history import SampleHistory
 from node_daemon.readings import BackendKind
 from node_daemon.sampler import Sampler
@@ -90,6 +91,28 @@ class NodeServicer:
         log.info("stream to %s ended", peer)
 
 
+def _control_methods(control: ControlServicer) -> dict[str, grpc.RpcMethodHandler]:
+    return {
+        "KillProcess": _unary(control.KillProcess, pb.KillProcessRequest, pb.KillProcessResponse),
+        "Reserve": _unary(control.Reserve, pb.ReserveRequest, pb.Reservation),
+        "ReleaseReservation": _unary(
+            control.ReleaseReservation, pb.ReleaseReservationRequest, pb.Reservation
+        ),
+        "ListReservations": _unary(
+            control.ListReservations, pb.ListReservationsRequest, pb.ListReservationsResponse
+        ),
+        "SubmitWorkload": _unary(control.SubmitWorkload, pb.SubmitWorkloadRequest, pb.Workload),
+        "AssignWorkload": _unary(control.AssignWorkload, pb.AssignWorkloadRequest, pb.Workload),
+        "CancelWorkload": _unary(control.CancelWorkload, pb.CancelWorkloadRequest, pb.Workload),
+        "ListWorkloads": _unary(
+            control.ListWorkloads, pb.ListWorkloadsRequest, pb.ListWorkloadsResponse
+        ),
+        "GetWorkloadOutput": _unary(
+            control.GetWorkloadOutput, pb.GetWorkloadOutputRequest, pb.WorkloadOutput
+        ),
+    }
+
+
 def _unary(method: Any, request: Any, response: Any) -> grpc.RpcMethodHandler:
     return grpc.unary_unary_rpc_method_handler(
         method,
@@ -102,9 +125,12 @@ def _pre_serialized(payload: bytes) -> bytes:
     return payload
 
 
-def node_service_handler(servicer: NodeServicer, alerts: AlertServicer) -> grpc.GenericRpcHandler:
+def node_service_handler(
+    servicer: NodeServicer, alerts: AlertServicer, control: ControlServicer
+) -> grpc.GenericRpcHandler:
     """The service's method table. Sample streams send bytes the sampler serialized once."""
     methods = {
+        **_control_methods(control),
         "ListAlerts": _unary(alerts.ListAlerts, pb.ListAlertsRequest, pb.ListAlertsResponse),
         "AcknowledgeAlert": _unary(alerts.AcknowledgeAlert, pb.AcknowledgeAlertRequest, pb.Alert),
         "SilenceAlert": _unary(alerts.SilenceAlert, pb.SilenceAlertRequest, pb.Alert),

@@ -231,13 +231,13 @@ class IdleDetector:
 
     def evaluate(self, gpu: GpuTick) -> Iterator[Finding]:
         util = gpu.reading.util_gpu_pct
-        idle = bool(gpu.processes) and util is not None and util <= self._settings.max_util_pct
-        held = self._gates[gpu.index].held_for(gpu.now_s, idle)
-        if self._settings.enabled and held >= self._settings.after_s:
-            users = sorted({p.user or "?" for p in gpu.processes})
+        held = bool(gpu.processes) or gpu.reserved_for is not None
+        idle = held and util is not None and util <= self._settings.max_util_pct
+        held_s = self._gates[gpu.index].held_for(gpu.now_s, idle)
+        if self._settings.enabled and held_s >= self._settings.after_s:
             summary = (
-                f"GPU {gpu.index} held by {len(gpu.processes)} process(es) of {', '.join(users)} "
-                f"but idle (≤ {self._settings.max_util_pct:.0f} %) for {held / 60:.0f} min"
+                f"GPU {gpu.index} {self._holder(gpu)} but idle "
+                f"(≤ {self._settings.max_util_pct:.0f} %) for {held_s / 60:.0f} min"
             )
             yield Finding(
                 gpu_key(self.rule, gpu.index),
@@ -248,6 +248,13 @@ class IdleDetector:
                 "%",
                 summary,
             )
+
+    @staticmethod
+    def _holder(gpu: GpuTick) -> str:
+        if gpu.processes:
+            users = sorted({p.user or "?" for p in gpu.processes})
+            return f"held by {len(gpu.processes)} process(es) of {', '.join(users)}"
+        return f"reserved for {gpu.reserved_for}"
 
 
 class TrendDetector:

@@ -90,6 +90,8 @@ class AlertEngine:
         self._lost: set[int] = set()
         self._backend_problem: str | None = None
         self._unwritten: list[tuple[list[pb.Event], list[pb.Alert]]] = []
+        self._unkillable: dict[str, tuple[int, int, str]] = {}  # key -> (gpu, pid, summary)
+        self._reserved_for: Callable[[int], str | None] = lambda _gpu: None
         self._listeners: list[AlertListener] = []
 
     # -- wiring --------------------------------------------------------------
@@ -106,6 +108,15 @@ class AlertEngine:
         """Degraded backend (a node-level critical alert), or None when it works again."""
         with self._lock:
             self._backend_problem = detail
+
+    def set_reservation_lookup(self, reserved_for: Callable[[int], str | None]) -> None:
+        """Who holds a GPU's reservation, if anyone (for the idle/waste rule)."""
+        self._reserved_for = reserved_for
+
+    def report_unkillable(self, gpu: int, pid: int, summary: str) -> None:
+        """A process survived KILL: a critical alert while it stays on the GPU."""
+        with self._lock:
+            self._unkillable[f"unkillable/gpu{gpu}/pid{pid}"] = (gpu, pid, summary)
 
     def record_start(self, summary: str) -> None:
         self._commit([self._event(pb.EVENT_KIND_DAEMON_STARTED, None, summary)], [])
@@ -145,6 +156,19 @@ class AlertEngine:
                 "backend_degraded", "backend_degraded", Severity.CRITICAL, None, None, "", summary
             )
         return findings
+
+    def _unkillable_findings(
+        self, processes: Mapping[int, Sequence[ProcessReading]]
+    ) -> dict[str, Finding]:
+        found = {}
+        for key, (gpu, pid, summary) in list(self._unkillable.items()):
+            if any(p.pid == pid for p in processes.get(gpu, ())):
+                found[key] = Finding(
+                    key, "unkillable", Severity.CRITICAL, gpu, None, "", summary, pid
+                )
+            else:
+                del self._unkillable[key]  # it is gone at last
+        return found
 
     def _apply(
         self, now_s: float, findings: dict[str, Finding]

@@ -17,6 +17,7 @@ class GpuTick:
     reading: GpuReading
     static: GpuStatic | None
     processes: Sequence[ProcessReading]
+    reserved_for: str | None = None
 
     @property
     def index(self) -> int:

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import logging
 import random
+import threading
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
 
 from node_daemon.backends.simulated.gpu import SimulatedGpu
 from node_daemon.backends.simulated.scenario import Scenario, ScenarioEvent
@@ -47,6 +49,9 @@ class SimulatedBackend:
         start_ms = int(time.time() * 1000)
         self._gpus = [SimulatedGpu(i, self._spec, seed, start_ms) for i in range(gpu_count)]
         self._sim_time_s = 0.0
+        # Changes asked for from other threads, applied on the sampler's next sweep.
+        self._pending: deque[Callable[[], object]] = deque()
+        self._lock = threading.Lock()
 
     @property
     def sim_time_s(self) -> float:
@@ -73,7 +78,32 @@ class SimulatedBackend:
             vbios_version=spec.vbios_version,
         )
 
+    def attach_process(
+        self, gpu: int, pid: int, user: str, command: str, memory_bytes: int, started_ms: int
+    ) -> None:
+        """Show a launched workload's process on a simulated GPU (thread-safe)."""
+        self._pending.append(
+            lambda: self._gpus[gpu].attach(pid, user, command, memory_bytes, started_ms)
+        )
+
+    def detach_process(self, pid: int) -> None:
+        self._pending.append(lambda: [g.detach(pid) for g in self._gpus])
+
+    def remove_simulated_process(self, gpu: int, pid: int) -> bool:
+        """'Kill' one of the simulator's own (fake) processes; False if it has none such."""
+        with self._lock:
+            fake = any(p.pid == pid and not p.workload for p in self._gpus[gpu].processes)
+            if fake:
+                self._gpus[gpu].detach(pid)
+            return fake
+
     def read_gpus(self) -> Sequence[GpuReading]:
+        with self._lock:
+            while self._pending:
+                self._pending.popleft()()
+            return self._step()
+
+    def _step(self) -> Sequence[GpuReading]:
         previous = self._sim_time_s
         self._sim_time_s += self._step_s
         for event in self._scenario.due(previous, self._sim_time_s):
@@ -92,7 +122,8 @@ class SimulatedBackend:
         self._gpus[index].apply(event)
 
     def read_processes(self) -> Mapping[int, Sequence[ProcessReading]]:
-        return {gpu.index: gpu.process_readings() for gpu in self._gpus}
+        with self._lock:
+            return {gpu.index: gpu.process_readings() for gpu in self._gpus}
 
     def close(self) -> None:
         """Nothing to release."""

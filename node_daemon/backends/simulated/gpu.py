@@ -43,6 +43,7 @@ class SimProcess:
     leaking: bool = False
     slurm_job_id: str | None = None
     container_id: str | None = None
+    workload: bool = False  # a real process the daemon launched, shown here
 
 
 class SimulatedGpu:
@@ -127,16 +128,35 @@ class SimulatedGpu:
                 memory_bytes=1 * GIB if leaking else memory,
                 started_unix_ms=self._start_unix_ms,
                 leaking=leaking,
-                **self._placement(),
+                slurm_job_id=self._slurm_job(),
+                container_id=self._container(),
             )
         )
 
-    def _placement(self) -> dict[str, str]:
-        """Even seeds play Slurm nodes (one job per half node), odd ones container hosts."""
+    # Even seeds play Slurm nodes (one job per half node), odd ones container hosts.
+    def _slurm_job(self) -> str | None:
+        return str(41000 + self._seed * 10 + self.index // 4) if self._seed % 2 == 0 else None
+
+    def _container(self) -> str | None:
         if self._seed % 2 == 0:
-            return {"slurm_job_id": str(41000 + self._seed * 10 + self.index // 4)}
-        digest = hashlib.sha256(f"{self._seed}-{self.index}".encode()).hexdigest()
-        return {"container_id": digest}
+            return None
+        return hashlib.sha256(f"{self._seed}-{self.index}".encode()).hexdigest()
+
+    # -- workloads from the daemon's queue -------------------------------------
+
+    def attach(self, pid: int, user: str, command: str, memory_bytes: int, started_ms: int) -> None:
+        """A real workload process 'runs' here: it holds memory and drives the load."""
+        self.processes.append(
+            SimProcess(pid, user, command, float(memory_bytes), started_ms, workload=True)
+        )
+
+    def detach(self, pid: int) -> bool:
+        before = len(self.processes)
+        self.processes = [p for p in self.processes if p.pid != pid]
+        return len(self.processes) != before
+
+    def _workload_util(self) -> float | None:
+        return 95.0 if any(p.workload for p in self.processes) else None
 
     # -- physics -----------------------------------------------------------
 
@@ -144,6 +164,8 @@ class SimulatedGpu:
         """Advance the model by dt_s seconds."""
         self._drift_load()
         goal = self._forced_util if self._forced_util is not None else self._target_util
+        if self._workload_util() is not None and self._forced_util is None:
+            goal = self._workload_util() or goal
         self.util += (goal - self.util) * min(1.0, dt_s / 3.0)
         power = self.power_w()
         equilibrium = self._equilibrium_c(power)

@@ -1,0 +1,1 @@
+"""The daemon's hands: safe kill, reservations, the workload queue and its placement."""

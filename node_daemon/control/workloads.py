@@ -1,0 +1,320 @@
+"""WorkloadManager: the node's queue of commands waiting for GPUs, and their lives.
+
+Queued → running (on the GPUs an admin assigned, or the placement policy
+chose) → finished / failed / cancelled. Every change is journaled with an
+event. Running workloads survive a daemon restart: the new daemon re-adopts
+them (their runner records the exit code), as slurmd does with its jobs.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from gpufleet.v1 import node_pb2 as pb
+from node_daemon.control.launcher import (
+    KILL,
+    TERM,
+    Launched,
+    WorkloadFiles,
+    child_pid,
+    launch,
+    signal_group,
+    still_running,
+)
+from node_daemon.control.placement import GpuFacts, choose_gpus, refusal
+from node_daemon.control.reservations import ReservationLedger
+from node_daemon.journal import EventJournal, StoredRecord
+from node_daemon.procinfo import process_start_time_unix_ms
+from node_daemon.readings import GpuReading, GpuStatic
+
+log = logging.getLogger(__name__)
+
+KIND = "workload"
+CANCEL_GRACE_S = 10.0
+MAX_OUTPUT_BYTES = 1024 * 1024
+DEFAULT_SIM_MEMORY = 8 * 1024**3
+ENDED = (pb.WORKLOAD_STATE_FINISHED, pb.WORKLOAD_STATE_FAILED, pb.WORKLOAD_STATE_CANCELLED)
+
+
+class WorkloadNotFound(KeyError):
+    pass
+
+
+class WorkloadConflict(Exception):
+    """The request cannot be done in the workload's or GPUs' current state."""
+
+
+class BadWorkload(ValueError):
+    pass
+
+
+class ProcessHooks(Protocol):
+    """A backend that shows workloads as GPU processes itself (the simulator)."""
+
+    def attach_process(
+        self, gpu: int, pid: int, user: str, command: str, memory_bytes: int, started_ms: int
+    ) -> None: ...
+
+    def detach_process(self, pid: int) -> None: ...
+
+
+@dataclass
+class NodeView:
+    readings: Sequence[GpuReading]
+    gpus: Mapping[int, GpuStatic]
+
+
+class WorkloadManager:
+    def __init__(
+        self,
+        journal: EventJournal,
+        root: Path,
+        ledger: ReservationLedger,
+        node: Callable[[], NodeView],
+        teams_of: Callable[[str], Sequence[str]] = lambda _owner: (),
+        hooks: ProcessHooks | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._journal, self._root, self._ledger, self._node = journal, root, ledger, node
+        self._teams_of, self._hooks, self._clock = teams_of, hooks, clock
+        self._lock = threading.RLock()
+        self._workloads: dict[str, pb.Workload] = {}
+        self._launched: dict[str, Launched] = {}
+        self._attached: dict[str, int] = {}  # workload id -> pid shown on its GPUs
+        self._cancelling: dict[str, float] = {}  # workload id -> when TERM was sent
+        for body in journal.records(KIND, active_only=True):
+            workload = pb.Workload.FromString(body)
+            self._workloads[workload.id] = workload
+        ids = (pb.Workload.FromString(b).id for b in journal.records(KIND, active_only=False))
+        self._next = 1 + max((int(i.removeprefix("w-")) for i in ids), default=0)
+        self._readopt()
+
+    def _now_ms(self) -> int:
+        return int(self._clock() * 1000)
+
+    # -- restart -----------------------------------------------------------------
+
+    def _readopt(self) -> None:
+        for workload in [
+            w for w in self._workloads.values() if w.state == pb.WORKLOAD_STATE_RUNNING
+        ]:
+            launched = Launched(workload.pid, workload.pid_start_unix_ms, None)
+            if still_running(launched):
+                self._launched[workload.id] = launched
+                log.info("re-adopted running workload %s (pid %d)", workload.id, workload.pid)
+            else:
+                self._finish(workload, WorkloadFiles(self._root, workload.id).read_exit_code(),
+                             "ended while the daemon was down")  # fmt: skip
+
+    # -- queries -----------------------------------------------------------------
+
+    def workloads(self, include_ended: bool) -> list[pb.Workload]:
+        with self._lock:
+            current = [self._copy(w) for w in self._workloads.values()]
+        if not include_ended:
+            return current
+        ended = [pb.Workload.FromString(b) for b in self._journal.records(KIND, active_only=False)]
+        return current + [w for w in ended if w.state in ENDED]
+
+    def busy_gpus(self) -> dict[int, str]:
+        with self._lock:
+            return {
+                gpu: w.id
+                for w in self._workloads.values()
+                if w.state == pb.WORKLOAD_STATE_RUNNING
+                for gpu in w.gpu_indices
+            }
+
+    def output(self, workload_id: str, tail_bytes: int) -> tuple[bytes, int]:
+        self._find(workload_id, include_ended=True)
+        path = WorkloadFiles(self._root, workload_id).output
+        try:
+            with open(path, "rb") as f:
+                size = f.seek(0, 2)
+                f.seek(max(0, size - tail_bytes))
+                return f.read(), size
+        except FileNotFoundError:
+            return b"", 0
+
+    @staticmethod
+    def _copy(workload: pb.Workload) -> pb.Workload:
+        copy = pb.Workload()
+        copy.CopyFrom(workload)
+        return copy
+
+    def _find(self, workload_id: str, include_ended: bool = False) -> pb.Workload:
+        with self._lock:
+            found = self._workloads.get(workload_id)
+        if found is None and include_ended:
+            found = next((w for w in self.workloads(True) if w.id == workload_id), None)
+        if found is None:
+            raise WorkloadNotFound(f"no workload {workload_id} on this node")
+        return found
+
+    # -- changes -----------------------------------------------------------------
+
+    def submit(self, request: pb.SubmitWorkloadRequest, actor: str) -> pb.Workload:
+        if not request.argv or not request.argv[0].strip():
+            raise BadWorkload("a workload needs a command: argv[0] is empty")
+        if not 1 <= request.gpu_count <= len(self._node().gpus or [0] * 64):
+            raise BadWorkload(
+                f"gpu_count must be 1..{len(self._node().gpus)}, got {request.gpu_count}"
+            )
+        with self._lock:
+            workload = pb.Workload(
+                id=f"w-{self._next}", name=request.name or request.argv[0].split("/")[-1],
+                argv=request.argv, env=request.env, owner=request.owner or actor,
+                gpu_count=request.gpu_count, min_free_memory_bytes=request.min_free_memory_bytes,
+                auto_place=request.auto_place, state=pb.WORKLOAD_STATE_QUEUED,
+                queued_unix_ms=self._now_ms(),
+            )  # fmt: skip
+            self._write(pb.EVENT_KIND_WORKLOAD_QUEUED, workload, actor, "queued")
+            self._next += 1
+            self._workloads[workload.id] = workload
+            return self._copy(workload)
+
+    def assign(self, workload_id: str, gpus: Sequence[int], actor: str) -> pb.Workload:
+        with self._lock:
+            workload = self._find(workload_id)
+            if workload.state != pb.WORKLOAD_STATE_QUEUED:
+                state = (
+                    pb.WorkloadState.Name(workload.state).removeprefix("WORKLOAD_STATE_").lower()
+                )
+                raise WorkloadConflict(f"workload {workload_id} is {state}, not queued")
+            if len(set(gpus)) != workload.gpu_count:
+                wanted, given = workload.gpu_count, len(set(gpus))
+                raise BadWorkload(f"workload {workload_id} needs {wanted} GPU(s), got {given}")
+            facts = self._gpu_facts()
+            for gpu in sorted(set(gpus)):
+                if gpu not in facts:
+                    raise BadWorkload(f"no GPU {gpu} on this node")
+                why = refusal(facts[gpu], workload.owner, workload.min_free_memory_bytes,
+                              self._teams_of(workload.owner))  # fmt: skip
+                if why is not None:
+                    raise WorkloadConflict(why)
+            self._start(workload, sorted(set(gpus)), actor)
+            return self._copy(workload)
+
+    def cancel(self, workload_id: str, actor: str) -> pb.Workload:
+        with self._lock:
+            workload = self._find(workload_id)
+            if workload.state == pb.WORKLOAD_STATE_QUEUED:
+                workload.state, workload.ended_unix_ms = pb.WORKLOAD_STATE_CANCELLED, self._now_ms()
+                self._write(
+                    pb.EVENT_KIND_WORKLOAD_CANCELLED, workload, actor, f"cancelled by {actor}"
+                )
+                del self._workloads[workload_id]
+            elif workload_id not in self._cancelling:
+                signal_group(workload.pid, TERM)
+                self._cancelling[workload_id] = self._clock()
+                workload.detail = f"stopping (cancelled by {actor})"
+            return self._copy(workload)
+
+    def _start(self, workload: pb.Workload, gpus: list[int], actor: str) -> None:
+        node = self._node()
+        uuids = [node.gpus[g].uuid for g in gpus]
+        launched = launch(WorkloadFiles(self._root, workload.id), list(workload.argv),
+                          dict(workload.env), uuids)  # fmt: skip
+        self._launched[workload.id] = launched
+        workload.state, workload.started_unix_ms = pb.WORKLOAD_STATE_RUNNING, self._now_ms()
+        workload.gpu_indices[:] = gpus
+        workload.pid = launched.pid
+        if launched.start_time_unix_ms is not None:
+            workload.pid_start_unix_ms = launched.start_time_unix_ms
+        summary = f"started on GPU {', '.join(map(str, gpus))}" + (f" by {actor}" if actor else "")
+        self._write(pb.EVENT_KIND_WORKLOAD_STARTED, workload, actor, summary)
+
+    # -- every tick ----------------------------------------------------------------
+
+    def tick(self) -> None:
+        """Notice ended workloads, escalate cancels, place auto workloads, show processes."""
+        with self._lock:
+            for workload_id, launched in list(self._launched.items()):
+                workload = self._workloads[workload_id]
+                if still_running(launched):
+                    self._escalate_cancel(workload)
+                    self._attach(workload)
+                else:
+                    code = WorkloadFiles(self._root, workload_id).read_exit_code()
+                    if code is None and launched.popen is not None:
+                        code = launched.popen.returncode
+                    self._finish(workload, code, "")
+            self._auto_place()
+
+    def _escalate_cancel(self, workload: pb.Workload) -> None:
+        asked = self._cancelling.get(workload.id)
+        if asked is not None and self._clock() - asked > CANCEL_GRACE_S:
+            signal_group(workload.pid, KILL)
+
+    def _attach(self, workload: pb.Workload) -> None:
+        if self._hooks is None or workload.id in self._attached:
+            return
+        shown = child_pid(workload.pid)
+        if shown is None:
+            return
+        memory = workload.min_free_memory_bytes or DEFAULT_SIM_MEMORY
+        started = process_start_time_unix_ms(shown) or self._now_ms()
+        command = " ".join(workload.argv)
+        for gpu in workload.gpu_indices:
+            self._hooks.attach_process(gpu, shown, workload.owner, command, memory, started)
+        self._attached[workload.id] = shown
+
+    def _finish(self, workload: pb.Workload, code: int | None, note: str) -> None:
+        cancelled = workload.id in self._cancelling
+        if cancelled:
+            state, kind = pb.WORKLOAD_STATE_CANCELLED, pb.EVENT_KIND_WORKLOAD_CANCELLED
+        elif code == 0:
+            state, kind = pb.WORKLOAD_STATE_FINISHED, pb.EVENT_KIND_WORKLOAD_FINISHED
+        else:
+            state, kind = pb.WORKLOAD_STATE_FAILED, pb.EVENT_KIND_WORKLOAD_FAILED
+        workload.state, workload.ended_unix_ms = state, self._now_ms()
+        if code is not None:
+            workload.exit_code = code
+        exit_text = "exit code unknown" if code is None else f"exit code {code}"
+        workload.detail = "; ".join(t for t in (note, exit_text) if t)
+        self._write(kind, workload, "", workload.detail)
+        self._workloads.pop(workload.id, None)
+        self._launched.pop(workload.id, None)
+        self._cancelling.pop(workload.id, None)
+        shown = self._attached.pop(workload.id, None)
+        if shown is not None and self._hooks is not None:
+            self._hooks.detach_process(shown)
+
+    def _auto_place(self) -> None:
+        for workload in [w for w in self._workloads.values() if w.auto_place]:
+            if workload.state != pb.WORKLOAD_STATE_QUEUED:
+                continue
+            teams = self._teams_of(workload.owner)
+            gpus = choose_gpus(
+                self._gpu_facts(), workload.owner, workload.gpu_count,
+                workload.min_free_memory_bytes, teams,
+            )  # fmt: skip
+            if gpus is not None:
+                self._start(workload, gpus, "")
+
+    def _gpu_facts(self) -> dict[int, GpuFacts]:
+        busy = self.busy_gpus()
+        facts = {}
+        for reading in self._node().readings:
+            held = self._ledger.holder_of(reading.index)
+            facts[reading.index] = GpuFacts(
+                reading, held.holder if held else None, held.until_unix_ms if held else None,
+                held.reason if held else "", busy.get(reading.index),
+            )  # fmt: skip
+        return facts
+
+    def _write(self, kind: int, workload: pb.Workload, actor: str, summary: str) -> None:
+        what = f"workload {workload.id} ({workload.name}) of {workload.owner}: {summary}"
+        event = pb.Event(time_unix_ms=self._now_ms(), kind=kind, actor=actor, summary=what)  # type: ignore[arg-type]
+        event.workload.CopyFrom(workload)
+        active = workload.state not in ENDED
+        record = StoredRecord(
+            KIND, workload.id, active, event.time_unix_ms, workload.SerializeToString()
+        )
+        self._journal.record([event], records=[record])

@@ -1,0 +1,146 @@
+"""RPCs that act: kill, reservations, workloads. Validate, delegate, map errors."""
+
+from __future__ import annotations
+
+import grpc
+
+from gpufleet.v1 import node_pb2 as pb
+from node_daemon.control.kill import KillOutcome
+from node_daemon.control.kill_service import KillRefused, ProcessKiller
+from node_daemon.control.reservations import BadReservation, ReservationConflict, ReservationLedger
+from node_daemon.control.workloads import (
+    MAX_OUTPUT_BYTES,
+    BadWorkload,
+    WorkloadConflict,
+    WorkloadManager,
+    WorkloadNotFound,
+)
+from node_daemon.rpc_errors import ErrorCodes, abort_for
+
+_ERRORS: ErrorCodes = (
+    (KillRefused, grpc.StatusCode.FAILED_PRECONDITION),
+    (ReservationConflict, grpc.StatusCode.FAILED_PRECONDITION),
+    (WorkloadConflict, grpc.StatusCode.FAILED_PRECONDITION),
+    (BadReservation, grpc.StatusCode.INVALID_ARGUMENT),
+    (BadWorkload, grpc.StatusCode.INVALID_ARGUMENT),
+    (WorkloadNotFound, grpc.StatusCode.NOT_FOUND),
+    (KeyError, grpc.StatusCode.NOT_FOUND),
+)
+_OUTCOMES = {
+    KillOutcome.TERMINATED: pb.KILL_OUTCOME_TERMINATED,
+    KillOutcome.KILLED: pb.KILL_OUTCOME_KILLED,
+    KillOutcome.ALREADY_GONE: pb.KILL_OUTCOME_ALREADY_GONE,
+    KillOutcome.UNKILLABLE: pb.KILL_OUTCOME_UNKILLABLE,
+}
+MAX_TEXT = 1000
+MAX_ARGV = 256
+
+
+def _actor(actor: str) -> str:
+    return actor.strip()[:128] or "anonymous"
+
+
+def _check_text(context: grpc.ServicerContext, **fields: str) -> None:
+    for name, value in fields.items():
+        if len(value) > MAX_TEXT:
+            context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT, f"{name} is longer than {MAX_TEXT} characters"
+            )
+
+
+class ControlServicer:
+    def __init__(
+        self, killer: ProcessKiller, ledger: ReservationLedger, workloads: WorkloadManager
+    ) -> None:
+        self._killer, self._ledger, self._workloads = killer, ledger, workloads
+
+    def KillProcess(
+        self, request: pb.KillProcessRequest, context: grpc.ServicerContext
+    ) -> pb.KillProcessResponse:
+        if request.grace_s > 300:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, "grace_s must be at most 300 seconds")
+        try:
+            outcome, detail = self._killer.kill(
+                request.gpu_index,
+                request.pid,
+                request.start_time_unix_ms,
+                request.grace_s,
+                _actor(request.actor),
+            )
+        except Exception as exc:
+            abort_for(context, exc, _ERRORS)
+        return pb.KillProcessResponse(outcome=_OUTCOMES[outcome], detail=detail)
+
+    def Reserve(self, request: pb.ReserveRequest, context: grpc.ServicerContext) -> pb.Reservation:
+        _check_text(context, holder=request.holder, reason=request.reason)
+        try:
+            return self._ledger.reserve(
+                list(request.gpu_indices),
+                request.holder.strip(),
+                request.until_unix_ms,
+                request.reason,
+                _actor(request.actor),
+            )
+        except Exception as exc:
+            abort_for(context, exc, _ERRORS)
+
+    def ReleaseReservation(
+        self, request: pb.ReleaseReservationRequest, context: grpc.ServicerContext
+    ) -> pb.Reservation:
+        try:
+            return self._ledger.release(request.reservation_id, _actor(request.actor))
+        except Exception as exc:
+            abort_for(context, exc, _ERRORS)
+
+    def ListReservations(
+        self, request: pb.ListReservationsRequest, context: grpc.ServicerContext
+    ) -> pb.ListReservationsResponse:
+        found = self._ledger.all() if request.include_ended else self._ledger.active()
+        return pb.ListReservationsResponse(reservations=found)
+
+    def SubmitWorkload(
+        self, request: pb.SubmitWorkloadRequest, context: grpc.ServicerContext
+    ) -> pb.Workload:
+        if len(request.argv) > MAX_ARGV or any(len(a) > 4096 for a in request.argv):
+            context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"argv: at most {MAX_ARGV} arguments of 4096 characters",
+            )
+        _check_text(context, name=request.name, owner=request.owner)
+        try:
+            return self._workloads.submit(request, _actor(request.actor))
+        except Exception as exc:
+            abort_for(context, exc, _ERRORS)
+
+    def AssignWorkload(
+        self, request: pb.AssignWorkloadRequest, context: grpc.ServicerContext
+    ) -> pb.Workload:
+        try:
+            return self._workloads.assign(
+                request.workload_id, list(request.gpu_indices), _actor(request.actor)
+            )
+        except Exception as exc:
+            abort_for(context, exc, _ERRORS)
+
+    def CancelWorkload(
+        self, request: pb.CancelWorkloadRequest, context: grpc.ServicerContext
+    ) -> pb.Workload:
+        try:
+            return self._workloads.cancel(request.workload_id, _actor(request.actor))
+        except Exception as exc:
+            abort_for(context, exc, _ERRORS)
+
+    def ListWorkloads(
+        self, request: pb.ListWorkloadsRequest, context: grpc.ServicerContext
+    ) -> pb.ListWorkloadsResponse:
+        return pb.ListWorkloadsResponse(workloads=self._workloads.workloads(request.include_ended))
+
+    def GetWorkloadOutput(
+        self, request: pb.GetWorkloadOutputRequest, context: grpc.ServicerContext
+    ) -> pb.WorkloadOutput:
+        tail = min(request.tail_bytes or MAX_OUTPUT_BYTES, MAX_OUTPUT_BYTES)
+        try:
+            output, total = self._workloads.output(request.workload_id, tail)
+        except Exception as exc:
+            abort_for(context, exc, _ERRORS)
+        return pb.WorkloadOutput(output=output, total_bytes=total)

@@ -1,0 +1,310 @@
+"""Kill, reservations and the workload queue over real gRPC, with real processes."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+
+import grpc
+import pytest
+
+from gpufleet.v1 import node_pb2 as pb
+from gpufleet.v1 import node_pb2_grpc as pb_grpc
+from node_daemon.control.kill import KillOutcome, PidReused, kill_process
+from node_daemon.procinfo import process_start_time_unix_ms
+from node_daemon.server import NodeDaemon
+from tests.conftest import DaemonFactory, wait_for
+
+IGNORES_TERM = [
+    sys.executable, "-c",
+    "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(300)",
+]  # fmt: skip
+
+
+@pytest.fixture
+def node(start_daemon: DaemonFactory) -> Iterator[tuple[NodeDaemon, pb_grpc.NodeServiceStub]]:
+    daemon = start_daemon(gpus=4, model="h100", seed=2)
+    wait_for(lambda: daemon.sampler.latest is not None)
+    with grpc.insecure_channel(str(daemon.address)) as channel:
+        yield daemon, pb_grpc.NodeServiceStub(channel)
+
+
+def submit(stub, argv, owner="alice", gpus=1, **extra) -> pb.Workload:  # type: ignore[no-untyped-def]
+    request = pb.SubmitWorkloadRequest(argv=argv, owner=owner, gpu_count=gpus, actor=owner, **extra)
+    return stub.SubmitWorkload(request, timeout=5)
+
+
+def workload(stub, workload_id: str) -> pb.Workload:  # type: ignore[no-untyped-def]
+    listed = stub.ListWorkloads(pb.ListWorkloadsRequest(include_ended=True), timeout=5).workloads
+    return next(w for w in listed if w.id == workload_id)
+
+
+def on_gpu(daemon: NodeDaemon, gpu: int, user: str) -> list:
+    latest = daemon.sampler.latest
+    return [p for p in (latest.processes.get(gpu, ()) if latest else ()) if p.user == user]
+
+
+def run_on_gpu(daemon, stub, argv, gpu: int) -> pb.GpuProcess:  # type: ignore[no-untyped-def]
+    """Start a real process as a workload on `gpu`; return it as the daemon lists it."""
+    queued = submit(stub, argv, owner="worker")
+    stub.AssignWorkload(
+        pb.AssignWorkloadRequest(workload_id=queued.id, gpu_indices=[gpu]), timeout=5
+    )
+    wait_for(lambda: on_gpu(daemon, gpu, "worker"), 10, "the workload's process on the GPU")
+    process = on_gpu(daemon, gpu, "worker")[0]
+    return pb.GpuProcess(pid=process.pid, start_time_unix_ms=process.start_time_unix_ms or 0)
+
+
+def kill(stub, gpu: int, process: pb.GpuProcess, grace_s: int = 5, start=None):  # type: ignore[no-untyped-def]
+    request = pb.KillProcessRequest(
+        gpu_index=gpu, pid=process.pid, grace_s=grace_s, actor="erin",
+        start_time_unix_ms=process.start_time_unix_ms if start is None else start,
+    )  # fmt: skip
+    return stub.KillProcess(request, timeout=30)
+
+
+def test_kill_a_sleeper_on_a_gpu(node) -> None:
+    daemon, stub = node
+    process = run_on_gpu(daemon, stub, ["sleep", "300"], gpu=2)
+    reply = kill(stub, 2, process)
+    assert reply.outcome == pb.KILL_OUTCOME_TERMINATED and "sleep 300" in reply.detail
+    assert process_start_time_unix_ms(process.pid) is None  # really gone
+    events = daemon.journal.events_after(0)
+    assert any(e.kind == pb.EVENT_KIND_PROCESS_KILLED and e.actor == "erin" for e in events)
+
+
+def test_a_process_ignoring_term_is_killed_after_the_grace(node) -> None:
+    daemon, stub = node
+    process = run_on_gpu(daemon, stub, IGNORES_TERM, gpu=1)
+    started = time.monotonic()
+    reply = kill(stub, 1, process, grace_s=1)
+    assert reply.outcome == pb.KILL_OUTCOME_KILLED
+    assert time.monotonic() - started >= 1.0  # it waited the grace before KILL
+    assert process_start_time_unix_ms(process.pid) is None
+
+
+def test_wrong_start_time_is_refused_and_nothing_is_signalled(node) -> None:
+    daemon, stub = node
+    process = run_on_gpu(daemon, stub, ["sleep", "300"], gpu=0)
+    with pytest.raises(grpc.RpcError) as info:
+        kill(stub, 0, process, start=process.start_time_unix_ms - 60_000)
+    assert info.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert "different process" in info.value.details()
+    assert process_start_time_unix_ms(process.pid) is not None  # still alive
+
+
+def test_a_pid_not_on_that_gpu_is_refused(node) -> None:
+    daemon, stub = node
+    process = run_on_gpu(daemon, stub, ["sleep", "300"], gpu=0)
+    with pytest.raises(grpc.RpcError) as info:
+        kill(stub, 3, process)
+    assert info.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert f"pid {process.pid} is not on GPU 3" in info.value.details()
+    for pid in (0, 1):
+        with pytest.raises(grpc.RpcError) as info:
+            kill(stub, 0, pb.GpuProcess(pid=pid, start_time_unix_ms=0))
+        assert info.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+
+
+def test_kill_primitive_already_gone_and_reuse() -> None:
+    sleeper = subprocess.Popen(["sleep", "300"])
+    started = process_start_time_unix_ms(sleeper.pid)
+    assert started is not None
+    with pytest.raises(PidReused):
+        kill_process(sleeper.pid, started - 5000, grace_s=1)
+    assert sleeper.poll() is None  # untouched
+    assert kill_process(sleeper.pid, started, grace_s=5) is KillOutcome.TERMINATED
+    sleeper.wait()
+    assert kill_process(sleeper.pid, started, grace_s=1) is KillOutcome.ALREADY_GONE
+
+
+def in_an_hour() -> int:
+    return int((time.time() + 3600) * 1000)
+
+
+def test_reservations_conflict_release_and_only_the_holder_may_use_them(node) -> None:
+    _, stub = node
+    request = pb.ReserveRequest(gpu_indices=[1, 2], holder="alice", until_unix_ms=in_an_hour(),
+                                reason="paper deadline", actor="admin")  # fmt: skip
+    held = stub.Reserve(request, timeout=5)
+    assert held.active and list(held.gpu_indices) == [1, 2]
+    with pytest.raises(grpc.RpcError) as info:
+        bob = pb.ReserveRequest(gpu_indices=[2, 3], holder="bob", until_unix_ms=in_an_hour())
+        stub.Reserve(bob, timeout=5)
+    assert info.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert "GPU 2 is reserved for alice until" in info.value.details()
+    assert "(paper deadline)" in info.value.details()
+    bobs = submit(stub, ["sleep", "1"], owner="bob")
+    with pytest.raises(grpc.RpcError) as info:
+        stub.AssignWorkload(
+            pb.AssignWorkloadRequest(workload_id=bobs.id, gpu_indices=[1]), timeout=5
+        )
+    assert "reserved for alice" in info.value.details()
+    alices = submit(stub, ["sleep", "1"], owner="alice")
+    started = stub.AssignWorkload(pb.AssignWorkloadRequest(workload_id=alices.id, gpu_indices=[1]),
+                                  timeout=5)  # fmt: skip
+    assert started.state == pb.WORKLOAD_STATE_RUNNING
+    released = stub.ReleaseReservation(
+        pb.ReleaseReservationRequest(reservation_id=held.id), timeout=5
+    )
+    assert not released.active and released.HasField("ended_unix_ms")
+    assert stub.ListReservations(pb.ListReservationsRequest(), timeout=5).reservations == []
+
+
+def test_reservation_expires_by_itself(node) -> None:
+    daemon, stub = node
+    until = int((time.time() + 0.5) * 1000)
+    stub.Reserve(
+        pb.ReserveRequest(gpu_indices=[0], holder="team:ml", until_unix_ms=until), timeout=5
+    )
+    wait_for(lambda: any(e.kind == pb.EVENT_KIND_RESERVATION_EXPIRED
+                         for e in daemon.journal.events_after(0)), 10, "expiry")  # fmt: skip
+    assert stub.ListReservations(pb.ListReservationsRequest(), timeout=5).reservations == []
+
+
+@pytest.mark.parametrize(
+    ("request_", "words"),
+    [
+        (pb.ReserveRequest(gpu_indices=[9], holder="a", until_unix_ms=2**40), "no GPU 9"),
+        (pb.ReserveRequest(gpu_indices=[0], holder="a", until_unix_ms=1), "in the past"),
+        (pb.ReserveRequest(gpu_indices=[0], holder=" ", until_unix_ms=2**40), "needs a holder"),
+        (pb.ReserveRequest(gpu_indices=[], holder="a", until_unix_ms=2**40), "at least one GPU"),
+    ],
+)
+def test_bad_reservations(node, request_, words) -> None:
+    _, stub = node
+    with pytest.raises(grpc.RpcError) as info:
+        stub.Reserve(request_, timeout=5)
+    assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT and words in info.value.details()
+
+
+def test_two_clients_assign_the_same_gpu_at_once_exactly_one_wins(node) -> None:
+    daemon, stub = node
+    first, second = submit(stub, ["sleep", "30"]), submit(stub, ["sleep", "30"])
+    barrier, results = threading.Barrier(2), {}
+
+    def assign(workload_id: str) -> None:
+        with grpc.insecure_channel(str(daemon.address)) as channel:
+            client = pb_grpc.NodeServiceStub(channel)
+            barrier.wait()
+            try:
+                request = pb.AssignWorkloadRequest(workload_id=workload_id, gpu_indices=[3])
+                client.AssignWorkload(request, timeout=5)
+                results[workload_id] = "won"
+            except grpc.RpcError as exc:
+                results[workload_id] = exc.details()
+
+    threads = [threading.Thread(target=assign, args=(w.id,)) for w in (first, second)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(10)
+    assert sorted(results.values(), key=lambda r: r != "won")[0] == "won"
+    loser = next(r for r in results.values() if r != "won")
+    assert "GPU 3 is already taken by workload" in loser
+
+
+def test_workload_runs_on_its_gpus_with_output_and_exit_code(node) -> None:
+    daemon, stub = node
+    queued = submit(stub, ["sh", "-c", 'echo "on $CUDA_VISIBLE_DEVICES"; exit 3'], gpus=2,
+                    auto_place=True, name="probe")  # fmt: skip
+    wait_for(lambda: workload(stub, queued.id).state == pb.WORKLOAD_STATE_FAILED, 10, "its end")
+    ended = workload(stub, queued.id)
+    assert ended.exit_code == 3 and len(ended.gpu_indices) == 2
+    uuids = [daemon.sampler.status.facts.gpus[g].uuid for g in ended.gpu_indices]
+    output = stub.GetWorkloadOutput(pb.GetWorkloadOutputRequest(workload_id=queued.id), timeout=5)
+    assert output.output.decode().strip() == f"on {','.join(uuids)}"
+    kinds = [e.kind for e in daemon.journal.events_after(0) if e.workload.id == queued.id]
+    assert kinds == [pb.EVENT_KIND_WORKLOAD_QUEUED, pb.EVENT_KIND_WORKLOAD_STARTED,
+                     pb.EVENT_KIND_WORKLOAD_FAILED]  # fmt: skip
+
+
+def test_a_started_workload_drives_its_simulated_gpu(node) -> None:
+    daemon, stub = node
+    run_on_gpu(daemon, stub, ["sleep", "300"], gpu=3)
+    wait_for(lambda: (daemon.sampler.latest.readings[3].util_gpu_pct or 0) > 80, 10, "load")
+
+
+def test_cancel_queued_and_running(node) -> None:
+    _, stub = node
+    queued = submit(stub, ["sleep", "300"])
+    cancelled = stub.CancelWorkload(pb.CancelWorkloadRequest(workload_id=queued.id), timeout=5)
+    assert cancelled.state == pb.WORKLOAD_STATE_CANCELLED
+    running = submit(stub, ["sleep", "300"])
+    stub.AssignWorkload(
+        pb.AssignWorkloadRequest(workload_id=running.id, gpu_indices=[0]), timeout=5
+    )
+    stub.CancelWorkload(pb.CancelWorkloadRequest(workload_id=running.id), timeout=5)
+    wait_for(lambda: workload(stub, running.id).state == pb.WORKLOAD_STATE_CANCELLED, 15)
+    with pytest.raises(grpc.RpcError) as info:
+        stub.AssignWorkload(
+            pb.AssignWorkloadRequest(workload_id=running.id, gpu_indices=[1]), timeout=5
+        )
+    assert info.value.code() == grpc.StatusCode.NOT_FOUND
+
+
+def test_bad_submissions(node) -> None:
+    _, stub = node
+    for request, words in (
+        (pb.SubmitWorkloadRequest(argv=[], gpu_count=1), "needs a command"),
+        (pb.SubmitWorkloadRequest(argv=["x"], gpu_count=0), "gpu_count must be"),
+        (pb.SubmitWorkloadRequest(argv=["x"], gpu_count=99), "gpu_count must be"),
+    ):
+        with pytest.raises(grpc.RpcError) as info:
+            stub.SubmitWorkload(request, timeout=5)
+        assert (
+            info.value.code() == grpc.StatusCode.INVALID_ARGUMENT and words in info.value.details()
+        )
+    assert stub.ListWorkloads(pb.ListWorkloadsRequest(), timeout=5) is not None
+
+
+@pytest.mark.slow
+def test_workload_survives_a_daemon_restart_and_stays_controllable(tmp_path) -> None:
+    from tests.daemon_process import DaemonProcess
+
+    args = ("--backend", "simulated", "--gpus", "2", "--interval", "0.1")
+    daemon = DaemonProcess(tmp_path, *args).start()
+    try:
+        with grpc.insecure_channel(daemon.address) as channel:
+            stub = pb_grpc.NodeServiceStub(channel)
+            queued = submit(stub, ["sleep", "300"])
+            request = pb.AssignWorkloadRequest(workload_id=queued.id, gpu_indices=[1])
+            running = stub.AssignWorkload(request, timeout=5)
+        assert daemon.kill(signal.SIGTERM) == 0  # a clean restart, as systemd does it
+        assert process_start_time_unix_ms(running.pid) is not None  # the workload lives on
+        daemon.start()
+        with grpc.insecure_channel(daemon.address) as channel:
+            stub = pb_grpc.NodeServiceStub(channel)
+            adopted = workload(stub, queued.id)
+            assert adopted.state == pb.WORKLOAD_STATE_RUNNING and adopted.pid == running.pid
+            stub.CancelWorkload(pb.CancelWorkloadRequest(workload_id=queued.id), timeout=5)
+            wait_for(lambda: workload(stub, queued.id).state == pb.WORKLOAD_STATE_CANCELLED, 15)
+        assert process_start_time_unix_ms(running.pid) is None
+    finally:
+        daemon.stop()
+
+
+def test_submit_cli(node) -> None:
+    daemon, stub = node
+    result = subprocess.run(
+        [sys.executable, "-m", "node_daemon", "submit", "--node", str(daemon.address),
+         "--gpus", "1", "--min-memory", "1G", "--name", "hello", "--assign", "2",
+         "--", "echo", "hi there"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    workload_id, state, *where = result.stdout.split()
+    assert state == "running" and where == ["on", "GPU", "2"]
+    wait_for(lambda: workload(stub, workload_id).state == pb.WORKLOAD_STATE_FINISHED, 10)
+    output = stub.GetWorkloadOutput(pb.GetWorkloadOutputRequest(workload_id=workload_id), timeout=5)
+    assert output.output == b"hi there\n"
+    refused = subprocess.run(
+        [sys.executable, "-m", "node_daemon", "submit", "--node", str(daemon.address),
+         "--gpus", "1", "--assign", "7", "--", "true"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert refused.returncode == 1 and "no GPU 7 on this node" in refused.stderr
