@@ -226,6 +226,46 @@ WORKLOAD_STATE_FAILED: WorkloadState.ValueType  # 4
 WORKLOAD_STATE_CANCELLED: WorkloadState.ValueType  # 5
 Global___WorkloadState: _TypeAlias = WorkloadState  # noqa: Y015
 
+class _Role:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _RoleEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Role.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    ROLE_UNSPECIFIED: _Role.ValueType  # 0
+    ROLE_VIEWER: _Role.ValueType  # 1
+    ROLE_OPERATOR: _Role.ValueType  # 2
+    ROLE_ADMIN: _Role.ValueType  # 3
+
+class Role(_Role, metaclass=_RoleEnumTypeWrapper): ...
+
+ROLE_UNSPECIFIED: Role.ValueType  # 0
+ROLE_VIEWER: Role.ValueType  # 1
+ROLE_OPERATOR: Role.ValueType  # 2
+ROLE_ADMIN: Role.ValueType  # 3
+Global___Role: _TypeAlias = Role  # noqa: Y015
+
+class _UsageGrouping:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _UsageGroupingEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_UsageGrouping.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    USAGE_GROUPING_UNSPECIFIED: _UsageGrouping.ValueType  # 0
+    USAGE_GROUPING_USER: _UsageGrouping.ValueType  # 1
+    USAGE_GROUPING_TEAM: _UsageGrouping.ValueType  # 2
+    USAGE_GROUPING_NODE: _UsageGrouping.ValueType  # 3
+    USAGE_GROUPING_DAY: _UsageGrouping.ValueType  # 4
+
+class UsageGrouping(_UsageGrouping, metaclass=_UsageGroupingEnumTypeWrapper): ...
+
+USAGE_GROUPING_UNSPECIFIED: UsageGrouping.ValueType  # 0
+USAGE_GROUPING_USER: UsageGrouping.ValueType  # 1
+USAGE_GROUPING_TEAM: UsageGrouping.ValueType  # 2
+USAGE_GROUPING_NODE: UsageGrouping.ValueType  # 3
+USAGE_GROUPING_DAY: UsageGrouping.ValueType  # 4
+Global___UsageGrouping: _TypeAlias = UsageGrouping  # noqa: Y015
+
 @_typing.final
 class GetInventoryRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
@@ -1492,3 +1532,283 @@ class WorkloadOutput(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___WorkloadOutput: _TypeAlias = WorkloadOutput  # noqa: Y015
+
+@_typing.final
+class WhoAmIRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___WhoAmIRequest: _TypeAlias = WhoAmIRequest  # noqa: Y015
+
+@_typing.final
+class Caller(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    USER_FIELD_NUMBER: _builtins.int
+    ROLE_FIELD_NUMBER: _builtins.int
+    TEAMS_FIELD_NUMBER: _builtins.int
+    AUTHENTICATED_BY_FIELD_NUMBER: _builtins.int
+    user: _builtins.str
+    role: Global___Role.ValueType
+    authenticated_by: _builtins.str
+    """How the caller was identified: "token", "client-certificate", or
+    "none" where the daemon runs without authentication (loopback demo).
+    """
+    @_builtins.property
+    def teams(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def __init__(
+        self,
+        *,
+        user: _builtins.str = ...,
+        role: Global___Role.ValueType = ...,
+        teams: _abc.Iterable[_builtins.str] | None = ...,
+        authenticated_by: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["authenticated_by", b"authenticated_by", "role", b"role", "teams", b"teams", "user", b"user"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Caller: _TypeAlias = Caller  # noqa: Y015
+
+@_typing.final
+class AuditRecord(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SEQ_FIELD_NUMBER: _builtins.int
+    TIME_UNIX_MS_FIELD_NUMBER: _builtins.int
+    USER_FIELD_NUMBER: _builtins.int
+    PEER_FIELD_NUMBER: _builtins.int
+    METHOD_FIELD_NUMBER: _builtins.int
+    TARGET_FIELD_NUMBER: _builtins.int
+    PARAMS_FIELD_NUMBER: _builtins.int
+    RESULT_FIELD_NUMBER: _builtins.int
+    PREV_HASH_FIELD_NUMBER: _builtins.int
+    HASH_FIELD_NUMBER: _builtins.int
+    seq: _builtins.int
+    time_unix_ms: _builtins.int
+    user: _builtins.str
+    peer: _builtins.str
+    method: _builtins.str
+    """e.g. "/gpufleet.v1.NodeService/KillProcess" """
+    target: _builtins.str
+    """What it was aimed at: node, GPU, pid, workload, reservation, alert."""
+    params: _builtins.str
+    """The request's parameters as JSON."""
+    result: _builtins.str
+    """"attempt", then "OK" or the status code and message; "DENIED: ..." for refusals."""
+    prev_hash: _builtins.str
+    hash: _builtins.str
+    def __init__(
+        self,
+        *,
+        seq: _builtins.int = ...,
+        time_unix_ms: _builtins.int = ...,
+        user: _builtins.str = ...,
+        peer: _builtins.str = ...,
+        method: _builtins.str = ...,
+        target: _builtins.str = ...,
+        params: _builtins.str = ...,
+        result: _builtins.str = ...,
+        prev_hash: _builtins.str = ...,
+        hash: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["hash", b"hash", "method", b"method", "params", b"params", "peer", b"peer", "prev_hash", b"prev_hash", "result", b"result", "seq", b"seq", "target", b"target", "time_unix_ms", b"time_unix_ms", "user", b"user"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AuditRecord: _TypeAlias = AuditRecord  # noqa: Y015
+
+@_typing.final
+class QueryAuditRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    FROM_UNIX_MS_FIELD_NUMBER: _builtins.int
+    TO_UNIX_MS_FIELD_NUMBER: _builtins.int
+    USER_FIELD_NUMBER: _builtins.int
+    METHOD_FIELD_NUMBER: _builtins.int
+    LIMIT_FIELD_NUMBER: _builtins.int
+    from_unix_ms: _builtins.int
+    to_unix_ms: _builtins.int
+    user: _builtins.str
+    method: _builtins.str
+    """Substring of the method name, e.g. "Kill"."""
+    limit: _builtins.int
+    def __init__(
+        self,
+        *,
+        from_unix_ms: _builtins.int = ...,
+        to_unix_ms: _builtins.int = ...,
+        user: _builtins.str = ...,
+        method: _builtins.str = ...,
+        limit: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["from_unix_ms", b"from_unix_ms", "limit", b"limit", "method", b"method", "to_unix_ms", b"to_unix_ms", "user", b"user"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___QueryAuditRequest: _TypeAlias = QueryAuditRequest  # noqa: Y015
+
+@_typing.final
+class QueryAuditResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RECORDS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def records(self) -> _containers.RepeatedCompositeFieldContainer[Global___AuditRecord]: ...
+    def __init__(
+        self,
+        *,
+        records: _abc.Iterable[Global___AuditRecord] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["records", b"records"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___QueryAuditResponse: _TypeAlias = QueryAuditResponse  # noqa: Y015
+
+@_typing.final
+class QueryUsageRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    FROM_DAY_FIELD_NUMBER: _builtins.int
+    TO_DAY_FIELD_NUMBER: _builtins.int
+    GROUP_BY_FIELD_NUMBER: _builtins.int
+    from_day: _builtins.str
+    """Days as "YYYY-MM-DD" (UTC), inclusive; empty: from the start / until today."""
+    to_day: _builtins.str
+    group_by: Global___UsageGrouping.ValueType
+    def __init__(
+        self,
+        *,
+        from_day: _builtins.str = ...,
+        to_day: _builtins.str = ...,
+        group_by: Global___UsageGrouping.ValueType = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["from_day", b"from_day", "group_by", b"group_by", "to_day", b"to_day"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___QueryUsageRequest: _TypeAlias = QueryUsageRequest  # noqa: Y015
+
+@_typing.final
+class UsageRow(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    KEY_FIELD_NUMBER: _builtins.int
+    GPU_SECONDS_FIELD_NUMBER: _builtins.int
+    BUSY_GPU_SECONDS_FIELD_NUMBER: _builtins.int
+    MEMORY_GIB_SECONDS_FIELD_NUMBER: _builtins.int
+    ENERGY_JOULES_FIELD_NUMBER: _builtins.int
+    RESERVED_SECONDS_FIELD_NUMBER: _builtins.int
+    RESERVED_IDLE_SECONDS_FIELD_NUMBER: _builtins.int
+    WORKLOADS_FIELD_NUMBER: _builtins.int
+    key: _builtins.str
+    """The user, team, node or day this row is about."""
+    gpu_seconds: _builtins.float
+    """GPU-seconds a process of this key held a GPU (raw occupancy)."""
+    busy_gpu_seconds: _builtins.float
+    """The same, weighted by the GPU's utilisation (busy GPU-seconds)."""
+    memory_gib_seconds: _builtins.float
+    energy_joules: _builtins.float
+    reserved_seconds: _builtins.float
+    reserved_idle_seconds: _builtins.float
+    """Reserved GPU-seconds during which the holder did not use the GPU."""
+    workloads: _builtins.int
+    def __init__(
+        self,
+        *,
+        key: _builtins.str = ...,
+        gpu_seconds: _builtins.float = ...,
+        busy_gpu_seconds: _builtins.float = ...,
+        memory_gib_seconds: _builtins.float = ...,
+        energy_joules: _builtins.float = ...,
+        reserved_seconds: _builtins.float = ...,
+        reserved_idle_seconds: _builtins.float = ...,
+        workloads: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["busy_gpu_seconds", b"busy_gpu_seconds", "energy_joules", b"energy_joules", "gpu_seconds", b"gpu_seconds", "key", b"key", "memory_gib_seconds", b"memory_gib_seconds", "reserved_idle_seconds", b"reserved_idle_seconds", "reserved_seconds", b"reserved_seconds", "workloads", b"workloads"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___UsageRow: _TypeAlias = UsageRow  # noqa: Y015
+
+@_typing.final
+class UsageKpis(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MEAN_UTILISATION_PCT_FIELD_NUMBER: _builtins.int
+    IDLE_ALLOCATED_SHARE_FIELD_NUMBER: _builtins.int
+    WAIT_P50_S_FIELD_NUMBER: _builtins.int
+    WAIT_P90_S_FIELD_NUMBER: _builtins.int
+    GPU_SECONDS_TOTAL_FIELD_NUMBER: _builtins.int
+    mean_utilisation_pct: _builtins.float
+    """Mean GPU utilisation over all GPU-seconds of the period, percent."""
+    idle_allocated_share: _builtins.float
+    """Share of allocated or reserved GPU time that was idle, 0..1."""
+    wait_p50_s: _builtins.float
+    """Workload wait from queued to started, seconds."""
+    wait_p90_s: _builtins.float
+    gpu_seconds_total: _builtins.float
+    def __init__(
+        self,
+        *,
+        mean_utilisation_pct: _builtins.float = ...,
+        idle_allocated_share: _builtins.float = ...,
+        wait_p50_s: _builtins.float = ...,
+        wait_p90_s: _builtins.float = ...,
+        gpu_seconds_total: _builtins.float = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["gpu_seconds_total", b"gpu_seconds_total", "idle_allocated_share", b"idle_allocated_share", "mean_utilisation_pct", b"mean_utilisation_pct", "wait_p50_s", b"wait_p50_s", "wait_p90_s", b"wait_p90_s"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___UsageKpis: _TypeAlias = UsageKpis  # noqa: Y015
+
+@_typing.final
+class QueryUsageResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ROWS_FIELD_NUMBER: _builtins.int
+    KPIS_FIELD_NUMBER: _builtins.int
+    NODE_FIELD_NUMBER: _builtins.int
+    node: _builtins.str
+    @_builtins.property
+    def rows(self) -> _containers.RepeatedCompositeFieldContainer[Global___UsageRow]: ...
+    @_builtins.property
+    def kpis(self) -> Global___UsageKpis: ...
+    def __init__(
+        self,
+        *,
+        rows: _abc.Iterable[Global___UsageRow] | None = ...,
+        kpis: Global___UsageKpis | None = ...,
+        node: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["kpis", b"kpis"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["kpis", b"kpis", "node", b"node", "rows", b"rows"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___QueryUsageResponse: _TypeAlias = QueryUsageResponse  # noqa: Y015

@@ -110,6 +110,21 @@ class NodeServiceStub:
                 request_serializer=gpufleet_dot_v1_dot_node__pb2.GetWorkloadOutputRequest.SerializeToString,
                 response_deserializer=gpufleet_dot_v1_dot_node__pb2.WorkloadOutput.FromString,
                 _registered_method=True)
+        self.WhoAmI = channel.unary_unary(
+                '/gpufleet.v1.NodeService/WhoAmI',
+                request_serializer=gpufleet_dot_v1_dot_node__pb2.WhoAmIRequest.SerializeToString,
+                response_deserializer=gpufleet_dot_v1_dot_node__pb2.Caller.FromString,
+                _registered_method=True)
+        self.QueryAudit = channel.unary_unary(
+                '/gpufleet.v1.NodeService/QueryAudit',
+                request_serializer=gpufleet_dot_v1_dot_node__pb2.QueryAuditRequest.SerializeToString,
+                response_deserializer=gpufleet_dot_v1_dot_node__pb2.QueryAuditResponse.FromString,
+                _registered_method=True)
+        self.QueryUsage = channel.unary_unary(
+                '/gpufleet.v1.NodeService/QueryUsage',
+                request_serializer=gpufleet_dot_v1_dot_node__pb2.QueryUsageRequest.SerializeToString,
+                response_deserializer=gpufleet_dot_v1_dot_node__pb2.QueryUsageResponse.FromString,
+                _registered_method=True)
 
 
 class NodeServiceServicer:
@@ -227,6 +242,29 @@ class NodeServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def WhoAmI(self, request, context):
+        """Who the daemon takes the caller for (from the token or client certificate),
+        and the caller's role: viewer < operator < admin.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def QueryAudit(self, request, context):
+        """The audit log (admin): every mutating and every denied call, hash-chained.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def QueryUsage(self, request, context):
+        """Usage accounting: GPU-hours, memory, energy, reservations, by user, team,
+        node or day, and the fleet KPIs.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_NodeServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -304,6 +342,21 @@ def add_NodeServiceServicer_to_server(servicer, server):
                     servicer.GetWorkloadOutput,
                     request_deserializer=gpufleet_dot_v1_dot_node__pb2.GetWorkloadOutputRequest.FromString,
                     response_serializer=gpufleet_dot_v1_dot_node__pb2.WorkloadOutput.SerializeToString,
+            ),
+            'WhoAmI': grpc.unary_unary_rpc_method_handler(
+                    servicer.WhoAmI,
+                    request_deserializer=gpufleet_dot_v1_dot_node__pb2.WhoAmIRequest.FromString,
+                    response_serializer=gpufleet_dot_v1_dot_node__pb2.Caller.SerializeToString,
+            ),
+            'QueryAudit': grpc.unary_unary_rpc_method_handler(
+                    servicer.QueryAudit,
+                    request_deserializer=gpufleet_dot_v1_dot_node__pb2.QueryAuditRequest.FromString,
+                    response_serializer=gpufleet_dot_v1_dot_node__pb2.QueryAuditResponse.SerializeToString,
+            ),
+            'QueryUsage': grpc.unary_unary_rpc_method_handler(
+                    servicer.QueryUsage,
+                    request_deserializer=gpufleet_dot_v1_dot_node__pb2.QueryUsageRequest.FromString,
+                    response_serializer=gpufleet_dot_v1_dot_node__pb2.QueryUsageResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -712,6 +765,87 @@ class NodeService:
             '/gpufleet.v1.NodeService/GetWorkloadOutput',
             gpufleet_dot_v1_dot_node__pb2.GetWorkloadOutputRequest.SerializeToString,
             gpufleet_dot_v1_dot_node__pb2.WorkloadOutput.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WhoAmI(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gpufleet.v1.NodeService/WhoAmI',
+            gpufleet_dot_v1_dot_node__pb2.WhoAmIRequest.SerializeToString,
+            gpufleet_dot_v1_dot_node__pb2.Caller.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def QueryAudit(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gpufleet.v1.NodeService/QueryAudit',
+            gpufleet_dot_v1_dot_node__pb2.QueryAuditRequest.SerializeToString,
+            gpufleet_dot_v1_dot_node__pb2.QueryAuditResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def QueryUsage(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gpufleet.v1.NodeService/QueryUsage',
+            gpufleet_dot_v1_dot_node__pb2.QueryUsageRequest.SerializeToString,
+            gpufleet_dot_v1_dot_node__pb2.QueryUsageResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -81,6 +81,16 @@ class NodeServiceStub:
     CancelWorkload: _grpc.UnaryUnaryMultiCallable[_node_pb2.CancelWorkloadRequest, _node_pb2.Workload]
     ListWorkloads: _grpc.UnaryUnaryMultiCallable[_node_pb2.ListWorkloadsRequest, _node_pb2.ListWorkloadsResponse]
     GetWorkloadOutput: _grpc.UnaryUnaryMultiCallable[_node_pb2.GetWorkloadOutputRequest, _node_pb2.WorkloadOutput]
+    WhoAmI: _grpc.UnaryUnaryMultiCallable[_node_pb2.WhoAmIRequest, _node_pb2.Caller]
+    """Who the daemon takes the caller for (from the token or client certificate),
+    and the caller's role: viewer < operator < admin.
+    """
+    QueryAudit: _grpc.UnaryUnaryMultiCallable[_node_pb2.QueryAuditRequest, _node_pb2.QueryAuditResponse]
+    """The audit log (admin): every mutating and every denied call, hash-chained."""
+    QueryUsage: _grpc.UnaryUnaryMultiCallable[_node_pb2.QueryUsageRequest, _node_pb2.QueryUsageResponse]
+    """Usage accounting: GPU-hours, memory, energy, reservations, by user, team,
+    node or day, and the fleet KPIs.
+    """
 
 @_typing.type_check_only
 class NodeServiceAsyncStub(NodeServiceStub):
@@ -130,6 +140,16 @@ class NodeServiceAsyncStub(NodeServiceStub):
     CancelWorkload: _aio.UnaryUnaryMultiCallable[_node_pb2.CancelWorkloadRequest, _node_pb2.Workload]  # type: ignore[assignment]
     ListWorkloads: _aio.UnaryUnaryMultiCallable[_node_pb2.ListWorkloadsRequest, _node_pb2.ListWorkloadsResponse]  # type: ignore[assignment]
     GetWorkloadOutput: _aio.UnaryUnaryMultiCallable[_node_pb2.GetWorkloadOutputRequest, _node_pb2.WorkloadOutput]  # type: ignore[assignment]
+    WhoAmI: _aio.UnaryUnaryMultiCallable[_node_pb2.WhoAmIRequest, _node_pb2.Caller]  # type: ignore[assignment]
+    """Who the daemon takes the caller for (from the token or client certificate),
+    and the caller's role: viewer < operator < admin.
+    """
+    QueryAudit: _aio.UnaryUnaryMultiCallable[_node_pb2.QueryAuditRequest, _node_pb2.QueryAuditResponse]  # type: ignore[assignment]
+    """The audit log (admin): every mutating and every denied call, hash-chained."""
+    QueryUsage: _aio.UnaryUnaryMultiCallable[_node_pb2.QueryUsageRequest, _node_pb2.QueryUsageResponse]  # type: ignore[assignment]
+    """Usage accounting: GPU-hours, memory, energy, reservations, by user, team,
+    node or day, and the fleet KPIs.
+    """
 
 class NodeServiceServicer(metaclass=_abc_1.ABCMeta):
     """One node (a GPU server) as served by its gpufleet daemon."""
@@ -266,5 +286,33 @@ class NodeServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _node_pb2.GetWorkloadOutputRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_node_pb2.WorkloadOutput, _abc.Awaitable[_node_pb2.WorkloadOutput]]: ...
+
+    @_abc_1.abstractmethod
+    def WhoAmI(
+        self,
+        request: _node_pb2.WhoAmIRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_node_pb2.Caller, _abc.Awaitable[_node_pb2.Caller]]:
+        """Who the daemon takes the caller for (from the token or client certificate),
+        and the caller's role: viewer < operator < admin.
+        """
+
+    @_abc_1.abstractmethod
+    def QueryAudit(
+        self,
+        request: _node_pb2.QueryAuditRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_node_pb2.QueryAuditResponse, _abc.Awaitable[_node_pb2.QueryAuditResponse]]:
+        """The audit log (admin): every mutating and every denied call, hash-chained."""
+
+    @_abc_1.abstractmethod
+    def QueryUsage(
+        self,
+        request: _node_pb2.QueryUsageRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_node_pb2.QueryUsageResponse, _abc.Awaitable[_node_pb2.QueryUsageResponse]]:
+        """Usage accounting: GPU-hours, memory, energy, reservations, by user, team,
+        node or day, and the fleet KPIs.
+        """
 
 def add_NodeServiceServicer_to_server(servicer: NodeServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
