@@ -14,6 +14,7 @@ import grpc
 from gpufleet.v1 import node_pb2 as pb
 from node_daemon.alerts.engine import AlertEngine, AlertNotFiring, BadAlertRequest, UnknownAlert
 from node_daemon.alerts.wire import alert_message
+from node_daemon.auth.identity import acting_user
 from node_daemon.journal import EventJournal
 from node_daemon.rpc_errors import ErrorCodes, abort_for
 
@@ -103,4 +104,4 @@ class AlertServicer:
 
     @staticmethod
     def _actor(actor: str) -> str:
-        return actor.strip() or "anonymous"
+        return acting_user(actor)

@@ -18,6 +18,7 @@ from pathlib import Path
 from types import FrameType
 
 from node_daemon import __version__
+from node_daemon.auth.cli import add_auth_commands
 from node_daemon.backends.select import build_backend
 from node_daemon.backends.simulated import ScenarioError
 from node_daemon.config import OPTIONS, ConfigError, DaemonConfig, load_config_file, validate
@@ -81,19 +82,26 @@ def run_daemon(args: argparse.Namespace) -> int:
         return 2
     _stop_on_signals(daemon)
     daemon.start()
-    if config.insecure and not address.is_loopback:
+    if config.insecure and not address.is_loopback and config.auth.tls is None:
         _start_insecure_nagger(daemon)
     daemon.wait()
     return 0
 
 
 def _check_exposure(config: DaemonConfig, loopback: bool) -> None:
-    if loopback or config.insecure:
+    """Beyond loopback only with TLS and users (tokens), unless told it is insecure."""
+    secured = config.auth.tls is not None and config.auth.enabled
+    if loopback or secured or config.insecure:
         return
+    needs = (
+        ("TLS ([tls] cert and key)", config.auth.tls is not None),
+        ("tokens ([[auth.users]])", config.auth.enabled),
+    )
+    missing = [what for what, ok in needs if not ok]
     raise ConfigError(
-        f"refusing to listen on {config.listen} without TLS and tokens: anyone who can reach "
-        "that address could read this node. Listen on 127.0.0.1, or pass --insecure to "
-        "accept the risk (not for production)."
+        f"refusing to listen on {config.listen} without {' and '.join(missing)}: anyone who "
+        "can reach that address could read and control this node. Configure them (see "
+        "docs/security.md), listen on 127.0.0.1, or pass --insecure to accept the risk."
     )
 
 
@@ -130,6 +138,7 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     add_daemon_command(subparsers)
     add_submit_command(subparsers)
+    add_auth_commands(subparsers)
     for entry in entry_points(group="gpufleet.commands"):
         entry.load()(subparsers)
     return parser

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from node_daemon.alerts.rules import AlertSettings, parse_alert_settings
+from node_daemon.auth.settings import AuthSettings, parse_auth
 from node_daemon.errors import ConfigError
 
 __all__ = ["OPTIONS", "ConfigError", "DaemonConfig", "load_config_file", "validate"]
@@ -40,6 +41,7 @@ class DaemonConfig:
     teams: dict[str, tuple[str, ...]] = field(default_factory=dict)
     metrics_listen: str | None = None
     metrics_hostname_label: str = "Hostname"
+    auth: AuthSettings = field(default_factory=AuthSettings)
     alerts: AlertSettings = field(default_factory=AlertSettings)
 
 
@@ -64,6 +66,7 @@ OPTIONS: dict[str, str] = {
     "allow_kill_job_processes": "let KillProcess signal processes of Slurm jobs (default: refuse)",
     "teams": "the [teams] table: team name = list of members (for reservations to team:NAME)",
     "metrics_listen": "HOST:PORT for Prometheus /metrics (dcgm-exporter names); off if unset",
+    "auth": "the [[auth.users]] (name, role, teams, token_sha256) and [tls] tables",
     "metrics_hostname_label": "label carrying the host name: Hostname (dcgm-exporter) or hostname",
     "alerts": "alert rules: the [alerts.RULE] tables (see docs/alerts.md)",
 }
@@ -103,7 +106,9 @@ def _teams(table: Any, source: str) -> dict[str, tuple[str, ...]]:
 
 def teams_of(config: DaemonConfig, user: str) -> tuple[str, ...]:
     """The holders a user counts as: team:NAME for each team the user is in."""
-    return tuple(f"team:{team}" for team, members in config.teams.items() if user in members)
+    teams = {team for team, members in config.teams.items() if user in members}
+    teams |= {t for u in config.auth.users if u.name == user for t in u.teams}
+    return tuple(f"team:{team}" for team in sorted(teams))
 
 
 def _urls(value: Any, source: str) -> tuple[str, ...]:
@@ -124,7 +129,7 @@ def load_config_file(path: Path, base: DaemonConfig | None = None) -> DaemonConf
     table = data.get("daemon", {})
     if not isinstance(table, dict):
         raise ConfigError(f"{path}: [daemon] must be a table")
-    unknown_tables = sorted(set(data) - {"daemon", "alerts", "teams"})
+    unknown_tables = sorted(set(data) - {"daemon", "alerts", "teams", "auth", "tls"})
     if unknown_tables:
         raise ConfigError(f"{path}: unknown table(s) {', '.join(unknown_tables)}")
     unknown = sorted(set(table) - set(_TYPES))
@@ -136,6 +141,7 @@ def load_config_file(path: Path, base: DaemonConfig | None = None) -> DaemonConf
         raise ConfigError(f"{path}: [alerts] must be a table")
     values["alerts"] = parse_alert_settings(alerts, str(path))
     values["teams"] = _teams(data.get("teams", {}), str(path))
+    values["auth"] = parse_auth(data, str(path))
     return validate(replace(base or DaemonConfig(), **values), str(path))
 
 

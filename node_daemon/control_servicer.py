@@ -5,6 +5,7 @@ from __future__ import annotations
 import grpc
 
 from gpufleet.v1 import node_pb2 as pb
+from node_daemon.auth.identity import Role, acting_user, current_caller
 from node_daemon.control.kill import KillOutcome
 from node_daemon.control.kill_service import KillRefused, ProcessKiller
 from node_daemon.control.reservations import BadReservation, ReservationConflict, ReservationLedger
@@ -18,6 +19,7 @@ from node_daemon.control.workloads import (
 from node_daemon.rpc_errors import ErrorCodes, abort_for
 
 _ERRORS: ErrorCodes = (
+    (PermissionError, grpc.StatusCode.PERMISSION_DENIED),
     (KillRefused, grpc.StatusCode.FAILED_PRECONDITION),
     (ReservationConflict, grpc.StatusCode.FAILED_PRECONDITION),
     (WorkloadConflict, grpc.StatusCode.FAILED_PRECONDITION),
@@ -37,7 +39,12 @@ MAX_ARGV = 256
 
 
 def _actor(actor: str) -> str:
-    return actor.strip()[:128] or "anonymous"
+    return acting_user(actor)
+
+
+def _require(allowed: bool, message: str) -> None:
+    if not allowed:
+        raise PermissionError(message)
 
 
 def _check_text(context: grpc.ServicerContext, **fields: str) -> None:
@@ -60,6 +67,13 @@ class ControlServicer:
         if request.grace_s > 300:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, "grace_s must be at most 300 seconds")
         try:
+            process = self._killer.target(request.gpu_index, request.pid)
+            caller = current_caller()
+            _require(
+                caller.role >= Role.ADMIN or process.user == caller.user,
+                f"pid {request.pid} belongs to {process.user}; "
+                "only its owner or an admin may kill it",
+            )
             outcome, detail = self._killer.kill(
                 request.gpu_index,
                 request.pid,
@@ -74,6 +88,7 @@ class ControlServicer:
     def Reserve(self, request: pb.ReserveRequest, context: grpc.ServicerContext) -> pb.Reservation:
         _check_text(context, holder=request.holder, reason=request.reason)
         try:
+            self._require_holder(request.holder.strip(), "reserve")
             return self._ledger.reserve(
                 list(request.gpu_indices),
                 request.holder.strip(),
@@ -88,9 +103,19 @@ class ControlServicer:
         self, request: pb.ReleaseReservationRequest, context: grpc.ServicerContext
     ) -> pb.Reservation:
         try:
+            self._require_holder(self._ledger.get(request.reservation_id).holder, "release")
             return self._ledger.release(request.reservation_id, _actor(request.actor))
         except Exception as exc:
             abort_for(context, exc, _ERRORS)
+
+    @staticmethod
+    def _require_holder(holder: str, what: str) -> None:
+        caller = current_caller()
+        _require(
+            caller.may_act_for(holder),
+            f"{caller.user} may {what} only for {' or '.join(caller.holders)}, not {holder} "
+            "(an admin may act for anyone)",
+        )
 
     def ListReservations(
         self, request: pb.ListReservationsRequest, context: grpc.ServicerContext
@@ -108,6 +133,7 @@ class ControlServicer:
             )
         _check_text(context, name=request.name, owner=request.owner)
         try:
+            self._require_holder(request.owner or current_caller().user, "submit workloads")
             return self._workloads.submit(request, _actor(request.actor))
         except Exception as exc:
             abort_for(context, exc, _ERRORS)
@@ -116,6 +142,7 @@ class ControlServicer:
         self, request: pb.AssignWorkloadRequest, context: grpc.ServicerContext
     ) -> pb.Workload:
         try:
+            self._require_holder(self._workloads.get(request.workload_id).owner, "assign")
             return self._workloads.assign(
                 request.workload_id, list(request.gpu_indices), _actor(request.actor)
             )
@@ -126,6 +153,7 @@ class ControlServicer:
         self, request: pb.CancelWorkloadRequest, context: grpc.ServicerContext
     ) -> pb.Workload:
         try:
+            self._require_holder(self._workloads.get(request.workload_id).owner, "cancel")
             return self._workloads.cancel(request.workload_id, _actor(request.actor))
         except Exception as exc:
             abort_for(context, exc, _ERRORS)

@@ -19,6 +19,10 @@ from node_daemon import __version__
 from node_daemon.alert_servicer import AlertServicer
 from node_daemon.alerts.alertmanager import AlertmanagerPusher
 from node_daemon.alerts.engine import AlertEngine
+from node_daemon.auth.audit import AuditLog
+from node_daemon.auth.interceptor import AuthInterceptor
+from node_daemon.auth.servicer import AuthServicer
+from node_daemon.auth.tls import server_credentials
 from node_daemon.backends.base import GpuBackend
 from node_daemon.config import DaemonConfig, resolve_state_dir, teams_of
 from node_daemon.control.kill_service import ProcessKiller
@@ -51,6 +55,7 @@ SERVER_OPTIONS: list[tuple[str, int]] = [
 # Unary calls and health checks get workers beyond the ones streams hold.
 _SPARE_WORKERS = 8
 JOURNAL_FILE = "journal.sqlite3"
+AUDIT_FILE = "audit.sqlite3"
 
 
 class NodeDaemon:
@@ -63,6 +68,7 @@ class NodeDaemon:
             backend, self.history, config.sample_interval_s, config.process_interval_s
         )
         self.journal = EventJournal(resolve_state_dir(config) / JOURNAL_FILE)
+        self.audit = AuditLog(resolve_state_dir(config) / AUDIT_FILE)
         self.alerts = AlertEngine(self.journal, config.alerts)
         self.reservations = ReservationLedger(self.journal, self._gpu_count)
         self.workloads = WorkloadManager(
@@ -81,11 +87,17 @@ class NodeDaemon:
         self.metrics = self._build_metrics(backend)
         self._health = health.HealthServicer()
         self._server = self._build_server(backend)
-        self.port = self._server.add_insecure_port(str(address))
+        self.port = self._bind(address)
         if self.port == 0:
             raise OSError(f"cannot listen on {address}: address in use or not available")
         self.address = ListenAddress(address.host, self.port)
         self._stopped = threading.Event()
+
+    def _bind(self, address: ListenAddress) -> int:
+        tls = self.config.auth.tls
+        if tls is None:
+            return self._server.add_insecure_port(str(address))
+        return self._server.add_secure_port(str(address), server_credentials(tls))
 
     def _build_server(self, backend: GpuBackend) -> grpc.Server:
         workers = self.config.max_streams + _SPARE_WORKERS
@@ -94,6 +106,9 @@ class NodeDaemon:
             self._executor,
             options=SERVER_OPTIONS,
             maximum_concurrent_rpcs=workers,
+            interceptors=[
+                AuthInterceptor(self.config.auth.users, self.audit, self.config.auth.enabled)
+            ],
         )
         self.slurm = SlurmWatcher(self.config.hostname)
         servicer = NodeServicer(
@@ -102,7 +117,8 @@ class NodeDaemon:
         )  # fmt: skip
         alert_servicer = AlertServicer(self.alerts, self.journal)
         control = ControlServicer(self.killer, self.reservations, self.workloads)
-        server.add_generic_rpc_handlers((node_service_handler(servicer, alert_servicer, control),))
+        handler = node_service_handler(servicer, alert_servicer, control, AuthServicer(self.audit))
+        server.add_generic_rpc_handlers((handler,))
         health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
         names = (SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME)
         reflection.enable_server_reflection(names, server)
@@ -191,6 +207,7 @@ class NodeDaemon:
         if self._alertmanager is not None:
             self._alertmanager.stop()
         self.journal.close()
+        self.audit.close()
 
     def wait_stopped(self, timeout_s: float) -> bool:
         """True once stop() has begun; waits up to timeout_s for it."""

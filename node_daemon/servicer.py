@@ -12,6 +12,7 @@ import grpc
 from gpufleet.v1 import node_pb2 as pb
 from node_daemon import __version__
 from node_daemon.alert_servicer import AlertServicer
+from node_daemon.auth.servicer import AuthServicer
 from node_daemon.control_servicer import ControlServicer
 from node_daemon.history import SampleHistory
 from node_daemon.readings import BackendKind
@@ -126,11 +127,13 @@ def _pre_serialized(payload: bytes) -> bytes:
 
 
 def node_service_handler(
-    servicer: NodeServicer, alerts: AlertServicer, control: ControlServicer
+    servicer: NodeServicer, alerts: AlertServicer, control: ControlServicer, auth: AuthServicer
 ) -> grpc.GenericRpcHandler:
     """The service's method table. Sample streams send bytes the sampler serialized once."""
     methods = {
         **_control_methods(control),
+        "WhoAmI": _unary(auth.WhoAmI, pb.WhoAmIRequest, pb.Caller),
+        "QueryAudit": _unary(auth.QueryAudit, pb.QueryAuditRequest, pb.QueryAuditResponse),
         "ListAlerts": _unary(alerts.ListAlerts, pb.ListAlertsRequest, pb.ListAlertsResponse),
         "AcknowledgeAlert": _unary(alerts.AcknowledgeAlert, pb.AcknowledgeAlertRequest, pb.Alert),
         "SilenceAlert": _unary(alerts.SilenceAlert, pb.SilenceAlertRequest, pb.Alert),

@@ -46,7 +46,7 @@ class ProcessKiller:
     def kill(
         self, gpu: int, pid: int, start_time_unix_ms: int, grace_s: int, actor: str
     ) -> tuple[KillOutcome, str]:
-        process = self._target(gpu, pid)
+        process = self.target(gpu, pid)
         grace = DEFAULT_GRACE_S if grace_s == 0 else min(grace_s, MAX_GRACE_S)
         if self._simulated is not None and self._simulated.remove_simulated_process(gpu, pid):
             outcome = KillOutcome.TERMINATED  # one of the simulator's own processes
@@ -61,7 +61,8 @@ class ProcessKiller:
             self._report_unkillable(gpu, pid, detail)
         return outcome, detail
 
-    def _target(self, gpu: int, pid: int) -> ProcessReading:
+    def target(self, gpu: int, pid: int) -> ProcessReading:
+        """The process as listed on the GPU, if the daemon may touch it; else KillRefused."""
         if pid <= 1:
             raise KillRefused(f"pid {pid} is never a GPU process; nothing was signalled")
         latest = self._sampler.latest

@@ -69,6 +69,13 @@ class ReservationLedger:
                 (self._copy(r) for r in self._active.values() if gpu in r.gpu_indices), None
             )
 
+    def get(self, reservation_id: str) -> pb.Reservation:
+        with self._lock:
+            found = self._active.get(reservation_id)
+            if found is None:
+                raise KeyError(f"no active reservation {reservation_id} on this node")
+            return self._copy(found)
+
     def all(self) -> list[pb.Reservation]:
         return [
             pb.Reservation.FromString(b) for b in self._journal.records(KIND, active_only=False)

@@ -148,6 +148,10 @@ class WorkloadManager:
         copy.CopyFrom(workload)
         return copy
 
+    def get(self, workload_id: str) -> pb.Workload:
+        """A current (queued or running) workload; WorkloadNotFound otherwise."""
+        return self._copy(self._find(workload_id))
+
     def _find(self, workload_id: str, include_ended: bool = False) -> pb.Workload:
         with self._lock:
             found = self._workloads.get(workload_id)

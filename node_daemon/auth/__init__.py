@@ -1,0 +1,1 @@
+"""Who may do what: identities (tokens, client certificates), roles, the audit log."""

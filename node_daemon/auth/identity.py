@@ -1,0 +1,73 @@
+"""Users, roles and the caller of the RPC being served."""
+
+from __future__ import annotations
+
+import contextvars
+import enum
+from dataclasses import dataclass
+
+
+class Role(enum.IntEnum):
+    VIEWER = 1  # watch
+    OPERATOR = 2  # acknowledge, submit, reserve for self or own team, kill own processes
+    ADMIN = 3  # everything, including other people's processes and reservations
+
+    @classmethod
+    def parse(cls, text: str) -> Role:
+        try:
+            return cls[text.upper()]
+        except KeyError:
+            raise ValueError(f"role must be viewer, operator or admin, got {text!r}") from None
+
+
+@dataclass(frozen=True)
+class User:
+    name: str
+    role: Role
+    teams: tuple[str, ...] = ()
+    token_sha256: str | None = None
+    # Unix seconds after which the token no longer works; None: no expiry.
+    token_expires_unix_s: float | None = None
+
+
+@dataclass(frozen=True)
+class Caller:
+    user: str
+    role: Role
+    teams: tuple[str, ...]
+    authenticated_by: str  # "token", "client-certificate", "none"
+    peer: str = ""
+
+    @property
+    def holders(self) -> tuple[str, ...]:
+        """The names this caller may act for: itself and team:NAME of its teams."""
+        return (self.user, *(f"team:{t}" for t in self.teams))
+
+    def may_act_for(self, owner: str) -> bool:
+        return self.role >= Role.ADMIN or owner in self.holders
+
+
+# Without authentication (a loopback demo) every caller is a local admin.
+LOCAL_ADMIN = Caller("local", Role.ADMIN, (), "none")
+_current: contextvars.ContextVar[Caller] = contextvars.ContextVar("gpufleet_caller")
+
+
+def current_caller() -> Caller:
+    """The caller of the RPC this thread is serving (set by the auth interceptor)."""
+    return _current.get(LOCAL_ADMIN)
+
+
+def set_current_caller(caller: Caller) -> contextvars.Token[Caller]:
+    return _current.set(caller)
+
+
+def reset_current_caller(token: contextvars.Token[Caller]) -> None:
+    _current.reset(token)
+
+
+def acting_user(requested: str) -> str:
+    """The name to record as the actor: the authenticated user, else what the caller said."""
+    caller = current_caller()
+    if caller.authenticated_by != "none":
+        return caller.user
+    return requested.strip()[:128] or "anonymous"

@@ -1,0 +1,217 @@
+"""AuthInterceptor: every RPC is identified, checked against its role, and audited.
+
+Health checks and reflection stay open. A denied call gets UNAUTHENTICATED (who
+are you?) or PERMISSION_DENIED (not allowed), with what is missing, and an
+audit record. A call that changes something is audited before it runs: if the
+audit log cannot be written, the call is refused (reads keep working).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+import grpc
+from google.protobuf import json_format
+from google.protobuf.message import Message
+
+from node_daemon.auth.audit import AuditError, AuditLog
+from node_daemon.auth.identity import (
+    LOCAL_ADMIN,
+    Caller,
+    Role,
+    User,
+    reset_current_caller,
+    set_current_caller,
+)
+from node_daemon.auth.policy import METHOD_ROLES, MUTATING, is_open, method_name
+from node_daemon.auth.tokens import token_hash
+
+log = logging.getLogger(__name__)
+
+TARGET_FIELDS = (
+    "gpu_index",
+    "gpu_indices",
+    "pid",
+    "workload_id",
+    "reservation_id",
+    "alert_id",
+    "holder",
+)
+Behavior = Callable[[Any, grpc.ServicerContext], Any]
+
+
+class Denied(Exception):
+    def __init__(self, code: grpc.StatusCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def describe_target(request: Message) -> str:
+    parts = []
+    for field in TARGET_FIELDS:
+        if field in request.DESCRIPTOR.fields_by_name:
+            value = getattr(request, field)
+            if value or (value == 0 and field == "gpu_index"):
+                parts.append(f"{field}={list(value) if field == 'gpu_indices' else value}")
+    return " ".join(parts)
+
+
+def describe_params(request: Message) -> str:
+    return json_format.MessageToJson(request, indent=None, preserving_proto_field_name=True)[:2000]
+
+
+class AuthInterceptor(grpc.ServerInterceptor):
+    def __init__(self, users: tuple[User, ...], audit: AuditLog, enabled: bool) -> None:
+        self._by_hash: Mapping[str, User] = {u.token_sha256: u for u in users if u.token_sha256}
+        self._by_name: Mapping[str, User] = {u.name: u for u in users}
+        self._audit, self._enabled = audit, enabled
+
+    def intercept_service(self, continuation: Callable[..., Any], details: Any) -> Any:
+        handler = continuation(details)
+        name = method_name(details.method)
+        if handler is None or is_open(details.method) or name is None:
+            return handler
+        if handler.unary_unary is not None:
+            return grpc.unary_unary_rpc_method_handler(
+                self._guard_unary(name, details.method, handler.unary_unary),
+                handler.request_deserializer, handler.response_serializer,
+            )  # fmt: skip
+        if handler.unary_stream is not None:
+            return grpc.unary_stream_rpc_method_handler(
+                self._guard_stream(name, details.method, handler.unary_stream),
+                handler.request_deserializer, handler.response_serializer,
+            )  # fmt: skip
+        return handler
+
+    # -- guards ------------------------------------------------------------------
+
+    def _guard_unary(self, name: str, method: str, behavior: Behavior) -> Behavior:
+        def guarded(request: Any, context: grpc.ServicerContext) -> Any:
+            caller = self._admit(name, method, request, context)
+            token = set_current_caller(caller)
+            try:
+                return self._run_audited(name, method, caller, request, context, behavior)
+            finally:
+                reset_current_caller(token)
+
+        return guarded
+
+    def _guard_stream(self, name: str, method: str, behavior: Behavior) -> Behavior:
+        def guarded(request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
+            caller = self._admit(name, method, request, context)
+            token = set_current_caller(caller)
+            try:
+                yield from behavior(request, context)
+            finally:
+                reset_current_caller(token)
+
+        return guarded
+
+    def _admit(self, name: str, method: str, request: Any, context: grpc.ServicerContext) -> Caller:
+        try:
+            caller = self._identify(context)
+            needed = METHOD_ROLES.get(name, Role.ADMIN)
+            if caller.role < needed:
+                raise Denied(grpc.StatusCode.PERMISSION_DENIED,
+                             f"{name} needs the {needed.name.lower()} role; {caller.user} is "
+                             f"{caller.role.name.lower()}")  # fmt: skip
+        except Denied as denied:
+            user = self._claimed_user(context)
+            self._write(
+                user, context.peer(), method, request, f"DENIED: {denied.code.name}: {denied}"
+            )
+            context.abort(denied.code, str(denied))
+        return caller
+
+    def _run_audited(self, name: str, method: str, caller: Caller, request: Any,
+                     context: grpc.ServicerContext, behavior: Behavior) -> Any:  # fmt: skip
+        if name not in MUTATING:
+            return behavior(request, context)
+        try:
+            self._audit.append(caller.user, context.peer(), method, describe_target(request),
+                               describe_params(request), "attempt")  # fmt: skip
+        except AuditError as exc:
+            log.error("%s; refusing %s", exc, name)
+            context.abort(grpc.StatusCode.UNAVAILABLE,
+                          f"{exc}; {name} refused: every change must be audited")  # fmt: skip
+        try:
+            response = behavior(request, context)
+        except BaseException:
+            self._write(
+                caller.user, context.peer(), method, request, self._outcome(context, "error")
+            )
+            raise
+        self._write(caller.user, context.peer(), method, request, "OK")
+        return response
+
+    @staticmethod
+    def _outcome(context: grpc.ServicerContext, fallback: str) -> str:
+        code = context.code() if hasattr(context, "code") else None
+        details = context.details() if hasattr(context, "details") else None
+        return f"{code.name}: {details}" if code is not None else fallback
+
+    def _write(self, user: str, peer: str, method: str, request: Any, result: str) -> None:
+        try:
+            self._audit.append(user, peer, method, describe_target(request),
+                               describe_params(request), result)  # fmt: skip
+        except AuditError as exc:
+            log.error("%s (result of %s by %s not recorded: %s)", exc, method, user, result)
+
+    # -- identity ----------------------------------------------------------------
+
+    def _identify(self, context: grpc.ServicerContext) -> Caller:
+        if not self._enabled:
+            return Caller(LOCAL_ADMIN.user, LOCAL_ADMIN.role, (), "none", context.peer())
+        token = self._bearer(context)
+        if token is not None:
+            return self._by_token(token, context.peer())
+        certificate_user = self._certificate_user(context)
+        if certificate_user is not None:
+            return certificate_user
+        raise Denied(grpc.StatusCode.UNAUTHENTICATED,
+                     "no credentials: send gRPC metadata 'authorization: Bearer <token>' "
+                     "(gpufleet token new), or a client certificate")  # fmt: skip
+
+    @staticmethod
+    def _bearer(context: grpc.ServicerContext) -> str | None:
+        for key, value in context.invocation_metadata() or ():
+            if key.lower() == "authorization":
+                scheme, _, token = str(value).partition(" ")
+                if scheme.lower() != "bearer" or not token.strip():
+                    raise Denied(grpc.StatusCode.UNAUTHENTICATED,
+                                 "authorization metadata must be 'Bearer <token>'")  # fmt: skip
+                return token.strip()
+        return None
+
+    def _by_token(self, token: str, peer: str) -> Caller:
+        user = self._by_hash.get(token_hash(token))
+        if user is None:
+            raise Denied(
+                grpc.StatusCode.UNAUTHENTICATED, "unknown token (revoked, or for another node?)"
+            )
+        if user.token_expires_unix_s is not None and time.time() > user.token_expires_unix_s:
+            day = time.strftime("%Y-%m-%d", time.gmtime(user.token_expires_unix_s))
+            raise Denied(
+                grpc.StatusCode.UNAUTHENTICATED, f"the token of {user.name} expired on {day}"
+            )
+        return Caller(user.name, user.role, user.teams, "token", peer)
+
+    def _certificate_user(self, context: grpc.ServicerContext) -> Caller | None:
+        names = (context.auth_context() or {}).get("x509_common_name") or []
+        if not names:
+            return None
+        name = names[0].decode() if isinstance(names[0], bytes) else str(names[0])
+        user = self._by_name.get(name)
+        if user is None:
+            message = f"client certificate for {name!r}, who is not a user of this node"
+            raise Denied(grpc.StatusCode.PERMISSION_DENIED, message)
+        return Caller(user.name, user.role, user.teams, "client-certificate", context.peer())
+
+    def _claimed_user(self, context: grpc.ServicerContext) -> str:
+        try:
+            return self._identify(context).user
+        except Denied:
+            return "(unauthenticated)"

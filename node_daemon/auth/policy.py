@@ -1,0 +1,43 @@
+"""The role each RPC needs, and which calls change things (and so are audited)."""
+
+from __future__ import annotations
+
+from node_daemon.auth.identity import Role
+
+SERVICE = "/gpufleet.v1.NodeService/"
+# Health checks and server reflection stay open: load balancers and tools need them.
+OPEN_PREFIXES = ("/grpc.health.v1.", "/grpc.reflection.")
+
+METHOD_ROLES: dict[str, Role] = {
+    "GetInventory": Role.VIEWER,
+    "StreamSamples": Role.VIEWER,
+    "ListAlerts": Role.VIEWER,
+    "StreamEvents": Role.VIEWER,
+    "ListReservations": Role.VIEWER,
+    "ListWorkloads": Role.VIEWER,
+    "GetWorkloadOutput": Role.VIEWER,
+    "WhoAmI": Role.VIEWER,
+    "QueryUsage": Role.VIEWER,
+    "AcknowledgeAlert": Role.OPERATOR,
+    "SilenceAlert": Role.OPERATOR,
+    "SubmitWorkload": Role.OPERATOR,
+    "AssignWorkload": Role.OPERATOR,
+    "CancelWorkload": Role.OPERATOR,
+    "Reserve": Role.OPERATOR,
+    "ReleaseReservation": Role.OPERATOR,
+    "KillProcess": Role.OPERATOR,
+    "QueryAudit": Role.ADMIN,
+}
+MUTATING = frozenset({
+    "AcknowledgeAlert", "SilenceAlert", "SubmitWorkload", "AssignWorkload", "CancelWorkload",
+    "Reserve", "ReleaseReservation", "KillProcess",
+})  # fmt: skip
+
+
+def method_name(full_method: str) -> str | None:
+    """'/gpufleet.v1.NodeService/KillProcess' -> 'KillProcess'; None for other services."""
+    return full_method.removeprefix(SERVICE) if full_method.startswith(SERVICE) else None
+
+
+def is_open(full_method: str) -> bool:
+    return full_method.startswith(OPEN_PREFIXES)

@@ -1,0 +1,44 @@
+"""WhoAmI and QueryAudit."""
+
+from __future__ import annotations
+
+import grpc
+
+from gpufleet.v1 import node_pb2 as pb
+from node_daemon.auth.audit import AuditLog
+from node_daemon.auth.identity import current_caller
+
+MAX_AUDIT_ROWS = 10_000
+
+
+class AuthServicer:
+    def __init__(self, audit: AuditLog) -> None:
+        self._audit = audit
+
+    def WhoAmI(self, request: pb.WhoAmIRequest, context: grpc.ServicerContext) -> pb.Caller:
+        caller = current_caller()
+        return pb.Caller(user=caller.user, role=int(caller.role), teams=caller.teams,  # type: ignore[arg-type]
+                         authenticated_by=caller.authenticated_by)  # fmt: skip
+
+    def QueryAudit(
+        self, request: pb.QueryAuditRequest, context: grpc.ServicerContext
+    ) -> pb.QueryAuditResponse:
+        limit = min(request.limit or 1000, MAX_AUDIT_ROWS)
+        entries = self._audit.query(request.from_unix_ms, request.to_unix_ms, request.user,
+                                    request.method, limit)  # fmt: skip
+        records = [
+            pb.AuditRecord(
+                seq=e.seq,
+                time_unix_ms=e.time_ms,
+                user=e.user,
+                peer=e.peer,
+                method=e.method,
+                target=e.target,
+                params=e.params,
+                result=e.result,
+                prev_hash=e.prev_hash,
+                hash=e.hash,
+            )
+            for e in entries
+        ]
+        return pb.QueryAuditResponse(records=records)
