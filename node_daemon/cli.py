@@ -25,6 +25,7 @@ from node_daemon.config import OPTIONS, ConfigError, DaemonConfig, load_config_f
 from node_daemon.listen import ListenAddressError, parse_listen_address
 from node_daemon.server import NodeDaemon
 from node_daemon.submit_cli import add_submit_command
+from node_daemon.usage_cli import add_usage_command
 
 log = logging.getLogger("gpufleet.daemon")
 
@@ -139,6 +140,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_daemon_command(subparsers)
     add_submit_command(subparsers)
     add_auth_commands(subparsers)
+    add_usage_command(subparsers)
     for entry in entry_points(group="gpufleet.commands"):
         entry.load()(subparsers)
     return parser

@@ -41,6 +41,7 @@ class DaemonConfig:
     teams: dict[str, tuple[str, ...]] = field(default_factory=dict)
     metrics_listen: str | None = None
     metrics_hostname_label: str = "Hostname"
+    usage_flush_interval_s: float = 5.0
     auth: AuthSettings = field(default_factory=AuthSettings)
     alerts: AlertSettings = field(default_factory=AlertSettings)
 
@@ -67,6 +68,8 @@ OPTIONS: dict[str, str] = {
     "teams": "the [teams] table: team name = list of members (for reservations to team:NAME)",
     "metrics_listen": "HOST:PORT for Prometheus /metrics (dcgm-exporter names); off if unset",
     "auth": "the [[auth.users]] (name, role, teams, token_sha256) and [tls] tables",
+    "usage_flush_interval_s": "seconds between writes of usage accounting to disk; a crash "
+    "loses at most this much usage (1 .. 300)",
     "metrics_hostname_label": "label carrying the host name: Hostname (dcgm-exporter) or hostname",
     "alerts": "alert rules: the [alerts.RULE] tables (see docs/alerts.md)",
 }
@@ -79,7 +82,7 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "process_interval_s": _NUMBER, "history_seconds": (int,), "max_streams": (int,),
     "insecure": (bool,), "ready_file": (str,), "hostname": (str,), "state_dir": (str,),
     "alertmanager_urls": (list,), "metrics_listen": (str,), "metrics_hostname_label": (str,),
-    "allow_kill_job_processes": (bool,),
+    "allow_kill_job_processes": (bool,), "usage_flush_interval_s": _NUMBER,
 }  # fmt: skip
 
 
@@ -155,6 +158,8 @@ def validate(config: DaemonConfig, source: str = "options") -> DaemonConfig:
          "seconds, at least sample_interval_s"),
         (config.history_seconds >= 3600, "history_seconds", "at least 3600 seconds"),
         (1 <= config.max_streams <= 1024, "max_streams", "a number from 1 to 1024"),
+        (1 <= config.usage_flush_interval_s <= 300, "usage_flush_interval_s",
+         "seconds from 1 to 300"),
         (config.metrics_hostname_label in ("Hostname", "hostname"), "metrics_hostname_label",
          "Hostname or hostname"),
     ]  # fmt: skip

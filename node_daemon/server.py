@@ -37,6 +37,7 @@ from node_daemon.readings import GpuReading, ProcessReading
 from node_daemon.sampler import BackendStatus, Sampler
 from node_daemon.servicer import SERVICE_NAME, NodeServicer, node_service_handler
 from node_daemon.slurm import SlurmWatcher
+from node_daemon.usage import USAGE_FILE, UsageMeter, UsageServicer, UsageStore
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +76,11 @@ class NodeDaemon:
             self.journal, resolve_state_dir(config) / "workloads", self.reservations,
             self._node_view, lambda user: teams_of(config, user),
             hooks=backend if hasattr(backend, "attach_process") else None,  # type: ignore[arg-type]
+        )  # fmt: skip
+        self.usage_store = UsageStore(resolve_state_dir(config) / USAGE_FILE)
+        self.usage = UsageMeter(
+            self.usage_store, config.sample_interval_s, lambda user: teams_of(config, user),
+            config.usage_flush_interval_s,
         )  # fmt: skip
         self.killer = ProcessKiller(
             self.sampler, self.journal, self.alerts.report_unkillable,
@@ -117,7 +123,13 @@ class NodeDaemon:
         )  # fmt: skip
         alert_servicer = AlertServicer(self.alerts, self.journal)
         control = ControlServicer(self.killer, self.reservations, self.workloads)
-        handler = node_service_handler(servicer, alert_servicer, control, AuthServicer(self.audit))
+        usage = UsageServicer(
+            self.usage_store, lambda: self.workloads.workloads(include_ended=True),
+            lambda user: teams_of(self.config, user), self._hostname, self.usage.flush,
+        )  # fmt: skip
+        handler = node_service_handler(
+            servicer, alert_servicer, control, AuthServicer(self.audit), usage
+        )
         server.add_generic_rpc_handlers((handler,))
         health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
         names = (SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME)
@@ -164,6 +176,7 @@ class NodeDaemon:
         """After each sweep, on the sampler thread: rules, reservations, workloads."""
         self.reservations.expire_due()
         self.workloads.tick()
+        self.usage.observe(time.time(), readings, processes, self._reserved_for)
         self.alerts.evaluate(readings, processes)
 
     def _gpu_count(self) -> int:
@@ -201,6 +214,8 @@ class NodeDaemon:
         self._server.stop(grace_s).wait()
         self._executor.shutdown(wait=False, cancel_futures=True)
         self.sampler.stop()
+        self.usage.close()  # after the sampler: its last sweep is billed too
+        self.usage_store.close()
         self.slurm.stop()
         if self.metrics is not None:
             self.metrics.stop()

@@ -18,6 +18,7 @@ from node_daemon.history import SampleHistory
 from node_daemon.readings import BackendKind
 from node_daemon.sampler import Sampler
 from node_daemon.slurm import SlurmWatcher
+from node_daemon.usage.servicer import UsageServicer, usage_methods
 from node_daemon.wire import REPLAYED_SUFFIX, gpu_info_message
 
 log = logging.getLogger(__name__)
@@ -127,11 +128,16 @@ def _pre_serialized(payload: bytes) -> bytes:
 
 
 def node_service_handler(
-    servicer: NodeServicer, alerts: AlertServicer, control: ControlServicer, auth: AuthServicer
+    servicer: NodeServicer,
+    alerts: AlertServicer,
+    control: ControlServicer,
+    auth: AuthServicer,
+    usage: UsageServicer,
 ) -> grpc.GenericRpcHandler:
     """The service's method table. Sample streams send bytes the sampler serialized once."""
     methods = {
         **_control_methods(control),
+        **usage_methods(usage),
         "WhoAmI": _unary(auth.WhoAmI, pb.WhoAmIRequest, pb.Caller),
         "QueryAudit": _unary(auth.QueryAudit, pb.QueryAuditRequest, pb.QueryAuditResponse),
         "ListAlerts": _unary(alerts.ListAlerts, pb.ListAlertsRequest, pb.ListAlertsResponse),

@@ -1,0 +1,160 @@
+"""QueryUsage: the stored sums grouped by user, team, node or day, plus the KPIs."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+
+from gpufleet.v1 import node_pb2 as pb
+from node_daemon.usage.amounts import NodeAmounts, TeamsOf, UsageAmounts, utc_day
+from node_daemon.usage.store import UsageStore
+
+NO_TEAM = "(no team)"
+TEAM_PREFIX = "team:"
+
+
+class BadUsageQuery(ValueError):
+    """A query that cannot be answered as asked; the message says what to fix."""
+
+
+@dataclass(frozen=True)
+class UsagePeriod:
+    """Inclusive UTC days; `first` None means from the first day there is."""
+
+    first: str | None
+    last: str
+
+    def contains(self, day: str) -> bool:
+        return (self.first is None or self.first <= day) and day <= self.last
+
+
+def parse_day(text: str, what: str) -> str:
+    """A "YYYY-MM-DD" day, checked; BadUsageQuery otherwise."""
+    try:
+        day: dt.date | None = dt.date.fromisoformat(text)
+    except ValueError:
+        day = None
+    if day is None or len(text) != len("YYYY-MM-DD"):
+        raise BadUsageQuery(f"{what} must be a day like 2024-05-31 (UTC), got {text!r}")
+    return day.isoformat()
+
+
+def parse_period(from_day: str, to_day: str, today: dt.date) -> UsagePeriod:
+    """The period of a request: empty from = from the start, empty to = today."""
+    first = parse_day(from_day, "from_day") if from_day else None
+    last = parse_day(to_day, "to_day") if to_day else today.isoformat()
+    if first is not None and first > last:
+        raise BadUsageQuery(f"from_day {first} is after to_day {last}")
+    return UsagePeriod(first, last)
+
+
+class KeyMapper:
+    """Which row key(s) a user's usage on a day counts for, under a grouping."""
+
+    def __init__(self, group_by: int, teams_of: TeamsOf, node: str) -> None:
+        self._group_by, self._teams_of, self._node = group_by, teams_of, node
+
+    def keys(self, day: str, user: str) -> Sequence[str]:
+        if self._group_by == pb.USAGE_GROUPING_DAY:
+            return (day,)
+        if self._group_by == pb.USAGE_GROUPING_NODE:
+            return (self._node,)
+        if self._group_by == pb.USAGE_GROUPING_TEAM:
+            return self._team_keys(user)
+        return (user,)
+
+    def _team_keys(self, user: str) -> Sequence[str]:
+        if user.startswith(TEAM_PREFIX):  # a team's own reservation time
+            return (user,)
+        return tuple(self._teams_of(user)) or (NO_TEAM,)
+
+
+def percentile(values: Sequence[float], fraction: float) -> float:
+    """Linear interpolation between closest ranks (numpy's default); 0 for no values."""
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    position = fraction * (len(ordered) - 1)
+    low = int(position)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+def started_in(
+    workloads: Iterable[pb.Workload], period: UsagePeriod
+) -> list[tuple[str, pb.Workload]]:
+    """(UTC start day, workload) for the workloads that started within the period."""
+    started = (
+        (utc_day(w.started_unix_ms / 1000), w) for w in workloads if w.HasField("started_unix_ms")
+    )
+    return [(day, w) for day, w in started if period.contains(day)]
+
+
+def kpis(node_days: Iterable[NodeAmounts], waits_s: Sequence[float]) -> pb.UsageKpis:
+    total = sum(node_days, NodeAmounts())
+    return pb.UsageKpis(
+        mean_utilisation_pct=_ratio(total.busy_gpu_seconds, total.gpu_seconds) * 100.0,
+        idle_allocated_share=_ratio(total.allocated_idle_seconds, total.allocated_seconds),
+        wait_p50_s=percentile(waits_s, 0.5),
+        wait_p90_s=percentile(waits_s, 0.9),
+        gpu_seconds_total=total.gpu_seconds,
+    )
+
+
+def _ratio(part: float, whole: float) -> float:
+    return part / whole if whole > 0 else 0.0
+
+
+def query_usage(
+    store: UsageStore,
+    workloads: Iterable[pb.Workload],
+    teams_of: TeamsOf,
+    request: pb.QueryUsageRequest,
+    node: str,
+    today: dt.date | None = None,
+) -> pb.QueryUsageResponse:
+    """Answer a QueryUsage request from the store and the workload records."""
+    period = parse_period(request.from_day, request.to_day, today or dt.datetime.now(dt.UTC).date())
+    mapper = KeyMapper(request.group_by, teams_of, node)
+    started = started_in(workloads, period)
+    waits = [(w.started_unix_ms - w.queued_unix_ms) / 1000.0 for _, w in started]
+    node_days = (n for _, n in store.node_usage(period.first, period.last))
+    return pb.QueryUsageResponse(
+        rows=_rows(_sum_usage(store, period, mapper), _count(started, mapper), request.group_by),
+        kpis=kpis(node_days, waits),
+        node=node,
+    )
+
+
+def _sum_usage(
+    store: UsageStore, period: UsagePeriod, mapper: KeyMapper
+) -> dict[str, UsageAmounts]:
+    amounts: dict[str, UsageAmounts] = {}
+    for day, user, used in store.user_usage(period.first, period.last):
+        for key in mapper.keys(day, user):
+            amounts[key] = amounts.get(key, UsageAmounts()) + used
+    return amounts
+
+
+def _count(started: Iterable[tuple[str, pb.Workload]], mapper: KeyMapper) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for day, workload in started:
+        for key in mapper.keys(day, workload.owner):
+            counts[key] = counts.get(key, 0) + 1
+    return counts
+
+
+def _rows(
+    amounts: Mapping[str, UsageAmounts], counts: Mapping[str, int], group_by: int
+) -> list[pb.UsageRow]:
+    rows = [
+        pb.UsageRow(
+            key=key, workloads=counts.get(key, 0), **asdict(amounts.get(key, UsageAmounts()))
+        )
+        for key in amounts.keys() | counts.keys()
+    ]
+    if group_by == pb.USAGE_GROUPING_DAY:
+        return sorted(rows, key=lambda r: r.key)
+    # Heaviest users first: the question a usage report is asked for.
+    return sorted(rows, key=lambda r: (-r.gpu_seconds, r.key))

@@ -1,0 +1,191 @@
+"""UsageStore: usage sums per (day, user) and per day for the node, in SQLite (WAL).
+
+The file is the daemon's own `usage.sqlite3` in its state directory, apart from
+the event journal: accounting writes every few seconds and must never slow the
+journal's fsync-per-event path. Amounts only ever grow by UPSERT (`x = x + new`),
+so a restarted daemon simply keeps adding, and an import can run while the
+daemon writes (SQLite serialises the two writers; `busy_timeout` waits).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import logging
+import sqlite3
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from node_daemon.usage.amounts import NODE_COLUMNS, USAGE_COLUMNS, NodeAmounts, UsageAmounts
+
+log = logging.getLogger(__name__)
+
+USAGE_FILE = "usage.sqlite3"
+SCHEMA_VERSION = "1"
+BUSY_TIMEOUT_MS = 5000
+
+_USAGE_DEFS = ", ".join(f"{c} REAL NOT NULL DEFAULT 0" for c in USAGE_COLUMNS)
+_NODE_DEFS = ", ".join(f"{c} REAL NOT NULL DEFAULT 0" for c in NODE_COLUMNS)
+SCHEMA = f"""
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS user_usage (
+    day TEXT NOT NULL, user TEXT NOT NULL, {_USAGE_DEFS}, PRIMARY KEY (day, user)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS node_usage (day TEXT PRIMARY KEY, {_NODE_DEFS}) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS imports (
+    sha256 TEXT PRIMARY KEY,
+    kind TEXT NOT NULL,
+    source TEXT NOT NULL,
+    imported_unix_ms INTEGER NOT NULL,
+    rows INTEGER NOT NULL
+);
+"""
+
+
+def _upsert(table: str, keys: tuple[str, ...], columns: tuple[str, ...]) -> str:
+    names = ", ".join((*keys, *columns))
+    marks = ", ".join("?" * (len(keys) + len(columns)))
+    sums = ", ".join(f"{c} = {c} + excluded.{c}" for c in columns)
+    conflict = ", ".join(keys)
+    return (
+        f"INSERT INTO {table} ({names}) VALUES ({marks}) "
+        f"ON CONFLICT ({conflict}) DO UPDATE SET {sums}"
+    )
+
+
+_UPSERT_USER = _upsert("user_usage", ("day", "user"), USAGE_COLUMNS)
+_UPSERT_NODE = _upsert("node_usage", ("day",), NODE_COLUMNS)
+_IN_RANGE = "WHERE (?1 IS NULL OR day >= ?1) AND (?2 IS NULL OR day <= ?2)"
+_SELECT_USER = f"SELECT day, user, {', '.join(USAGE_COLUMNS)} FROM user_usage {_IN_RANGE}"
+_SELECT_NODE = f"SELECT day, {', '.join(NODE_COLUMNS)} FROM node_usage {_IN_RANGE}"
+
+UserUsage = Mapping[tuple[str, str], UsageAmounts]
+NodeUsage = Mapping[str, NodeAmounts]
+
+
+class UsageStoreError(Exception):
+    """The usage file could not be read or written (disk full, read-only, corrupt)."""
+
+
+class AlreadyImported(Exception):
+    """This exact file was imported before; importing it again would count it twice."""
+
+
+@dataclass(frozen=True)
+class ImportRecord:
+    """One imported history file, known by the SHA-256 of its content."""
+
+    sha256: str
+    kind: str
+    source: str
+    imported_unix_ms: int
+    rows: int
+
+
+class UsageStore:
+    """Thread-safe: one connection behind a lock."""
+
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        self._lock = threading.Lock()
+        try:
+            self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+            self._db.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+            self._db.execute("PRAGMA journal_mode=WAL")
+            # NORMAL: a committed flush survives a daemon crash; only an OS crash or
+            # power loss can take back the last few flushes (seconds of usage).
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.executescript(SCHEMA)
+            self._db.execute(
+                "INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (SCHEMA_VERSION,)
+            )
+        except sqlite3.Error as exc:
+            raise UsageStoreError(f"cannot open the usage store {path}: {exc}") from exc
+
+    def add(self, users: UserUsage, node: NodeUsage) -> None:
+        """Add amounts to the sums, all in one transaction."""
+        with self._lock:
+            self._transaction(lambda: self._add(users, node))
+
+    def _add(self, users: UserUsage, node: NodeUsage) -> None:
+        self._db.executemany(
+            _UPSERT_USER, [(day, user, *a.values()) for (day, user), a in users.items()]
+        )
+        self._db.executemany(_UPSERT_NODE, [(day, *a.values()) for day, a in node.items()])
+
+    def add_import(self, record: ImportRecord, users: UserUsage) -> None:
+        """Add imported history and remember the file; AlreadyImported if it was before."""
+        with self._lock:
+            self._transaction(lambda: self._add_import(record, users))
+
+    def _add_import(self, record: ImportRecord, users: UserUsage) -> None:
+        previous = self._find_import(record.sha256)
+        if previous is not None:
+            raise AlreadyImported(_already_imported_message(previous))
+        self._db.execute(
+            "INSERT INTO imports VALUES (?, ?, ?, ?, ?)",
+            (record.sha256, record.kind, record.source, record.imported_unix_ms, record.rows),
+        )
+        self._add(users, {})
+
+    def _transaction(self, work: Callable[[], None]) -> None:
+        try:
+            self._db.execute("BEGIN IMMEDIATE")
+            work()
+            self._db.execute("COMMIT")
+        except sqlite3.Error as exc:
+            self._rollback()
+            raise UsageStoreError(f"cannot write the usage store {self.path}: {exc}") from exc
+        except BaseException:
+            self._rollback()
+            raise
+
+    def _rollback(self) -> None:
+        with contextlib.suppress(sqlite3.Error):  # no transaction was open
+            self._db.execute("ROLLBACK")
+
+    def user_usage(
+        self, first_day: str | None, last_day: str | None
+    ) -> list[tuple[str, str, UsageAmounts]]:
+        """(day, user, amounts) for the days in [first_day, last_day]; None: unbounded."""
+        rows = self._select(_SELECT_USER, first_day, last_day)
+        return [(day, user, UsageAmounts(*values)) for day, user, *values in rows]
+
+    def node_usage(
+        self, first_day: str | None, last_day: str | None
+    ) -> list[tuple[str, NodeAmounts]]:
+        """(day, node totals) for the days in [first_day, last_day]; None: unbounded."""
+        rows = self._select(_SELECT_NODE, first_day, last_day)
+        return [(day, NodeAmounts(*values)) for day, *values in rows]
+
+    def _select(self, query: str, first: str | None, last: str | None) -> list[Any]:
+        with self._lock:
+            try:
+                return self._db.execute(query + " ORDER BY day", (first, last)).fetchall()
+            except sqlite3.Error as exc:
+                raise UsageStoreError(f"cannot read the usage store {self.path}: {exc}") from exc
+
+    def find_import(self, sha256: str) -> ImportRecord | None:
+        with self._lock:
+            return self._find_import(sha256)
+
+    def _find_import(self, sha256: str) -> ImportRecord | None:
+        row = self._db.execute("SELECT * FROM imports WHERE sha256 = ?", (sha256,)).fetchone()
+        return ImportRecord(*row) if row else None
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+
+def _already_imported_message(previous: ImportRecord) -> str:
+    when = dt.datetime.fromtimestamp(previous.imported_unix_ms / 1000, dt.UTC)
+    return (
+        f"this file was already imported on {when:%Y-%m-%d %H:%M} UTC "
+        f"(from {previous.source}, {previous.rows} rows, sha256 {previous.sha256[:12]}…); "
+        "importing it again would count its usage twice"
+    )

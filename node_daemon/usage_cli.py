@@ -1,0 +1,201 @@
+"""`gpufleet usage`: usage reports from a node; `gpufleet usage import`: history into its store."""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+import sys
+import zoneinfo
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import grpc
+
+from gpufleet.v1 import node_pb2 as pb
+from gpufleet.v1 import node_pb2_grpc as pb_grpc
+from node_daemon.usage.importer import CSV_COLUMNS, SACCT_COMMAND, UsageImportError, import_file
+from node_daemon.usage.query import BadUsageQuery, parse_day
+from node_daemon.usage.report import format_table, write_csv
+from node_daemon.usage.store import USAGE_FILE, AlreadyImported, UsageStore, UsageStoreError
+
+TOKEN_ENV = "GPUFLEET_TOKEN"
+CALL_TIMEOUT_S = 30.0
+GROUPINGS = {
+    "user": pb.USAGE_GROUPING_USER,
+    "team": pb.USAGE_GROUPING_TEAM,
+    "node": pb.USAGE_GROUPING_NODE,
+    "day": pb.USAGE_GROUPING_DAY,
+}
+Metadata = tuple[tuple[str, str], ...]
+
+
+def add_usage_command(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "usage",
+        help="GPU-hours, energy and reservations by user, team, node or day",
+        description="Ask a node daemon for its usage report (QueryUsage), or, with "
+        "`usage import`, add history from before gpufleet to a node's usage store.",
+    )
+    arg = parser.add_argument
+    arg("--node", metavar="HOST:PORT", help="the node daemon to ask")
+    arg("--from", dest="from_day", type=_day, metavar="YYYY-MM-DD",
+        help="first day, UTC (default: the first recorded)")  # fmt: skip
+    arg("--to", dest="to_day", type=_day, metavar="YYYY-MM-DD",
+        help="last day, UTC (default: today)")  # fmt: skip
+    arg("--by", choices=list(GROUPINGS), default="user", help="group rows by (default user)")
+    arg("--csv", action="store_true",
+        help="write CSV: a line per day and key, seconds and joules (finance systems)")  # fmt: skip
+    arg("--token", default=os.environ.get(TOKEN_ENV),
+        help=f"access token (default: ${TOKEN_ENV}), sent as 'authorization: Bearer'")  # fmt: skip
+    arg("--ca", type=Path, metavar="FILE",
+        help="CA certificate of the node's TLS certificate (connects with TLS)")  # fmt: skip
+    parser.set_defaults(run=run_report)
+    _add_import_command(parser.add_subparsers(dest="usage_command", metavar="import"))
+
+
+def _add_import_command(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "import",
+        help="import usage history (our CSV, or Slurm sacct output) into a node's store",
+        description="Add usage history to the usage store in a node's state directory. "
+        f"CSV columns: {','.join(CSV_COLUMNS)}. sacct output from: {SACCT_COMMAND}. "
+        "A file already imported is refused, so nothing is counted twice.",
+    )
+    arg = parser.add_argument
+    arg("--state-dir", type=Path, required=True, metavar="DIR",
+        help=f"the daemon's state directory (holds {USAGE_FILE})")  # fmt: skip
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--csv", dest="csv_file", type=Path, metavar="FILE")
+    source.add_argument("--sacct", dest="sacct_file", type=Path, metavar="FILE")
+    arg("--timezone", type=_zone, metavar="NAME",
+        help="zone of sacct's times, e.g. Europe/Berlin (default: this machine's)")  # fmt: skip
+    parser.set_defaults(run=run_import)
+
+
+def _day(text: str) -> str:
+    try:
+        return parse_day(text, "the day")
+    except BadUsageQuery as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _zone(text: str) -> dt.tzinfo:
+    try:
+        return zoneinfo.ZoneInfo(text)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        raise argparse.ArgumentTypeError(f"unknown time zone {text!r}") from None
+
+
+# -- connecting -------------------------------------------------------------------
+
+
+def open_channel(node: str, ca: Path | None) -> grpc.Channel:
+    """A channel to the node: TLS verified against `ca` when given, else plaintext."""
+    if ca is None:
+        return grpc.insecure_channel(node)
+    credentials = grpc.ssl_channel_credentials(root_certificates=ca.read_bytes())
+    return grpc.secure_channel(node, credentials)
+
+
+def call_metadata(token: str | None) -> Metadata:
+    """Per-call metadata: the bearer token, when there is one."""
+    return (("authorization", f"Bearer {token}"),) if token else ()
+
+
+# -- report ---------------------------------------------------------------------------
+
+
+def run_report(args: argparse.Namespace) -> int:
+    if not args.node:
+        print("gpufleet usage: --node HOST:PORT is required for a report", file=sys.stderr)
+        return 2
+    request = pb.QueryUsageRequest(
+        from_day=args.from_day or "", to_day=args.to_day or "", group_by=GROUPINGS[args.by]
+    )
+    try:
+        with open_channel(args.node, args.ca) as channel:
+            query = _Query(pb_grpc.NodeServiceStub(channel), call_metadata(args.token))
+            if args.csv:
+                write_csv(sys.stdout, None if args.by == "day" else args.by, query.by_day(request))
+            else:
+                print(format_table(query(request), args.by))
+    except grpc.RpcError as exc:
+        print(f"gpufleet usage: {exc.code().name}: {exc.details()}", file=sys.stderr)  # type: ignore[attr-defined]
+        return 1
+    except OSError as exc:
+        print(f"gpufleet usage: cannot read {args.ca}: {exc.strerror}", file=sys.stderr)
+        return 2
+    return 0
+
+
+class _Query:
+    """QueryUsage calls with the caller's credentials and a deadline."""
+
+    def __init__(self, stub: pb_grpc.NodeServiceStub, metadata: Metadata) -> None:
+        self._stub, self._metadata = stub, metadata
+
+    def __call__(self, request: pb.QueryUsageRequest) -> pb.QueryUsageResponse:
+        response: pb.QueryUsageResponse = self._stub.QueryUsage(
+            request, timeout=CALL_TIMEOUT_S, metadata=self._metadata
+        )
+        return response
+
+    def by_day(self, request: pb.QueryUsageRequest) -> Iterator[tuple[str, pb.UsageRow]]:
+        """(day, row) for each day with usage: one call for the days, then one per day."""
+        days = self(_with(request, group_by=pb.USAGE_GROUPING_DAY)).rows
+        if request.group_by == pb.USAGE_GROUPING_DAY:
+            yield from ((row.key, row) for row in days)
+            return
+        for day in (row.key for row in days):
+            for row in self(_with(request, from_day=day, to_day=day)).rows:
+                yield day, row
+
+
+def _with(request: pb.QueryUsageRequest, **changes: object) -> pb.QueryUsageRequest:
+    copy = pb.QueryUsageRequest()
+    copy.CopyFrom(request)
+    for name, value in changes.items():
+        setattr(copy, name, value)
+    return copy
+
+
+# -- import -----------------------------------------------------------------------------
+
+
+def run_import(args: argparse.Namespace) -> int:
+    kind, path = ("csv", args.csv_file) if args.csv_file else ("sacct", args.sacct_file)
+    try:
+        store = UsageStore(args.state_dir / USAGE_FILE)
+    except UsageStoreError as exc:
+        print(f"gpufleet usage import: {exc}", file=sys.stderr)
+        return 1
+    try:
+        summary = import_file(store, path, kind, args.timezone)
+    except (UsageImportError, AlreadyImported, UsageStoreError) as exc:
+        print(f"gpufleet usage import: {path}: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        store.close()
+    print(_import_summary_text(summary.rows, summary.users, summary.first_day, summary.last_day))
+    print(f"{summary.gpu_seconds / 3600:,.2f} GPU-hours added to {args.state_dir / USAGE_FILE}")
+    if summary.skipped:
+        print(f"{summary.skipped} lines skipped (job steps, jobs not ended, jobs without GPUs)")
+    return 0
+
+
+def _import_summary_text(rows: int, users: int, first: str | None, last: str | None) -> str:
+    days = f" from {first} to {last}" if first else ""
+    return f"imported {rows} day-user rows for {users} users{days}"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run `usage` alone (tests, or `python -m node_daemon.usage_cli`)."""
+    parser = argparse.ArgumentParser(prog="gpufleet")
+    add_usage_command(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(argv)
+    return int(args.run(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
