@@ -6,7 +6,7 @@ available of the other channels: the desktop's notification server, else the
 system tray (on Linux the tray goes to the same server, so both would pop up
 twice). Critical ones make a sound unless muted: the notification server's,
 or a beep where the channel plays none. Clearing or acknowledging withdraws the desktop
-notification. Each (alert, severity) pops up once, replays included.
+notification. An alert pops up when raised and when it escalates, once, replays included.
 """
 
 from __future__ import annotations
@@ -47,7 +47,8 @@ class AlertNotifier(QObject):
         super().__init__()
         self.setObjectName("gpufleet-alert-notifier")
         self._fleet, self._show_toast, self._sinks, self._beep = fleet, show_toast, sinks, beep
-        self._shown: set[tuple[tuple[str, str], Severity]] = set()
+        # The highest severity shown per alert: a downgrade (critical -> warning) is no news.
+        self._shown: dict[tuple[str, str], Severity] = {}
         self.muted = False
 
     def on_events_arrived(self, events: list[EventRow]) -> None:
@@ -69,11 +70,11 @@ class AlertNotifier(QObject):
             and alert.severity >= Severity.WARNING
             and not alert.acknowledged
             and not alert.silenced(now_ms)
-            and (alert.uid, alert.severity) not in self._shown
+            and alert.severity > self._shown.get(alert.uid, Severity.INFO)
         )
 
     def _popup(self, alert: AlertRow) -> None:
-        self._shown.add((alert.uid, alert.severity))
+        self._shown[alert.uid] = max(alert.severity, self._shown.get(alert.uid, alert.severity))
         node = self.node_name(alert.target)
         self._show_toast(alert, self.title(alert, node))
         sink = next((s for s in self._sinks if s.available), None)
