@@ -41,8 +41,8 @@ def qt_application(offscreen: bool = False) -> QApplication:
     return app
 
 
-def build_window(targets: Sequence[str]) -> MainWindow:
-    session = ConsoleSession(targets)
+def build_window(targets: Sequence[str], people: Sequence[str] = ()) -> MainWindow:
+    session = ConsoleSession(targets, people=people)
     # Desktop notifications first; the tray only where no notification server runs.
     sinks: list[NotificationSink] = [DesktopNotifier(), TrayNotifier()]
     window = MainWindow(session, sinks=sinks)
@@ -56,10 +56,11 @@ def run_console(
     screenshot: Path | None = None,
     settle_s: float = 8.0,
     on_ready: Callable[[MainWindow], None] | None = None,
+    people: Sequence[str] = (),
 ) -> int:
     """Show the console until closed; with `screenshot`, render offscreen, save, exit."""
     app = qt_application(offscreen=screenshot is not None)
-    window = build_window(targets)
+    window = build_window(targets, people)
     if on_ready is not None:
         on_ready(window)
     if screenshot is not None:

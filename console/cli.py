@@ -72,15 +72,16 @@ def run_console_command(args: argparse.Namespace) -> int:
     from console.settings import SettingsError, load_settings
 
     try:
-        nodes = args.node or list(load_settings(args.config).nodes)
+        settings = load_settings(args.config)
     except SettingsError as exc:
         print(f"gpufleet console: {exc}", file=sys.stderr)
         return 2
+    nodes = args.node or list(settings.nodes)
     if not nodes:
         print("gpufleet console: no nodes to watch; pass --node HOST:PORT or list them in "
               "the settings file (nodes = [\"host:50051\"])", file=sys.stderr)  # fmt: skip
         return 2
-    return run_console(nodes, screenshot=args.screenshot)
+    return run_console(nodes, screenshot=args.screenshot, people=settings.people)
 
 
 def run_demo_command(args: argparse.Namespace) -> int:

@@ -23,18 +23,24 @@ from console.fleet.alerts import AlertRow
 from console.fleet.updates import CommandResult
 from console.qt.alert_model import AlertTableModel
 from console.qt.alert_notifier import AlertNotifier, NotificationSink
+from console.qt.drop_rules import TileDropRules
 from console.qt.event_model import EventLogModel
 from console.qt.inventory_model import InventoryTableModel
+from console.qt.people_model import PeopleListModel
+from console.qt.workload_model import WorkloadTableModel
 from console.session import ConsoleSession
 from console.views.alert_panel import AlertPanel
+from console.views.control_prompts import ControlPrompts
 from console.views.event_log import EventLog
 from console.views.fleet_grid import FleetGrid
 from console.views.fleet_summary import FleetSummary
 from console.views.gpu_detail import GpuDetailPanel
 from console.views.grid_layout import GROUPINGS
 from console.views.inventory_panel import InventoryPanel
+from console.views.people_panel import PeoplePanel
 from console.views.silence_dialog import SilenceDialog
 from console.views.toast import Toast
+from console.views.workload_panel import WorkloadPanel
 
 MESSAGE_MS = 10_000
 DOCK_HEIGHT = 210
@@ -47,7 +53,7 @@ class MainWindow(QMainWindow):
         self.setWindowTitle("GPU Fleet Console")
         self.session = session
         fleet = session.fleet
-        self.grid = FleetGrid(session.items)
+        self.grid = FleetGrid(session.items, TileDropRules(fleet))
         self.detail = GpuDetailPanel(fleet)
         self.summary = FleetSummary(fleet)
         self.alert_model = AlertTableModel(fleet)
@@ -56,6 +62,11 @@ class MainWindow(QMainWindow):
         self.event_log = EventLog(self.event_model)
         self.inventory_model = InventoryTableModel(fleet)
         self.inventory_panel = InventoryPanel(self.inventory_model)
+        self.workload_model = WorkloadTableModel(fleet)
+        self.workload_panel = WorkloadPanel(self.workload_model)
+        self.people_model = PeopleListModel(fleet, session.people)
+        self.people_panel = PeoplePanel(self.people_model)
+        self.prompts = ControlPrompts(fleet, session.control, self, lambda: session.people)
         self.toast = Toast(self)
         self.notifier = AlertNotifier(fleet, self.toast.show_alert, list(sinks), QApplication.beep)
         self.sinks = list(sinks)
@@ -86,8 +97,10 @@ class MainWindow(QMainWindow):
         self.tabs.setObjectName("bottomTabs")
         self.tabs.addTab(self.alert_panel, "Alerts")
         self.tabs.addTab(self.event_log, "Events")
+        self.tabs.addTab(self.workload_panel, "Workloads")
+        self.tabs.addTab(self.people_panel, "People")
         self.tabs.addTab(self.inventory_panel, "Inventory")
-        dock = QDockWidget("Alerts, events, inventory", self)
+        dock = QDockWidget("Alerts, events, workloads, people, inventory", self)
         dock.setObjectName("alertDock")
         dock.setWidget(self.tabs)
         dock.setFeatures(QDockWidget.DockWidgetFeature.DockWidgetMovable)
@@ -114,6 +127,9 @@ class MainWindow(QMainWindow):
         pump.eventsArrived.connect(self.notifier.on_events_arrived)
         pump.commandFinished.connect(self._on_command_finished)
         pump.fleetChanged.connect(self.inventory_model.on_fleet_changed)
+        pump.fleetChanged.connect(self.workload_model.on_fleet_changed)
+        pump.fleetChanged.connect(self.people_model.on_fleet_changed)
+        pump.commandFinished.connect(self.prompts.on_command_finished)
         self.inventory_panel.message.connect(self.show_message)
         # Selection: a tile, an alert row, a toast or a notification opens a GPU.
         self.grid.gpuSelected.connect(self.detail.show_gpu)
@@ -127,6 +143,17 @@ class MainWindow(QMainWindow):
         # People's actions go to the daemons; answers come back as CommandResults.
         self.alert_panel.acknowledgeRequested.connect(self.session.actions.acknowledge)
         self.alert_panel.silenceRequested.connect(self._on_alert_panel_silence_requested)
+        # Control: drops and menus ask ControlPrompts, which confirms where needed and sends.
+        self.grid.workloadDropped.connect(self.prompts.assign)
+        self.grid.holderDropped.connect(self.prompts.ask_reserve)
+        self.grid.releaseRequested.connect(self.prompts.release)
+        self.grid.cancelRequested.connect(self.prompts.ask_cancel)
+        self.grid.dropHint.connect(self.show_message)
+        self.detail.killRequested.connect(self.prompts.ask_kill)
+        self.workload_panel.submitRequested.connect(self.prompts.ask_submit)
+        self.workload_panel.cancelRequested.connect(self.prompts.ask_cancel)
+        self.workload_panel.outputRequested.connect(self.prompts.show_output)
+        self.prompts.message.connect(self.show_message)
         self.color_by.currentTextChanged.connect(self.grid.set_color_by)
         self.group_by.currentTextChanged.connect(self.grid.set_grouping)
         self.mute.toggled.connect(self._on_mute_toggled)
@@ -152,7 +179,7 @@ class MainWindow(QMainWindow):
 
     def _on_command_finished(self, result: CommandResult) -> None:
         self.show_message(
-            f"{result.what}: " + ("done" if result.ok else f"failed: {result.message}")
+            f"{result.what}: " + (result.message if result.ok else f"failed: {result.message}")
         )
 
     def show_message(self, text: str) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from console.connections.actions import AlertActions
+from console.connections.control_actions import ControlActions
 from console.connections.manager import ConnectionManager, UpdateInbox
 from console.fleet.model import FleetModel
 from console.qt.fleet_item_model import FleetItemModel
@@ -16,7 +17,9 @@ from console.qt.frame_pump import DEFAULT_FPS, FramePump
 
 
 class ConsoleSession:
-    def __init__(self, targets: Iterable[str] = (), fps: int = DEFAULT_FPS) -> None:
+    def __init__(
+        self, targets: Iterable[str] = (), fps: int = DEFAULT_FPS, people: Iterable[str] = ()
+    ) -> None:
         self.fleet = FleetModel()
         self.inbox = UpdateInbox()
         self.connections = ConnectionManager(self.inbox)
@@ -24,6 +27,9 @@ class ConsoleSession:
         self.items = FleetItemModel(self.fleet)
         self.pump.fleetChanged.connect(self.items.on_fleet_changed)
         self.actions = AlertActions(self.connections)
+        self.control = ControlActions(self.connections)
+        # Users and teams from the settings, offered for reservations and as owners.
+        self.people = tuple(people)
         self._targets = list(dict.fromkeys(targets))
         for target in self._targets:
             self.items.add_node(target)

@@ -2,6 +2,9 @@
 
 # ~/.config/gpufleet/console.toml
 nodes = ["gpu-node-01:50051", "gpu-node-02:50051"]
+# Users and teams to offer for reservations (teams as "team:NAME"); the console
+# adds everyone it sees in processes, reservations and workloads.
+people = ["alice", "bob", "team:ml"]
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ class SettingsError(ValueError):
 @dataclass(frozen=True)
 class ConsoleSettings:
     nodes: tuple[str, ...] = ()
+    people: tuple[str, ...] = ()
 
 
 def default_settings_path() -> Path:
@@ -41,4 +45,7 @@ def load_settings(path: Path | None = None) -> ConsoleSettings:
     nodes = data.get("nodes", [])
     if not isinstance(nodes, list) or not all(isinstance(n, str) and ":" in n for n in nodes):
         raise SettingsError(f"{path}: 'nodes' must be a list of \"HOST:PORT\" strings")
-    return ConsoleSettings(tuple(nodes))
+    people = data.get("people", [])
+    if not isinstance(people, list) or not all(isinstance(p, str) and p.strip() for p in people):
+        raise SettingsError(f"{path}: 'people' must be a list of user names or \"team:NAME\"")
+    return ConsoleSettings(tuple(nodes), tuple(p.strip() for p in people))

@@ -11,7 +11,7 @@ import collections
 import logging
 import threading
 
-from console.connections.node_link import AlertCall, NodeLink
+from console.connections.node_link import ActionCall, NodeLink
 from console.fleet.updates import CommandResult, Update
 
 log = logging.getLogger(__name__)
@@ -69,17 +69,17 @@ class ConnectionManager:
             link = self._links[target] = NodeLink(target, self._inbox.put)
             self._tasks[target] = self._loop.create_task(link.run(), name=f"link {target}")  # type: ignore[union-attr]
 
-    def request(self, target: str, what: str, call: AlertCall) -> None:
+    def request(self, target: str, what: str, call: ActionCall, subject: str = "") -> None:
         """Run an action on a node off the GUI thread; its CommandResult lands in the inbox."""
         assert self._loop is not None, "start() first"
-        asyncio.run_coroutine_threadsafe(self._request(target, what, call), self._loop)
+        asyncio.run_coroutine_threadsafe(self._request(target, what, call, subject), self._loop)
 
-    async def _request(self, target: str, what: str, call: AlertCall) -> None:
+    async def _request(self, target: str, what: str, call: ActionCall, subject: str) -> None:
         link = self._links.get(target)
         if link is None:
             result = CommandResult(target, what, False, f"{target} is not a watched node")
         else:
-            result = await link.command(what, call)
+            result = await link.command(what, call, subject)
         self._inbox.put(result)
 
     def stop(self, timeout_s: float = 5.0) -> None:

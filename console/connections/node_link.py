@@ -23,12 +23,14 @@ from console.connections.channel import (
     UNREACHABLE_AFTER,
     backoff_s,
 )
+from console.fleet.alerts import AlertRow
 from console.fleet.decode import (
-    decode_alert,
     decode_alerts,
     decode_batch,
+    decode_control,
     decode_event,
     decode_inventory,
+    decode_reply,
 )
 from console.fleet.updates import CommandResult, GpuInfo, LinkState, LinkUpdate, Update
 from gpufleet.v1 import node_pb2 as pb
@@ -37,7 +39,9 @@ from gpufleet.v1 import node_pb2_grpc as pb_grpc
 log = logging.getLogger(__name__)
 
 UpdateSink = Callable[[Update], None]
-AlertCall = Callable[[pb_grpc.NodeServiceStub], Awaitable[pb.Alert]]
+# An action: one unary call on the node's stub; its reply is decoded by decode_reply.
+ActionCall = Callable[[pb_grpc.NodeServiceStub], Awaitable[Any]]
+AlertCall = ActionCall
 CLEARED_HISTORY = 200
 INVENTORY_POLL_S = 30.0
 # On first connect, ask for this much held history so plots start full.
@@ -96,6 +100,7 @@ class NodeLink:
             timeout=CALL_DEADLINE_S,
         )
         self._sink(decode_alerts(self.target, listing))
+        await self._list_control(stub)
         if listing.journal_id != self._journal_id:
             # A journal we have not seen (first connect, or the node's was reset):
             # the listing is the state; events from here on.
@@ -111,6 +116,26 @@ class NodeLink:
             )
         finally:
             self._stub = None
+
+    async def _list_control(self, stub: pb_grpc.NodeServiceStub) -> None:
+        """Reservations in force and the whole workload queue; events keep them current.
+
+        Listed after the alerts: events since the alert listing are replayed after
+        this one, and the fleet model never lets a record move back in its life.
+        """
+        try:
+            reservations = await stub.ListReservations(
+                pb.ListReservationsRequest(include_ended=False), timeout=CALL_DEADLINE_S
+            )
+            workloads = await stub.ListWorkloads(
+                pb.ListWorkloadsRequest(include_ended=True), timeout=CALL_DEADLINE_S
+            )
+        except grpc.aio.AioRpcError as exc:
+            if exc.code() != grpc.StatusCode.UNIMPLEMENTED:
+                raise
+            log.info("%s: a daemon without reservations and workloads", self.target)
+            return
+        self._sink(decode_control(self.target, reservations, workloads))
 
     async def _stream_samples(self, stub: pb_grpc.NodeServiceStub, gpu_count: int) -> None:
         request = pb.StreamSamplesRequest(since_unix_ms=self._last_sample_ms)
@@ -138,16 +163,22 @@ class NodeLink:
             self._last_event_seq = event.seq
             self._sink(decode_event(self.target, event))
 
-    async def command(self, what: str, call: AlertCall) -> CommandResult:
-        """Run one action on the node; the result says what happened, in words."""
+    async def command(self, what: str, call: ActionCall, subject: str = "") -> CommandResult:
+        """Run one action on the node; the result says what happened, in words.
+
+        `subject` names what the action is about where the reply does not (the
+        workload whose output is read).
+        """
         stub = self._stub
         if stub is None:
             return CommandResult(self.target, what, False, f"{self.target} is not connected")
         try:
-            alert = await call(stub)
+            reply = await call(stub)
         except grpc.aio.AioRpcError as exc:
             return CommandResult(self.target, what, False, f"{exc.code().name}: {exc.details()}")
-        return CommandResult(self.target, what, True, "done", decode_alert(self.target, alert))
+        message, payload = decode_reply(self.target, reply, subject)
+        alert = payload if isinstance(payload, AlertRow) else None
+        return CommandResult(self.target, what, True, message, alert, None if alert else payload)
 
 
 async def _until_first_ends(*coroutines: Coroutine[Any, Any, None]) -> None:

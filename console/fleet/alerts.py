@@ -11,6 +11,8 @@ import enum
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
+from console.fleet.control import ReservationRow, WorkloadRow
+
 
 class Severity(enum.IntEnum):
     INFO = 1
@@ -71,6 +73,9 @@ class EventRow:
     actor: str
     alert: AlertRow | None
     replayed: bool
+    # For reservation and workload events: the record as it is after the event.
+    reservation: ReservationRow | None = None
+    workload: WorkloadRow | None = None
 
 
 class AlertBook:

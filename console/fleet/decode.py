@@ -5,16 +5,21 @@ from __future__ import annotations
 from typing import Any
 
 from console.fleet.alerts import AlertRow, EventRow, Severity
+from console.fleet.control import ReservationRow, WorkloadRow, WorkloadState
 from console.fleet.metrics import batch_rows
 from console.fleet.updates import (
     AlertsUpdate,
+    ControlUpdate,
     EventUpdate,
     GpuInfo,
     GpuSnapshot,
     InventoryUpdate,
+    KillReport,
     NodeInfo,
+    Payload,
     ProcessRow,
     SamplesUpdate,
+    WorkloadOutputText,
 )
 from gpufleet.v1 import node_pb2 as pb
 
@@ -119,5 +124,77 @@ def decode_event(target: str, e: pb.Event) -> EventUpdate:
         gpu_index=e.gpu_index if e.HasField("gpu_index") else None, summary=e.summary,
         actor=e.actor, alert=decode_alert(target, e.alert) if e.HasField("alert") else None,
         replayed=e.replayed,
+        reservation=(decode_reservation(target, e.reservation)
+                     if e.HasField("reservation") else None),
+        workload=decode_workload(target, e.workload) if e.HasField("workload") else None,
     )  # fmt: skip
     return EventUpdate(target, row, e.journal_id)
+
+
+def decode_reservation(target: str, r: pb.Reservation) -> ReservationRow:
+    return ReservationRow(
+        target=target, id=r.id, gpu_indices=tuple(r.gpu_indices), holder=r.holder,
+        until_unix_ms=r.until_unix_ms, reason=r.reason, created_by=r.created_by,
+        created_unix_ms=r.created_unix_ms,
+        ended_unix_ms=r.ended_unix_ms if r.HasField("ended_unix_ms") else None, active=r.active,
+    )  # fmt: skip
+
+
+_WORKLOAD_STATES = {
+    pb.WORKLOAD_STATE_QUEUED: WorkloadState.QUEUED,
+    pb.WORKLOAD_STATE_RUNNING: WorkloadState.RUNNING,
+    pb.WORKLOAD_STATE_FINISHED: WorkloadState.FINISHED,
+    pb.WORKLOAD_STATE_FAILED: WorkloadState.FAILED,
+    pb.WORKLOAD_STATE_CANCELLED: WorkloadState.CANCELLED,
+}
+
+
+def decode_workload(target: str, w: pb.Workload) -> WorkloadRow:
+    def opt(field: str) -> Any:
+        return getattr(w, field) if w.HasField(field) else None
+
+    return WorkloadRow(
+        target=target, id=w.id, name=w.name, argv=tuple(w.argv), owner=w.owner,
+        gpu_count=w.gpu_count, min_free_memory_bytes=w.min_free_memory_bytes,
+        auto_place=w.auto_place, state=_WORKLOAD_STATES.get(w.state, WorkloadState.QUEUED),
+        gpu_indices=tuple(w.gpu_indices), pid=opt("pid"),
+        pid_start_unix_ms=opt("pid_start_unix_ms"),
+        queued_unix_ms=w.queued_unix_ms, started_unix_ms=opt("started_unix_ms"),
+        ended_unix_ms=opt("ended_unix_ms"), exit_code=opt("exit_code"), detail=w.detail,
+    )  # fmt: skip
+
+
+def decode_control(
+    target: str, reservations: pb.ListReservationsResponse, workloads: pb.ListWorkloadsResponse
+) -> ControlUpdate:
+    return ControlUpdate(
+        target,
+        tuple(decode_reservation(target, r) for r in reservations.reservations),
+        tuple(decode_workload(target, w) for w in workloads.workloads),
+    )
+
+
+_KILL_PREFIX = "KILL_OUTCOME_"
+
+
+def decode_reply(target: str, reply: Any, workload_id: str = "") -> tuple[str, Payload]:
+    """An action's reply → (what it did, in words; the decoded record)."""
+    if isinstance(reply, pb.Alert):
+        return "done", decode_alert(target, reply)
+    if isinstance(reply, pb.Reservation):
+        return "done", decode_reservation(target, reply)
+    if isinstance(reply, pb.Workload):
+        row = decode_workload(target, reply)
+        return row.state.value, row
+    if isinstance(reply, pb.KillProcessResponse):
+        outcome = pb.KillOutcome.Name(reply.outcome).removeprefix(_KILL_PREFIX).lower()
+        report = KillReport(outcome, reply.detail)
+        # The request already names the process; say more only when it did not die.
+        words = outcome.replace("_", " ")
+        return (words if report.ended or not reply.detail else f"{words}: {reply.detail}"), report
+    if isinstance(reply, pb.WorkloadOutput):
+        text = reply.output.decode("utf-8", errors="replace")
+        return f"{reply.total_bytes} bytes", WorkloadOutputText(
+            target, workload_id, text, reply.total_bytes
+        )
+    return "done", None

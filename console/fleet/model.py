@@ -11,11 +11,13 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 from console.fleet.alerts import AlertBook, EventRow, Severity
+from console.fleet.control import ControlBook, ReservationRow, WorkloadRow
 from console.fleet.metrics import METRIC_COUNT
 from console.fleet.ring import SampleRing
 from console.fleet.updates import (
     AlertsUpdate,
     CommandResult,
+    ControlUpdate,
     EventUpdate,
     GpuSnapshot,
     InventoryUpdate,
@@ -66,6 +68,7 @@ class FleetModel:
         self._ring_capacity = ring_capacity
         self._nodes: dict[str, NodeRecord] = {}
         self.alerts = AlertBook()
+        self.control = ControlBook()
         # Events applied since the last take_new_events(): what notifiers look at.
         self._new_events: list[EventRow] = []
         self._worst: tuple[tuple[int, int], dict[tuple[str, int | None], Severity]] = ((-1, 0), {})
@@ -107,6 +110,9 @@ class FleetModel:
             return self._apply_inventory(node, update)
         if isinstance(update, SamplesUpdate):
             return self._apply_samples(node, update)
+        if isinstance(update, ControlUpdate):
+            self.control.replace_node(update.target, update.reservations, update.workloads)
+            return Change.DATA
         return self._apply_alerting(update)
 
     def _apply_alerting(self, update: AlertsUpdate | EventUpdate | CommandResult) -> Change:
@@ -119,8 +125,15 @@ class FleetModel:
             if not self.alerts.add_event(update.event, update.journal_id):
                 return Change.NONE  # seen already: every event is shown once
             self._new_events.append(update.event)
+            for record in (update.event.reservation, update.event.workload):
+                if record is not None:
+                    self.control.apply(record)
             return Change.DATA
-        return Change.NONE  # command results are not fleet state
+        # An answer that carries a record is the daemon's word on it: take it now,
+        # rather than a frame later with the event (never moving a record back).
+        if isinstance(update.payload, ReservationRow | WorkloadRow):
+            return Change.DATA if self.control.apply(update.payload) else Change.NONE
+        return Change.NONE
 
     def take_new_events(self) -> list[EventRow]:
         events, self._new_events = self._new_events, []

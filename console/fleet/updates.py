@@ -13,6 +13,7 @@ import numpy as np
 import numpy.typing as npt
 
 from console.fleet.alerts import AlertRow, EventRow
+from console.fleet.control import ReservationRow, WorkloadRow
 
 
 class LinkState(enum.Enum):
@@ -116,14 +117,57 @@ class EventUpdate:
 
 
 @dataclass(frozen=True)
+class ControlUpdate:
+    """A node's reservations and workloads (on every connect): they replace what we held."""
+
+    target: str
+    reservations: tuple[ReservationRow, ...]
+    workloads: tuple[WorkloadRow, ...]
+
+
+@dataclass(frozen=True)
+class KillReport:
+    """How a kill went: "terminated", "killed", "already_gone" or "unkillable"."""
+
+    outcome: str
+    detail: str
+
+    @property
+    def ended(self) -> bool:
+        return self.outcome in ("terminated", "killed", "already_gone")
+
+
+@dataclass(frozen=True)
+class WorkloadOutputText:
+    target: str
+    workload_id: str
+    text: str  # the tail of the output, decoded leniently
+    total_bytes: int
+
+
+# What an answer carries besides ok and message, by request.
+Payload = AlertRow | ReservationRow | WorkloadRow | KillReport | WorkloadOutputText | None
+
+
+@dataclass(frozen=True)
 class CommandResult:
-    """The answer to something a person asked a node to do (acknowledge, silence...)."""
+    """The answer to something a person asked a node to do (acknowledge, reserve, kill...)."""
 
     target: str
     what: str  # e.g. "acknowledge a-12"
     ok: bool
     message: str
     alert: AlertRow | None = None
+    # The decoded reply of any other request (reservation, workload, kill report, output).
+    payload: Payload = None
 
 
-Update = LinkUpdate | InventoryUpdate | SamplesUpdate | AlertsUpdate | EventUpdate | CommandResult
+Update = (
+    LinkUpdate
+    | InventoryUpdate
+    | SamplesUpdate
+    | AlertsUpdate
+    | EventUpdate
+    | ControlUpdate
+    | CommandResult
+)

@@ -109,6 +109,10 @@ class FleetItemModel(QAbstractItemModel):
             return node.info.gpus[gpu].name if node.info else None
         if role == roles.ALERT_ROLE:
             return self._fleet.alert_severity(node.target, gpu, _now_ms())
+        if role == roles.RESERVATION_ROLE:
+            return self._fleet.control.reservation_on(node.target, gpu, _now_ms())
+        if role == roles.WORKLOAD_ROLE:
+            return self._fleet.control.running_on(node.target, gpu)
         if snap is None:
             return None
         if role == roles.PLACEMENT_ROLE:

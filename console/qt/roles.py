@@ -18,3 +18,5 @@ POWER_ROLE = ROLE_BASE + 10  # W or None
 ALERT_ROLE = ROLE_BASE + 11  # worst active alert Severity on the GPU (node: over all), or None
 SLURM_ROLE = ROLE_BASE + 12  # node: (Slurm state, reason) where the node runs Slurm, else None
 PLACEMENT_ROLE = ROLE_BASE + 13  # GPU: (Slurm job ids, container ids) of its processes
+RESERVATION_ROLE = ROLE_BASE + 14  # GPU: the ReservationRow in force on it, or None
+WORKLOAD_ROLE = ROLE_BASE + 15  # GPU: the WorkloadRow running on it, or None

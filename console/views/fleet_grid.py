@@ -2,16 +2,36 @@
 
 One painted widget (not a widget per tile) keeps 1,000 tiles cheap: only the
 blocks in the exposed rectangle are painted, once per frame at most.
+
+Tiles are drop targets: a queued workload (assign) or a user or team (reserve).
+While a drag hovers, the tiles it would use are outlined green or red and the
+verdict — what the drop will do, or why it is refused — is shown beside the
+tile. Ctrl+click adds tiles to the selection; a holder dropped on a selected
+tile reserves the whole selection.
 """
 
 from __future__ import annotations
 
-from PySide6.QtCore import QModelIndex, QPoint, QRect, QSize, QTimer, Signal
-from PySide6.QtGui import QMouseEvent, QPainter, QPaintEvent, QResizeEvent
-from PySide6.QtWidgets import QSizePolicy, QWidget
+from PySide6.QtCore import QModelIndex, QPoint, QRect, QSize, Qt, QTimer, Signal
+from PySide6.QtGui import (
+    QContextMenuEvent,
+    QDragEnterEvent,
+    QDragLeaveEvent,
+    QDragMoveEvent,
+    QDropEvent,
+    QKeyEvent,
+    QMouseEvent,
+    QPainter,
+    QPaintEvent,
+    QResizeEvent,
+)
+from PySide6.QtWidgets import QMenu, QSizePolicy, QWidget
 
+from console.fleet.placement import Place
 from console.qt import roles
+from console.qt.drop_rules import TileDrop, TileDropRules
 from console.qt.fleet_item_model import FleetItemModel
+from console.views.drop_overlay import paint_drop_verdict
 from console.views.grid_layout import (
     BLOCK_GAP,
     Block,
@@ -21,6 +41,7 @@ from console.views.grid_layout import (
     node_groups,
     placement_groups,
 )
+from console.views.tile_menu import tile_menu
 from console.views.tile_painter import TilePainter
 
 
@@ -28,17 +49,35 @@ class FleetGrid(QWidget):
     """Tiles coloured by temperature (or utilisation); click one to select it."""
 
     gpuSelected = Signal(str, int)
+    # Drops the rules accepted: the action goes out from whoever listens.
+    workloadDropped = Signal(object, object)  # WorkloadRow, Verdict (its GPUs)
+    holderDropped = Signal(str, object)  # holder, Verdict (its GPUs)
+    # A verdict while hovering, or why a drop was refused: for the status bar.
+    dropHint = Signal(str)
+    releaseRequested = Signal(object)  # ReservationRow, from a tile's context menu
+    cancelRequested = Signal(object)  # WorkloadRow, from a tile's context menu
 
-    def __init__(self, model: FleetItemModel, parent: QWidget | None = None) -> None:
+    def __init__(
+        self,
+        model: FleetItemModel,
+        drop_rules: TileDropRules | None = None,
+        parent: QWidget | None = None,
+    ) -> None:
         super().__init__(parent)
         self.setObjectName("fleetGrid")
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Preferred)
+        self.setFocusPolicy(Qt.FocusPolicy.ClickFocus)
         self._model = model
         self._painter = TilePainter()
         self._blocks: list[Block] = []
         self._where: dict[Member, tuple[int, int]] = {}  # member -> (block, tile)
         self._grouping = "node"
         self._selected: tuple[str, int] | None = None
+        self._selection: set[Place] = set()  # Ctrl+click adds; a plain click starts over
+        self._rules = drop_rules
+        self._hover: tuple[Place, TileDrop] | None = None
+        self.last_drop: TileDrop | None = None  # the verdict on the latest drop
+        self.setAcceptDrops(drop_rules is not None)
         # Regrouping by job follows the data; once per frame at most.
         self._regroup = QTimer(self)
         self._regroup.setObjectName("gpufleet-grid-regroup")
@@ -100,8 +139,31 @@ class FleetGrid(QWidget):
     def selected(self) -> tuple[str, int] | None:
         return self._selected
 
-    def select(self, target: str, gpu: int) -> None:
-        self._selected = (target, gpu)
+    @property
+    def selection(self) -> frozenset[Place]:
+        """Every selected tile (the one shown in the detail panel among them)."""
+        return frozenset(self._selection)
+
+    @property
+    def hover(self) -> tuple[Place, TileDrop] | None:
+        """The tile a drag hovers over and its verdict, while a drag is over the grid."""
+        return self._hover
+
+    def select(self, target: str, gpu: int, add: bool = False) -> None:
+        """Select a tile; with `add`, toggle it in the selection instead of starting over."""
+        place = (target, gpu)
+        if add and place in self._selection and len(self._selection) > 1:
+            self._selection.discard(place)
+            self.update()
+            if self._selected == place:  # the detail panel shows another selected tile
+                self._selected = min(self._selection)
+                self.gpuSelected.emit(*self._selected)
+            return
+        if add:
+            self._selection.add(place)
+        else:
+            self._selection = {place}
+        self._selected = place
         self.update()
         self.gpuSelected.emit(target, gpu)
 
@@ -117,8 +179,93 @@ class FleetGrid(QWidget):
 
     def mousePressEvent(self, event: QMouseEvent) -> None:
         hit = self._hit(event.position().toPoint())
-        if hit is not None:
-            self.select(*hit)
+        if hit is not None and event.button() == Qt.MouseButton.LeftButton:
+            add = bool(event.modifiers() & Qt.KeyboardModifier.ControlModifier)
+            self.select(*hit, add=add)
+
+    def keyPressEvent(self, event: QKeyEvent) -> None:
+        if event.key() == Qt.Key.Key_Escape and self._selected is not None:
+            self._selection = {self._selected}  # back to the one tile shown in detail
+            self.update()
+            return
+        super().keyPressEvent(event)
+
+    # -- context menu ----------------------------------------------------------
+
+    def contextMenuEvent(self, event: QContextMenuEvent) -> None:
+        hit = self._hit(event.pos())
+        if hit is None:
+            return
+        menu = self.context_menu(*hit)
+        if not menu.actions():
+            menu.deleteLater()
+            return
+        menu.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        menu.popup(event.globalPos())
+
+    def context_menu(self, target: str, gpu: int) -> QMenu:
+        """Release the tile's reservation, cancel the workload running on it."""
+        return tile_menu(
+            self,
+            self._model.gpu_index(target, gpu),
+            self.releaseRequested.emit,
+            self.cancelRequested.emit,
+        )
+
+    # -- drops -----------------------------------------------------------------
+
+    def dragEnterEvent(self, event: QDragEnterEvent) -> None:
+        if self._rules is not None and self._rules.carries(event.mimeData()):
+            event.acceptProposedAction()  # follow the drag; each move gets a verdict
+        else:
+            event.ignore()
+
+    def dragMoveEvent(self, event: QDragMoveEvent) -> None:
+        drop = self._judge(event)
+        if drop is not None and drop.verdict.ok:
+            event.acceptProposedAction()
+        else:
+            event.ignore()
+
+    def dragLeaveEvent(self, event: QDragLeaveEvent) -> None:
+        self._set_hover(None)
+
+    def dropEvent(self, event: QDropEvent) -> None:
+        drop = self._judge(event)
+        self._set_hover(None)
+        if drop is None:
+            event.ignore()
+            return
+        self.last_drop = drop
+        if not drop.verdict.ok:
+            event.ignore()
+            self.dropHint.emit(f"Not dropped: {drop.verdict.reason}")
+            return
+        event.acceptProposedAction()
+        if drop.workload is not None:
+            self.workloadDropped.emit(drop.workload, drop.verdict)
+        elif drop.holder is not None:
+            self.holderDropped.emit(drop.holder, drop.verdict)
+
+    def _judge(self, event: QDragMoveEvent | QDropEvent) -> TileDrop | None:
+        hit = self._hit(event.position().toPoint())
+        if hit is None or self._rules is None:
+            self._set_hover(None)
+            return None
+        drop = self._rules.judge(event.mimeData(), *hit, self._selection)
+        self._set_hover((hit, drop))
+        return drop
+
+    def _set_hover(self, hover: tuple[Place, TileDrop] | None) -> None:
+        if hover == self._hover:
+            return
+        was_hovering, self._hover = self._hover is not None, hover
+        self.update()
+        if hover is None and was_hovering:
+            self.dropHint.emit("")  # the drag left: its verdict no longer holds
+        if hover is not None:
+            verdict = hover[1].verdict
+            self.dropHint.emit(verdict.reason if verdict.ok else f"Cannot drop: {verdict.reason}")
 
     def _hit(self, point: QPoint) -> tuple[str, int] | None:
         for block in self._blocks:
@@ -136,7 +283,16 @@ class FleetGrid(QWidget):
         for block in self._blocks:
             if block.rect.intersects(event.rect()):
                 self._paint_block(painter, block)
+        if self._hover is not None:
+            self._paint_hover(painter, *self._hover)
         painter.end()
+
+    def _paint_hover(self, painter: QPainter, place: Place, drop: TileDrop) -> None:
+        hovered = self.tile_rect(*place)
+        if hovered is None:
+            return
+        rects = [r for p in drop.verdict.places if (r := self.tile_rect(*p)) is not None]
+        paint_drop_verdict(painter, hovered, rects or [hovered], drop.verdict, self.rect())
 
     def _paint_block(self, painter: QPainter, block: Block) -> None:
         group = block.group
@@ -151,5 +307,5 @@ class FleetGrid(QWidget):
             node = self._model.index(node_row, 0)
             gpu = self._model.index(gpu_row, 0, node)
             label = f"GPU {gpu_row}" if group.node_row is not None else f"{node.data()} · {gpu_row}"
-            selected = self._selected == (node.data(roles.TARGET_ROLE), gpu_row)
+            selected = (node.data(roles.TARGET_ROLE), gpu_row) in self._selection
             self._painter.tile(painter, gpu, tile, label, selected)

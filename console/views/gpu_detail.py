@@ -1,17 +1,34 @@
-"""GpuDetailPanel: one GPU's facts, live plots and process table."""
+"""GpuDetailPanel: one GPU's facts, live plots, process table and kill zone.
+
+A process is killed from the table's context menu ("Kill…") or by dragging its
+row onto the kill zone; either way `killRequested` asks for a confirmation first.
+"""
 
 from __future__ import annotations
 
-from PySide6.QtWidgets import QHeaderView, QLabel, QTableView, QVBoxLayout, QWidget
+from PySide6.QtCore import QPoint, Qt, Signal
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QHeaderView,
+    QLabel,
+    QMenu,
+    QTableView,
+    QVBoxLayout,
+    QWidget,
+)
 
 from console.fleet.model import Change, FleetModel, GpuKey
+from console.fleet.placement import can_kill
 from console.qt.process_model import ProcessTableModel
 from console.views.gpu_plots import GpuPlots
+from console.views.kill_zone import KillZone
 
 GIB = 1024**3
 
 
 class GpuDetailPanel(QWidget):
+    killRequested = Signal(object)  # KillTarget, to confirm and send
+
     def __init__(self, fleet: FleetModel, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("gpuDetail")
@@ -32,11 +49,23 @@ class GpuDetailPanel(QWidget):
         self.process_table.horizontalHeader().setStretchLastSection(True)
         self.process_table.verticalHeader().hide()
         self.process_table.setMaximumHeight(160)
+        self.process_table.setObjectName("processTable")
+        self.process_table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.process_table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        self.process_table.setDragEnabled(True)
+        self.process_table.setDragDropMode(QAbstractItemView.DragDropMode.DragOnly)
+        self.process_table.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
+        self.kill_zone = KillZone(lambda victim: can_kill(victim, fleet))
         layout = QVBoxLayout(self)
         for widget in (self.title, self.facts):
             layout.addWidget(widget)
         layout.addWidget(self.plots, stretch=1)
         layout.addWidget(self.process_table)
+        layout.addWidget(self.kill_zone)
+        self.process_table.customContextMenuRequested.connect(
+            self._on_process_table_custom_context_menu_requested
+        )
+        self.kill_zone.killRequested.connect(self.killRequested)
 
     def show_gpu(self, target: str, gpu: int) -> None:
         self.key = GpuKey(target, gpu)
@@ -58,8 +87,27 @@ class GpuDetailPanel(QWidget):
         node = self._fleet.node(self.key.target)
         self.plots.show_series(node.ring, self.key.index)
         snapshot = node.latest.get(self.key.index)
-        self.processes.set_processes(snapshot.processes if snapshot else ())
+        where = (node.target, node.name, self.key.index)
+        self.processes.set_processes(snapshot.processes if snapshot else (), where)
         self.facts.setText(self._facts_text(self.key))
+
+    def process_menu(self, row: int) -> QMenu:
+        """The context menu of a process row: Kill… (confirmation first)."""
+        menu = QMenu(self)
+        menu.setObjectName("processMenu")
+        victim = self.processes.kill_target(row)
+        if victim is not None:
+            action = menu.addAction(f"Kill pid {victim.pid}…")
+            action.triggered.connect(lambda: self.killRequested.emit(victim))
+        return menu
+
+    def _on_process_table_custom_context_menu_requested(self, pos: QPoint) -> None:
+        index = self.process_table.indexAt(pos)
+        if not index.isValid():
+            return
+        menu = self.process_menu(index.row())
+        menu.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        menu.popup(self.process_table.viewport().mapToGlobal(pos))
 
     def _facts_text(self, key: GpuKey) -> str:
         node = self._fleet.node(key.target)

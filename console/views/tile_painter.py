@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
-from PySide6.QtCore import QModelIndex, QRect, Qt
+import time
+
+from PySide6.QtCore import QModelIndex, QPoint, QRect, Qt
 from PySide6.QtGui import QColor, QFont, QPainter, QPen
 
 from console.fleet.alerts import Severity
+from console.fleet.control import ReservationRow, WorkloadRow
+from console.fleet.placement import duration_text
 from console.fleet.updates import LinkState
 from console.qt import roles
 from console.views.grid_layout import PAD
@@ -26,6 +30,8 @@ LINK_COLORS = {
 }
 BLOCK_FILL = QColor("#262a31")
 TEXT = QColor("#f7fafc")
+RESERVED = QColor("#d6bcfa")  # lock, holder and the stripe of a reserved GPU
+RUNNING = QColor("#9ae6b4")  # a workload the daemon runs on the GPU
 
 
 class TilePainter:
@@ -88,8 +94,9 @@ class TilePainter:
         painter.setPen(QPen(QColor("#ffffff"), 2) if selected else Qt.PenStyle.NoPen)
         painter.setBrush(fill)
         painter.drawRoundedRect(tile.adjusted(1, 1, -1, -1), 4, 4)
-        self._alert(painter, tile, gpu.data(roles.ALERT_ROLE))
         inner = tile.adjusted(6, 3, -6, -3)
+        middle = self._control(painter, tile, inner, gpu)
+        self._alert(painter, tile, gpu.data(roles.ALERT_ROLE), beside=middle)
         painter.setPen(TEXT)
         painter.setFont(self.small)
         top = Qt.AlignmentFlag.AlignTop
@@ -128,18 +135,79 @@ class TilePainter:
             mem_text = f"{used / 1024**3:.0f}/{total / 1024**3:.0f}G"
             painter.drawText(inner, bottom | Qt.AlignmentFlag.AlignRight, mem_text)
 
-    def _alert(self, painter: QPainter, tile: QRect, severity: Severity | None) -> None:
-        """A thick coloured frame and a "!" badge: a critical GPU is impossible to miss."""
+    def _control(self, painter: QPainter, tile: QRect, inner: QRect, gpu: QModelIndex) -> bool:
+        """The middle line: a lock, the holder and the time left; or the workload running.
+
+        Returns whether it drew one (the alert badge then moves up, out of its way).
+        """
+        reservation: ReservationRow | None = gpu.data(roles.RESERVATION_ROLE)
+        workload: WorkloadRow | None = gpu.data(roles.WORKLOAD_ROLE)
+        if reservation is None and workload is None:
+            return False
+        line = QRect(inner.x(), tile.center().y() - 7, inner.width(), 14)
+        painter.setFont(self.small)
+        left, right = Qt.AlignmentFlag.AlignLeft, Qt.AlignmentFlag.AlignRight
+        middle = Qt.AlignmentFlag.AlignVCenter
+        if reservation is None:
+            assert workload is not None
+            painter.setPen(RUNNING)
+            text = painter.fontMetrics().elidedText(
+                f"▶ {workload.name or workload.id}", Qt.TextElideMode.ElideRight, line.width()
+            )
+            painter.drawText(line, left | middle, text)
+            return True
+        painter.setPen(Qt.PenStyle.NoPen)
+        painter.setBrush(RESERVED)
+        painter.drawRect(QRect(tile.x() + 1, tile.y() + 6, 3, tile.height() - 12))
+        self._lock(painter, QPoint(line.x(), line.y() + 2))
+        seconds = (reservation.until_unix_ms - time.time() * 1000) / 1000
+        remaining = _compact_duration(seconds) + (" ▶" if workload is not None else "")
+        painter.setPen(RESERVED)
+        metrics = painter.fontMetrics()
+        painter.drawText(line, right | middle, remaining)
+        room = line.width() - 12 - metrics.horizontalAdvance(remaining) - 4
+        holder = metrics.elidedText(reservation.holder, Qt.TextElideMode.ElideRight, room)
+        painter.drawText(line.adjusted(12, 0, 0, 0), left | middle, holder)
+        return True
+
+    @staticmethod
+    def _lock(painter: QPainter, at: QPoint) -> None:
+        """A padlock, 9 by 11 px, its top left at `at`."""
+        painter.setPen(QPen(RESERVED, 1.5))
+        painter.setBrush(Qt.BrushStyle.NoBrush)
+        painter.drawArc(QRect(at.x() + 1, at.y(), 6, 7), 0, 180 * 16)
+        painter.drawLine(at.x() + 1, at.y() + 3, at.x() + 1, at.y() + 5)
+        painter.drawLine(at.x() + 7, at.y() + 3, at.x() + 7, at.y() + 5)
+        painter.setPen(Qt.PenStyle.NoPen)
+        painter.setBrush(RESERVED)
+        painter.drawRect(QRect(at.x(), at.y() + 5, 9, 6))
+
+    def _alert(
+        self, painter: QPainter, tile: QRect, severity: Severity | None, beside: bool = False
+    ) -> None:
+        """A thick coloured frame and a "!" badge: a critical GPU is impossible to miss.
+
+        The badge sits in the middle of the tile, or at the top between the label and
+        the temperature when the middle line shows a reservation or workload.
+        """
         if severity is None:
             return
         color = ALERT_COLORS[severity]
         painter.setPen(QPen(color, 4 if severity is Severity.CRITICAL else 2))
         painter.setBrush(Qt.BrushStyle.NoBrush)
         painter.drawRoundedRect(tile.adjusted(2, 2, -2, -2), 4, 4)
-        badge = QRect(tile.center().x() - 8, tile.center().y() - 8, 16, 16)
+        y = tile.y() + 3 if beside else tile.center().y() - 8
+        badge = QRect(tile.center().x() - 8, y, 16, 16)
         painter.setPen(Qt.PenStyle.NoPen)
         painter.setBrush(color)
         painter.drawEllipse(badge)
         painter.setPen(QColor("#ffffff"))
         painter.setFont(self.big)
         painter.drawText(badge, Qt.AlignmentFlag.AlignCenter, "!")
+
+
+def _compact_duration(seconds: float) -> str:
+    """Time left as short as a tile needs: "45m", "4h", "3d" (the menu says exactly)."""
+    if seconds < 3600:
+        return duration_text(seconds)
+    return f"{int(seconds // 3600)}h" if seconds < 86400 else f"{int(seconds // 86400)}d"

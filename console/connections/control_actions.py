@@ -1,0 +1,109 @@
+"""Control of a node from the console: reserve, release, submit, assign, cancel, kill.
+
+Like AlertActions: each call returns at once, sends one request off the GUI
+thread, and its CommandResult (the daemon's answer, or its own error message)
+arrives through the inbox.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from console.connections.actions import default_actor
+from console.connections.channel import CALL_DEADLINE_S
+from console.connections.manager import ConnectionManager
+from console.fleet.control import ReservationRow, WorkloadRow
+from console.fleet.control_requests import KillTarget, WorkloadSpec
+from gpufleet.v1 import node_pb2 as pb
+
+DEFAULT_GRACE_S = 10
+# The daemon answers a kill after TERM, the grace period and KILL: wait that long, and some.
+KILL_DEADLINE_MARGIN_S = 10.0
+OUTPUT_TAIL_BYTES = 256 * 1024
+
+
+def _gpus(indices: Sequence[int]) -> str:
+    return ", ".join(str(i) for i in indices)
+
+
+class ControlActions:
+    def __init__(self, connections: ConnectionManager, actor: str | None = None) -> None:
+        self._connections = connections
+        self.actor = actor or default_actor()
+
+    def reserve(
+        self, target: str, gpus: Sequence[int], holder: str, until_unix_ms: int, reason: str
+    ) -> None:
+        request = pb.ReserveRequest(
+            gpu_indices=list(gpus), holder=holder, until_unix_ms=until_unix_ms, reason=reason,
+            actor=self.actor,
+        )  # fmt: skip
+        self._connections.request(
+            target,
+            f"reserve GPU {_gpus(gpus)} of {target} for {holder}",
+            lambda stub: stub.Reserve(request, timeout=CALL_DEADLINE_S),
+        )
+
+    def release(self, reservation: ReservationRow) -> None:
+        request = pb.ReleaseReservationRequest(reservation_id=reservation.id, actor=self.actor)
+        self._connections.request(
+            reservation.target,
+            f"release GPU {_gpus(reservation.gpu_indices)} of {reservation.target} "
+            f"({reservation.holder})",
+            lambda stub: stub.ReleaseReservation(request, timeout=CALL_DEADLINE_S),
+        )
+
+    def submit(self, target: str, spec: WorkloadSpec) -> None:
+        request = pb.SubmitWorkloadRequest(
+            name=spec.name, argv=list(spec.argv), env=dict(spec.env), owner=spec.owner,
+            gpu_count=spec.gpu_count, min_free_memory_bytes=spec.min_free_memory_bytes,
+            auto_place=spec.auto_place, actor=self.actor,
+        )  # fmt: skip
+        self._connections.request(
+            target,
+            f"submit {spec.name or spec.argv[0]} to {target}",
+            lambda stub: stub.SubmitWorkload(request, timeout=CALL_DEADLINE_S),
+        )
+
+    def assign(self, workload: WorkloadRow, gpus: Sequence[int]) -> None:
+        request = pb.AssignWorkloadRequest(
+            workload_id=workload.id, gpu_indices=list(gpus), actor=self.actor
+        )
+        self._connections.request(
+            workload.target,
+            f"assign {workload.label} to GPU {_gpus(gpus)} of {workload.target}",
+            lambda stub: stub.AssignWorkload(request, timeout=CALL_DEADLINE_S),
+        )
+
+    def cancel(self, workload: WorkloadRow) -> None:
+        request = pb.CancelWorkloadRequest(workload_id=workload.id, actor=self.actor)
+        self._connections.request(
+            workload.target,
+            f"cancel {workload.label} on {workload.target}",
+            lambda stub: stub.CancelWorkload(request, timeout=CALL_DEADLINE_S),
+        )
+
+    def output(self, workload: WorkloadRow, tail_bytes: int = OUTPUT_TAIL_BYTES) -> None:
+        request = pb.GetWorkloadOutputRequest(workload_id=workload.id, tail_bytes=tail_bytes)
+        self._connections.request(
+            workload.target,
+            f"output of {workload.label} on {workload.target}",
+            lambda stub: stub.GetWorkloadOutput(request, timeout=CALL_DEADLINE_S),
+            subject=workload.id,
+        )
+
+    def kill(self, victim: KillTarget, grace_s: int = DEFAULT_GRACE_S) -> None:
+        """Kill one process; refuses (with no request) one without a start time."""
+        start = victim.process.start_time_unix_ms
+        if start is None:
+            raise ValueError(f"pid {victim.pid} has no start time: it cannot be named safely")
+        request = pb.KillProcessRequest(
+            gpu_index=victim.gpu, pid=victim.pid, start_time_unix_ms=start, grace_s=grace_s,
+            actor=self.actor,
+        )  # fmt: skip
+        deadline = grace_s + KILL_DEADLINE_MARGIN_S
+        self._connections.request(
+            victim.target,
+            f"kill pid {victim.pid} on {victim.node_name} GPU {victim.gpu}",
+            lambda stub: stub.KillProcess(request, timeout=deadline),
+        )

@@ -1,0 +1,59 @@
+"""TileDropRules: what a drag over a GPU tile carries, and the verdict on dropping it there.
+
+Reads the drag's MIME data, looks the current state up in the fleet model, and
+asks the pure verdicts in console.fleet.placement.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Collection
+from dataclasses import dataclass
+
+from PySide6.QtCore import QMimeData
+
+from console.fleet.control import WorkloadRow
+from console.fleet.model import FleetModel
+from console.fleet.placement import Place, Verdict, can_assign, can_reserve
+from console.qt.mime import HOLDER_MIME, WORKLOAD_MIME, read_holder, read_workload
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass(frozen=True)
+class TileDrop:
+    """A drag judged over one tile: a queued workload to assign, or a holder to reserve for."""
+
+    workload: WorkloadRow | None
+    holder: str | None
+    verdict: Verdict
+
+
+class TileDropRules:
+    def __init__(self, fleet: FleetModel, clock: Callable[[], int] = _now_ms) -> None:
+        self._fleet = fleet
+        self._clock = clock
+
+    @staticmethod
+    def carries(data: QMimeData) -> bool:
+        """Is this a drag a tile takes at all (whatever the verdict)?"""
+        return data.hasFormat(WORKLOAD_MIME) or data.hasFormat(HOLDER_MIME)
+
+    def judge(
+        self, data: QMimeData, target: str, gpu: int, selection: Collection[Place] = ()
+    ) -> TileDrop:
+        now = self._clock()
+        named = read_workload(data)
+        if named is not None:
+            workload = self._fleet.control.workload(*named)
+            if workload is None:
+                return TileDrop(None, None, Verdict(False, f"workload {named[1]} is not known"))
+            verdict = can_assign(workload, self._fleet, target, gpu, now, selection)
+            return TileDrop(workload, None, verdict)
+        holder = read_holder(data)
+        if holder is not None:
+            verdict = can_reserve(holder, self._fleet, target, gpu, now, selection)
+            return TileDrop(None, holder, verdict)
+        return TileDrop(None, None, Verdict(False, "tiles take queued workloads, users and teams"))

@@ -1,0 +1,88 @@
+"""What the console's drags carry: a queued workload, a user or team, a GPU process.
+
+Each is JSON under its own MIME type (plus plain text, so a drop into a text
+editor says what was dragged). A drag names things (node, ids, pid and start
+time); the drop target looks the current state up in the fleet model.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from PySide6.QtCore import QMimeData
+
+from console.fleet.control import WorkloadRow
+from console.fleet.control_requests import KillTarget
+from console.fleet.updates import ProcessRow
+
+WORKLOAD_MIME = "application/x-gpufleet-workload"
+HOLDER_MIME = "application/x-gpufleet-holder"
+PROCESS_MIME = "application/x-gpufleet-process"
+
+
+def _pack(mime_type: str, payload: dict[str, Any], text: str) -> QMimeData:
+    data = QMimeData()
+    data.setData(mime_type, json.dumps(payload).encode("utf-8"))
+    data.setText(text)
+    return data
+
+
+def _unpack(data: QMimeData, mime_type: str) -> dict[str, Any] | None:
+    if not data.hasFormat(mime_type):
+        return None
+    try:
+        payload = json.loads(bytes(data.data(mime_type).data()).decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    return payload if isinstance(payload, dict) else None
+
+
+def workload_mime(workload: WorkloadRow) -> QMimeData:
+    payload = {"target": workload.target, "id": workload.id}
+    return _pack(WORKLOAD_MIME, payload, f"{workload.target} {workload.label}")
+
+
+def read_workload(data: QMimeData) -> tuple[str, str] | None:
+    """(node target, workload id), or None."""
+    payload = _unpack(data, WORKLOAD_MIME)
+    if payload is None or not {"target", "id"} <= payload.keys():
+        return None
+    return str(payload["target"]), str(payload["id"])
+
+
+def holder_mime(holder: str) -> QMimeData:
+    return _pack(HOLDER_MIME, {"holder": holder}, holder)
+
+
+def read_holder(data: QMimeData) -> str | None:
+    payload = _unpack(data, HOLDER_MIME)
+    return None if payload is None else str(payload.get("holder", ""))
+
+
+def process_mime(victim: KillTarget) -> QMimeData:
+    p = victim.process
+    payload = {
+        "target": victim.target, "node": victim.node_name, "gpu": victim.gpu, "pid": p.pid,
+        "user": p.user, "command": p.command, "gpu_memory_bytes": p.gpu_memory_bytes,
+        "start_time_unix_ms": p.start_time_unix_ms, "container_id": p.container_id,
+        "slurm_job_id": p.slurm_job_id,
+    }  # fmt: skip
+    return _pack(PROCESS_MIME, payload, f"pid {p.pid} {p.command or ''}".strip())
+
+
+def read_process(data: QMimeData) -> KillTarget | None:
+    payload = _unpack(data, PROCESS_MIME)
+    if payload is None:
+        return None
+    try:
+        process = ProcessRow(
+            pid=int(payload["pid"]), user=payload.get("user"), command=payload.get("command"),
+            gpu_memory_bytes=payload.get("gpu_memory_bytes"),
+            start_time_unix_ms=payload.get("start_time_unix_ms"),
+            container_id=payload.get("container_id"), slurm_job_id=payload.get("slurm_job_id"),
+        )  # fmt: skip
+        gpu = int(payload["gpu"])
+        return KillTarget(str(payload["target"]), str(payload["node"]), gpu, process)
+    except (KeyError, TypeError, ValueError):
+        return None

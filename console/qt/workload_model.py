@@ -1,0 +1,166 @@
+"""WorkloadTableModel: every node's workload queue as rows; queued rows can be dragged."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from PySide6.QtCore import (
+    QAbstractTableModel,
+    QMimeData,
+    QModelIndex,
+    QPersistentModelIndex,
+    QSortFilterProxyModel,
+    Qt,
+)
+from PySide6.QtGui import QColor
+
+from console.fleet.control import WorkloadRow, WorkloadState
+from console.fleet.model import Change, FleetModel
+from console.fleet.placement import gib_text
+from console.qt.mime import WORKLOAD_MIME, workload_mime
+
+Index = QModelIndex | QPersistentModelIndex
+COLUMNS = ("Node", "ID", "Name", "Owner", "GPUs", "Min memory", "State", "On GPUs", "Since",
+           "Command")  # fmt: skip
+WORKLOAD_ROLE = int(Qt.ItemDataRole.UserRole) + 1
+SORT_ROLE = int(Qt.ItemDataRole.UserRole) + 2
+STATE_COLORS = {
+    WorkloadState.QUEUED: QColor("#63b3ed"),
+    WorkloadState.RUNNING: QColor("#48bb78"),
+    WorkloadState.FAILED: QColor("#f56565"),
+    WorkloadState.CANCELLED: QColor("#a0aec0"),
+}
+
+
+def state_text(w: WorkloadRow) -> str:
+    if w.state is WorkloadState.FINISHED and w.exit_code not in (None, 0):
+        return f"finished ({w.exit_code})"
+    if w.state is WorkloadState.FAILED and w.exit_code is not None:
+        return f"failed ({w.exit_code})"
+    return w.state.value
+
+
+class WorkloadTableModel(QAbstractTableModel):
+    def __init__(self, fleet: FleetModel) -> None:
+        super().__init__()
+        self._fleet = fleet
+        self._rows: list[WorkloadRow] = []
+        self._version = -1
+        self.refresh()
+
+    def refresh(self) -> None:
+        if self._fleet.control.version == self._version:
+            return
+        self.beginResetModel()
+        self._version = self._fleet.control.version
+        # Queued first (oldest first: the queue's order), then running, then ended, newest first.
+        self._rows = sorted(
+            self._fleet.control.workloads(),
+            key=lambda w: (w.state.rank, w.since_unix_ms * (1 if w.state.rank == 0 else -1)),
+        )
+        self.endResetModel()
+
+    def on_fleet_changed(self, _changes: dict[str, Change]) -> None:
+        self.refresh()
+
+    def workload(self, row: int) -> WorkloadRow:
+        return self._rows[row]
+
+    def row_of(self, target: str, workload_id: str) -> int | None:
+        return next((i for i, w in enumerate(self._rows) if w.uid == (target, workload_id)), None)
+
+    def rowCount(self, parent: Index = QModelIndex()) -> int:  # noqa: B008
+        return 0 if parent.isValid() else len(self._rows)
+
+    def columnCount(self, parent: Index = QModelIndex()) -> int:  # noqa: B008
+        return 0 if parent.isValid() else len(COLUMNS)
+
+    def headerData(self, section: int, orientation: Qt.Orientation, role: int = 0) -> Any:
+        if role == Qt.ItemDataRole.DisplayRole and orientation == Qt.Orientation.Horizontal:
+            return COLUMNS[section]
+        return None
+
+    def flags(self, index: Index) -> Qt.ItemFlag:
+        flags = super().flags(index)
+        if index.isValid() and self._rows[index.row()].state is WorkloadState.QUEUED:
+            flags |= Qt.ItemFlag.ItemIsDragEnabled  # a queued workload goes onto a GPU tile
+        return flags
+
+    def mimeTypes(self) -> list[str]:
+        return [WORKLOAD_MIME]
+
+    def mimeData(self, indexes: Sequence[QModelIndex]) -> QMimeData:
+        rows = sorted({i.row() for i in indexes if i.isValid()})
+        queued = [self._rows[r] for r in rows if self._rows[r].state is WorkloadState.QUEUED]
+        # One workload per drag: a drop assigns exactly one.
+        return workload_mime(queued[0]) if queued else QMimeData()
+
+    def supportedDragActions(self) -> Qt.DropAction:
+        return Qt.DropAction.CopyAction
+
+    def data(self, index: Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
+        if not index.isValid():
+            return None
+        w = self._rows[index.row()]
+        if role == WORKLOAD_ROLE:
+            return w
+        if role == Qt.ItemDataRole.DisplayRole:
+            return self._text(w, index.column())
+        if role == SORT_ROLE:
+            return self._sort_key(w, index.column())
+        if role == Qt.ItemDataRole.ForegroundRole and index.column() == 6:
+            return STATE_COLORS.get(w.state)
+        if role == Qt.ItemDataRole.ToolTipRole:
+            tip = " ".join(w.argv)
+            return f"{tip}\n{w.detail}" if w.detail else tip
+        return None
+
+    def _text(self, w: WorkloadRow, column: int) -> str:
+        since = time.strftime("%H:%M:%S", time.localtime(w.since_unix_ms / 1000))
+        memory = gib_text(w.min_free_memory_bytes) if w.min_free_memory_bytes else ""
+        gpus = ", ".join(str(g) for g in w.gpu_indices)
+        needed = f"{w.gpu_count}" + (" auto" if w.auto_place else "")
+        cells = (
+            self._node_name(w.target), w.id, w.name, w.owner, needed, memory, state_text(w), gpus,
+            since, " ".join(w.argv),
+        )  # fmt: skip
+        return cells[column]
+
+    def _node_name(self, target: str) -> str:
+        try:
+            return self._fleet.node(target).name
+        except KeyError:
+            return target
+
+    @staticmethod
+    def _sort_key(w: WorkloadRow, column: int) -> Any:
+        keys = {4: w.gpu_count, 5: w.min_free_memory_bytes, 6: w.state.rank, 8: w.since_unix_ms}
+        return keys.get(column)
+
+
+class WorkloadFilterProxy(QSortFilterProxyModel):
+    """Everything, or only queued and running workloads; free-text filter."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.show_ended = True
+        self.setFilterCaseSensitivity(Qt.CaseSensitivity.CaseInsensitive)
+        self.setFilterKeyColumn(-1)
+
+    def set_show_ended(self, show: bool) -> None:
+        self.show_ended = show
+        self.invalidateFilter()
+
+    def filterAcceptsRow(self, source_row: int, source_parent: Index) -> bool:
+        workload = self.sourceModel().index(source_row, 0, source_parent).data(WORKLOAD_ROLE)
+        if not self.show_ended and workload.state.ended:
+            return False
+        return super().filterAcceptsRow(source_row, source_parent)
+
+    def lessThan(self, left: Index, right: Index) -> bool:
+        a, b = left.data(SORT_ROLE), right.data(SORT_ROLE)
+        if a is not None and b is not None:
+            return bool(a < b)
+        return str(left.data()) < str(right.data())

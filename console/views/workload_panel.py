@@ -1,0 +1,133 @@
+"""WorkloadPanel: every node's queue; drag a queued workload onto a GPU tile to start it."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QModelIndex, Signal
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QCheckBox,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QLineEdit,
+    QPushButton,
+    QTableView,
+    QVBoxLayout,
+    QWidget,
+)
+
+from console.fleet.control import WorkloadRow, WorkloadState
+from console.qt.workload_model import WORKLOAD_ROLE, WorkloadFilterProxy, WorkloadTableModel
+
+HINT = "Drag a queued workload onto a GPU tile to start it there."
+
+
+class WorkloadPanel(QWidget):
+    """Views and asks; submitting, cancelling and reading output go out through signals."""
+
+    submitRequested = Signal()
+    cancelRequested = Signal(object)  # WorkloadRow
+    outputRequested = Signal(object)  # WorkloadRow
+
+    def __init__(self, model: WorkloadTableModel, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("workloadPanel")
+        self.model = model
+        self.proxy = WorkloadFilterProxy()
+        self.proxy.setSourceModel(model)
+        self.filter = QLineEdit(placeholderText="Filter: node, name, owner, state…")
+        self.show_ended = QCheckBox("Show ended")
+        self.show_ended.setChecked(True)
+        self.submit = QPushButton("Submit…")
+        self.cancel = QPushButton("Cancel workload")
+        self.output = QPushButton("Output…")
+        self.table = QTableView()
+        self._kept: tuple[str, str] | None = None  # selection across a model reset
+        self._build()
+        self._wire()
+        self._on_selection_changed()
+
+    def _build(self) -> None:
+        self.table.setObjectName("workloadTable")
+        self.table.setModel(self.proxy)
+        self.table.setSortingEnabled(False)  # the model's order is the queue's order
+        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        self.table.setDragEnabled(True)
+        self.table.setDragDropMode(QAbstractItemView.DragDropMode.DragOnly)
+        self.table.verticalHeader().hide()
+        self.table.horizontalHeader().setStretchLastSection(True)
+        self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
+        hint = QLabel(HINT)
+        hint.setObjectName("dragHint")
+        bar = QHBoxLayout()
+        for widget in (self.filter, self.show_ended, self.submit, self.cancel, self.output):
+            bar.addWidget(widget)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(4, 4, 4, 4)
+        layout.addLayout(bar)
+        layout.addWidget(self.table)
+        layout.addWidget(hint)
+
+    def _wire(self) -> None:
+        self.filter.textChanged.connect(self.proxy.setFilterFixedString)
+        self.show_ended.toggled.connect(self.proxy.set_show_ended)
+        self.table.selectionModel().selectionChanged.connect(self._on_selection_changed)
+        # The model resets when any workload changes: keep the selected one selected.
+        self.model.modelAboutToBeReset.connect(self._on_model_about_to_be_reset)
+        self.model.modelReset.connect(self._on_model_reset)
+        self.submit.clicked.connect(self.submitRequested)
+        self.cancel.clicked.connect(self._on_cancel_clicked)
+        self.output.clicked.connect(self._on_output_clicked)
+        self.table.doubleClicked.connect(self._on_table_double_clicked)
+
+    def selected_workload(self) -> WorkloadRow | None:
+        rows = self.table.selectionModel().selectedRows()
+        return rows[0].data(WORKLOAD_ROLE) if rows else None
+
+    def select(self, target: str, workload_id: str) -> bool:
+        """Select a workload's row (tests and links from elsewhere); False if not shown."""
+        row = self.model.row_of(target, workload_id)
+        if row is None:
+            return False
+        index = self.proxy.mapFromSource(self.model.index(row, 0))
+        if not index.isValid():
+            return False
+        self.table.selectRow(index.row())
+        return True
+
+    def _on_model_about_to_be_reset(self) -> None:
+        workload = self.selected_workload()
+        self._kept = workload.uid if workload is not None else None
+
+    def _on_model_reset(self) -> None:
+        if self._kept is not None:
+            self.select(*self._kept)
+        self._on_selection_changed()
+
+    def _on_selection_changed(self, *_args: object) -> None:
+        workload = self.selected_workload()
+        self.cancel.setEnabled(workload is not None and not workload.state.ended)
+        self.output.setEnabled(workload is not None and workload.state is not WorkloadState.QUEUED)
+
+    def _on_cancel_clicked(self) -> None:
+        workload = self.selected_workload()
+        if workload is not None:
+            self.cancelRequested.emit(workload)
+
+    def _on_output_clicked(self) -> None:
+        workload = self.selected_workload()
+        if workload is not None:
+            self.outputRequested.emit(workload)
+
+    def _on_table_double_clicked(self, index: QModelIndex) -> None:
+        workload: WorkloadRow = index.data(WORKLOAD_ROLE)
+        if workload.state is not WorkloadState.QUEUED:
+            self.outputRequested.emit(workload)
+
+    def row_index(self, target: str, workload_id: str) -> QModelIndex:
+        """The proxy index of a workload's first cell (a drag source in tests)."""
+        row = self.model.row_of(target, workload_id)
+        if row is None:
+            return QModelIndex()
+        return self.proxy.mapFromSource(self.model.index(row, 0, QModelIndex()))
