@@ -19,7 +19,11 @@ qt_xcb="libxkbcommon-x11-0 libxcb-cursor0 libxcb-icccm4 libxcb-keysyms1 libxcb-s
 case "$purpose" in
   demo) packages="$qt_runtime $qt_xcb python3-venv" ;;
   # gcc builds the fake libnvidia-ml.so.1; procps gives pgrep to the demo test.
-  test) packages="$qt_runtime gcc libc6-dev procps python3-venv dbus-daemon dunst xvfb"
+  # systemd gives systemd-analyze (unit checks; nothing is started), desktop-file-utils
+  # and shellcheck check the installer; systemd-container lets one test boot the
+  # installer in a throwaway container (it skips without it).
+  test) packages="$qt_runtime gcc libc6-dev procps python3-venv dbus-daemon dunst xvfb
+        systemd desktop-file-utils shellcheck systemd-container"
         # Real peers the tests talk to. Unpacked into .tools/ rather than
         # installed: installing would enable and start their system services.
         tools="prometheus-alertmanager prometheus" ;;
@@ -47,19 +51,27 @@ install_system_packages() {
   fi
   echo "dev-setup: installing Debian packages: $missing"
   $sudo apt-get update -qq
+  # shellcheck disable=SC2086 # one word per package, on purpose
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends $missing >/dev/null
 }
 
 install_python_packages() {
   [ -x "$venv/bin/python" ] || "$python" -m venv "$venv"
   # Reinstall only when the dependencies changed.
-  local stamp="$venv/.installed-$(sha256sum pyproject.toml | cut -c1-16)"
+  local stamp
+  stamp="$venv/.installed-$(sha256sum pyproject.toml | cut -c1-16)"
   [ -f "$stamp" ] && return 0
   echo "dev-setup: installing Python packages into $venv (first run takes a few minutes)"
   "$venv/bin/python" -m pip install -q --disable-pip-version-check --upgrade pip
   "$venv/bin/python" -m pip install -q --disable-pip-version-check -e ".[console,test]"
   rm -f "$venv"/.installed-*
   touch "$stamp"
+}
+
+# Print the path of the newest downloaded .deb of a package, or nothing.
+download_deb() {
+  (cd .tools/debs && apt-get download -qq "$1" >/dev/null 2>&1) || return 0
+  find .tools/debs -name "${1}_*.deb" -printf '%T@ %p\n' | sort -rn | head -1 | cut -d' ' -f2
 }
 
 # Unpack Debian packages of servers the tests start themselves into .tools/.
@@ -70,15 +82,16 @@ install_tools() {
   mkdir -p .tools/debs
   for tool in $tools; do
     [ -e ".tools/$tool.unpacked" ] && continue
-    deb=$(cd .tools/debs && apt-get download -qq "$tool" >/dev/null 2>&1 && ls -t "${tool}"_*.deb | head -1) || true
+    deb=$(download_deb "$tool")
     if [ -z "$deb" ] && [ "$(id -u)" = 0 ]; then
-      apt-get update -qq && deb=$(cd .tools/debs && apt-get download -qq "$tool" >/dev/null && ls -t "${tool}"_*.deb | head -1) || true
+      apt-get update -qq
+      deb=$(download_deb "$tool")
     fi
     if [ -z "$deb" ]; then
       echo "dev-setup: could not download $tool; the tests that need it will skip" >&2
       continue
     fi
-    dpkg-deb -x ".tools/debs/$deb" .tools/root && touch ".tools/$tool.unpacked"
+    dpkg-deb -x "$deb" .tools/root && touch ".tools/$tool.unpacked"
   done
   place_alertmanager_template
 }

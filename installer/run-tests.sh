@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Lint, then the whole test suite, in the environment installer/dev-setup.sh made.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 venv="${VENV:-.venv}"
 export QT_QPA_PLATFORM=offscreen
 "$venv/bin/ruff" check . || exit 1

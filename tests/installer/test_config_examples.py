@@ -1,0 +1,66 @@
+"""The example configs load, and daemon.toml documents every option with its true default.
+
+installer/config/daemon.toml lists each option as `#key = default` (and options
+whose default is "unset" as `# e.g. key = ...`). Uncommenting every `#key =`
+line and `#[table]` header must load to the very same configuration as the
+file as shipped: so a documented default cannot drift from the code.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import fields, replace
+from pathlib import Path
+
+from console.settings import load_settings
+from node_daemon.alerts.rules import AlertSettings
+from node_daemon.auth.settings import TlsSettings
+from node_daemon.config import DaemonConfig, load_config_file
+from tests.installer.tools import CONSOLE_TOML, DAEMON_TOML
+
+# The one option the shipped file sets: a GPU server must not fall back to
+# simulated GPUs (see the comment in the file).
+SHIPPED = replace(DaemonConfig(), backend="nvml")
+DEFAULT_LINE = re.compile(r"^#(?=\[|[a-z_]+ = )", re.MULTILINE)
+
+
+def test_daemon_toml_loads_as_shipped() -> None:
+    assert load_config_file(DAEMON_TOML) == SHIPPED
+
+
+def test_every_commented_default_is_the_real_default(tmp_path: Path) -> None:
+    uncommented = tmp_path / "daemon.toml"
+    text, count = DEFAULT_LINE.subn("", DAEMON_TOML.read_text(encoding="utf-8"))
+    uncommented.write_text(text, encoding="utf-8")
+    assert count > 50, "the commented defaults went missing"
+    assert load_config_file(uncommented) == SHIPPED
+
+
+def documented_keys(text: str) -> dict[str, set[str]]:
+    """Keys named in `#key = `, `# e.g. key = ` or `key = ` lines, by [table]."""
+    keys: dict[str, set[str]] = {}
+    table = ""
+    for line in text.splitlines():
+        line = line.removeprefix("#").strip().removeprefix("e.g.").strip()
+        if header := re.fullmatch(r"\[\[?([a-z_.]+)\]\]?", line):
+            table = header.group(1)
+        elif key := re.match(r"([a-z_]+) = ", line):
+            keys.setdefault(table, set()).add(key.group(1))
+    return keys
+
+
+def test_every_option_and_alert_rule_is_documented() -> None:
+    keys = documented_keys(DAEMON_TOML.read_text(encoding="utf-8"))
+    tables = {"alerts", "teams", "auth"}  # DaemonConfig fields that are tables of their own
+    options = {f.name for f in fields(DaemonConfig)} - tables
+    assert options - keys["daemon"] == set(), "add these options to installer/config/daemon.toml"
+    assert {"teams", "auth.users", "tls"} <= set(keys)
+    assert {f.name for f in fields(TlsSettings)} <= keys["tls"]
+    for rule in fields(AlertSettings):
+        rule_keys = {f.name for f in fields(getattr(AlertSettings(), rule.name))} - {"models"}
+        missing = rule_keys - keys.get(f"alerts.{rule.name}", set())
+        assert missing == set(), f"document these keys under [alerts.{rule.name}]"
+
+
+def test_console_toml_loads() -> None:
+    assert load_settings(CONSOLE_TOML).nodes == ("gpu-node-01:50051", "gpu-node-02:50051")
