@@ -34,6 +34,8 @@ def qt_application(offscreen: bool = False) -> QApplication:
     assert isinstance(app, QApplication)
     app.setApplicationName("GPU Fleet Console")
     app.setOrganizationName("gpufleet")
+    # Wayland matches the window to installer/desktop/gpufleet-console.desktop by this.
+    app.setDesktopFileName("gpufleet-console")
     install_qt_log_handler()
     style = RESOURCES / "styles" / "dark.qss"
     if style.is_file():

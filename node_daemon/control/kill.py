@@ -75,6 +75,11 @@ def _signal(pidfd: int, signum: int) -> bool:
         signal.pidfd_send_signal(pidfd, signum)
     except ProcessLookupError:
         return False
+    except PermissionError:
+        raise PermissionError(
+            "the daemon may not signal this process (another user's): it needs CAP_KILL; "
+            "see \"Killing other users' processes\" in docs/operations.md"
+        ) from None
     return True
 
 

@@ -308,3 +308,21 @@ def test_submit_cli(node) -> None:
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert refused.returncode == 1 and "no GPU 7 on this node" in refused.stderr
+
+
+def test_a_process_the_daemon_may_not_signal_is_a_clear_refusal(monkeypatch) -> None:
+    """Without CAP_KILL another user's process cannot be signalled: say why, not 'EPERM'."""
+    sleeper = subprocess.Popen(["sleep", "300"])
+    try:
+        started = process_start_time_unix_ms(sleeper.pid)
+
+        def refuse(_pidfd: int, _signum: int) -> None:
+            raise PermissionError(1, "Operation not permitted")
+
+        monkeypatch.setattr(signal, "pidfd_send_signal", refuse)
+        with pytest.raises(PermissionError, match="needs CAP_KILL"):
+            kill_process(sleeper.pid, started, grace_s=1)
+        assert sleeper.poll() is None
+    finally:
+        sleeper.kill()
+        sleeper.wait()
