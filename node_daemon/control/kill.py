@@ -78,7 +78,7 @@ def _signal(pidfd: int, signum: int) -> bool:
     except PermissionError:
         raise PermissionError(
             "the daemon may not signal this process (another user's): it needs CAP_KILL; "
-            "see \"Killing other users' processes\" in docs/operations.md"
+            'see "Killing other users\' processes" in docs/operations.md'
         ) from None
     return True
 
