@@ -11,6 +11,7 @@ from pathlib import Path
 from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QApplication
 
+from console.connections.security import LinkSecurity
 from console.main_window import MainWindow
 from console.notify.desktop import DesktopNotifier
 from console.notify.tray import TrayNotifier
@@ -43,8 +44,13 @@ def qt_application(offscreen: bool = False) -> QApplication:
     return app
 
 
-def build_window(targets: Sequence[str], people: Sequence[str] = ()) -> MainWindow:
-    session = ConsoleSession(targets, people=people)
+def build_window(
+    targets: Sequence[str],
+    people: Sequence[str] = (),
+    security: LinkSecurity | None = None,
+    profile: str = "",
+) -> MainWindow:
+    session = ConsoleSession(targets, people=people, security=security, profile=profile)
     # Desktop notifications first; the tray only where no notification server runs.
     sinks: list[NotificationSink] = [DesktopNotifier(), TrayNotifier()]
     window = MainWindow(session, sinks=sinks)
@@ -59,10 +65,12 @@ def run_console(
     settle_s: float = 8.0,
     on_ready: Callable[[MainWindow], None] | None = None,
     people: Sequence[str] = (),
+    security: LinkSecurity | None = None,
+    profile: str = "",
 ) -> int:
     """Show the console until closed; with `screenshot`, render offscreen, save, exit."""
     app = qt_application(offscreen=screenshot is not None)
-    window = build_window(targets, people)
+    window = build_window(targets, people, security, profile)
     if on_ready is not None:
         on_ready(window)
     if screenshot is not None:

@@ -12,15 +12,22 @@ def add_console_command(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "console",
         help="open the desktop console",
-        description="Watch node daemons. Nodes come from --node flags, else from the "
-        "console settings file (default: ~/.config/gpufleet/console.toml, `nodes = [...]`).",
+        description="Watch node daemons. Nodes come from --node flags, else from the profile "
+        "in the console settings file (default: ~/.config/gpufleet/console.toml), which also "
+        "names the CA for TLS and a client certificate; the token comes from the system "
+        "keyring (`gpufleet console login`), a token file, or $GPUFLEET_TOKEN.",
     )
     parser.add_argument("--node", action="append", default=[], metavar="HOST:PORT",
                         help="a node daemon to watch; repeat for more")  # fmt: skip
     parser.add_argument("--config", type=Path, metavar="FILE", help="console settings TOML")
+    parser.add_argument("--profile", metavar="NAME",
+                        help="the fleet profile to open (default: `profile = ...` in the "
+                        "settings)")  # fmt: skip
     parser.add_argument("--screenshot", type=Path, metavar="FILE",
                         help="render offscreen, save a PNG after a few seconds, exit")  # fmt: skip
     parser.set_defaults(run=run_console_command)
+    commands = parser.add_subparsers(dest="console_command", metavar="login")
+    add_login_command(commands)
 
 
 def add_demo_command(subparsers: argparse._SubParsersAction) -> None:
@@ -69,19 +76,65 @@ def run_console_command(args: argparse.Namespace) -> int:
     if _needs_display(args.screenshot, "console") or not _import_qt_or_explain():
         return 2
     from console.app import run_console
+    from console.credentials import CredentialError, find_token, link_security
     from console.settings import SettingsError, load_settings
 
     try:
-        settings = load_settings(args.config)
-    except SettingsError as exc:
+        profile = load_settings(args.config).profile(args.profile)
+        token = find_token(profile)
+        security = link_security(profile, token)
+    except (SettingsError, CredentialError) as exc:
         print(f"gpufleet console: {exc}", file=sys.stderr)
         return 2
-    nodes = args.node or list(settings.nodes)
+    nodes = args.node or list(profile.nodes)
     if not nodes:
         print("gpufleet console: no nodes to watch; pass --node HOST:PORT or list them in "
               "the settings file (nodes = [\"host:50051\"])", file=sys.stderr)  # fmt: skip
         return 2
-    return run_console(nodes, screenshot=args.screenshot, people=settings.people)
+    source = token.source if token else "none (no keyring entry, token file or $GPUFLEET_TOKEN)"
+    logging.getLogger("gpufleet.console").info(
+        "profile %s: %d nodes, %s, token: %s", profile.name, len(nodes),
+        "mutual TLS" if profile.client_cert else "TLS" if profile.tls else "plaintext", source,
+    )  # fmt: skip
+    return run_console(nodes, screenshot=args.screenshot, people=profile.people,
+                       security=security, profile=profile.name)  # fmt: skip
+
+
+def add_login_command(commands: argparse._SubParsersAction) -> None:
+    login = commands.add_parser(
+        "login",
+        help="store a profile's token in the system keyring",
+        description="Read the token (from the terminal without echo, or from standard input) "
+        "and keep it in the system keyring under service 'gpufleet' and the profile's name; "
+        "without a keyring, in a token file only you can read. Never in the settings file. "
+        "With --node, a profile that does not exist yet is added to the settings file.",
+    )
+    login.add_argument("--profile", dest="login_profile", metavar="NAME",
+                       help="the profile (default: the settings' default profile)")  # fmt: skip
+    login.add_argument("--config", dest="login_config", type=Path, metavar="FILE",
+                       help="console settings TOML")  # fmt: skip
+    login.add_argument("--node", dest="login_nodes", action="append", default=[],
+                       metavar="HOST:PORT", help="nodes of a new profile; repeat")  # fmt: skip
+    login.add_argument("--ca", type=Path, metavar="FILE", help="a new profile's CA (TLS)")
+    login.add_argument("--client-cert", type=Path, metavar="FILE", help="for mutual TLS")
+    login.add_argument("--client-key", type=Path, metavar="FILE", help="for mutual TLS")
+    login.set_defaults(run=run_login_command)
+
+
+def run_login_command(args: argparse.Namespace) -> int:
+    from console.login import LoginError, login
+
+    try:
+        lines = login(
+            args.login_config or args.config, args.login_profile or args.profile,
+            args.login_nodes, args.ca, args.client_cert, args.client_key,
+        )  # fmt: skip
+    except LoginError as exc:
+        print(f"gpufleet console login: {exc}", file=sys.stderr)
+        return 2
+    for line in lines:
+        print(line)
+    return 0
 
 
 def run_demo_command(args: argparse.Namespace) -> int:

@@ -21,15 +21,19 @@ from PySide6.QtWidgets import (
 
 from console.fleet.alerts import AlertRow
 from console.fleet.updates import CommandResult
+from console.qt.access_watcher import AccessWatcher
 from console.qt.alert_model import AlertTableModel
 from console.qt.alert_notifier import AlertNotifier, NotificationSink
+from console.qt.audit_model import AuditTableModel
 from console.qt.drop_rules import TileDropRules
 from console.qt.event_model import EventLogModel
 from console.qt.inventory_model import InventoryTableModel
 from console.qt.people_model import PeopleListModel
+from console.qt.usage_model import UsageTableModel
 from console.qt.workload_model import WorkloadTableModel
 from console.session import ConsoleSession
 from console.views.alert_panel import AlertPanel
+from console.views.audit_panel import AuditPanel
 from console.views.control_prompts import ControlPrompts
 from console.views.event_log import EventLog
 from console.views.fleet_grid import FleetGrid
@@ -40,6 +44,7 @@ from console.views.inventory_panel import InventoryPanel
 from console.views.people_panel import PeoplePanel
 from console.views.silence_dialog import SilenceDialog
 from console.views.toast import Toast
+from console.views.usage_panel import UsagePanel
 from console.views.workload_panel import WorkloadPanel
 
 MESSAGE_MS = 10_000
@@ -50,7 +55,8 @@ class MainWindow(QMainWindow):
     def __init__(self, session: ConsoleSession, sinks: Sequence[NotificationSink] = ()) -> None:
         super().__init__()
         self.setObjectName("mainWindow")
-        self.setWindowTitle("GPU Fleet Console")
+        profile = f" — {session.profile}" if session.profile else ""
+        self.setWindowTitle(f"GPU Fleet Console{profile}")
         self.session = session
         fleet = session.fleet
         self.grid = FleetGrid(session.items, TileDropRules(fleet))
@@ -66,6 +72,11 @@ class MainWindow(QMainWindow):
         self.workload_panel = WorkloadPanel(self.workload_model)
         self.people_model = PeopleListModel(fleet, session.people)
         self.people_panel = PeoplePanel(self.people_model)
+        self.usage_model = UsageTableModel(fleet, session.queries)
+        self.usage_panel = UsagePanel(self.usage_model)
+        self.audit_model = AuditTableModel(fleet, session.queries)
+        self.audit_panel = AuditPanel(self.audit_model)
+        self.access = AccessWatcher(fleet)
         self.prompts = ControlPrompts(fleet, session.control, self, lambda: session.people)
         self.toast = Toast(self)
         self.notifier = AlertNotifier(fleet, self.toast.show_alert, list(sinks), QApplication.beep)
@@ -100,7 +111,11 @@ class MainWindow(QMainWindow):
         self.tabs.addTab(self.workload_panel, "Workloads")
         self.tabs.addTab(self.people_panel, "People")
         self.tabs.addTab(self.inventory_panel, "Inventory")
-        dock = QDockWidget("Alerts, events, workloads, people, inventory", self)
+        self.tabs.addTab(self.usage_panel, "Usage")
+        self.tabs.addTab(self.audit_panel, "Audit")
+        # Admin only: shown once a node takes us as admin (AccessWatcher).
+        self.tabs.setTabVisible(self.tabs.indexOf(self.audit_panel), False)
+        dock = QDockWidget("Alerts, events, workloads, people, inventory, usage, audit", self)
         dock.setObjectName("alertDock")
         dock.setWidget(self.tabs)
         dock.setFeatures(QDockWidget.DockWidgetFeature.DockWidgetMovable)
@@ -130,7 +145,21 @@ class MainWindow(QMainWindow):
         pump.fleetChanged.connect(self.workload_model.on_fleet_changed)
         pump.fleetChanged.connect(self.people_model.on_fleet_changed)
         pump.commandFinished.connect(self.prompts.on_command_finished)
+        pump.queryFinished.connect(self.usage_model.on_query_finished)
+        pump.queryFinished.connect(self.audit_model.on_query_finished)
         self.inventory_panel.message.connect(self.show_message)
+        # Roles: offer only what WhoAmI says we may do; the daemons still decide.
+        pump.fleetChanged.connect(self.access.on_fleet_changed)
+        self.access.changed.connect(self.audit_panel.on_access_changed)
+        self.access.changed.connect(self.detail.refresh)
+        self.access.adminChanged.connect(self._on_access_admin_changed)
+        self.access.operatorRefusalChanged.connect(self.alert_panel.set_action_refusal)
+        self.access.operatorRefusalChanged.connect(self.workload_panel.set_action_refusal)
+        # Reports: the panels ask, the models query the nodes off the GUI thread.
+        self.usage_panel.refreshRequested.connect(self.usage_model.refresh)
+        self.usage_panel.message.connect(self.show_message)
+        self.audit_panel.refreshRequested.connect(self.audit_model.refresh)
+        self.audit_panel.message.connect(self.show_message)
         # Selection: a tile, an alert row, a toast or a notification opens a GPU.
         self.grid.gpuSelected.connect(self.detail.show_gpu)
         self.alert_panel.gpuRequested.connect(self.open_gpu)
@@ -176,6 +205,9 @@ class MainWindow(QMainWindow):
         dialog = SilenceDialog(alert.summary, self)
         if dialog.exec() == QDialog.DialogCode.Accepted:
             self.session.actions.silence(alert, dialog.duration_s, dialog.reason.text().strip())
+
+    def _on_access_admin_changed(self, admin: bool) -> None:
+        self.tabs.setTabVisible(self.tabs.indexOf(self.audit_panel), admin)
 
     def _on_command_finished(self, result: CommandResult) -> None:
         self.show_message(

@@ -11,6 +11,8 @@ from collections.abc import Iterable
 from console.connections.actions import AlertActions
 from console.connections.control_actions import ControlActions
 from console.connections.manager import ConnectionManager, UpdateInbox
+from console.connections.queries import FleetQueries
+from console.connections.security import LinkSecurity
 from console.fleet.model import FleetModel
 from console.qt.fleet_item_model import FleetItemModel
 from console.qt.frame_pump import DEFAULT_FPS, FramePump
@@ -18,16 +20,24 @@ from console.qt.frame_pump import DEFAULT_FPS, FramePump
 
 class ConsoleSession:
     def __init__(
-        self, targets: Iterable[str] = (), fps: int = DEFAULT_FPS, people: Iterable[str] = ()
+        self,
+        targets: Iterable[str] = (),
+        fps: int = DEFAULT_FPS,
+        people: Iterable[str] = (),
+        security: LinkSecurity | None = None,
+        profile: str = "",
     ) -> None:
         self.fleet = FleetModel()
         self.inbox = UpdateInbox()
-        self.connections = ConnectionManager(self.inbox)
+        # TLS and the token of the profile, for every node of it.
+        self.connections = ConnectionManager(self.inbox, security)
+        self.profile = profile
         self.pump = FramePump(self.inbox, self.fleet, fps)
         self.items = FleetItemModel(self.fleet)
         self.pump.fleetChanged.connect(self.items.on_fleet_changed)
         self.actions = AlertActions(self.connections)
         self.control = ControlActions(self.connections)
+        self.queries = FleetQueries(self.connections)
         # Users and teams from the settings, offered for reservations and as owners.
         self.people = tuple(people)
         self._targets = list(dict.fromkeys(targets))

@@ -1,19 +1,36 @@
-"""The console's settings: a TOML file in the user's config directory.
+"""The console's settings: a TOML file in the user's config directory, one profile per fleet.
 
 # ~/.config/gpufleet/console.toml
+profile = "prod"                  # the profile used without --profile
+
+[profiles.prod]
 nodes = ["gpu-node-01:50051", "gpu-node-02:50051"]
-# Users and teams to offer for reservations (teams as "team:NAME"); the console
-# adds everyone it sees in processes, reservations and workloads.
-people = ["alice", "bob", "team:ml"]
+ca = "~/.config/gpufleet/prod-ca.pem"         # TLS: the CA of the nodes' certificates
+client_cert = "~/.config/gpufleet/me.crt"     # optional: mutual TLS
+client_key = "~/.config/gpufleet/me.key"
+token_file = "~/.config/gpufleet/prod.token"  # optional, mode 0600: only without a keyring
+people = ["alice", "team:ml"]
+
+Tokens are never written here: `gpufleet console login --profile prod` puts
+them in the system keyring (console/credentials.py).
+
+The file of earlier versions, `nodes = [...]` and `people = [...]` at the
+top level, still works: it is the profile "default" (plaintext, no TLS).
 """
 
 from __future__ import annotations
 
 import tomllib
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import platformdirs
+
+DEFAULT_PROFILE = "default"
+LOGIN_HINT = "store it with `gpufleet console login --profile NAME` (system keyring)"
+PROFILE_KEYS = {"nodes", "people", "ca", "client_cert", "client_key", "token_file"}
 
 
 class SettingsError(ValueError):
@@ -21,9 +38,44 @@ class SettingsError(ValueError):
 
 
 @dataclass(frozen=True)
+class Profile:
+    """One fleet: its nodes and how to reach them. Paths are expanded (~)."""
+
+    name: str
+    nodes: tuple[str, ...] = ()
+    people: tuple[str, ...] = ()
+    ca: Path | None = None
+    client_cert: Path | None = None
+    client_key: Path | None = None
+    token_file: Path | None = None
+
+    @property
+    def tls(self) -> bool:
+        return self.ca is not None
+
+
+@dataclass(frozen=True)
 class ConsoleSettings:
     nodes: tuple[str, ...] = ()
     people: tuple[str, ...] = ()
+    default_profile: str | None = None
+    profiles: Mapping[str, Profile] = field(default_factory=dict)
+    path: Path | None = None
+
+    def profile(self, name: str | None = None) -> Profile:
+        """The profile asked for, else the default one, else the top-level nodes.
+
+        Raises:
+            SettingsError: a profile is named that the file does not have.
+        """
+        chosen = name or self.default_profile
+        if chosen is None or (chosen == DEFAULT_PROFILE and chosen not in self.profiles):
+            return Profile(chosen or DEFAULT_PROFILE, self.nodes, self.people)
+        if chosen not in self.profiles:
+            known = ", ".join(sorted(self.profiles)) or "none"
+            where = self.path or default_settings_path()
+            raise SettingsError(f"no profile {chosen!r} in {where} (profiles: {known})")
+        return self.profiles[chosen]
 
 
 def default_settings_path() -> Path:
@@ -39,13 +91,64 @@ def load_settings(path: Path | None = None) -> ConsoleSettings:
     except FileNotFoundError:
         if explicit:
             raise SettingsError(f"console settings {path} do not exist") from None
-        return ConsoleSettings()
+        return ConsoleSettings(path=path)
     except tomllib.TOMLDecodeError as exc:
         raise SettingsError(f"console settings {path} are not valid TOML: {exc}") from exc
+    if "token" in data:
+        raise SettingsError(f"{path}: a token does not belong in this file; {LOGIN_HINT}")
+    nodes, people = _nodes(data, str(path)), _people(data, str(path))
+    default = data.get("profile")
+    if default is not None and (not isinstance(default, str) or not default):
+        raise SettingsError(f"{path}: 'profile' must be the name of a profile")
+    profiles = _profiles(data.get("profiles", {}), path, people)
+    return ConsoleSettings(nodes, people, default, profiles, path)
+
+
+def _nodes(data: Mapping[str, Any], where: str) -> tuple[str, ...]:
     nodes = data.get("nodes", [])
     if not isinstance(nodes, list) or not all(isinstance(n, str) and ":" in n for n in nodes):
-        raise SettingsError(f"{path}: 'nodes' must be a list of \"HOST:PORT\" strings")
+        raise SettingsError(f"{where}: 'nodes' must be a list of \"HOST:PORT\" strings")
+    return tuple(nodes)
+
+
+def _people(data: Mapping[str, Any], where: str) -> tuple[str, ...]:
     people = data.get("people", [])
     if not isinstance(people, list) or not all(isinstance(p, str) and p.strip() for p in people):
-        raise SettingsError(f"{path}: 'people' must be a list of user names or \"team:NAME\"")
-    return ConsoleSettings(tuple(nodes), tuple(p.strip() for p in people))
+        raise SettingsError(f"{where}: 'people' must be a list of user names or \"team:NAME\"")
+    return tuple(p.strip() for p in people)
+
+
+def _profiles(raw: Any, path: Path, people: tuple[str, ...]) -> dict[str, Profile]:
+    if not isinstance(raw, dict):
+        raise SettingsError(f"{path}: [profiles] must be a table of [profiles.NAME] tables")
+    return {name: _profile(name, table, path, people) for name, table in raw.items()}
+
+
+def _profile(name: str, table: Any, path: Path, people: tuple[str, ...]) -> Profile:
+    where = f"{path}: [profiles.{name}]"
+    if not isinstance(table, dict):
+        raise SettingsError(f"{where} must be a table")
+    if "token" in table:
+        raise SettingsError(f"{where}: a token does not belong in this file; {LOGIN_HINT}")
+    unknown = sorted(set(table) - PROFILE_KEYS)
+    if unknown:
+        raise SettingsError(f"{where}: unknown key(s) {', '.join(unknown)}")
+    cert, key = _path(table, "client_cert", where), _path(table, "client_key", where)
+    if (cert is None) != (key is None):
+        raise SettingsError(f"{where}: mutual TLS needs both client_cert and client_key")
+    ca = _path(table, "ca", where)
+    if cert is not None and ca is None:
+        raise SettingsError(f"{where}: a client certificate needs TLS: set ca as well")
+    return Profile(
+        name, _nodes(table, where), _people(table, where) if "people" in table else people,
+        ca, cert, key, _path(table, "token_file", where),
+    )  # fmt: skip
+
+
+def _path(table: Mapping[str, Any], key: str, where: str) -> Path | None:
+    value = table.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.strip():
+        raise SettingsError(f"{where}: {key} must be a file path")
+    return Path(value).expanduser()

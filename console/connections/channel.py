@@ -19,11 +19,14 @@ CHANNEL_OPTIONS: list[tuple[str, int]] = [
 CALL_DEADLINE_S = 5.0
 BACKOFF_FIRST_S = 0.25
 BACKOFF_MAX_S = 2.0
+# A node that refused our credentials will not change its mind in two seconds:
+# retry, but slowly (so our token, once added to the node's config, is taken).
+AUTH_BACKOFF_S = 30.0
 # Consecutive failed attempts after which a node is shown unreachable.
 UNREACHABLE_AFTER = 3
 
 
-def backoff_s(attempt: int, rng: random.Random | None = None) -> float:
+def backoff_s(attempt: int, rng: random.Random | None = None, cap_s: float | None = None) -> float:
     """Delay before reconnect attempt `attempt` (1-based): doubling, capped, ±20 % jitter."""
-    base = min(BACKOFF_MAX_S, BACKOFF_FIRST_S * 2 ** max(0, attempt - 1))
+    base = min(cap_s or BACKOFF_MAX_S, BACKOFF_FIRST_S * 2 ** max(0, attempt - 1))
     return base * (rng or random).uniform(0.8, 1.2)

@@ -11,8 +11,9 @@ import collections
 import logging
 import threading
 
-from console.connections.node_link import ActionCall, NodeLink
-from console.fleet.updates import CommandResult, Update
+from console.connections.node_link import ActionCall, NodeLink, QueryDecoder
+from console.connections.security import LinkSecurity
+from console.fleet.updates import CommandResult, QueryResult, Update
 
 log = logging.getLogger(__name__)
 
@@ -38,8 +39,9 @@ class UpdateInbox:
 class ConnectionManager:
     """Owns the 'gpufleet-net' thread and a NodeLink per target."""
 
-    def __init__(self, inbox: UpdateInbox) -> None:
+    def __init__(self, inbox: UpdateInbox, security: LinkSecurity | None = None) -> None:
         self._inbox = inbox
+        self._security = security or LinkSecurity()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._links: dict[str, NodeLink] = {}
@@ -66,7 +68,8 @@ class ConnectionManager:
 
     def _start_link(self, target: str) -> None:
         if target not in self._tasks:
-            link = self._links[target] = NodeLink(target, self._inbox.put)
+            link = NodeLink(target, self._inbox.put, security=self._security)
+            self._links[target] = link
             self._tasks[target] = self._loop.create_task(link.run(), name=f"link {target}")  # type: ignore[union-attr]
 
     def request(self, target: str, what: str, call: ActionCall, subject: str = "") -> None:
@@ -81,6 +84,24 @@ class ConnectionManager:
         else:
             result = await link.command(what, call, subject)
         self._inbox.put(result)
+
+    def query(
+        self, target: str, what: str, call: ActionCall, decode: QueryDecoder, query_id: int
+    ) -> None:
+        """Ask a node something off the GUI thread; its QueryResult lands in the inbox."""
+        assert self._loop is not None, "start() first"
+        coroutine = self._query(target, what, call, decode, query_id)
+        asyncio.run_coroutine_threadsafe(coroutine, self._loop)
+
+    async def _query(
+        self, target: str, what: str, call: ActionCall, decode: QueryDecoder, query_id: int
+    ) -> None:
+        link = self._links.get(target)
+        if link is None:
+            answer = QueryResult(target, what, query_id, False, f"{target} is not a watched node")
+        else:
+            answer = await link.query(what, call, decode, query_id)
+        self._inbox.put(answer)
 
     def stop(self, timeout_s: float = 5.0) -> None:
         """Cancel every link, close channels, end the thread."""

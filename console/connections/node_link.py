@@ -18,21 +18,31 @@ import grpc
 import grpc.aio
 
 from console.connections.channel import (
+    AUTH_BACKOFF_S,
     CALL_DEADLINE_S,
-    CHANNEL_OPTIONS,
     UNREACHABLE_AFTER,
     backoff_s,
 )
+from console.connections.security import LinkSecurity, open_channel
 from console.fleet.alerts import AlertRow
 from console.fleet.decode import (
     decode_alerts,
     decode_batch,
+    decode_caller,
     decode_control,
     decode_event,
     decode_inventory,
     decode_reply,
 )
-from console.fleet.updates import CommandResult, GpuInfo, LinkState, LinkUpdate, Update
+from console.fleet.updates import (
+    CommandResult,
+    GpuInfo,
+    IdentityUpdate,
+    LinkState,
+    LinkUpdate,
+    QueryResult,
+    Update,
+)
 from gpufleet.v1 import node_pb2 as pb
 from gpufleet.v1 import node_pb2_grpc as pb_grpc
 
@@ -42,6 +52,10 @@ UpdateSink = Callable[[Update], None]
 # An action: one unary call on the node's stub; its reply is decoded by decode_reply.
 ActionCall = Callable[[pb_grpc.NodeServiceStub], Awaitable[Any]]
 AlertCall = ActionCall
+# Turns a query's reply into what the asker wants (on the network thread).
+QueryDecoder = Callable[[str, Any], object]
+# The node answered and refused us: a new token or role is needed, not a retry soon.
+REFUSED = frozenset({grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED})
 CLEARED_HISTORY = 200
 INVENTORY_POLL_S = 30.0
 # On first connect, ask for this much held history so plots start full.
@@ -55,8 +69,10 @@ class NodeLink:
         sink: UpdateSink,
         rng: random.Random | None = None,
         backfill_s: float = BACKFILL_S,
+        security: LinkSecurity | None = None,
     ) -> None:
         self.target = target
+        self._security = security or LinkSecurity()
         self._sink = sink
         self._rng = rng or random.Random()
         # Resume point: the newest sample seen; before the first, the backfill window.
@@ -71,25 +87,27 @@ class NodeLink:
         """Keep the node connected until cancelled."""
         self._sink(LinkUpdate(self.target, LinkState.CONNECTING))
         while True:
-            detail = await self._session()
+            refused, detail = await self._session()
             self._failures += 1
-            state = (
-                LinkState.UNREACHABLE
-                if self._failures >= UNREACHABLE_AFTER
-                else LinkState.RECONNECTING
-            )
+            if refused:
+                state = LinkState.DENIED
+            elif self._failures >= UNREACHABLE_AFTER:
+                state = LinkState.UNREACHABLE
+            else:
+                state = LinkState.RECONNECTING
             self._sink(LinkUpdate(self.target, state, detail))
-            await asyncio.sleep(backoff_s(self._failures, self._rng))
+            delay = backoff_s(self._failures, self._rng, AUTH_BACKOFF_S if refused else None)
+            await asyncio.sleep(delay)
 
-    async def _session(self) -> str:
-        """One connection from dial to loss; returns why it ended."""
+    async def _session(self) -> tuple[bool, str]:
+        """One connection from dial to loss; returns (refused by the node?, why it ended)."""
         try:
-            async with grpc.aio.insecure_channel(self.target, options=CHANNEL_OPTIONS) as channel:
+            async with open_channel(self.target, self._security) as channel:
                 await self._serve(pb_grpc.NodeServiceStub(channel))
-            return "the daemon ended the stream"
+            return False, "the daemon ended the stream"
         except grpc.aio.AioRpcError as exc:
             log.info("%s: %s %s", self.target, exc.code().name, exc.details())
-            return f"{exc.code().name}: {exc.details()}"
+            return exc.code() in REFUSED, f"{exc.code().name}: {exc.details()}"
 
     async def _serve(self, stub: pb_grpc.NodeServiceStub) -> None:
         inventory = await stub.GetInventory(pb.GetInventoryRequest(), timeout=CALL_DEADLINE_S)
@@ -100,6 +118,7 @@ class NodeLink:
             timeout=CALL_DEADLINE_S,
         )
         self._sink(decode_alerts(self.target, listing))
+        await self._who_am_i(stub)
         await self._list_control(stub)
         if listing.journal_id != self._journal_id:
             # A journal we have not seen (first connect, or the node's was reset):
@@ -116,6 +135,17 @@ class NodeLink:
             )
         finally:
             self._stub = None
+
+    async def _who_am_i(self, stub: pb_grpc.NodeServiceStub) -> None:
+        """Who the node takes us for: the views offer only what that role allows."""
+        try:
+            caller = await stub.WhoAmI(pb.WhoAmIRequest(), timeout=CALL_DEADLINE_S)
+        except grpc.aio.AioRpcError as exc:
+            if exc.code() != grpc.StatusCode.UNIMPLEMENTED:
+                raise
+            self._sink(IdentityUpdate(self.target, None))  # an older daemon: it decides
+            return
+        self._sink(decode_caller(self.target, caller))
 
     async def _list_control(self, stub: pb_grpc.NodeServiceStub) -> None:
         """Reservations in force and the whole workload queue; events keep them current.
@@ -179,6 +209,22 @@ class NodeLink:
         message, payload = decode_reply(self.target, reply, subject)
         alert = payload if isinstance(payload, AlertRow) else None
         return CommandResult(self.target, what, True, message, alert, None if alert else payload)
+
+    async def query(
+        self, what: str, call: ActionCall, decode: QueryDecoder, query_id: int
+    ) -> QueryResult:
+        """Ask the node something (audit log, usage); the reply decoded by `decode`."""
+        stub = self._stub
+        if stub is None:
+            return QueryResult(
+                self.target, what, query_id, False, f"{self.target} is not connected"
+            )
+        try:
+            reply = await call(stub)
+        except grpc.aio.AioRpcError as exc:
+            message = f"{exc.code().name}: {exc.details()}"
+            return QueryResult(self.target, what, query_id, False, message)
+        return QueryResult(self.target, what, query_id, True, "done", decode(self.target, reply))
 
 
 async def _until_first_ends(*coroutines: Coroutine[Any, Any, None]) -> None:

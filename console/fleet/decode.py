@@ -6,6 +6,7 @@ from typing import Any
 
 from console.fleet.alerts import AlertRow, EventRow, Severity
 from console.fleet.control import ReservationRow, WorkloadRow, WorkloadState
+from console.fleet.identity import Identity, Role
 from console.fleet.metrics import batch_rows
 from console.fleet.updates import (
     AlertsUpdate,
@@ -13,6 +14,7 @@ from console.fleet.updates import (
     EventUpdate,
     GpuInfo,
     GpuSnapshot,
+    IdentityUpdate,
     InventoryUpdate,
     KillReport,
     NodeInfo,
@@ -91,6 +93,13 @@ def decode_inventory(target: str, inventory: pb.Inventory) -> InventoryUpdate:
         slurm_reason=inventory.slurm_reason if inventory.HasField("slurm_reason") else None,
     )
     return InventoryUpdate(target, info)
+
+
+def decode_caller(target: str, caller: pb.Caller) -> IdentityUpdate:
+    """WhoAmI's answer; a role the console does not know reads as the least (viewer)."""
+    role = Role(caller.role) if caller.role in iter(Role) else Role.VIEWER
+    identity = Identity(caller.user, role, tuple(caller.teams), caller.authenticated_by)
+    return IdentityUpdate(target, identity)
 
 
 _EVENT_PREFIX = "EVENT_KIND_"

@@ -34,6 +34,8 @@ class InventoryRow:
     cuda_version: str | None
     daemon_version: str | None
     backend: str
+    # Who we are on the node (WhoAmI): "otto (operator) by token"; None until known.
+    signed_in_as: str | None = None
 
 
 @dataclass(frozen=True)
@@ -55,6 +57,7 @@ COLUMNS: tuple[Column, ...] = (
     Column("cuda_version", "CUDA"),
     Column("daemon_version", "Daemon"),
     Column("backend", "Backend"),
+    Column("signed_in_as", "Signed in as"),
 )
 # Node-wide values, compared node against node (a node's GPUs share them).
 NODE_DRIFT_KEYS = ("driver_version", "cuda_version", "daemon_version")
@@ -99,6 +102,7 @@ def _row(node: NodeRecord, info: NodeInfo, gpu: GpuInfo) -> InventoryRow:
         cuda_version=info.cuda_version,
         daemon_version=info.daemon_version or None,
         backend=info.backend,
+        signed_in_as=node.identity.describe() if node.identity else None,
     )
 
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from console.fleet.alerts import AlertBook, EventRow, Severity
 from console.fleet.control import ControlBook, ReservationRow, WorkloadRow
+from console.fleet.identity import Identity, Role, role_refusal
 from console.fleet.metrics import METRIC_COUNT
 from console.fleet.ring import SampleRing
 from console.fleet.updates import (
@@ -20,10 +21,12 @@ from console.fleet.updates import (
     ControlUpdate,
     EventUpdate,
     GpuSnapshot,
+    IdentityUpdate,
     InventoryUpdate,
     LinkState,
     LinkUpdate,
     NodeInfo,
+    QueryResult,
     SamplesUpdate,
     Update,
 )
@@ -47,6 +50,8 @@ class NodeRecord:
     ring: SampleRing | None = None
     latest: dict[int, GpuSnapshot] = field(default_factory=dict)
     samples_received: int = 0
+    # Who we are on the node (WhoAmI); None until it said, or when it cannot.
+    identity: Identity | None = None
 
     @property
     def name(self) -> str:
@@ -113,6 +118,11 @@ class FleetModel:
         if isinstance(update, ControlUpdate):
             self.control.replace_node(update.target, update.reservations, update.workloads)
             return Change.DATA
+        if isinstance(update, IdentityUpdate):
+            node.identity = update.identity
+            return Change.DATA
+        if isinstance(update, QueryResult):
+            return Change.NONE  # for whoever asked; the fleet keeps no query results
         return self._apply_alerting(update)
 
     def _apply_alerting(self, update: AlertsUpdate | EventUpdate | CommandResult) -> Change:
@@ -148,7 +158,32 @@ class FleetModel:
 
     def _apply_link(self, node: NodeRecord, update: LinkUpdate) -> Change:
         node.state, node.state_detail = update.state, update.detail
+        if update.state is LinkState.DENIED:
+            node.identity = None  # whoever we were, the node no longer takes us
         return Change.DATA
+
+    # -- what the caller's roles allow -----------------------------------------
+
+    def role_refusal(self, target: str, needed: Role) -> str | None:
+        """Why our role on the node does not allow what needs `needed`; None when it does."""
+        node = self._nodes.get(target)
+        if node is None:
+            return None
+        return role_refusal(node.identity, needed, node.name)
+
+    def targets_with_role(self, needed: Role) -> list[str]:
+        """Nodes on which we are known to hold `needed` (or more)."""
+        return [n.target for n in self if n.identity is not None and n.identity.role >= needed]
+
+    def fleet_role_refusal(self, needed: Role) -> str | None:
+        """None if some connected node allows `needed` (or cannot say), else why not."""
+        connected = [n for n in self if n.state is LinkState.CONNECTED]
+        refusals = [role_refusal(n.identity, needed, n.name) for n in connected]
+        if not connected or any(r is None for r in refusals):
+            return None
+        if len(refusals) == 1:
+            return refusals[0]
+        return f"needs the {needed.label} role on a node (not held on any connected node)"
 
     def _apply_inventory(self, node: NodeRecord, update: InventoryUpdate) -> Change:
         old_uuids = [g.uuid for g in node.info.gpus] if node.info else None

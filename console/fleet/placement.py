@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 from console.fleet.control import WorkloadRow, WorkloadState, is_team
 from console.fleet.control_requests import KillTarget
+from console.fleet.identity import Role
 from console.fleet.model import FleetModel, NodeRecord
 from console.fleet.updates import LinkState
 
@@ -86,7 +87,16 @@ def _node_refusal(fleet: FleetModel, target: str, gpu: int) -> str | None:
         return f"{node.name} is {node.state.value}"
     if gpu >= node.gpu_count:
         return f"{node.name} has no GPU {gpu}"
-    return None
+    return fleet.role_refusal(target, Role.OPERATOR)
+
+
+def _ownership_refusal(fleet: FleetModel, target: str, owner: str | None, what: str) -> str | None:
+    """An operator acts only for itself and its teams; for anyone else it needs an admin."""
+    identity = fleet.node(target).identity
+    if identity is None or identity.may_act_for(owner):
+        return None
+    for_whom = " or ".join(identity.holders)
+    return f"needs the admin role for {what} ({identity.user} may act only for {for_whom})"
 
 
 def _gpu_health_refusal(node: NodeRecord, gpu: int) -> str | None:
@@ -146,6 +156,11 @@ def can_assign(
     if workload.state is not WorkloadState.QUEUED:
         return Verdict(False, f"{workload.label} is {workload.state.value}, not queued")
     refusal = _node_refusal(fleet, target, gpu)
+    if refusal is not None:
+        return Verdict(False, refusal, ((target, gpu),))
+    refusal = _ownership_refusal(
+        fleet, target, workload.owner, f"{workload.label} of {workload.owner or 'nobody'}"
+    )
     if refusal is not None:
         return Verdict(False, refusal, ((target, gpu),))
     if target != workload.target:
@@ -233,6 +248,9 @@ def can_reserve(
         refusal = _node_refusal(fleet, *place)
         if refusal is not None:
             return Verdict(False, refusal, places)
+        refusal = _ownership_refusal(fleet, place[0], holder, f"a reservation for {holder}")
+        if refusal is not None:
+            return Verdict(False, refusal, places)
         held_by, reserved = _reserved_text(fleet, *place, now_ms)
         if reserved and held_by != holder:  # the node lets a holder add to its own
             node = fleet.node(place[0]).name
@@ -262,6 +280,12 @@ def can_kill(victim: KillTarget, fleet: FleetModel) -> Verdict:
     snap = fleet.node(victim.target).latest.get(victim.gpu)
     if snap is None or all(p.pid != victim.pid for p in snap.processes):
         return Verdict(False, f"pid {victim.pid} is no longer on GPU {victim.gpu}", place)
+    owner = victim.process.user
+    refusal = _ownership_refusal(
+        fleet, victim.target, owner, f"pid {victim.pid} of {owner or 'an unknown user'}"
+    )
+    if refusal is not None:
+        return Verdict(False, refusal, place)
     return Verdict(True, f"kill {describe_process(victim)}", place)
 
 

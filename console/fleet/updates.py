@@ -14,6 +14,7 @@ import numpy.typing as npt
 
 from console.fleet.alerts import AlertRow, EventRow
 from console.fleet.control import ReservationRow, WorkloadRow
+from console.fleet.identity import Identity
 
 
 class LinkState(enum.Enum):
@@ -21,6 +22,8 @@ class LinkState(enum.Enum):
     CONNECTED = "connected"
     RECONNECTING = "reconnecting"
     UNREACHABLE = "unreachable"
+    # The node answered, and refused us: UNAUTHENTICATED or PERMISSION_DENIED.
+    DENIED = "denied"
 
 
 @dataclass(frozen=True)
@@ -82,6 +85,30 @@ class LinkUpdate:
     target: str
     state: LinkState
     detail: str = ""
+
+
+@dataclass(frozen=True)
+class IdentityUpdate:
+    """Who we are on the node (WhoAmI after each connect); None: the node cannot say."""
+
+    target: str
+    identity: Identity | None
+
+
+@dataclass(frozen=True)
+class QueryResult:
+    """The answer to a query (audit log, usage), decoded off the GUI thread.
+
+    `query_id` tells the asker which of its queries this answers; `payload` is
+    what the query's decoder made of the reply (None when not ok).
+    """
+
+    target: str
+    what: str
+    query_id: int
+    ok: bool
+    message: str
+    payload: object = None
 
 
 @dataclass(frozen=True)
@@ -170,4 +197,6 @@ Update = (
     | EventUpdate
     | ControlUpdate
     | CommandResult
+    | IdentityUpdate
+    | QueryResult
 )

@@ -8,6 +8,7 @@ from typing import Any
 from PySide6.QtCore import QAbstractItemModel, QModelIndex, QPersistentModelIndex, Qt
 
 from console.fleet.alerts import Severity
+from console.fleet.identity import Role
 from console.fleet.model import Change, FleetModel, NodeRecord
 from console.qt import roles
 
@@ -16,6 +17,15 @@ Index = QModelIndex | QPersistentModelIndex
 
 def _now_ms() -> int:
     return int(time.time() * 1000)
+
+
+def node_tooltip(node: NodeRecord) -> str:
+    """The node, its link and who we are on it: "signed in as otto (operator) by token"."""
+    state = f"{node.state.value}: {node.state_detail}" if node.state_detail else node.state.value
+    lines = [f"{node.name} ({node.target}): {state}"]
+    if node.identity is not None:
+        lines.append(f"signed in as {node.identity.describe()}")
+    return "\n".join(lines)
 
 
 _NODE_ID = 0  # internalId of node rows; a GPU row stores its node's row + 1
@@ -80,9 +90,11 @@ class FleetItemModel(QAbstractItemModel):
     def _node_data(self, node: NodeRecord, role: int) -> Any:
         if role == roles.ALERT_ROLE:
             return self._node_alert(node)
+        if role == roles.OPERATOR_REFUSAL_ROLE:
+            return self._fleet.role_refusal(node.target, Role.OPERATOR)
         values = {
             Qt.ItemDataRole.DisplayRole: node.name,
-            Qt.ItemDataRole.ToolTipRole: f"{node.target}: {node.state.value} {node.state_detail}",
+            Qt.ItemDataRole.ToolTipRole: node_tooltip(node),
             roles.KIND_ROLE: "node",
             roles.TARGET_ROLE: node.target,
             roles.LINK_STATE_ROLE: node.state,
@@ -109,6 +121,8 @@ class FleetItemModel(QAbstractItemModel):
             return node.info.gpus[gpu].name if node.info else None
         if role == roles.ALERT_ROLE:
             return self._fleet.alert_severity(node.target, gpu, _now_ms())
+        if role == roles.OPERATOR_REFUSAL_ROLE:
+            return self._fleet.role_refusal(node.target, Role.OPERATOR)
         if role == roles.RESERVATION_ROLE:
             return self._fleet.control.reservation_on(node.target, gpu, _now_ms())
         if role == roles.WORKLOAD_ROLE:

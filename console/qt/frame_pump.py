@@ -8,7 +8,7 @@ from PySide6.QtCore import QObject, QTimer, Signal
 
 from console.connections.manager import UpdateInbox
 from console.fleet.model import Change, FleetModel
-from console.fleet.updates import CommandResult
+from console.fleet.updates import CommandResult, QueryResult
 
 DEFAULT_FPS = 20
 # Most updates applied in one frame: a burst (a console starting against a fleet
@@ -28,6 +28,8 @@ class FramePump(QObject):
     eventsArrived = Signal(object)
     # The answer to an action (CommandResult), for the message line.
     commandFinished = Signal(object)
+    # The answer to a query (QueryResult: audit log, usage), for whoever asked.
+    queryFinished = Signal(object)
 
     def __init__(self, inbox: UpdateInbox, fleet: FleetModel, fps: int = DEFAULT_FPS) -> None:
         super().__init__()
@@ -50,6 +52,7 @@ class FramePump(QObject):
         started = time.perf_counter()
         updates = self._inbox.drain(MAX_UPDATES_PER_FRAME)
         results = [u for u in updates if isinstance(u, CommandResult)]
+        answers = [u for u in updates if isinstance(u, QueryResult)]
         changes = self._fleet.apply_all(updates)
         if changes:
             self.fleetChanged.emit(changes)
@@ -58,6 +61,8 @@ class FramePump(QObject):
             self.eventsArrived.emit(events)
         for result in results:
             self.commandFinished.emit(result)
+        for answer in answers:
+            self.queryFinished.emit(answer)
         self.last_frame_s = time.perf_counter() - started
         self.frames += 1
         return changes

@@ -13,6 +13,7 @@ from PySide6.QtCore import (
 )
 from PySide6.QtGui import QColor
 
+from console.fleet.identity import Identity
 from console.fleet.inventory import (
     COLUMNS,
     Drift,
@@ -34,12 +35,12 @@ SORT_ROLE = int(Qt.ItemDataRole.UserRole) + 2  # a natural sort key: "node-2" be
 DRIFT_BACKGROUND = QColor(214, 158, 46, 110)
 NOT_REPORTED = "not reported by the node"
 
-Signature = tuple[tuple[str, NodeInfo], ...]
+Signature = tuple[tuple[str, NodeInfo, Identity | None], ...]
 
 
 def inventory_signature(fleet: FleetModel) -> Signature:
     """What the table shows depends on nothing else: compare this to know when to reset."""
-    return tuple((node.target, node.info) for node in fleet if node.info is not None)
+    return tuple((node.target, node.info, node.identity) for node in fleet if node.info is not None)
 
 
 class InventoryTableModel(QAbstractTableModel):

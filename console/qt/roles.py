@@ -20,3 +20,5 @@ SLURM_ROLE = ROLE_BASE + 12  # node: (Slurm state, reason) where the node runs S
 PLACEMENT_ROLE = ROLE_BASE + 13  # GPU: (Slurm job ids, container ids) of its processes
 RESERVATION_ROLE = ROLE_BASE + 14  # GPU: the ReservationRow in force on it, or None
 WORKLOAD_ROLE = ROLE_BASE + 15  # GPU: the WorkloadRow running on it, or None
+# Node or GPU: why our role on the node refuses operator actions (kill, reserve...), or None
+OPERATOR_REFUSAL_ROLE = ROLE_BASE + 16

@@ -37,6 +37,8 @@ class AlertPanel(QWidget):
         self.acknowledge = QPushButton("Acknowledge")
         self.silence = QPushButton("Silence…")
         self.table = QTableView()
+        # Why our role allows none of the panel's actions ("" when it allows them).
+        self.action_refusal = ""
         self._build()
         self._wire()
         self._on_selection_changed()
@@ -71,8 +73,15 @@ class AlertPanel(QWidget):
         rows = self.table.selectionModel().selectedRows()
         return [index.data(ALERT_ROLE) for index in rows]
 
+    def set_action_refusal(self, refusal: str) -> None:
+        """Offer acknowledge and silence only where our role allows them; say why not."""
+        self.action_refusal = refusal
+        for button in (self.acknowledge, self.silence):
+            button.setToolTip(refusal)
+        self._on_selection_changed()
+
     def _on_selection_changed(self, *_args: object) -> None:
-        firing = [a for a in self.selected_alerts() if a.firing]
+        firing = [a for a in self.selected_alerts() if a.firing] if not self.action_refusal else []
         self.acknowledge.setEnabled(any(not a.acknowledged for a in firing))
         self.silence.setEnabled(len(firing) == 1)
 

@@ -17,6 +17,7 @@ from PySide6.QtWidgets import QDialog, QMessageBox, QWidget
 from console.connections.control_actions import ControlActions
 from console.fleet.control import ReservationRow, WorkloadRow, WorkloadState
 from console.fleet.control_requests import KillTarget
+from console.fleet.identity import Role
 from console.fleet.model import FleetModel
 from console.fleet.placement import Verdict, can_kill, gpus_text
 from console.fleet.updates import CommandResult, LinkState, WorkloadOutputText
@@ -86,9 +87,12 @@ class ControlPrompts(QObject):
     # -- the queue -------------------------------------------------------------
 
     def ask_submit(self) -> None:
-        nodes = [(n.target, n.name) for n in self._fleet if n.state is LinkState.CONNECTED]
+        connected = [n for n in self._fleet if n.state is LinkState.CONNECTED]
+        nodes = [(n.target, n.name) for n in connected
+                 if self._fleet.role_refusal(n.target, Role.OPERATOR) is None]  # fmt: skip
         if not nodes:
-            self.message.emit("Cannot submit: no node is connected")
+            why = self._fleet.fleet_role_refusal(Role.OPERATOR) if connected else None
+            self.message.emit(f"Cannot submit: {why or 'no node is connected'}")
             return
         dialog = SubmitDialog(nodes, self._actions.actor, self._people(), self._window)
         self._open(dialog, lambda: self._actions.submit(dialog.target, dialog.spec()))

@@ -12,20 +12,21 @@ tile reserves the whole selection.
 
 from __future__ import annotations
 
-from PySide6.QtCore import QModelIndex, QPoint, QRect, QSize, Qt, QTimer, Signal
+from PySide6.QtCore import QEvent, QModelIndex, QPoint, QRect, QSize, Qt, QTimer, Signal
 from PySide6.QtGui import (
     QContextMenuEvent,
     QDragEnterEvent,
     QDragLeaveEvent,
     QDragMoveEvent,
     QDropEvent,
+    QHelpEvent,
     QKeyEvent,
     QMouseEvent,
     QPainter,
     QPaintEvent,
     QResizeEvent,
 )
-from PySide6.QtWidgets import QMenu, QSizePolicy, QWidget
+from PySide6.QtWidgets import QMenu, QSizePolicy, QToolTip, QWidget
 
 from console.fleet.placement import Place
 from console.qt import roles
@@ -189,6 +190,30 @@ class FleetGrid(QWidget):
             self.update()
             return
         super().keyPressEvent(event)
+
+    # -- tooltips --------------------------------------------------------------
+
+    def event(self, event: QEvent) -> bool:
+        if event.type() == QEvent.Type.ToolTip and isinstance(event, QHelpEvent):
+            text = self.tooltip_at(event.pos())
+            if text:
+                QToolTip.showText(event.globalPos(), text, self)
+            else:
+                QToolTip.hideText()
+            return True
+        return super().event(event)
+
+    def tooltip_at(self, point: QPoint) -> str | None:
+        """The node under `point` (its link, who we are on it), and the GPU if on a tile."""
+        hit = self._hit(point)
+        if hit is not None:
+            node = self._model.node_index(hit[0])
+            return f"{node.data(Qt.ItemDataRole.ToolTipRole)}\nGPU {hit[1]}"
+        for block in self._blocks:
+            if block.rect.contains(point) and block.group.node_row is not None:
+                node = self._model.index(block.group.node_row, 0)
+                return str(node.data(Qt.ItemDataRole.ToolTipRole))
+        return None
 
     # -- context menu ----------------------------------------------------------
 

@@ -17,6 +17,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from console.fleet.identity import Role
 from console.fleet.model import Change, FleetModel, GpuKey
 from console.fleet.placement import can_kill
 from console.qt.process_model import ProcessTableModel
@@ -34,6 +35,7 @@ class GpuDetailPanel(QWidget):
         self.setObjectName("gpuDetail")
         self._fleet = fleet
         self.key: GpuKey | None = None
+        self.kill_refusal: str | None = None  # why our role may not kill on the node shown
         self.title = QLabel("Click a GPU tile to see it here.")
         self.title.setObjectName("detailTitle")
         self.facts = QLabel("")
@@ -90,6 +92,9 @@ class GpuDetailPanel(QWidget):
         where = (node.target, node.name, self.key.index)
         self.processes.set_processes(snapshot.processes if snapshot else (), where)
         self.facts.setText(self._facts_text(self.key))
+        # A viewer sees no kill zone; the daemon would refuse the kill anyway.
+        self.kill_refusal = self._fleet.role_refusal(self.key.target, Role.OPERATOR)
+        self.kill_zone.setVisible(self.kill_refusal is None)
 
     def process_menu(self, row: int) -> QMenu:
         """The context menu of a process row: Kill… (confirmation first)."""
@@ -97,7 +102,9 @@ class GpuDetailPanel(QWidget):
         menu.setObjectName("processMenu")
         victim = self.processes.kill_target(row)
         if victim is not None:
-            action = menu.addAction(f"Kill pid {victim.pid}…")
+            refusal = f" ({self.kill_refusal})" if self.kill_refusal else ""
+            action = menu.addAction(f"Kill pid {victim.pid}…{refusal}")
+            action.setEnabled(self.kill_refusal is None)
             action.triggered.connect(lambda: self.killRequested.emit(victim))
         return menu
 
@@ -113,6 +120,8 @@ class GpuDetailPanel(QWidget):
         node = self._fleet.node(key.target)
         info, snap = node.info, node.latest.get(key.index)
         parts = [f"{node.target} ({node.state.value})"]
+        if node.identity is not None:
+            parts.append(f"signed in as {node.identity.describe()}")
         if info is not None:
             gpu = info.gpus[key.index] if key.index < len(info.gpus) else None
             parts.append(

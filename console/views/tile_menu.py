@@ -22,14 +22,19 @@ def tile_menu(
     """A menu of what can be done to this tile (empty when nothing can)."""
     menu = QMenu(parent)
     menu.setObjectName("tileMenu")
+    refusal: str | None = gpu.data(roles.OPERATOR_REFUSAL_ROLE)
+    suffix = f" ({refusal})" if refusal else ""
     reservation: ReservationRow | None = gpu.data(roles.RESERVATION_ROLE)
     if reservation is not None:
         until = clock_text(reservation.until_unix_ms, int(time.time() * 1000))
         text = (f"Release reservation of {gpus_text(reservation.gpu_indices)} "
                 f"for {reservation.holder} (until {until})")  # fmt: skip
-        menu.addAction(text).triggered.connect(lambda: on_release(reservation))
+        action = menu.addAction(text + suffix)
+        action.setEnabled(refusal is None)
+        action.triggered.connect(lambda: on_release(reservation))
     workload: WorkloadRow | None = gpu.data(roles.WORKLOAD_ROLE)
     if workload is not None:
-        text = f"Cancel workload {workload.label}"
-        menu.addAction(text).triggered.connect(lambda: on_cancel(workload))
+        action = menu.addAction(f"Cancel workload {workload.label}{suffix}")
+        action.setEnabled(refusal is None)
+        action.triggered.connect(lambda: on_cancel(workload))
     return menu

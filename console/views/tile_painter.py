@@ -27,6 +27,7 @@ LINK_COLORS = {
     LinkState.CONNECTING: QColor("#a0aec0"),
     LinkState.RECONNECTING: QColor("#ecc94b"),
     LinkState.UNREACHABLE: QColor("#f56565"),
+    LinkState.DENIED: QColor("#ed64a6"),  # the node refused our credentials
 }
 BLOCK_FILL = QColor("#262a31")
 TEXT = QColor("#f7fafc")

@@ -42,6 +42,8 @@ class WorkloadPanel(QWidget):
         self.cancel = QPushButton("Cancel workload")
         self.output = QPushButton("Output…")
         self.table = QTableView()
+        # Why our role allows none of the panel's actions ("" when it allows them).
+        self.action_refusal = ""
         self._kept: tuple[str, str] | None = None  # selection across a model reset
         self._build()
         self._wire()
@@ -105,9 +107,18 @@ class WorkloadPanel(QWidget):
             self.select(*self._kept)
         self._on_selection_changed()
 
+    def set_action_refusal(self, refusal: str) -> None:
+        """Offer submit and cancel only where our role allows them; say why not."""
+        self.action_refusal = refusal
+        self.submit.setToolTip(f"Submit: {refusal}" if refusal else "")
+        self.cancel.setToolTip(f"Cancel: {refusal}" if refusal else "")
+        self._on_selection_changed()
+
     def _on_selection_changed(self, *_args: object) -> None:
         workload = self.selected_workload()
-        self.cancel.setEnabled(workload is not None and not workload.state.ended)
+        allowed = not self.action_refusal
+        self.submit.setEnabled(allowed)
+        self.cancel.setEnabled(allowed and workload is not None and not workload.state.ended)
         self.output.setEnabled(workload is not None and workload.state is not WorkloadState.QUEUED)
 
     def _on_cancel_clicked(self) -> None:

@@ -45,3 +45,31 @@ def test_demo_screenshot_shows_four_nodes_and_a_plot(tmp_path: Path) -> None:
     # Closing the window stopped every daemon the demo started.
     leftover = subprocess.run(["pgrep", "-f", "gpufleet-demo-"], capture_output=True, text=True)
     assert leftover.stdout.strip() == ""
+
+
+# The subprocess must never see the user's real keyring.
+NO_KEYRING = {"PYTHON_KEYRING_BACKEND": "keyring.backends.fail.Keyring"}
+
+
+def test_console_with_an_unknown_profile_explains(tmp_path: Path) -> None:
+    settings = tmp_path / "console.toml"
+    settings.write_text('profile = "prod"\n[profiles.prod]\nnodes = ["127.0.0.1:1"]\n')
+    shot = str(tmp_path / "x.png")
+    result = run("console", "--config", str(settings), "--profile", "lab", "--screenshot", shot,
+                 env=NO_KEYRING)  # fmt: skip
+    assert result.returncode == 2
+    assert "no profile 'lab'" in result.stderr and "(profiles: prod)" in result.stderr
+
+
+def test_console_refuses_a_token_file_others_can_read(tmp_path: Path) -> None:
+    token = tmp_path / "prod.token"
+    token.write_text("gft_secret\n")
+    token.chmod(0o644)
+    settings = tmp_path / "console.toml"
+    settings.write_text(f'profile = "prod"\n[profiles.prod]\nnodes = ["127.0.0.1:1"]\n'
+                        f'token_file = "{token}"\n')  # fmt: skip
+    result = run("console", "--config", str(settings), "--screenshot", str(tmp_path / "x.png"),
+                 env=NO_KEYRING)  # fmt: skip
+    assert result.returncode == 2
+    assert f"refusing the token file {token}: group or others may read it" in result.stderr
+    assert f"chmod 600 {token}" in result.stderr and "gft_secret" not in result.stderr

@@ -1,0 +1,181 @@
+"""Usage of the fleet: every node's QueryUsage answer merged into one report.
+
+Rows with the same key (user, team, node or day) are summed across nodes.
+KPIs are recomputed fleet-wide where the nodes' numbers allow it:
+
+- GPU-seconds observed: the sum.
+- Mean utilisation: exact, each node weighted by its GPU-seconds observed.
+- Idle share of allocated or reserved time: each node weighted by its
+  GPU-seconds observed (the nodes do not report their allocated time, so this
+  is an approximation when nodes are allocated very differently).
+- Workload wait p50/p90: percentiles cannot be merged from percentiles; the
+  report shows the worst node's and lists every node's.
+
+Plain Python: the Qt model, the charts and the CSV export read from here.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, fields
+
+from gpufleet.v1 import node_pb2 as pb
+
+GROUPINGS = {
+    "user": pb.USAGE_GROUPING_USER,
+    "team": pb.USAGE_GROUPING_TEAM,
+    "node": pb.USAGE_GROUPING_NODE,
+    "day": pb.USAGE_GROUPING_DAY,
+}
+HOUR = 3600.0
+
+
+@dataclass(frozen=True)
+class UsageQuery:
+    from_day: str = ""  # YYYY-MM-DD, UTC, inclusive; "" = from the first recorded day
+    to_day: str = ""  # "" = today
+    grouping: str = "user"
+
+    def request(self, grouping: str | None = None) -> pb.QueryUsageRequest:
+        return pb.QueryUsageRequest(
+            from_day=self.from_day,
+            to_day=self.to_day,
+            group_by=GROUPINGS[grouping or self.grouping],
+        )
+
+
+@dataclass(frozen=True)
+class UsageRow:
+    key: str  # the user, team, node or day
+    gpu_seconds: float = 0.0
+    busy_gpu_seconds: float = 0.0
+    memory_gib_seconds: float = 0.0
+    energy_joules: float = 0.0
+    reserved_seconds: float = 0.0
+    reserved_idle_seconds: float = 0.0
+    workloads: int = 0
+
+    def plus(self, other: UsageRow) -> UsageRow:
+        sums = {f.name: getattr(self, f.name) + getattr(other, f.name) for f in fields(self)[1:]}
+        return UsageRow(self.key, **sums)
+
+
+@dataclass(frozen=True)
+class NodeKpis:
+    target: str
+    node: str  # the host name the daemon reports
+    gpu_seconds_total: float
+    mean_utilisation_pct: float
+    idle_allocated_share: float
+    wait_p50_s: float
+    wait_p90_s: float
+
+
+@dataclass(frozen=True)
+class NodeUsage:
+    target: str
+    rows: tuple[UsageRow, ...]
+    kpis: NodeKpis
+
+
+def decode_usage(target: str, reply: pb.QueryUsageResponse) -> NodeUsage:
+    rows = tuple(
+        UsageRow(
+            r.key,
+            r.gpu_seconds,
+            r.busy_gpu_seconds,
+            r.memory_gib_seconds,
+            r.energy_joules,
+            r.reserved_seconds,
+            r.reserved_idle_seconds,
+            r.workloads,
+        )
+        for r in reply.rows
+    )
+    k = reply.kpis
+    kpis = NodeKpis(target, reply.node or target, k.gpu_seconds_total, k.mean_utilisation_pct,
+                    k.idle_allocated_share, k.wait_p50_s, k.wait_p90_s)  # fmt: skip
+    return NodeUsage(target, rows, kpis)
+
+
+def merge_rows(usages: Iterable[NodeUsage], grouping: str) -> list[UsageRow]:
+    """Rows with the same key summed across nodes; days in order, else heaviest first."""
+    merged: dict[str, UsageRow] = {}
+    for usage in usages:
+        for row in usage.rows:
+            merged[row.key] = merged[row.key].plus(row) if row.key in merged else row
+    if grouping == "day":
+        return sorted(merged.values(), key=lambda r: r.key)
+    return sorted(merged.values(), key=lambda r: (-r.gpu_seconds, r.key))
+
+
+@dataclass(frozen=True)
+class FleetKpis:
+    gpu_seconds_total: float
+    mean_utilisation_pct: float
+    idle_allocated_share: float
+    wait_p50_s: float  # the worst node's
+    wait_p90_s: float  # the worst node's
+    nodes: tuple[NodeKpis, ...]
+
+    def text(self) -> str:
+        return (f"{self.gpu_seconds_total / HOUR:,.1f} GPU-h observed · mean utilisation "
+                f"{self.mean_utilisation_pct:.1f} % · idle share of allocated or reserved "
+                f"{self.idle_allocated_share * 100:.1f} % · wait p50 ≤ {self.wait_p50_s:.0f} s, "
+                f"p90 ≤ {self.wait_p90_s:.0f} s (worst node)")  # fmt: skip
+
+    def explanation(self) -> str:
+        """How each KPI was combined, and each node's own numbers (for a tooltip)."""
+        lines = [
+            "GPU-hours observed: the nodes' sum.",
+            "Mean utilisation: each node weighted by its GPU-hours observed (exact).",
+            "Idle share: each node weighted by its GPU-hours observed (the nodes do not report "
+            "their allocated time, so this approximates the fleet-wide share).",
+            "Wait p50/p90: percentiles of different nodes cannot be merged; shown is the worst "
+            "node's. Per node:",
+        ]
+        for k in self.nodes:
+            idle = k.idle_allocated_share * 100
+            lines.append(f"  {k.node}: {k.gpu_seconds_total / HOUR:,.1f} GPU-h, "
+                         f"{k.mean_utilisation_pct:.1f} %, idle {idle:.1f} %, "
+                         f"wait p50 {k.wait_p50_s:.0f} s, p90 {k.wait_p90_s:.0f} s")  # fmt: skip
+        return "\n".join(lines)
+
+
+def fleet_kpis(usages: Sequence[NodeUsage]) -> FleetKpis:
+    nodes = tuple(u.kpis for u in usages)
+    total = sum(k.gpu_seconds_total for k in nodes)
+
+    def weighted(value: str) -> float:
+        if total <= 0:
+            return 0.0
+        return sum(getattr(k, value) * k.gpu_seconds_total for k in nodes) / total
+
+    return FleetKpis(
+        total, weighted("mean_utilisation_pct"), weighted("idle_allocated_share"),
+        max((k.wait_p50_s for k in nodes), default=0.0),
+        max((k.wait_p90_s for k in nodes), default=0.0), nodes,
+    )  # fmt: skip
+
+
+def top(rows: Sequence[UsageRow], count: int, value: str = "gpu_seconds") -> list[UsageRow]:
+    """The `count` rows with the most of `value` (ties by key), leaving out zeros."""
+    chosen = [r for r in rows if getattr(r, value) > 0]
+    return sorted(chosen, key=lambda r: (-getattr(r, value), r.key))[:count]
+
+
+CSV_VALUES = ("gpu_seconds", "busy_gpu_seconds", "memory_gib_seconds", "energy_joules",
+              "reserved_seconds", "reserved_idle_seconds", "workloads")  # fmt: skip
+
+
+def usage_csv(rows: Sequence[UsageRow], grouping: str) -> str:
+    """The export: one line per key, raw units (seconds, GiB·s, joules), like `gpufleet usage`."""
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow([grouping, *CSV_VALUES])
+    for row in rows:
+        values = [getattr(row, name) for name in CSV_VALUES]
+        writer.writerow([row.key, *(f"{v:.3f}" if isinstance(v, float) else v for v in values)])
+    return out.getvalue()

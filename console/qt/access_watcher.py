@@ -1,0 +1,36 @@
+"""AccessWatcher: says when what the console may do changed (a node connected, WhoAmI, denied).
+
+Views that offer actions by role listen to `changed` rather than to every frame.
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QObject, Signal
+
+from console.fleet.identity import Identity, Role
+from console.fleet.model import Change, FleetModel
+from console.fleet.updates import LinkState
+
+Signature = tuple[tuple[str, LinkState, Identity | None], ...]
+
+
+class AccessWatcher(QObject):
+    changed = Signal()
+    # Why no connected node lets us act (acknowledge, submit, kill...); "" when some does.
+    operatorRefusalChanged = Signal(str)
+    # Whether some node takes us as admin (the audit log).
+    adminChanged = Signal(bool)
+
+    def __init__(self, fleet: FleetModel) -> None:
+        super().__init__()
+        self.setObjectName("accessWatcher")
+        self._fleet = fleet
+        self._signature: Signature = ()
+
+    def on_fleet_changed(self, _changes: dict[str, Change]) -> None:
+        signature = tuple((n.target, n.state, n.identity) for n in self._fleet)
+        if signature != self._signature:
+            self._signature = signature
+            self.changed.emit()
+            self.operatorRefusalChanged.emit(self._fleet.fleet_role_refusal(Role.OPERATOR) or "")
+            self.adminChanged.emit(bool(self._fleet.targets_with_role(Role.ADMIN)))

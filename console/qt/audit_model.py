@@ -1,0 +1,131 @@
+"""AuditTableModel: the audit records of every node we are admin on, newest first.
+
+`refresh` asks the nodes (QueryAudit is a query, not a stream); the answers
+come back through the frame pump, and the table is rebuilt once all are in.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from PySide6.QtCore import (
+    QAbstractTableModel,
+    QModelIndex,
+    QPersistentModelIndex,
+    QSortFilterProxyModel,
+    Qt,
+    Signal,
+)
+
+from console.connections.queries import FleetQueries
+from console.fleet.audit import COLUMNS, AuditFilter, AuditRow, audit_csv, merge_audit
+from console.fleet.identity import Role
+from console.fleet.model import FleetModel
+from console.fleet.query_round import QueryRound
+from console.fleet.updates import LinkState, QueryResult
+
+Index = QModelIndex | QPersistentModelIndex
+RECORD_ROLE = int(Qt.ItemDataRole.UserRole) + 1  # the AuditRow of the row
+SORT_ROLE = int(Qt.ItemDataRole.UserRole) + 2
+
+
+class AuditTableModel(QAbstractTableModel):
+    # A line for the panel: how many records from how many nodes, and which did not answer.
+    refreshed = Signal(str)
+
+    def __init__(self, fleet: FleetModel, queries: FleetQueries) -> None:
+        super().__init__()
+        self.fleet, self._queries = fleet, queries
+        self._rows: list[AuditRow] = []
+        self._round: QueryRound | None = None
+
+    # -- asking ----------------------------------------------------------------
+
+    def refresh(self, wanted: AuditFilter) -> bool:
+        """Ask every chosen node we are admin on; False when there is none to ask."""
+        round_ = QueryRound()
+        for node in self.fleet:
+            if wanted.targets and node.target not in wanted.targets:
+                continue
+            refusal = self.fleet.role_refusal(node.target, Role.ADMIN)
+            if node.state is not LinkState.CONNECTED:
+                round_.skipped[node.target] = node.state.value
+            elif refusal is not None:
+                round_.skipped[node.target] = refusal
+            else:
+                self._queries.audit(node.target, wanted, round_.expect(node.target))
+        self._round = round_
+        if round_.done:
+            self._finish(round_)
+        return bool(round_.pending)
+
+    @property
+    def busy(self) -> bool:
+        return self._round is not None and not self._round.done
+
+    def on_query_finished(self, result: QueryResult) -> None:
+        round_ = self._round
+        if round_ is None or not round_.take(result):
+            return
+        if round_.done:
+            self._finish(round_)
+
+    def _finish(self, round_: QueryRound) -> None:
+        pages = [payload for _, payload in round_.payloads()]
+        self.beginResetModel()
+        self._rows = merge_audit(pages)  # type: ignore[arg-type]
+        self.endResetModel()
+        nodes = len(round_.answers)
+        text = f"{len(self._rows)} records from {nodes} node{'s' * (nodes != 1)}"
+        problems = round_.problems(self.node_name)
+        self.refreshed.emit(text + (f" · not included: {problems}" if problems else ""))
+
+    # -- reading ---------------------------------------------------------------
+
+    def node_name(self, target: str) -> str:
+        try:
+            return self.fleet.node(target).name
+        except KeyError:
+            return target
+
+    def rows(self) -> list[AuditRow]:
+        return list(self._rows)
+
+    def csv_text(self) -> str:
+        return audit_csv(self._rows, self.node_name)
+
+    def rowCount(self, parent: Index = QModelIndex()) -> int:  # noqa: B008
+        return 0 if parent.isValid() else len(self._rows)
+
+    def columnCount(self, parent: Index = QModelIndex()) -> int:  # noqa: B008
+        return 0 if parent.isValid() else len(COLUMNS)
+
+    def headerData(self, section: int, orientation: Qt.Orientation, role: int = 0) -> Any:
+        if role == Qt.ItemDataRole.DisplayRole and orientation == Qt.Orientation.Horizontal:
+            return COLUMNS[section].header
+        return None
+
+    def data(self, index: Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
+        if not index.isValid():
+            return None
+        row = self._rows[index.row()]
+        if role == RECORD_ROLE:
+            return row
+        if role == SORT_ROLE:
+            return row.time_unix_ms if index.column() == 0 else self._text(row, index.column())
+        if role in (Qt.ItemDataRole.DisplayRole, Qt.ItemDataRole.ToolTipRole):
+            return self._text(row, index.column())
+        return None
+
+    def _text(self, row: AuditRow, column: int) -> str:
+        return COLUMNS[column].text(row, self.node_name(row.target))
+
+
+class AuditFilterProxy(QSortFilterProxyModel):
+    """Free text over every column; time sorts by time, not by its text."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.setFilterCaseSensitivity(Qt.CaseSensitivity.CaseInsensitive)
+        self.setFilterKeyColumn(-1)
+        self.setSortRole(SORT_ROLE)

@@ -1,0 +1,167 @@
+"""UsageTableModel: the fleet's usage report, every node's QueryUsage merged.
+
+`refresh` asks every connected node for the table's grouping, and for the
+user and team groupings the charts need; once all answers are in, rows with
+the same key are summed and the KPIs recomputed fleet-wide (console.fleet.usage).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, cast
+
+from PySide6.QtCore import (
+    QAbstractTableModel,
+    QModelIndex,
+    QPersistentModelIndex,
+    QSortFilterProxyModel,
+    Qt,
+    Signal,
+)
+
+from console.connections.queries import FleetQueries
+from console.fleet.model import FleetModel
+from console.fleet.query_round import QueryRound
+from console.fleet.updates import LinkState, QueryResult
+from console.fleet.usage import (
+    HOUR,
+    FleetKpis,
+    NodeUsage,
+    UsageQuery,
+    UsageRow,
+    fleet_kpis,
+    merge_rows,
+    usage_csv,
+)
+
+Index = QModelIndex | QPersistentModelIndex
+SORT_ROLE = int(Qt.ItemDataRole.UserRole) + 1
+CHART_GROUPINGS = ("user", "team")
+
+
+@dataclass(frozen=True)
+class Column:
+    header: str
+    value: Callable[[UsageRow], float | str]
+    text: Callable[[UsageRow], str]
+
+
+def _hours(name: str) -> Column:
+    header = {"gpu_seconds": "GPU-h", "busy_gpu_seconds": "busy GPU-h",
+              "reserved_seconds": "reserved h", "reserved_idle_seconds": "reserved idle h",
+              "memory_gib_seconds": "GiB-h"}[name]  # fmt: skip
+    return Column(header, lambda r: getattr(r, name),
+                  lambda r: f"{getattr(r, name) / HOUR:,.2f}")  # fmt: skip
+
+
+COLUMNS: tuple[Column, ...] = (
+    Column("key", lambda r: r.key, lambda r: r.key),
+    _hours("gpu_seconds"),
+    _hours("busy_gpu_seconds"),
+    _hours("memory_gib_seconds"),
+    Column("kWh", lambda r: r.energy_joules, lambda r: f"{r.energy_joules / 3.6e6:,.2f}"),
+    _hours("reserved_seconds"),
+    _hours("reserved_idle_seconds"),
+    Column("workloads", lambda r: r.workloads, lambda r: str(r.workloads)),
+)
+
+
+class UsageTableModel(QAbstractTableModel):
+    # A line for the panel: the KPIs, and the nodes that did not answer.
+    refreshed = Signal(str)
+
+    def __init__(self, fleet: FleetModel, queries: FleetQueries) -> None:
+        super().__init__()
+        self.fleet, self._queries = fleet, queries
+        self.query = UsageQuery()
+        self._rows: list[UsageRow] = []
+        self.by_grouping: dict[str, list[UsageRow]] = {}
+        self.kpis: FleetKpis | None = None
+        self._round: QueryRound | None = None
+        self._asked = UsageQuery()
+
+    def refresh(self, query: UsageQuery) -> bool:
+        """Ask every connected node; False when none is connected."""
+        round_ = QueryRound()
+        groupings = tuple(dict.fromkeys((query.grouping, *CHART_GROUPINGS)))
+        for node in self.fleet:
+            if node.state is not LinkState.CONNECTED:
+                round_.skipped[node.target] = node.state.value
+                continue
+            for grouping in groupings:
+                query_id = round_.expect(node.target, grouping)
+                self._queries.usage(node.target, query, grouping, query_id)
+        self._round, self._asked = round_, query
+        if round_.done:
+            self._finish(round_)
+        return bool(round_.pending)
+
+    @property
+    def busy(self) -> bool:
+        return self._round is not None and not self._round.done
+
+    def on_query_finished(self, result: QueryResult) -> None:
+        round_ = self._round
+        if round_ is not None and round_.take(result) and round_.done:
+            self._finish(round_)
+
+    def _finish(self, round_: QueryRound) -> None:
+        query = self._asked
+        keys = dict.fromkeys((query.grouping, *CHART_GROUPINGS))
+        usages = {key: [cast(NodeUsage, p) for _, p in round_.payloads(key)] for key in keys}
+        self.beginResetModel()
+        self.query = query
+        self.by_grouping = {key: merge_rows(found, key) for key, found in usages.items()}
+        self._rows = self.by_grouping[query.grouping]
+        table = usages[query.grouping]
+        self.kpis = fleet_kpis(table) if table else None
+        self.endResetModel()
+        problems = round_.problems(self._node_name)
+        text = self.kpis.text() if self.kpis else "no node answered"
+        self.refreshed.emit(text + (f" · not included: {problems}" if problems else ""))
+
+    def _node_name(self, target: str) -> str:
+        try:
+            return self.fleet.node(target).name
+        except KeyError:
+            return target
+
+    # -- reading ---------------------------------------------------------------
+
+    def rows(self) -> list[UsageRow]:
+        return list(self._rows)
+
+    def csv_text(self) -> str:
+        return usage_csv(self._rows, self.query.grouping)
+
+    def rowCount(self, parent: Index = QModelIndex()) -> int:  # noqa: B008
+        return 0 if parent.isValid() else len(self._rows)
+
+    def columnCount(self, parent: Index = QModelIndex()) -> int:  # noqa: B008
+        return 0 if parent.isValid() else len(COLUMNS)
+
+    def headerData(self, section: int, orientation: Qt.Orientation, role: int = 0) -> Any:
+        if role != Qt.ItemDataRole.DisplayRole or orientation != Qt.Orientation.Horizontal:
+            return None
+        return self.query.grouping if section == 0 else COLUMNS[section].header
+
+    def data(self, index: Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
+        if not index.isValid():
+            return None
+        row, column = self._rows[index.row()], COLUMNS[index.column()]
+        if role == Qt.ItemDataRole.DisplayRole:
+            return column.text(row)
+        if role == SORT_ROLE:
+            return column.value(row)
+        if role == Qt.ItemDataRole.TextAlignmentRole and index.column() > 0:
+            return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+        return None
+
+
+class UsageSortProxy(QSortFilterProxyModel):
+    """Sorts numbers as numbers (the cells show rounded hours)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.setSortRole(SORT_ROLE)
