@@ -44,6 +44,8 @@ class DemoFleet:
         self.targets = [
             self._wait_ready(f, p) for f, p in zip(ready_files, self._procs, strict=True)
         ]
+        pids = " ".join(str(p.pid) for p in self._procs)
+        log.info("demo daemons serving on %s (pids %s)", " ".join(self.targets), pids)
         return self.targets
 
     def _spawn(self, i: int) -> Path:

@@ -18,7 +18,7 @@ qt_xcb="libxkbcommon-x11-0 libxcb-cursor0 libxcb-icccm4 libxcb-keysyms1 libxcb-s
         libxcb-xinerama0 libxcb-randr0 libxcb-render-util0 libxcb-image0 libxcb-xkb1"
 case "$purpose" in
   demo) packages="$qt_runtime $qt_xcb python3-venv" ;;
-  # gcc builds the fake libnvidia-ml.so.1; procps gives pgrep to the demo test.
+  # gcc builds the fake libnvidia-ml.so.1; procps gives ps and pgrep for debugging test runs.
   # systemd gives systemd-analyze (unit checks; nothing is started), desktop-file-utils
   # and shellcheck check the installer; systemd-container lets one test boot the
   # installer in a throwaway container (it skips without it).

@@ -43,8 +43,9 @@ def test_demo_screenshot_shows_four_nodes_and_a_plot(tmp_path: Path) -> None:
     points = int(result.stderr.split(" plot points")[0].rsplit(" ", 1)[1])
     assert points >= 3
     # Closing the window stopped every daemon the demo started.
-    leftover = subprocess.run(["pgrep", "-f", "gpufleet-demo-"], capture_output=True, text=True)
-    assert leftover.stdout.strip() == ""
+    pids = [int(p) for p in result.stderr.split("(pids ")[1].split(")")[0].split()]
+    assert len(pids) == 4
+    assert not [pid for pid in pids if Path(f"/proc/{pid}").exists()]
 
 
 # The subprocess must never see the user's real keyring.
