@@ -16,8 +16,16 @@ _LEVELS = {
 }
 
 
+# The offscreen platform (--screenshot) cannot resize or raise native windows and
+# says so; that is expected there, not worth a warning.
+_EXPECTED_OFFSCREEN = ("This plugin does not support",)
+
+
 def _handle(kind: QtMsgType, context: QMessageLogContext, message: str) -> None:
-    log.log(_LEVELS.get(kind, logging.WARNING), "%s (%s)", message, context.category)
+    level = _LEVELS.get(kind, logging.WARNING)
+    if message.startswith(_EXPECTED_OFFSCREEN):
+        level = logging.DEBUG
+    log.log(level, "%s (%s)", message, context.category)
 
 
 def install_qt_log_handler() -> None:

@@ -50,7 +50,7 @@ class GpuDetailPanel(QWidget):
         )
         self.process_table.horizontalHeader().setStretchLastSection(True)
         self.process_table.verticalHeader().hide()
-        self.process_table.setMaximumHeight(160)
+        self.process_table.setMaximumHeight(120)
         self.process_table.setObjectName("processTable")
         self.process_table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
         self.process_table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)

@@ -40,6 +40,8 @@ class GpuPlots(pg.GraphicsLayoutWidget):
             plot.getAxis("left").setWidth(44)
             if self._plots:
                 plot.setXLink(self._plots[0])
+            if row < len(PLOTS) - 1:
+                plot.hideAxis("bottom")  # one shared time axis, under the last plot
             self.curves[metric] = plot.plot(pen=pg.mkPen(color, width=1.5))
             self._plots.append(plot)
         self._set_fixed_ranges()
@@ -63,7 +65,7 @@ class GpuPlots(pg.GraphicsLayoutWidget):
             curve.setData(times, values, connect="finite")
         end = ring.last_time
         start = max(float(np.nanmin(ring.times())), end - WINDOW_S)
-        self._plots[0].setXRange(start, max(end, start + 1), padding=0)
+        self._plots[-1].setXRange(start, max(end, start + 1), padding=0)
 
     def point_count(self) -> int:
         """Finite points on the temperature curve: how much the plots show."""
