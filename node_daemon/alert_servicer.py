@@ -58,6 +58,9 @@ class AlertServicer:
     def StreamEvents(
         self, request: pb.StreamEventsRequest, context: grpc.ServicerContext
     ) -> Iterator[pb.Event]:
+        if request.after_seq >= 2**63:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, "after_seq must be below 2**63")
+        context.add_callback(self._journal.wake)  # a cancelled stream frees its worker at once
         after, head = request.after_seq, self._journal.last_seq
         log.info("event stream to %s from seq %d (head %d)", context.peer(), after, head)
         while context.is_active() and not self._journal.closed:

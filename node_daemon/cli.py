@@ -125,6 +125,12 @@ def _stop_on_signals(daemon: NodeDaemon) -> None:
     signal.signal(signal.SIGTERM, handle)
     signal.signal(signal.SIGINT, handle)
 
+    def ignore_hangup(_signum: int, _frame: FrameType | None) -> None:
+        # A reload would be expected here; there is none yet, and HUP must not kill us.
+        log.warning("SIGHUP ignored: the configuration is read at start; restart to apply changes")
+
+    signal.signal(signal.SIGHUP, ignore_hangup)
+
 
 def _setup_logging(verbose: bool) -> None:
     logging.basicConfig(

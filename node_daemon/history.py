@@ -60,6 +60,11 @@ class SampleHistory:
     def _newest_tick(self) -> int:
         return self._entries[-1].tick if self._entries else 0
 
+    def wake(self) -> None:
+        """Wake every waiting stream so a cancelled one ends at once."""
+        with self._changed:
+            self._changed.notify_all()
+
     def close(self) -> None:
         """Wake every waiter; streams end when they see `closed`."""
         with self._changed:

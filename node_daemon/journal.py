@@ -173,6 +173,11 @@ class EventJournal:
             self._committed.wait_for(lambda: self._closed or self._last_seq > seq, timeout_s)
             return [] if self._closed else self._read_after(seq, REPLAY_BATCH)
 
+    def wake(self) -> None:
+        """Wake every waiting stream (one was cancelled; each checks whether it is still wanted)."""
+        with self._lock:
+            self._committed.notify_all()
+
     def alerts(self, firing: bool, limit: int = 1000) -> list[pb.Alert]:
         """Firing alerts, or cleared ones newest first."""
         with self._lock:

@@ -14,6 +14,16 @@ ErrorCodes = Sequence[tuple[type[BaseException], grpc.StatusCode]]
 COMMON: ErrorCodes = ((JournalError, grpc.StatusCode.UNAVAILABLE),)
 
 
+MAX_MESSAGE = 1000
+
+
+def bounded(message: str) -> str:
+    """Messages may quote the request; a huge quote would exceed gRPC's metadata limit."""
+    return (
+        message if len(message) <= MAX_MESSAGE else message[: MAX_MESSAGE - 20] + " … (truncated)"
+    )
+
+
 def abort_for(context: grpc.ServicerContext, exc: BaseException, codes: ErrorCodes) -> NoReturn:
     """Abort the call with the code mapped for the error's type; re-raise unknown errors."""
     for kind, code in (*codes, *COMMON):
@@ -21,5 +31,5 @@ def abort_for(context: grpc.ServicerContext, exc: BaseException, codes: ErrorCod
             message = str(exc.args[0]) if exc.args else str(exc)
             if isinstance(exc, JournalError):
                 message += "; the action was not applied, try again once the disk has room"
-            context.abort(code, message)
+            context.abort(code, bounded(message))
     raise exc

@@ -173,11 +173,23 @@ class NodeDaemon:
     def _on_sweep(
         self, readings: Sequence[GpuReading], processes: Mapping[int, Sequence[ProcessReading]]
     ) -> None:
-        """After each sweep, on the sampler thread: rules, reservations, workloads."""
-        self.reservations.expire_due()
-        self.workloads.tick()
-        self.usage.observe(time.time(), readings, processes, self._reserved_for)
-        self.alerts.evaluate(readings, processes)
+        """After each sweep, on the sampler thread: rules, reservations, workloads.
+
+        Each step on its own: a failure in one (a bug, a full disk) must never
+        keep the others, above all the alert rules, from running.
+        """
+        now = time.time()
+        steps = (
+            ("reservations", self.reservations.expire_due),
+            ("workloads", self.workloads.tick),
+            ("usage", lambda: self.usage.observe(now, readings, processes, self._reserved_for)),
+            ("alerts", lambda: self.alerts.evaluate(readings, processes)),
+        )
+        for name, step in steps:
+            try:
+                step()
+            except Exception:
+                log.exception("after-sweep step %s failed", name)
 
     def _gpu_count(self) -> int:
         facts = self.sampler.status.facts

@@ -79,6 +79,7 @@ class NodeServicer:
     ) -> Iterator[bytes]:
         """Yield pre-serialized SampleBatch bytes: replayed history first, then live."""
         peer = context.peer()
+        context.add_callback(self._history.wake)  # a cancelled stream frees its worker at once
         if request.HasField("since_unix_ms"):
             replay, last_tick = self._history.since(request.since_unix_ms)
             log.info("stream to %s: replaying %d batches", peer, len(replay))

@@ -49,14 +49,20 @@ class Denied(Exception):
         self.code = code
 
 
+MAX_TARGET_VALUE = 64
+MAX_TARGET = 512
+
+
 def describe_target(request: Message) -> str:
+    """What the call aims at, bounded: the audit log must not be a way to fill the disk."""
     parts = []
     for field in TARGET_FIELDS:
         if field in request.DESCRIPTOR.fields_by_name:
             value = getattr(request, field)
             if value or (value == 0 and field == "gpu_index"):
-                parts.append(f"{field}={list(value) if field == 'gpu_indices' else value}")
-    return " ".join(parts)
+                text = str(list(value)[:16]) if field == "gpu_indices" else str(value)
+                parts.append(f"{field}={text[:MAX_TARGET_VALUE]}")
+    return " ".join(parts)[:MAX_TARGET]
 
 
 def describe_params(request: Message) -> str:
@@ -151,7 +157,9 @@ class AuthInterceptor(grpc.ServerInterceptor):
     def _outcome(context: grpc.ServicerContext, fallback: str) -> str:
         code = context.code() if hasattr(context, "code") else None
         details = context.details() if hasattr(context, "details") else None
-        return f"{code.name}: {details}" if code is not None else fallback
+        if isinstance(details, bytes):
+            details = details.decode(errors="replace")
+        return f"{code.name}: {details}"[:1000] if code is not None else fallback
 
     def _write(self, user: str, peer: str, method: str, request: Any, result: str) -> None:
         try:

@@ -42,6 +42,25 @@ DEFAULT_SIM_MEMORY = 8 * 1024**3
 ENDED = (pb.WORKLOAD_STATE_FINISHED, pb.WORKLOAD_STATE_FAILED, pb.WORKLOAD_STATE_CANCELLED)
 
 
+MAX_ARG_BYTES = 128 * 1024
+MAX_COMMAND_BYTES = 256 * 1024
+
+
+def check_command(argv: Sequence[str], env: Mapping[str, str]) -> None:
+    """Refuse what the kernel would refuse at exec time, with a message saying what."""
+    texts = [*argv, *env.keys(), *env.values()]
+    if any("\0" in t for t in texts):
+        raise BadWorkload("argv and env may not contain NUL characters")
+    if any(not name or "=" in name for name in env):
+        raise BadWorkload("environment names must be non-empty and contain no '='")
+    if any(len(t.encode()) >= MAX_ARG_BYTES for t in texts):
+        raise BadWorkload(
+            f"each argument and environment value must be under {MAX_ARG_BYTES} bytes"
+        )
+    if sum(len(t.encode()) + 1 for t in texts) > MAX_COMMAND_BYTES:
+        raise BadWorkload(f"argv and env together must be under {MAX_COMMAND_BYTES} bytes")
+
+
 class WorkloadNotFound(KeyError):
     pass
 
@@ -166,6 +185,7 @@ class WorkloadManager:
     def submit(self, request: pb.SubmitWorkloadRequest, actor: str) -> pb.Workload:
         if not request.argv or not request.argv[0].strip():
             raise BadWorkload("a workload needs a command: argv[0] is empty")
+        check_command(request.argv, request.env)
         if not 1 <= request.gpu_count <= len(self._node().gpus or [0] * 64):
             raise BadWorkload(
                 f"gpu_count must be 1..{len(self._node().gpus)}, got {request.gpu_count}"
@@ -223,8 +243,12 @@ class WorkloadManager:
     def _start(self, workload: pb.Workload, gpus: list[int], actor: str) -> None:
         node = self._node()
         uuids = [node.gpus[g].uuid for g in gpus]
-        launched = launch(WorkloadFiles(self._root, workload.id), list(workload.argv),
-                          dict(workload.env), uuids)  # fmt: skip
+        try:
+            launched = launch(WorkloadFiles(self._root, workload.id), list(workload.argv),
+                              dict(workload.env), uuids)  # fmt: skip
+        except (OSError, ValueError) as exc:
+            self._finish(workload, None, f"could not start: {exc}")
+            raise WorkloadConflict(f"workload {workload.id} could not start: {exc}") from exc
         self._launched[workload.id] = launched
         workload.state, workload.started_unix_ms = pb.WORKLOAD_STATE_RUNNING, self._now_ms()
         workload.gpu_indices[:] = gpus
@@ -300,7 +324,10 @@ class WorkloadManager:
                 workload.min_free_memory_bytes, teams,
             )  # fmt: skip
             if gpus is not None:
-                self._start(workload, gpus, "")
+                try:
+                    self._start(workload, gpus, "")
+                except WorkloadConflict as exc:
+                    log.error("%s", exc)  # it is marked failed; the others still get placed
 
     def _gpu_facts(self) -> dict[int, GpuFacts]:
         busy = self.busy_gpus()
