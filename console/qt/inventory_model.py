@@ -48,12 +48,19 @@ class InventoryTableModel(QAbstractTableModel):
         super().__init__()
         self._fleet = fleet
         self._signature: Signature | None = None
+        self._identities: tuple[tuple[str, int, int], ...] = ()
         self._rows: list[InventoryRow] = []
         self._drift: dict[DriftKey, Drift] = {}
         self.refresh()
 
     def refresh(self) -> None:
         """Rebuild when a node's inventory came, went or changed; otherwise do nothing."""
+        # Called every frame: first a cheap test on object identity; the deep
+        # comparison only when some node's inventory object was replaced.
+        identities = tuple((n.target, id(n.info), id(n.identity)) for n in self._fleet)
+        if identities == self._identities:
+            return
+        self._identities = identities
         signature = inventory_signature(self._fleet)
         if signature == self._signature:
             return  # equal NodeInfos after a reconnect: keep sort and selection

@@ -306,7 +306,7 @@ class FleetGrid(QWidget):
         painter = QPainter(self)
         painter.setRenderHint(QPainter.RenderHint.Antialiasing)
         for block in self._blocks:
-            if block.rect.intersects(event.rect()):
+            if event.region().intersects(block.rect):  # not the bounding box of all dirt
                 self._paint_block(painter, block)
         if self._hover is not None:
             self._paint_hover(painter, *self._hover)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 
+from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QLabel, QWidget
 
 from console.fleet.alerts import Severity
@@ -30,11 +31,23 @@ def summary_text(fleet: FleetModel) -> str:
     return " · ".join(parts)
 
 
+# The summary walks every GPU: twice a second is plenty for a status line.
+REFRESH_MS = 500
+
+
 class FleetSummary(QLabel):
     def __init__(self, fleet: FleetModel, parent: QWidget | None = None) -> None:
         super().__init__(summary_text(fleet), parent)
         self.setObjectName("fleetSummary")
         self._fleet = fleet
+        self._timer = QTimer(self)
+        self._timer.setObjectName("gpufleet-summary-timer")
+        self._timer.setSingleShot(True)
+        self._timer.timeout.connect(self._on_timer_timeout)
 
     def on_fleet_changed(self, _changes: dict[str, Change]) -> None:
+        if not self._timer.isActive():
+            self._timer.start(REFRESH_MS)
+
+    def _on_timer_timeout(self) -> None:
         self.setText(summary_text(self._fleet))

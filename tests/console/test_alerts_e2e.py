@@ -90,7 +90,7 @@ def test_overheat_reaches_the_on_call_engineer_and_clears(qtbot, window, daemon)
     assert main.toast.isVisible() and main.toast.title.text() == "CRITICAL · node-hot GPU 2"
     tile = main.session.items.gpu_index(daemon.address, 2)
     assert tile.data(roles.ALERT_ROLE) is Severity.CRITICAL
-    assert "critical" in main.summary.text()
+    qtbot.waitUntil(lambda: "critical" in main.summary.text(), timeout=2000)  # 2 Hz
     # One click on the toast opens that GPU.
     qtbot.mouseClick(main.toast, Qt.MouseButton.LeftButton)
     assert main.grid.selected == (daemon.address, 2)
