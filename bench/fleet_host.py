@@ -1,0 +1,128 @@
+"""Hosts N simulated node daemons in one process, for the console benchmarks.
+
+Run by the benchmarks as a child process, so the fleet's CPU is measured apart
+from the console's:
+
+    python bench/fleet_host.py --nodes 125 --gpus 8 --ready-file addresses.json
+
+Each daemon is the real NodeDaemon (gRPC server, sampler thread, history) with
+the simulated backend, listening on its own loopback port. Once all serve, the
+bound addresses are written to the ready file as JSON. SIGTERM or SIGINT, or
+the parent closing our stdin (it died), stops every daemon.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from node_daemon.backends.select import simulated_backend
+from node_daemon.config import DaemonConfig
+from node_daemon.listen import parse_listen_address
+from node_daemon.server import NodeDaemon
+
+log = logging.getLogger("bench.fleet_host")
+
+STOP_SIGNALS = {signal.SIGTERM, signal.SIGINT}
+STOP_GRACE_S = 1.0
+
+
+def node_config(index: int, gpus: int, interval_s: float, state_dir: Path) -> DaemonConfig:
+    # Few stream workers per server: 125 servers in one process must not
+    # hold thousands of idle threads. Each daemon keeps its own journal.
+    return DaemonConfig(
+        listen="127.0.0.1:0",
+        backend="simulated",
+        seed=index,
+        gpus=gpus,
+        sample_interval_s=interval_s,
+        max_streams=2,
+        hostname=f"bench-{index + 1:03d}",
+        state_dir=state_dir / f"node-{index + 1:03d}",
+    )
+
+
+def start_node(config: DaemonConfig) -> NodeDaemon:
+    address = parse_listen_address(config.listen)
+    daemon = NodeDaemon(config, simulated_backend(config), address)
+    daemon.start()
+    return daemon
+
+
+def start_fleet(nodes: int, gpus: int, interval_s: float, state_dir: Path) -> list[NodeDaemon]:
+    """Start the daemons with their sampling ticks spread evenly over one interval.
+
+    Real servers tick independently; starting node i at i/N of an interval keeps
+    the fleet's batches from arriving at the console all at once.
+    """
+    daemons: list[NodeDaemon] = []
+    first = time.monotonic()
+    for index in range(nodes):
+        delay = first + index * interval_s / nodes - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)  # pacing the start, not waiting for an event
+        daemons.append(start_node(node_config(index, gpus, interval_s, state_dir)))
+    return daemons
+
+
+def stop_fleet(daemons: Sequence[NodeDaemon]) -> None:
+    """Stop every daemon, in parallel: each stop may wait out its grace period."""
+    with ThreadPoolExecutor(max_workers=16, thread_name_prefix="bench-stop") as pool:
+        list(pool.map(lambda d: d.stop(STOP_GRACE_S), daemons))
+
+
+def write_ready_file(path: Path, daemons: Sequence[NodeDaemon]) -> None:
+    text = json.dumps({"pid": os.getpid(), "addresses": [str(d.address) for d in daemons]})
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def stop_when_parent_goes() -> None:
+    """Send ourselves SIGTERM when stdin reaches EOF: the parent closed it or died."""
+
+    def watch() -> None:
+        sys.stdin.buffer.read()
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=watch, name="bench-parent-watch", daemon=True).start()
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--nodes", type=int, default=125, help="daemons to host (default 125)")
+    parser.add_argument("--gpus", type=int, default=8, help="GPUs per daemon (default 8)")
+    parser.add_argument("--interval", type=float, default=1.0, help="sampling tick, seconds")
+    parser.add_argument("--ready-file", type=Path, required=True, help="JSON of addresses")
+    parser.add_argument("--state-dir", type=Path, required=True, help="daemons' journals")
+    parser.add_argument("--watch-stdin", action="store_true", help="stop on stdin EOF")
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(message)s")
+    # Block the stop signals before any thread exists, so every thread (gRPC's
+    # too) inherits the mask and only sigwait below receives them.
+    signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    if args.watch_stdin:
+        stop_when_parent_goes()
+    daemons = start_fleet(args.nodes, args.gpus, args.interval, args.state_dir)
+    write_ready_file(args.ready_file, daemons)
+    received = signal.sigwait(STOP_SIGNALS)
+    log.warning("%s: stopping %d daemons", signal.Signals(received).name, len(daemons))
+    stop_fleet(daemons)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

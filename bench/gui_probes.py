@@ -1,0 +1,137 @@
+"""Probes on the console's GUI thread: event-dispatch time, a heartbeat, loop helpers.
+
+- TimedApplication times every top-level event the GUI thread dispatches
+  (timers, posted events, repaints): their sum over wall time is the busy fraction.
+- Heartbeat is a 5 ms timer; how late it fires shows the longest the GUI
+  thread could not react (a stall).
+"""
+
+from __future__ import annotations
+
+import heapq
+import time
+from collections.abc import Callable
+
+from PySide6.QtCore import QEvent, QEventLoop, QObject, Qt, QTimer
+from PySide6.QtWidgets import QApplication
+
+
+class TimedApplication(QApplication):
+    """Sums the duration of every top-level event delivery while `measuring` is set.
+
+    Nested deliveries (an event sent from inside another) count once, in their
+    parent. Events to `probe` (the heartbeat's timer) are summed apart as well,
+    so the probe's own cost can be taken out. The longest deliveries are kept
+    with what they were, to tell what caused a stall.
+    """
+
+    KEEP_LONGEST = 5
+
+    def __init__(self, argv: list[str]) -> None:
+        super().__init__(argv)
+        self.measuring = False
+        self.probe: QObject | None = None
+        self._depth = 0
+        self.reset()
+
+    def reset(self) -> None:
+        self.busy_s = 0.0
+        self.busy_cpu_s = 0.0
+        self.probe_s = 0.0
+        self.probe_cpu_s = 0.0
+        self.events = 0
+        self.longest: list[tuple[float, str]] = []
+
+    def notify(self, receiver: QObject, event: QEvent) -> bool:
+        if self._depth or not self.measuring:
+            return super().notify(receiver, event)
+        self._depth = 1
+        started, started_cpu = time.perf_counter(), time.thread_time()
+        try:
+            return super().notify(receiver, event)
+        finally:
+            elapsed, elapsed_cpu = time.perf_counter() - started, time.thread_time() - started_cpu
+            self._depth = 0
+            self.busy_s += elapsed
+            self.busy_cpu_s += elapsed_cpu
+            self.events += 1
+            if receiver is self.probe:
+                self.probe_s += elapsed
+                self.probe_cpu_s += elapsed_cpu
+            if len(self.longest) < self.KEEP_LONGEST or elapsed > self.longest[0][0]:
+                self._keep_long(elapsed, receiver, event)
+
+    def work(self) -> tuple[float, float]:
+        """(wall, CPU) seconds of event work so far, less the probe's own."""
+        return self.busy_s - self.probe_s, self.busy_cpu_s - self.probe_cpu_s
+
+    def _keep_long(self, elapsed_s: float, receiver: QObject, event: QEvent) -> None:
+        what = f"{type(receiver).__name__}({receiver.objectName()!r}) {event.type().name}"
+        heapq.heappush(self.longest, (elapsed_s, what))
+        if len(self.longest) > self.KEEP_LONGEST:
+            heapq.heappop(self.longest)
+
+
+class Heartbeat(QObject):
+    """A precise timer every `interval_ms`; records the gap between consecutive ticks."""
+
+    def __init__(self, interval_ms: int = 5) -> None:
+        super().__init__()
+        self.interval_s = interval_ms / 1000
+        self.timer = QTimer(self)
+        self.timer.setObjectName("bench-heartbeat")
+        self.timer.setTimerType(Qt.TimerType.PreciseTimer)
+        self.timer.setInterval(interval_ms)
+        self.timer.timeout.connect(self._on_timer_timeout)
+        self.gaps_s: list[float] = []
+        self._last: float | None = None
+
+    def start(self) -> None:
+        self.gaps_s, self._last = [], None
+        self.timer.start()
+
+    def stop(self) -> None:
+        self.timer.stop()
+
+    def _on_timer_timeout(self) -> None:
+        now = time.perf_counter()
+        if self._last is not None:
+            self.gaps_s.append(now - self._last)
+        self._last = now
+
+    def stalls_s(self) -> list[float]:
+        """How much later than due each tick came."""
+        return [max(0.0, gap - self.interval_s) for gap in self.gaps_s]
+
+
+def run_for(seconds: float) -> None:
+    """Run the Qt event loop for `seconds`."""
+    wait_until(None, seconds)
+
+
+def wait_until(predicate: Callable[[], bool] | None, timeout_s: float, poll_ms: int = 50) -> bool:
+    """Run the Qt event loop until `predicate()` holds or `timeout_s` passes."""
+    loop = QEventLoop()
+
+    def check() -> None:
+        if predicate is not None and predicate():
+            loop.quit()
+
+    deadline = _named_timer("bench-wait-deadline", round(timeout_s * 1000), loop.quit)
+    deadline.setSingleShot(True)
+    poll = _named_timer("bench-wait-poll", poll_ms, check)
+    deadline.start()
+    if predicate is not None:
+        poll.start()
+    loop.exec()
+    deadline.stop()
+    poll.stop()
+    return predicate() if predicate is not None else True
+
+
+def _named_timer(name: str, interval_ms: int, slot: Callable[[], object]) -> QTimer:
+    timer = QTimer()
+    timer.setObjectName(name)
+    timer.setInterval(interval_ms)
+    timer.timeout.connect(slot)
+    return timer

@@ -1,0 +1,153 @@
+"""Turning probe readings into the benchmark's result: statistics, goals, a table."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+MIB = 1024**2
+
+
+def stats_ms(seconds: Sequence[float]) -> dict[str, float | int | None]:
+    """count, p50, p99 and max of durations given in seconds, in milliseconds."""
+    if not seconds:
+        return {"count": 0, "p50": None, "p99": None, "max": None}
+    values = np.asarray(seconds, dtype=np.float64) * 1000
+    return {
+        "count": int(values.size),
+        "p50": round(float(np.percentile(values, 50)), 3),
+        "p99": round(float(np.percentile(values, 99)), 3),
+        "max": round(float(values.max()), 3),
+    }
+
+
+def percent(part: float, whole: float) -> float:
+    return round(100 * part / whole, 2) if whole > 0 else 0.0
+
+
+@dataclass(frozen=True)
+class Goal:
+    """A target from the project's design, checked against one number of the result."""
+
+    name: str
+    path: tuple[str, ...]
+    limit: float
+    unit: str
+
+    def check(self, result: dict[str, object]) -> dict[str, object]:
+        value = lookup(result, self.path)
+        met = value is not None and float(value) < self.limit  # type: ignore[arg-type]
+        return {
+            "name": self.name,
+            "goal": f"< {self.limit:g} {self.unit}",
+            "value": value,
+            "met": met,
+        }
+
+
+GOALS = (
+    Goal("frame time p99", ("frame_ms", "frame", "p99"), 33, "ms"),
+    Goal("GUI thread busy", ("gui", "busy_pct"), 30, "%"),
+    Goal("console RSS", ("memory_mib", "console_rss"), 1024, "MiB"),
+    Goal("sample-to-pixel latency p99", ("latency_ms", "sample_to_pixel", "p99"), 250, "ms"),
+)
+
+
+def lookup(result: dict[str, object], path: Sequence[str]) -> object:
+    value: object = result
+    for key in path:
+        if not isinstance(value, dict):
+            return None
+        value = value.get(key)
+    return value
+
+
+def check_goals(result: dict[str, object]) -> list[dict[str, object]]:
+    return [goal.check(result) for goal in GOALS]
+
+
+# -- the table ------------------------------------------------------------------
+
+
+def _fmt(value: object, unit: str = "") -> str:
+    if value is None:
+        return "n/a"
+    if isinstance(value, float):
+        return f"{value:.1f}{unit}"
+    return f"{value}{unit}"
+
+
+def _stat_row(label: str, stats: object) -> str:
+    s = stats if isinstance(stats, dict) else {}
+    cells = (_fmt(s.get("p50")), _fmt(s.get("p99")), _fmt(s.get("max")), _fmt(s.get("count")))
+    return f"  {label:<34}{cells[0]:>10}{cells[1]:>10}{cells[2]:>10}{cells[3]:>9}"
+
+
+def format_table(result: dict[str, object]) -> str:
+    """A human-readable summary of a console_fleet result."""
+    lines = [_title(result), "", f"  {'':<34}{'p50 ms':>10}{'p99 ms':>10}{'max ms':>10}{'n':>9}"]
+    for label, path in (
+        ("frame (GUI work, pump to pump)", ("frame_ms", "frame")),
+        ("  of which off-CPU", ("frame_ms", "off_cpu")),
+        ("  pump (apply + slots)", ("frame_ms", "pump")),
+        ("  repaint (window UpdateRequest)", ("frame_ms", "repaint")),
+        ("  fleet grid paintEvent", ("frame_ms", "grid_paint")),
+        ("  GPU plots paintEvent", ("frame_ms", "plots_paint")),
+        ("frames that refreshed the plots", ("frame_ms", "plot_frame")),
+        ("frames that did not", ("frame_ms", "other_frame")),
+        ("sample-to-pixel latency", ("latency_ms", "sample_to_pixel")),
+        ("  daemon sweep -> inbox", ("latency_ms", "network")),
+        ("  inbox -> applied", ("latency_ms", "inbox")),
+        ("  applied -> repainted", ("latency_ms", "to_screen")),
+        ("GUI heartbeat lateness (5 ms)", ("gui", "stall_ms")),
+    ):
+        lines.append(_stat_row(label, lookup(result, path)))
+    lines += ["", *_usage_lines(result), "", *_goal_lines(result)]
+    return "\n".join(lines)
+
+
+def _title(result: dict[str, object]) -> str:
+    config = lookup(result, ("config",))
+    machine = lookup(result, ("machine",))
+    c = config if isinstance(config, dict) else {}
+    m = machine if isinstance(machine, dict) else {}
+    return (
+        f"console_fleet: {c.get('nodes')} nodes x {c.get('gpus')} GPUs = {c.get('gpu_total')} GPUs"
+        f" at {c.get('interval_s')} s, measured {c.get('seconds')} s"
+        f" on {m.get('nproc')} x {m.get('cpu_model')}"
+    )
+
+
+def _usage_lines(result: dict[str, object]) -> list[str]:
+    def get(*path: str) -> object:
+        return lookup(result, path)
+
+    return [
+        f"  GUI thread busy            {_fmt(get('gui', 'busy_pct'), ' %')}"
+        f"  (without the heartbeat probe {_fmt(get('gui', 'busy_excl_probe_pct'), ' %')};"
+        f" on CPU {_fmt(get('gui', 'busy_on_cpu_pct'), ' %')})",
+        f"  max GUI stall              {_fmt(get('gui', 'max_stall_ms'), ' ms')}",
+        f"  console CPU (one core=100) {_fmt(get('cpu_pct', 'console'), ' %')}"
+        f"  (GUI {_fmt(get('cpu_pct', 'console_gui_thread'), ' %')},"
+        f" network {_fmt(get('cpu_pct', 'console_net_thread'), ' %')},"
+        f" other {_fmt(get('cpu_pct', 'console_other_threads'), ' %')})",
+        f"  fleet process CPU          {_fmt(get('cpu_pct', 'fleet'), ' %')}"
+        f"  (other processes on the machine {_fmt(get('cpu_pct', 'other_processes'), ' %')})",
+        f"  console RSS                {_fmt(get('memory_mib', 'console_rss'), ' MiB')}"
+        f"  (peak {_fmt(get('memory_mib', 'console_peak'), ' MiB')};"
+        f" fleet {_fmt(get('memory_mib', 'fleet_rss'), ' MiB')})",
+        f"  batches shown / expected   {get('batches', 'shown')} / {get('batches', 'expected')}",
+        f"  alerts held / firing       {get('alerts', 'alerts')} / {get('alerts', 'firing')}"
+        f"  ({get('alerts', 'changes_per_s')} changes/s)",
+    ]
+
+
+def _goal_lines(result: dict[str, object]) -> list[str]:
+    goals = lookup(result, ("goals",))
+    lines = ["  goals:"]
+    for goal in goals if isinstance(goals, list) else []:
+        mark = "met" if goal["met"] else "NOT MET"
+        lines.append(f"    {goal['name']:<30}{goal['goal']:>12}  {_fmt(goal['value']):>10}  {mark}")
+    return lines
