@@ -6,7 +6,6 @@ on any node the panel says so instead of showing an empty table.
 
 from __future__ import annotations
 
-import datetime
 from collections.abc import Callable
 from pathlib import Path
 
@@ -16,7 +15,6 @@ from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
     QDateTimeEdit,
-    QFileDialog,
     QHBoxLayout,
     QHeaderView,
     QLabel,
@@ -31,6 +29,7 @@ from PySide6.QtWidgets import (
 from console.fleet.audit import ACTIONS, AuditFilter
 from console.fleet.identity import Role
 from console.qt.audit_model import AuditFilterProxy, AuditTableModel
+from console.views.csv_export import ask_csv_path, write_csv
 
 ALL_NODES = "All nodes"
 NEEDS_ADMIN = "The audit log needs the admin role on a node; this profile has none."
@@ -177,17 +176,12 @@ class AuditPanel(QWidget):
 
     def export_to(self, path: Path) -> bool:
         """Write every record read (not only those the search shows) to `path`."""
-        try:
-            path.write_text(self.model.csv_text(), encoding="utf-8", newline="")
-        except OSError as error:
+        error = write_csv(path, self.model.csv_text())
+        if error is not None:
             self.message.emit(f"Could not export the audit log: {error}")
             return False
         self.message.emit(f"Exported {self.model.rowCount()} audit records to {path}")
         return True
 
     def _ask_path(self) -> str:
-        suggested = f"gpufleet-audit-{datetime.date.today().isoformat()}.csv"
-        path, _filter = QFileDialog.getSaveFileName(
-            self, "Export audit log", suggested, "CSV files (*.csv)"
-        )
-        return path
+        return ask_csv_path(self, "Export audit log", "audit")

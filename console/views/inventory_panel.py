@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import datetime
 from collections.abc import Callable
 from pathlib import Path
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
     QAbstractItemView,
-    QFileDialog,
     QHBoxLayout,
     QHeaderView,
     QLabel,
@@ -22,6 +20,7 @@ from PySide6.QtWidgets import (
 
 from console.fleet.inventory import drift_summary, inventory_csv
 from console.qt.inventory_model import InventoryFilterProxy, InventoryTableModel
+from console.views.csv_export import ask_csv_path, write_csv
 
 
 class InventoryPanel(QWidget):
@@ -89,18 +88,12 @@ class InventoryPanel(QWidget):
     def export_to(self, path: Path) -> bool:
         """Write every GPU (not just the filtered rows) to `path`; say how it went."""
         rows = self.model.rows()
-        try:
-            # newline="": the csv module writes its own line endings.
-            path.write_text(inventory_csv(rows), encoding="utf-8", newline="")
-        except OSError as error:
+        error = write_csv(path, inventory_csv(rows))
+        if error is not None:
             self.message.emit(f"Could not export the inventory: {error}")
             return False
         self.message.emit(f"Exported the inventory of {len(rows)} GPUs to {path}")
         return True
 
     def _ask_path(self) -> str:
-        suggested = f"gpufleet-inventory-{datetime.date.today().isoformat()}.csv"
-        path, _filter = QFileDialog.getSaveFileName(
-            self, "Export inventory", suggested, "CSV files (*.csv)"
-        )
-        return path
+        return ask_csv_path(self, "Export inventory", "inventory")

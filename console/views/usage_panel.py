@@ -8,7 +8,6 @@ reserved time left idle. Export writes the table as CSV in raw units.
 
 from __future__ import annotations
 
-import datetime
 from collections.abc import Callable
 from pathlib import Path
 
@@ -18,7 +17,6 @@ from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
     QDateEdit,
-    QFileDialog,
     QHBoxLayout,
     QHeaderView,
     QLabel,
@@ -31,6 +29,7 @@ from PySide6.QtWidgets import (
 
 from console.fleet.usage import GROUPINGS, UsageQuery
 from console.qt.usage_model import UsageSortProxy, UsageTableModel
+from console.views.csv_export import ask_csv_path, write_csv
 from console.views.usage_charts import UsageCharts
 
 DEFAULT_DAYS = 30
@@ -136,9 +135,8 @@ class UsagePanel(QWidget):
 
     def export_to(self, path: Path) -> bool:
         """Write the table (by the grouping shown) to `path` in raw units."""
-        try:
-            path.write_text(self.model.csv_text(), encoding="utf-8", newline="")
-        except OSError as error:
+        error = write_csv(path, self.model.csv_text())
+        if error is not None:
             self.message.emit(f"Could not export the usage report: {error}")
             return False
         rows = self.model.rowCount()
@@ -146,8 +144,4 @@ class UsagePanel(QWidget):
         return True
 
     def _ask_path(self) -> str:
-        suggested = f"gpufleet-usage-{datetime.date.today().isoformat()}.csv"
-        path, _filter = QFileDialog.getSaveFileName(
-            self, "Export usage", suggested, "CSV files (*.csv)"
-        )
-        return path
+        return ask_csv_path(self, "Export usage", "usage")
