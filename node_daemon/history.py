@@ -6,6 +6,7 @@ bytes, so N subscribers cost one sweep and one serialization.
 
 from __future__ import annotations
 
+import itertools
 import threading
 from collections import deque
 from dataclasses import dataclass
@@ -55,7 +56,10 @@ class SampleHistory:
         """Entries after `tick`, waiting up to timeout_s for one; [] on timeout or close."""
         with self._changed:
             self._changed.wait_for(lambda: self._closed or self._newest_tick() > tick, timeout_s)
-            return [e for e in self._entries if e.tick > tick]
+            # New batches are at the end: walk back only over what the stream misses,
+            # not over the hour of history it already has.
+            newer = list(itertools.takewhile(lambda e: e.tick > tick, reversed(self._entries)))
+            return newer[::-1]
 
     def _newest_tick(self) -> int:
         return self._entries[-1].tick if self._entries else 0

@@ -241,6 +241,9 @@ class NodeDaemon:
         return self._stopped.wait(timeout_s)
 
     def wait(self) -> None:
+        # grpc's wait_for_termination wakes ten times a second; block on our own
+        # event until a stop begins, then wait for the server to finish stopping.
+        self._stopped.wait()
         self._server.wait_for_termination()
 
 

@@ -43,3 +43,11 @@ def test_close_wakes_waiters_with_nothing() -> None:
     assert history.wait_after(0, timeout_s=10) == []
     closer.join()
     assert history.closed
+
+
+def test_wait_after_returns_everything_missed_in_order() -> None:
+    history = SampleHistory(100)
+    for tick in range(1, 51):
+        history.append(entry(tick))
+    assert [e.tick for e in history.wait_after(47, timeout_s=0)] == [48, 49, 50]
+    assert history.wait_after(50, timeout_s=0) == []
