@@ -6,7 +6,6 @@ import time
 from typing import Any
 
 from PySide6.QtCore import (
-    QAbstractTableModel,
     QModelIndex,
     QPersistentModelIndex,
     QSortFilterProxyModel,
@@ -16,6 +15,7 @@ from PySide6.QtGui import QColor
 
 from console.fleet.alerts import AlertRow, Severity
 from console.fleet.model import Change, FleetModel
+from console.qt.row_table import RowTableModel
 
 Index = QModelIndex | QPersistentModelIndex
 COLUMNS = ("Severity", "Node", "GPU", "Rule", "Value", "Since", "State", "Summary")
@@ -47,7 +47,9 @@ def value_text(alert: AlertRow) -> str:
     return f"{alert.value:.0f} {alert.unit}{count}".strip()
 
 
-class AlertTableModel(QAbstractTableModel):
+class AlertTableModel(RowTableModel):
+    headers = COLUMNS
+
     def __init__(self, fleet: FleetModel) -> None:
         super().__init__()
         self._fleet = fleet
@@ -71,17 +73,6 @@ class AlertTableModel(QAbstractTableModel):
 
     def alert(self, row: int) -> AlertRow:
         return self._rows[row]
-
-    def rowCount(self, parent: Index = QModelIndex()) -> int:  # noqa: B008
-        return 0 if parent.isValid() else len(self._rows)
-
-    def columnCount(self, parent: Index = QModelIndex()) -> int:  # noqa: B008
-        return 0 if parent.isValid() else len(COLUMNS)
-
-    def headerData(self, section: int, orientation: Qt.Orientation, role: int = 0) -> Any:
-        if role == Qt.ItemDataRole.DisplayRole and orientation == Qt.Orientation.Horizontal:
-            return COLUMNS[section]
-        return None
 
     def data(self, index: Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
         if not index.isValid():

@@ -9,7 +9,6 @@ from __future__ import annotations
 from typing import Any
 
 from PySide6.QtCore import (
-    QAbstractTableModel,
     QModelIndex,
     QPersistentModelIndex,
     QSortFilterProxyModel,
@@ -23,13 +22,16 @@ from console.fleet.identity import Role
 from console.fleet.model import FleetModel
 from console.fleet.query_round import QueryRound
 from console.fleet.updates import LinkState, QueryResult
+from console.qt.row_table import RowTableModel
 
 Index = QModelIndex | QPersistentModelIndex
 RECORD_ROLE = int(Qt.ItemDataRole.UserRole) + 1  # the AuditRow of the row
 SORT_ROLE = int(Qt.ItemDataRole.UserRole) + 2
 
 
-class AuditTableModel(QAbstractTableModel):
+class AuditTableModel(RowTableModel):
+    headers = tuple(c.header for c in COLUMNS)
+
     # A line for the panel: how many records from how many nodes, and which did not answer.
     refreshed = Signal(str)
 
@@ -93,17 +95,6 @@ class AuditTableModel(QAbstractTableModel):
 
     def csv_text(self) -> str:
         return audit_csv(self._rows, self.node_name)
-
-    def rowCount(self, parent: Index = QModelIndex()) -> int:  # noqa: B008
-        return 0 if parent.isValid() else len(self._rows)
-
-    def columnCount(self, parent: Index = QModelIndex()) -> int:  # noqa: B008
-        return 0 if parent.isValid() else len(COLUMNS)
-
-    def headerData(self, section: int, orientation: Qt.Orientation, role: int = 0) -> Any:
-        if role == Qt.ItemDataRole.DisplayRole and orientation == Qt.Orientation.Horizontal:
-            return COLUMNS[section].header
-        return None
 
     def data(self, index: Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
         if not index.isValid():

@@ -5,16 +5,19 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, Qt
+from PySide6.QtCore import QModelIndex, QPersistentModelIndex, Qt
 
 from console.fleet.alerts import EventRow
+from console.qt.row_table import RowTableModel
 
 Index = QModelIndex | QPersistentModelIndex
 COLUMNS = ("Time", "Node", "GPU", "Event", "Summary", "By", "Seq")
 MAX_ROWS = 5000
 
 
-class EventLogModel(QAbstractTableModel):
+class EventLogModel(RowTableModel):
+    headers = COLUMNS
+
     def __init__(self, node_name: Any = None) -> None:
         super().__init__()
         self._rows: list[EventRow] = []
@@ -34,17 +37,6 @@ class EventLogModel(QAbstractTableModel):
 
     def event_row(self, row: int) -> EventRow:
         return self._rows[row]
-
-    def rowCount(self, parent: Index = QModelIndex()) -> int:  # noqa: B008
-        return 0 if parent.isValid() else len(self._rows)
-
-    def columnCount(self, parent: Index = QModelIndex()) -> int:  # noqa: B008
-        return 0 if parent.isValid() else len(COLUMNS)
-
-    def headerData(self, section: int, orientation: Qt.Orientation, role: int = 0) -> Any:
-        if role == Qt.ItemDataRole.DisplayRole and orientation == Qt.Orientation.Horizontal:
-            return COLUMNS[section]
-        return None
 
     def data(self, index: Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
         if not index.isValid() or role != Qt.ItemDataRole.DisplayRole:

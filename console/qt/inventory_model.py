@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 from PySide6.QtCore import (
-    QAbstractTableModel,
     QModelIndex,
     QPersistentModelIndex,
     QSortFilterProxyModel,
@@ -27,6 +26,7 @@ from console.fleet.inventory import (
 )
 from console.fleet.model import Change, FleetModel
 from console.fleet.updates import NodeInfo
+from console.qt.row_table import RowTableModel
 
 Index = QModelIndex | QPersistentModelIndex
 DRIFT_ROLE = int(Qt.ItemDataRole.UserRole) + 1  # bool: the value differs from the majority
@@ -43,7 +43,9 @@ def inventory_signature(fleet: FleetModel) -> Signature:
     return tuple((node.target, node.info, node.identity) for node in fleet if node.info is not None)
 
 
-class InventoryTableModel(QAbstractTableModel):
+class InventoryTableModel(RowTableModel):
+    headers = tuple(c.header for c in COLUMNS)
+
     def __init__(self, fleet: FleetModel) -> None:
         super().__init__()
         self._fleet = fleet
@@ -82,17 +84,6 @@ class InventoryTableModel(QAbstractTableModel):
 
     def drift(self, row: int, column: int) -> Drift | None:
         return self._drift.get((row, COLUMNS[column].key))
-
-    def rowCount(self, parent: Index = QModelIndex()) -> int:  # noqa: B008
-        return 0 if parent.isValid() else len(self._rows)
-
-    def columnCount(self, parent: Index = QModelIndex()) -> int:  # noqa: B008
-        return 0 if parent.isValid() else len(COLUMNS)
-
-    def headerData(self, section: int, orientation: Qt.Orientation, role: int = 0) -> Any:
-        if role == Qt.ItemDataRole.DisplayRole and orientation == Qt.Orientation.Horizontal:
-            return COLUMNS[section].header
-        return None
 
     def data(self, index: Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
         if not index.isValid():

@@ -5,11 +5,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from PySide6.QtCore import QAbstractTableModel, QMimeData, QModelIndex, QPersistentModelIndex, Qt
+from PySide6.QtCore import QMimeData, QModelIndex, QPersistentModelIndex, Qt
 
 from console.fleet.control_requests import KillTarget
 from console.fleet.updates import ProcessRow
 from console.qt.mime import PROCESS_MIME, process_mime
+from console.qt.row_table import RowTableModel
 
 Index = QModelIndex | QPersistentModelIndex
 # Command last: it is the long one and takes the stretch.
@@ -20,7 +21,9 @@ def _mib(value: int | None) -> str:
     return "n/a" if value is None else f"{value / 1024**2:,.0f} MiB"
 
 
-class ProcessTableModel(QAbstractTableModel):
+class ProcessTableModel(RowTableModel):
+    headers = _COLUMNS
+
     """A row can be dragged (onto the kill zone): the drag names node, GPU, pid and start time."""
 
     def __init__(self) -> None:
@@ -61,17 +64,6 @@ class ProcessTableModel(QAbstractTableModel):
 
     def supportedDragActions(self) -> Qt.DropAction:
         return Qt.DropAction.MoveAction
-
-    def rowCount(self, parent: Index = QModelIndex()) -> int:  # noqa: B008
-        return 0 if parent.isValid() else len(self._rows)
-
-    def columnCount(self, parent: Index = QModelIndex()) -> int:  # noqa: B008
-        return 0 if parent.isValid() else len(_COLUMNS)
-
-    def headerData(self, section: int, orientation: Qt.Orientation, role: int = 0) -> Any:
-        if role == Qt.ItemDataRole.DisplayRole and orientation == Qt.Orientation.Horizontal:
-            return _COLUMNS[section]
-        return None
 
     def data(self, index: Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
         if not index.isValid() or role != Qt.ItemDataRole.DisplayRole:

@@ -7,7 +7,6 @@ from collections.abc import Sequence
 from typing import Any
 
 from PySide6.QtCore import (
-    QAbstractTableModel,
     QMimeData,
     QModelIndex,
     QPersistentModelIndex,
@@ -20,6 +19,7 @@ from console.fleet.control import WorkloadRow, WorkloadState
 from console.fleet.model import Change, FleetModel
 from console.fleet.placement import gib_text
 from console.qt.mime import WORKLOAD_MIME, workload_mime
+from console.qt.row_table import RowTableModel
 
 Index = QModelIndex | QPersistentModelIndex
 COLUMNS = ("Node", "ID", "Name", "Owner", "GPUs", "Min memory", "State", "On GPUs", "Since",
@@ -42,7 +42,9 @@ def state_text(w: WorkloadRow) -> str:
     return w.state.value
 
 
-class WorkloadTableModel(QAbstractTableModel):
+class WorkloadTableModel(RowTableModel):
+    headers = COLUMNS
+
     def __init__(self, fleet: FleetModel) -> None:
         super().__init__()
         self._fleet = fleet
@@ -70,17 +72,6 @@ class WorkloadTableModel(QAbstractTableModel):
 
     def row_of(self, target: str, workload_id: str) -> int | None:
         return next((i for i, w in enumerate(self._rows) if w.uid == (target, workload_id)), None)
-
-    def rowCount(self, parent: Index = QModelIndex()) -> int:  # noqa: B008
-        return 0 if parent.isValid() else len(self._rows)
-
-    def columnCount(self, parent: Index = QModelIndex()) -> int:  # noqa: B008
-        return 0 if parent.isValid() else len(COLUMNS)
-
-    def headerData(self, section: int, orientation: Qt.Orientation, role: int = 0) -> Any:
-        if role == Qt.ItemDataRole.DisplayRole and orientation == Qt.Orientation.Horizontal:
-            return COLUMNS[section]
-        return None
 
     def flags(self, index: Index) -> Qt.ItemFlag:
         flags = super().flags(index)

@@ -1,0 +1,34 @@
+"""RowTableModel: the shared part of the console's flat tables (rows under fixed headers)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, Qt
+
+Index = QModelIndex | QPersistentModelIndex
+
+
+class RowTableModel(QAbstractTableModel):
+    """Rows in `self._rows`, one column per header label; subclasses give data()."""
+
+    headers: Sequence[str] = ()
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._rows: Sequence[Any] = []
+
+    def header_labels(self) -> Sequence[str]:
+        return self.headers
+
+    def rowCount(self, parent: Index = QModelIndex()) -> int:  # noqa: B008
+        return 0 if parent.isValid() else len(self._rows)
+
+    def columnCount(self, parent: Index = QModelIndex()) -> int:  # noqa: B008
+        return 0 if parent.isValid() else len(self.header_labels())
+
+    def headerData(self, section: int, orientation: Qt.Orientation, role: int = 0) -> Any:
+        if role == Qt.ItemDataRole.DisplayRole and orientation == Qt.Orientation.Horizontal:
+            return self.header_labels()[section]
+        return None
