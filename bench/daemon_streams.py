@@ -4,6 +4,7 @@
                                              [--backends nvml simulated] [--rounds 3]
                                              [--warmup 5] [--profile auto|always|never]
                                              [--out FILE.json] [--md FILE.md]
+                                             [--baseline EARLIER.json]
     .venv/bin/python bench/daemon_streams.py --smoke    # seconds; no markdown written
 
 The daemon runs as a real process (``python -m node_daemon daemon --backend B
@@ -39,6 +40,7 @@ import time
 import timeit
 from collections.abc import Sequence
 from contextlib import ExitStack
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -61,7 +63,14 @@ from nvml_sweep_venv import DEFAULT_VENV
 from node_daemon.history import HistoryEntry, SampleHistory
 
 DEFAULT_MD = Path(__file__).resolve().parent / "results" / "daemon_streams.md"
-SMOKE = {"seconds": 3.0, "warmup": 1.0, "rounds": 1, "subscribers": [0, 2], "profile": "never"}
+SMOKE = {
+    "seconds": 3.0,
+    "warmup": 1.0,
+    "rounds": 1,
+    "subscribers": [0, 2],
+    "samples_only": [],
+    "profile": "never",
+}
 PROCESSES_PER_GPU = 3
 PROFILE_RATE = 1000
 
@@ -77,10 +86,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     arg("--gpus", type=int, default=8)
     arg("--interval", type=float, default=1.0, help="the daemon's sampling tick (s)")
     arg("--no-events", dest="events", action="store_false", help="sample streams only")
+    arg("--samples-only", type=int, nargs="*", default=[50], metavar="K",
+        help="also measure these K with sample streams only (what event streams cost)")  # fmt: skip
     arg("--profile", choices=["auto", "always", "never"], default="auto",
         help="py-spy profile at 10 subscribers: when the goal is missed (auto)")  # fmt: skip
     arg("--profile-seconds", type=float, default=30.0)
     arg("--venv", type=Path, default=DEFAULT_VENV, help="where py-spy is installed if missing")
+    arg("--baseline", type=Path, metavar="FILE.json",
+        help="an earlier result (--out) to show beside this one")  # fmt: skip
     arg("--smoke", action="store_true", help="tiny: does it all still run?")
     arg("--out", type=Path, metavar="FILE.json", help="write the result as JSON")
     arg("--md", type=Path, metavar="FILE.md",
@@ -91,6 +104,24 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         for key, value in SMOKE.items():
             setattr(args, key, value)
     return args
+
+
+@dataclass(frozen=True)
+class Load:
+    """K subscribers, each with a sample stream and, if `events`, an event stream."""
+
+    subscribers: int
+    events: bool
+
+    @property
+    def label(self) -> str:
+        return f"{self.subscribers}" + ("" if self.events or not self.subscribers else "s")
+
+
+def loads(args: argparse.Namespace) -> list[Load]:
+    """Every K as asked, then the sample-stream-only comparisons."""
+    extra = [Load(k, False) for k in args.samples_only if args.events and k]
+    return [Load(k, args.events) for k in args.subscribers] + extra
 
 
 def max_streams(args: argparse.Namespace) -> int:
@@ -122,7 +153,7 @@ def subscriber_summary(stats: dict[str, object], start: float, end: float) -> di
     return {
         "batches_min": min(counts, default=0),
         "batches_median": statistics.median(counts) if counts else 0,
-        "events": sum(int(sub["events"]) for sub in subscribers),
+        "events_received": sum(int(sub["events"]) for sub in subscribers),
         "errors": [e for sub in subscribers for e in sub["errors"]],
         "batch_bytes_mean": round(payload / batches) if batches else 0,
     }
@@ -130,19 +161,20 @@ def subscriber_summary(stats: dict[str, object], start: float, end: float) -> di
 
 def measure_case(
     spec: DaemonSpec,
-    subscribers: int,
+    load: Load,
     args: argparse.Namespace,
     window_s: float,
     workdir: Path,
     py_spy: Path | None,
 ) -> dict[str, object]:
     """A fresh daemon, K subscribers, warm-up, then one measured window."""
+    subscribers = load.subscribers
     with ExitStack() as stack:
         daemon = stack.enter_context(DaemonProcess(spec, workdir))
         address = daemon.start()
         subs = stack.enter_context(SubscriberProcess(workdir))
         if subscribers:
-            subs.start(address, subscribers, args.events)
+            subs.start(address, subscribers, load.events)
         names = thread_names(py_spy, daemon.pid) if py_spy else {}
         time.sleep(args.warmup)
         start, wall_start = read_process(daemon.pid), time.time()
@@ -156,6 +188,7 @@ def measure_case(
     return {
         "backend": spec.backend,
         "subscribers": subscribers,
+        "events": load.events,
         "window_s": round(elapsed, 2),
         "daemon_cpu_pct": round(100 * (end.cpu_s - start.cpu_s) / elapsed, 3),
         "subscribers_cpu_pct": round(100 * (subs_end - subs_start) / elapsed, 3),
@@ -169,7 +202,7 @@ def measure_case(
 
 def measure_with_retry(
     spec: DaemonSpec,
-    subscribers: int,
+    load: Load,
     args: argparse.Namespace,
     window_s: float,
     workdir: Path,
@@ -181,11 +214,11 @@ def measure_with_retry(
     failure is real and ends the run.
     """
     try:
-        return measure_case(spec, subscribers, args, window_s, workdir, py_spy)
+        return measure_case(spec, load, args, window_s, workdir, py_spy)
     except BenchProcessError as exc:
         print(f"daemon_streams: retrying once: {exc}", file=sys.stderr)
         retry_dir = workdir.with_name(workdir.name + "-retry")
-        return measure_case(spec, subscribers, args, window_s, retry_dir, py_spy)
+        return measure_case(spec, load, args, window_s, retry_dir, py_spy)
 
 
 # ---------------------------------------------------------------- what a wake of a stream costs
@@ -194,7 +227,7 @@ def measure_with_retry(
 def history_wake_us(entries: int, number: int = 2000) -> float:
     """µs of one SampleHistory.wait_after() that finds one new batch among `entries`.
 
-    Every sample stream calls it once per tick; it scans the whole ring.
+    Every sample stream calls it once per tick.
     """
     history = SampleHistory(max(entries, 1))
     payload = bytes(1200)
@@ -243,7 +276,9 @@ def profiles_needed(args: argparse.Namespace, cases: list[dict[str, Any]]) -> li
         at_goal = [
             float(c["daemon_cpu_pct"])
             for c in cases
-            if c["backend"] == backend and c["subscribers"] == GOAL_SUBSCRIBERS
+            if c["backend"] == backend
+            and c["subscribers"] == GOAL_SUBSCRIBERS
+            and c["events"] == args.events
         ]
         if at_goal and statistics.median(at_goal) > GOAL_PCT:
             missed.append(backend)
@@ -257,18 +292,20 @@ def run_cases(
     args: argparse.Namespace, fake: FakeNvml | None, workdir: Path, py_spy: Path | None
 ) -> list[dict[str, object]]:
     window_s = args.seconds / args.rounds
-    ks = list(args.subscribers)
+    todo = loads(args)
     cases = []
-    total = args.rounds * len(args.backends) * len(ks)
+    total = args.rounds * len(args.backends) * len(todo)
     for round_index in range(args.rounds):
-        shift = round_index % len(ks)
+        shift = round_index % len(todo)
         for backend in args.backends:
             spec = daemon_spec(args, backend, fake)
-            for k in ks[shift:] + ks[:shift]:
-                done = len(cases) + 1
-                print(f"daemon_streams: {done}/{total} {backend}, {k} subscribers", file=sys.stderr)
-                case_dir = workdir / f"r{round_index}-{backend}-{k}"
-                case = measure_with_retry(spec, k, args, window_s, case_dir, py_spy)
+            for load in todo[shift:] + todo[:shift]:
+                what = f"{backend}, {load.subscribers} subscribers" + (
+                    "" if load.events else " (sample streams only)"
+                )
+                print(f"daemon_streams: {len(cases) + 1}/{total} {what}", file=sys.stderr)
+                case_dir = workdir / f"r{round_index}-{backend}-{load.label}"
+                case = measure_with_retry(spec, load, args, window_s, case_dir, py_spy)
                 cases.append({"round": round_index, **case})
     return cases
 
@@ -304,6 +341,7 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, object]:
             "gpus": args.gpus,
             "interval_s": args.interval,
             "events": args.events,
+            "samples_only": list(args.samples_only),
             "max_streams": max_streams(args),
             "processes_per_gpu_nvml": PROCESSES_PER_GPU,
             "smoke": args.smoke,
@@ -313,10 +351,19 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, object]:
         "machine": describe_machine(),
         "code": code_version(ROOT),
         "cases": cases,
-        "summary": aggregate(cases),
+        "summary": aggregate(cases, args.events),
         "history_scan": history_scan(args.interval, args.smoke),
         "profiles": profiles,
+        "baseline": load_baseline(args.baseline),
     }
+
+
+def load_baseline(path: Path | None) -> dict[str, Any] | None:
+    """The parts of an earlier result that the report compares with."""
+    if path is None:
+        return None
+    earlier = json.loads(path.read_text(encoding="utf-8"))
+    return {key: earlier[key] for key in ("code", "config", "summary", "history_scan")}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

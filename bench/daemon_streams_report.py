@@ -15,6 +15,11 @@ GOAL_PCT = 1.0
 GOAL_SUBSCRIBERS = 10
 # What the issue quotes for the tools a GPU server runs today (not measured here).
 REFERENCES = "nvidia-smi dmon alone takes about 7.5 %, dcgm-exporter 15 to 20 %"
+# A main thread above this share of a core is doing more than waiting for a signal.
+MAIN_THREAD_NOTABLE_PCT = 0.02
+# A stream wake with an hour of history costing this many times one with a minute
+# means wait_after scans the whole ring.
+SCAN_GROWTH = 3.0
 
 
 def _median(values: Sequence[float]) -> float:
@@ -30,12 +35,28 @@ def _thread_medians(cases: Sequence[Case]) -> dict[str, float]:
     return {g: _median([c["thread_cpu_pct"].get(g, 0.0) for c in cases]) for g in groups}
 
 
-def aggregate(cases: Sequence[Case]) -> list[dict[str, Any]]:
-    """One row per (backend, subscribers): medians over the rounds."""
-    keys = sorted({(c["backend"], c["subscribers"]) for c in cases})
+def streams_label(events: bool) -> str:
+    return "samples + events" if events else "samples only"
+
+
+def aggregate(cases: Sequence[Case], events: bool = True) -> list[dict[str, Any]]:
+    """One row per (backend, subscribers, streams): medians over the rounds.
+
+    `events`: the streams every K was measured with; the goal is judged on those.
+    """
+    keys = sorted(
+        {(c["backend"], c["subscribers"], c.get("events", events)) for c in cases},
+        key=lambda key: (key[0], key[2] != events, key[1]),
+    )
     rows = []
-    for backend, k in keys:
-        mine = [c for c in cases if c["backend"] == backend and c["subscribers"] == k]
+    for backend, k, with_events in keys:
+        mine = [
+            c
+            for c in cases
+            if c["backend"] == backend
+            and c["subscribers"] == k
+            and c.get("events", events) == with_events
+        ]
         idle = [
             c["daemon_cpu_pct"] for c in cases if c["backend"] == backend and not c["subscribers"]
         ]
@@ -43,6 +64,8 @@ def aggregate(cases: Sequence[Case]) -> list[dict[str, Any]]:
         row: dict[str, Any] = {
             "backend": backend,
             "subscribers": k,
+            "events": with_events,
+            "streams": streams_label(with_events) if k else "",
             "rounds": len(mine),
             "window_s": _median([c["window_s"] for c in mine]),
             "daemon_cpu_pct": _spread(cpu),
@@ -58,7 +81,8 @@ def aggregate(cases: Sequence[Case]) -> list[dict[str, Any]]:
             row["expected_batches"] = min(c["expected_batches"] for c in mine)
             row["stream_errors"] = sum(len(c["errors"]) for c in mine)
             row["batch_bytes_mean"] = _median([c["batch_bytes_mean"] for c in mine])
-        if k == GOAL_SUBSCRIBERS:
+            row["events_received"] = _median([c["events_received"] for c in mine])
+        if k == GOAL_SUBSCRIBERS and with_events == events:
             row["goal_met"] = _median(cpu) <= GOAL_PCT
         rows.append(row)
     return rows
@@ -72,15 +96,15 @@ def format_summary(result: Result) -> str:
     lines = [
         f"daemon_streams: {config['gpus']} GPUs at {config['interval_s']} s, "
         f"{config['seconds']} s measured per case in {config['rounds']} round(s)",
-        f"  {'backend':<10}{'subs':>5}{'daemon %':>10}{'min':>8}{'max':>8}{'RSS MiB':>9}"
-        f"{'subs %':>8}{'batches':>9}",
+        f"  {'backend':<10}{'subs':>5}  {'streams':<17}{'daemon %':>9}{'min':>7}{'max':>7}"
+        f"{'RSS MiB':>9}{'subs %':>8}{'batches':>9}",
     ]
     for row in result["summary"]:
         cpu = row["daemon_cpu_pct"]
         batches = f"{row['batches_min']}/{row['expected_batches']}" if row["subscribers"] else ""
         lines.append(
-            f"  {row['backend']:<10}{row['subscribers']:>5}{cpu['median']:>10.2f}"
-            f"{cpu['min']:>8.2f}{cpu['max']:>8.2f}{row['daemon_rss_mib']:>9.1f}"
+            f"  {row['backend']:<10}{row['subscribers']:>5}  {row['streams']:<17}"
+            f"{cpu['median']:>9.2f}{cpu['min']:>7.2f}{cpu['max']:>7.2f}{row['daemon_rss_mib']:>9.1f}"
             f"{row['subscribers_cpu_pct']:>8.2f}{batches:>9}"
         )
     lines += [f"  {line}" for line in _verdict(result)]
@@ -93,7 +117,7 @@ def format_summary(result: Result) -> str:
 def _verdict(result: Result) -> list[str]:
     lines = []
     for row in result["summary"]:
-        if row["subscribers"] != GOAL_SUBSCRIBERS:
+        if "goal_met" not in row:
             continue
         cpu = row["daemon_cpu_pct"]["median"]
         mark = "**met**" if row["goal_met"] else "**not met**"
@@ -106,17 +130,18 @@ def _verdict(result: Result) -> list[str]:
 
 def _numbers_table(result: Result) -> list[str]:
     lines = [
-        "| backend | subscribers | daemon CPU, % of one core: median [min, max] | above 0 "
+        "| backend | subscribers | streams each | daemon CPU, % of one core: median [min, max] "
+        "| above 0 "
         "subscribers | RSS MiB | peak RSS MiB | threads | subscriber process CPU % "
         "| batches per subscriber in window: fewest / expected |",
-        "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| --- | ---: | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for row in result["summary"]:
         cpu = row["daemon_cpu_pct"]
         above = "" if row["above_idle_pct"] is None else f"{row['above_idle_pct']:+.2f}"
         batches = f"{row['batches_min']} / {row['expected_batches']}" if row["subscribers"] else ""
         lines.append(
-            f"| {row['backend']} | {row['subscribers']} | {cpu['median']:.2f} "
+            f"| {row['backend']} | {row['subscribers']} | {row['streams']} | {cpu['median']:.2f} "
             f"[{cpu['min']:.2f}, {cpu['max']:.2f}] | {above} | {row['daemon_rss_mib']:.1f} "
             f"| {row['daemon_peak_mib']:.1f} | {row['daemon_threads']:g} "
             f"| {row['subscribers_cpu_pct']:.2f} | {batches} |"
@@ -128,7 +153,7 @@ def _thread_table(result: Result, backend: str) -> list[str]:
     rows = [r for r in result["summary"] if r["backend"] == backend]
     groups = sorted({g for r in rows for g in r["thread_cpu_pct"]})
     busy = [g for g in groups if any(r["thread_cpu_pct"].get(g, 0) >= 0.005 for r in rows)]
-    header = " | ".join(f"{r['subscribers']} subscribers" for r in rows)
+    header = " | ".join(_column(r) for r in rows)
     lines = [f"| thread ({backend}) | {header} |", "| --- |" + " ---: |" * len(rows)]
     for group in busy:
         cells = " | ".join(f"{r['thread_cpu_pct'].get(group, 0.0):.3f}" for r in rows)
@@ -140,9 +165,19 @@ def _thread_table(result: Result, backend: str) -> list[str]:
     return lines
 
 
-def _row(result: Result, backend: str, subscribers: int) -> dict[str, Any] | None:
+def _column(row: dict[str, Any]) -> str:
+    label = f"{row['subscribers']} subscribers"
+    return label if row["events"] or not row["subscribers"] else f"{label}, samples only"
+
+
+def _row(
+    result: Result, backend: str, subscribers: int, events: bool | None = None
+) -> dict[str, Any] | None:
+    """The summary row; `events` None: the streams every K was measured with."""
+    wanted = result["config"]["events"] if events is None else events
     for row in result["summary"]:
-        if row["backend"] == backend and row["subscribers"] == subscribers:
+        same = row["backend"] == backend and row["subscribers"] == subscribers
+        if same and (not subscribers or row["events"] == wanted):
             return dict(row)
     return None
 
@@ -150,14 +185,17 @@ def _row(result: Result, backend: str, subscribers: int) -> dict[str, Any] | Non
 def _per_subscriber_lines(result: Result) -> list[str]:
     lines = []
     for backend in result["config"]["backends"]:
-        rows = [r for r in result["summary"] if r["backend"] == backend]
-        idle, most = _row(result, backend, 0), max(rows, key=lambda r: r["subscribers"])
-        if idle is None or not most["subscribers"]:
+        events = result["config"]["events"]
+        rows = [r for r in result["summary"] if r["backend"] == backend and r["events"] == events]
+        idle = _row(result, backend, 0)
+        most = max(rows, key=lambda r: r["subscribers"], default=None)
+        if idle is None or most is None or not most["subscribers"]:
             continue
         extra = most["daemon_cpu_pct"]["median"] - idle["daemon_cpu_pct"]["median"]
         rss = most["daemon_rss_mib"] - idle["daemon_rss_mib"]
+        streams = "two streams" if events else "one stream"
         lines.append(
-            f"- {backend}: each subscriber (two streams) adds about "
+            f"- {backend}: each subscriber ({streams}) adds about "
             f"{extra / most['subscribers']:.3f} % of a core and "
             f"{1024 * rss / most['subscribers']:.0f} KiB (0 → {most['subscribers']} "
             f"subscribers: {extra:+.2f} %, {rss:+.1f} MiB); the rest is the sampling itself."
@@ -174,6 +212,8 @@ def _main_thread_lines(result: Result) -> list[str]:
     if not shares:
         return []
     share = _median(shares)
+    if share < MAIN_THREAD_NOTABLE_PCT:
+        return []
     return [
         f"- The main thread takes {share:.3f} % of a core whatever the load "
         f"({100 * share / GOAL_PCT:.0f} % of the goal's budget): it sits in grpc's "
@@ -200,30 +240,88 @@ def _sampler_lines(result: Result) -> list[str]:
     ]
 
 
+def _event_stream_lines(result: Result) -> list[str]:
+    """What K event streams cost: K subscribers with both streams minus sample streams only."""
+    lines = []
+    for backend in result["config"]["backends"]:
+        for k in result["config"].get("samples_only", []):
+            both, samples = _row(result, backend, k, True), _row(result, backend, k, False)
+            if both is None or samples is None or not k:
+                continue
+            # Per-thread schedstat sums: finer than /proc/PID/stat's 10 ms ticks.
+            extra = sum(both["thread_cpu_pct"].values()) - sum(samples["thread_cpu_pct"].values())
+            rpc = both["thread_cpu_pct"].get("gpufleet-rpc", 0.0) - samples["thread_cpu_pct"].get(
+                "gpufleet-rpc", 0.0
+            )
+            events = both.get("events_received", 0)  # by all its subscribers, whole run
+            lines.append(
+                f"- {backend}, {k} subscribers: their {k} event streams cost {extra:.2f} % of a "
+                f"core ({rpc:.2f} % on the stream threads; summed per thread), "
+                f"{1e4 * extra / k:.0f} µs per stream per second, though the {k} streams "
+                f"carried {events:g} events in all. "
+                "StreamEvents (node_daemon/alert_servicer.py) wakes every `_POLL_S` = 1 s to check "
+                "`context.is_active()` and queries the journal each time, event or not."
+            )
+    if lines:
+        lines.append(
+            "  Suggested fix (daemon code, not changed here): wake an event stream only for "
+            "news — register `context.add_callback(...)` to notify the journal's condition "
+            "when the RPC ends, and wait with a long timeout (e.g. 30 s) as a safety net; "
+            "skip the journal query when `last_seq` has not moved. The sample streams do "
+            "not need this: a batch wakes them every tick anyway."
+        )
+    return lines
+
+
 def _findings(result: Result) -> list[str]:
-    return [*_per_subscriber_lines(result), *_main_thread_lines(result), *_sampler_lines(result)]
+    return [
+        *_per_subscriber_lines(result),
+        *_event_stream_lines(result),
+        *_main_thread_lines(result),
+        *_sampler_lines(result),
+    ]
 
 
-def _history_lines(result: Result) -> list[str]:
-    scan = result["history_scan"]
-    wakes = scan["us_per_wake"]
-    full = str(scan["entries_full"])
+def _history_table(wakes: dict[str, float]) -> list[str]:
     lines = [
         "| batches in the history | µs per stream wake | % of a core at 10 subscribers | at 50 |",
         "| ---: | ---: | ---: | ---: |",
     ]
     for entries, us in wakes.items():
         lines.append(f"| {entries} | {us:.1f} | {us * 10 / 1e4:.3f} | {us * 50 / 1e4:.3f} |")
-    ratio = wakes[full] / wakes["60"] if wakes.get("60") else 0
+    return lines
+
+
+def _history_lines(result: Result) -> list[str]:
+    scan = result["history_scan"]
+    wakes = scan["us_per_wake"]
+    full = str(scan["entries_full"])
+    growth = wakes[full] / wakes["60"] if wakes.get("60") else 0.0
+    intro = (
+        "Each sample stream wakes once per tick and calls `SampleHistory.wait_after"
+        "(last_tick)` for the batches it has not sent. The measured windows hold about a "
+        f"minute of history; a daemon that has run for an hour holds {full} batches. "
+        "Measured in-process on the same `SampleHistory` (projected at 1 Hz):"
+    )
+    if growth < SCAN_GROWTH:
+        return [
+            intro,
+            "",
+            *_history_table(wakes),
+            "",
+            f"A wake costs about the same with an hour of history as with a minute "
+            f"({growth:.1f} times): the streams take only the batches they miss from the "
+            "end of the history, so the numbers above hold for a long-running daemon.",
+        ]
     return [
-        "Each sample stream, on every tick, calls `SampleHistory.wait_after(last_tick)`, "
-        "which returns `[e for e in self._entries if e.tick > tick]`: a scan of the whole "
-        "ring under the history's lock, for one new batch. In the measured windows the "
-        "ring holds about a minute of batches; a daemon that has run for an hour holds "
-        f"{full}, and each wake costs {ratio:.0f} times as much (measured in-process on "
-        "the same SampleHistory; projected at 1 Hz):",
+        intro,
         "",
-        *lines,
+        *_history_table(wakes),
+        "",
+        f"A wake with an hour of history costs {growth:.0f} times one with a minute: "
+        "`wait_after` returns `[e for e in self._entries if e.tick > tick]`, a scan of "
+        "the whole ring under the history's lock for one new batch, so a long-running "
+        "daemon pays more than the windows above show.",
         "",
         "Suggested fix (daemon code, not changed here): walk the deque from the newest "
         "end and stop at the first entry with `tick <= last_tick` (new batches are "
@@ -231,6 +329,47 @@ def _history_lines(result: Result) -> list[str]:
         "then reverse the few found; a stream that is behind pays for what it is "
         "missing, not for the hour it already has.",
     ]
+
+
+def _baseline_lines(result: Result) -> list[str]:
+    """This run beside an earlier one (--baseline), case by case."""
+    base = result.get("baseline")
+    if not base:
+        return []
+    events = base["config"].get("events", True)
+    before = {
+        (r["backend"], r["subscribers"]): r
+        for r in base["summary"]
+        if r.get("events", events) == events
+    }
+    commit = str(base["code"].get("commit"))[:12]
+    now_commit = str(result["code"].get("commit"))[:12]
+    lines = [
+        f"The same benchmark on commit {commit} (before), and now on {now_commit}; "
+        "daemon CPU in % of one core (medians), main thread's share apart:",
+        "",
+        "| backend | subscribers | before | now | main thread before | now |",
+        "| --- | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for row in result["summary"]:
+        old = before.get((row["backend"], row["subscribers"]))
+        if old is None or row["events"] != result["config"]["events"]:
+            continue
+        lines.append(
+            f"| {row['backend']} | {row['subscribers']} | {old['daemon_cpu_pct']['median']:.2f} "
+            f"| {row['daemon_cpu_pct']['median']:.2f} "
+            f"| {old['thread_cpu_pct'].get('MainThread', 0.0):.3f} "
+            f"| {row['thread_cpu_pct'].get('MainThread', 0.0):.3f} |"
+        )
+    old_wakes, wakes = base["history_scan"]["us_per_wake"], result["history_scan"]["us_per_wake"]
+    full = str(result["history_scan"]["entries_full"])
+    if full in old_wakes and full in wakes:
+        lines += [
+            "",
+            f"A stream wake with {full} batches of history: {old_wakes[full]:.1f} µs before, "
+            f"{wakes[full]:.1f} µs now.",
+        ]
+    return lines
 
 
 def _profile_lines(result: Result) -> list[str]:
@@ -329,6 +468,8 @@ def markdown(result: Result) -> str:
         lines += [*_thread_table(result, backend), ""]
     lines += ["## Findings", "", *_findings(result), ""]
     lines += ["## Stream wakes and the length of the history", "", *_history_lines(result), ""]
+    if result.get("baseline"):
+        lines += ["## Before and after", "", *_baseline_lines(result), ""]
     if result["profiles"]:
         lines += ["## Profile", "", *_profile_lines(result)]
     lines += [

@@ -75,7 +75,7 @@ def _why(exc: BaseException) -> str:
     if isinstance(exc, subprocess.CalledProcessError):
         lines = [line for line in (exc.stderr or "").splitlines() if line.strip()]
         relevant = [line for line in lines if "ERROR" in line] or lines
-        return relevant[-1] if relevant else f"exit status {exc.returncode}"
+        return relevant[-1].strip() if relevant else f"exit status {exc.returncode}"
     if isinstance(exc, subprocess.TimeoutExpired):
         return f"timed out after {exc.timeout:.0f} s"
     return str(exc)
