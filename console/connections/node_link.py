@@ -108,6 +108,11 @@ class NodeLink:
         except grpc.aio.AioRpcError as exc:
             log.info("%s: %s %s", self.target, exc.code().name, exc.details())
             return exc.code() in REFUSED, f"{exc.code().name}: {exc.details()}"
+        except Exception:
+            # A bug here must not end the link for good with the node shown as
+            # connected and frozen: log it, show it, reconnect like any failure.
+            log.exception("%s: link failed", self.target)
+            return False, "internal error in the console (see its log)"
 
     async def _serve(self, stub: pb_grpc.NodeServiceStub) -> None:
         inventory = await stub.GetInventory(pb.GetInventoryRequest(), timeout=CALL_DEADLINE_S)

@@ -108,10 +108,13 @@ def test_acknowledge_from_the_panel_reaches_the_daemon(qtbot, window, daemon) ->
     main, _ = window
     qtbot.waitUntil(lambda: gpu_temp_alert(main) is not None, timeout=20_000)
     panel = main.alert_panel
-    row = next(
-        r for r in range(panel.proxy.rowCount())
-        if panel.proxy.index(r, 3).data() == "gpu_temp"
-    )  # fmt: skip
+
+    def gpu_temp_rows() -> list[int]:
+        proxy = panel.proxy
+        return [r for r in range(proxy.rowCount()) if proxy.index(r, 3).data() == "gpu_temp"]
+
+    qtbot.waitUntil(lambda: bool(gpu_temp_rows()), timeout=2000)  # the table refreshes at 4 Hz
+    row = gpu_temp_rows()[0]
     panel.table.selectionModel().select(
         panel.proxy.index(row, 0),
         QItemSelectionModel.SelectionFlag.ClearAndSelect | QItemSelectionModel.SelectionFlag.Rows,
