@@ -84,6 +84,11 @@ class FleetModel:
     def node(self, target: str) -> NodeRecord:
         return self._nodes[target]
 
+    def name_of(self, target: str) -> str:
+        """The node's host name, or its address for a node the console does not watch."""
+        node = self._nodes.get(target)
+        return node.name if node is not None else target
+
     def nodes(self) -> list[NodeRecord]:
         return list(self._nodes.values())
 

@@ -8,7 +8,6 @@ from typing import Any
 from PySide6.QtCore import (
     QModelIndex,
     QPersistentModelIndex,
-    QSortFilterProxyModel,
     Qt,
     QTimer,
 )
@@ -16,13 +15,12 @@ from PySide6.QtGui import QColor
 
 from console.fleet.alerts import AlertRow, Severity
 from console.fleet.model import Change, FleetModel
-from console.qt.row_table import RowTableModel
+from console.qt.row_table import SORT_ROLE, RowTableModel, SortKeyProxy
 
 Index = QModelIndex | QPersistentModelIndex
 COLUMNS = ("Severity", "Node", "GPU", "Rule", "Value", "Since", "State", "Summary")
 ALERT_ROLE = int(Qt.ItemDataRole.UserRole) + 1
 REFRESH_MS = 250
-SORT_ROLE = int(Qt.ItemDataRole.UserRole) + 2
 SEVERITY_COLORS = {
     Severity.CRITICAL: QColor("#c53030"),
     Severity.WARNING: QColor("#b7791f"),
@@ -111,10 +109,7 @@ class AlertTableModel(RowTableModel):
         return cells[column]
 
     def _node_name(self, target: str) -> str:
-        try:
-            return self._fleet.node(target).name
-        except KeyError:
-            return target
+        return self._fleet.name_of(target)
 
     @staticmethod
     def _sort_key(alert: AlertRow, column: int) -> Any:
@@ -129,7 +124,7 @@ class AlertTableModel(RowTableModel):
         return None
 
 
-class AlertFilterProxy(QSortFilterProxyModel):
+class AlertFilterProxy(SortKeyProxy):
     """Firing alerts (and cleared ones on request), filtered by free text."""
 
     def __init__(self) -> None:
@@ -148,9 +143,3 @@ class AlertFilterProxy(QSortFilterProxyModel):
         if not self.show_cleared and not alert.firing:
             return False
         return super().filterAcceptsRow(source_row, source_parent)
-
-    def lessThan(self, left: Index, right: Index) -> bool:
-        a, b = left.data(SORT_ROLE), right.data(SORT_ROLE)
-        if a is not None and b is not None:
-            return bool(a < b)
-        return str(left.data()) < str(right.data())

@@ -93,10 +93,7 @@ class AlertNotifier(QObject):
                 withdraw(alert)
 
     def node_name(self, target: str) -> str:
-        try:
-            return self._fleet.node(target).name
-        except KeyError:
-            return target
+        return self._fleet.name_of(target)
 
     @staticmethod
     def title(alert: AlertRow, node: str) -> str:

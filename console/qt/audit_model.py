@@ -85,10 +85,7 @@ class AuditTableModel(RowTableModel):
     # -- reading ---------------------------------------------------------------
 
     def node_name(self, target: str) -> str:
-        try:
-            return self.fleet.node(target).name
-        except KeyError:
-            return target
+        return self.fleet.name_of(target)
 
     def rows(self) -> list[AuditRow]:
         return list(self._rows)

@@ -5,9 +5,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, Qt
+from PySide6.QtCore import (
+    QAbstractTableModel,
+    QModelIndex,
+    QPersistentModelIndex,
+    QSortFilterProxyModel,
+    Qt,
+)
 
 Index = QModelIndex | QPersistentModelIndex
+# A column's sort key where its text does not sort right (numbers, times, severities).
+SORT_ROLE = int(Qt.ItemDataRole.UserRole) + 2
 
 
 class RowTableModel(QAbstractTableModel):
@@ -32,3 +40,18 @@ class RowTableModel(QAbstractTableModel):
         if role == Qt.ItemDataRole.DisplayRole and orientation == Qt.Orientation.Horizontal:
             return self.header_labels()[section]
         return None
+
+
+class SortKeyProxy(QSortFilterProxyModel):
+    """Free-text filter over every column; sorts by SORT_ROLE where both rows have one."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.setFilterCaseSensitivity(Qt.CaseSensitivity.CaseInsensitive)
+        self.setFilterKeyColumn(-1)
+
+    def lessThan(self, left: Index, right: Index) -> bool:
+        a, b = left.data(SORT_ROLE), right.data(SORT_ROLE)
+        if a is not None and b is not None:
+            return bool(a < b)
+        return str(left.data()) < str(right.data())

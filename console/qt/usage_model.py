@@ -122,10 +122,7 @@ class UsageTableModel(QAbstractTableModel):
         self.refreshed.emit(text + (f" · not included: {problems}" if problems else ""))
 
     def _node_name(self, target: str) -> str:
-        try:
-            return self.fleet.node(target).name
-        except KeyError:
-            return target
+        return self.fleet.name_of(target)
 
     # -- reading ---------------------------------------------------------------
 

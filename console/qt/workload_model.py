@@ -10,7 +10,6 @@ from PySide6.QtCore import (
     QMimeData,
     QModelIndex,
     QPersistentModelIndex,
-    QSortFilterProxyModel,
     Qt,
 )
 from PySide6.QtGui import QColor
@@ -19,13 +18,12 @@ from console.fleet.control import WorkloadRow, WorkloadState
 from console.fleet.model import Change, FleetModel
 from console.fleet.placement import gib_text
 from console.qt.mime import WORKLOAD_MIME, workload_mime
-from console.qt.row_table import RowTableModel
+from console.qt.row_table import SORT_ROLE, RowTableModel, SortKeyProxy
 
 Index = QModelIndex | QPersistentModelIndex
 COLUMNS = ("Node", "ID", "Name", "Owner", "GPUs", "Min memory", "State", "On GPUs", "Since",
            "Command")  # fmt: skip
 WORKLOAD_ROLE = int(Qt.ItemDataRole.UserRole) + 1
-SORT_ROLE = int(Qt.ItemDataRole.UserRole) + 2
 STATE_COLORS = {
     WorkloadState.QUEUED: QColor("#63b3ed"),
     WorkloadState.RUNNING: QColor("#48bb78"),
@@ -120,10 +118,7 @@ class WorkloadTableModel(RowTableModel):
         return cells[column]
 
     def _node_name(self, target: str) -> str:
-        try:
-            return self._fleet.node(target).name
-        except KeyError:
-            return target
+        return self._fleet.name_of(target)
 
     @staticmethod
     def _sort_key(w: WorkloadRow, column: int) -> Any:
@@ -131,7 +126,7 @@ class WorkloadTableModel(RowTableModel):
         return keys.get(column)
 
 
-class WorkloadFilterProxy(QSortFilterProxyModel):
+class WorkloadFilterProxy(SortKeyProxy):
     """Everything, or only queued and running workloads; free-text filter."""
 
     def __init__(self) -> None:
@@ -149,9 +144,3 @@ class WorkloadFilterProxy(QSortFilterProxyModel):
         if not self.show_ended and workload.state.ended:
             return False
         return super().filterAcceptsRow(source_row, source_parent)
-
-    def lessThan(self, left: Index, right: Index) -> bool:
-        a, b = left.data(SORT_ROLE), right.data(SORT_ROLE)
-        if a is not None and b is not None:
-            return bool(a < b)
-        return str(left.data()) < str(right.data())

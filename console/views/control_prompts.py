@@ -134,7 +134,4 @@ class ControlPrompts(QObject):
     # -- helpers ---------------------------------------------------------------
 
     def _name(self, target: str) -> str:
-        try:
-            return self._fleet.node(target).name
-        except KeyError:
-            return target
+        return self._fleet.name_of(target)
