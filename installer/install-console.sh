@@ -14,6 +14,8 @@
 set -euo pipefail
 
 here="$(cd "$(dirname "$0")" && pwd)"
+# shellcheck source-path=SCRIPTDIR source=stage-checkout.sh
+. "$here/stage-checkout.sh"
 checkout="$(dirname "$here")"
 
 prefix=""
@@ -117,14 +119,9 @@ install_venv() {
   fi
   local target="$source_path" staging=""
   if [ -d "$source_path" ]; then
-    # Build from a copy, so the build leaves nothing in the checkout.
-    staging="$(mktemp -d)"
+    staging="$(stage_checkout "$source_path")"
     # shellcheck disable=SC2064  # expand now: the path is fixed
     trap "rm -rf '$staging'" EXIT
-    tar -C "$source_path" --exclude=./.git --exclude=./.venv --exclude=./.tools \
-      --exclude=./build --exclude=./dist --exclude='*.egg-info' --exclude=__pycache__ \
-      --exclude=./.pytest_cache --exclude=./.mypy_cache --exclude=./.ruff_cache \
-      -cf - . | tar -C "$staging" -xf -
     target="$staging"
   fi
   say "installing gpufleet with its console extra from $source_path"

@@ -19,6 +19,8 @@ set -euo pipefail
 readonly UNIT=gpufleet-daemon.service
 readonly SERVICE_USER=gpufleet
 here="$(cd "$(dirname "$0")" && pwd)"
+# shellcheck source-path=SCRIPTDIR source=stage-checkout.sh
+. "$here/stage-checkout.sh"
 checkout="$(dirname "$here")"
 
 prefix=""
@@ -130,13 +132,9 @@ install_venv() {
   fi
   local target="$source_path" staging=""
   if [ -d "$source_path" ]; then
-    staging="$(mktemp -d)"
+    staging="$(stage_checkout "$source_path")"
     # shellcheck disable=SC2064  # expand now: the path is fixed
     trap "rm -rf '$staging'" EXIT
-    tar -C "$source_path" --exclude=./.git --exclude=./.venv --exclude=./.tools \
-      --exclude=./build --exclude=./dist --exclude='*.egg-info' --exclude=__pycache__ \
-      --exclude=./.pytest_cache --exclude=./.mypy_cache --exclude=./.ruff_cache \
-      -cf - . | tar -C "$staging" -xf -
     target="$staging"
   fi
   say "installing gpufleet (daemon only, no Qt) from $source_path"
