@@ -59,6 +59,7 @@ from daemon_streams_report import GOAL_PCT, GOAL_SUBSCRIBERS, aggregate, format_
 from machine import code_version, cpu_seconds, describe_machine
 from nvml_sweep_fake import ROOT, FakeNvml, FakeNvmlError, fake_node
 from nvml_sweep_venv import DEFAULT_VENV
+from results import write_outputs
 
 from node_daemon.history import HistoryEntry, SampleHistory
 
@@ -375,14 +376,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"daemon_streams: {exc}", file=sys.stderr)
         return 1
     print(format_summary(result))
-    if args.out is not None:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     md_path = args.md or (None if args.smoke else DEFAULT_MD)
-    if md_path is not None:
-        md_path.parent.mkdir(parents=True, exist_ok=True)
-        md_path.write_text(markdown(result), encoding="utf-8")
-        print(f"daemon_streams: wrote {md_path}", file=sys.stderr)
+    write_outputs("daemon_streams", result, args.out, md_path, markdown(result) if md_path else "")
     return 0
 
 

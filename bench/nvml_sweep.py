@@ -35,7 +35,6 @@ libraries are measured in the same run.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 import tempfile
@@ -50,6 +49,7 @@ from nvml_sweep_fake import ROOT, FakeNvml, FakeNvmlError, fake_node, with_stubs
 from nvml_sweep_report import Series, build_result, format_summary, markdown
 from nvml_sweep_venv import DEFAULT_VENV, Venv, ensure_venv, imports_ok
 from nvml_sweep_workers import Worker, WorkerError, start_worker
+from results import write_outputs
 
 from node_daemon import procinfo
 
@@ -244,14 +244,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"nvml_sweep: {exc}", file=sys.stderr)
         return 1
     print(format_summary(result))
-    if args.out is not None:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     md_path = args.md or (None if args.smoke else DEFAULT_MD)
-    if md_path is not None:
-        md_path.parent.mkdir(parents=True, exist_ok=True)
-        md_path.write_text(markdown(result), encoding="utf-8")
-        print(f"nvml_sweep: wrote {md_path}", file=sys.stderr)
+    write_outputs("nvml_sweep", result, args.out, md_path, markdown(result) if md_path else "")
     return 0
 
 

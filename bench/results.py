@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import json
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -151,3 +155,16 @@ def _goal_lines(result: dict[str, object]) -> list[str]:
         mark = "met" if goal["met"] else "NOT MET"
         lines.append(f"    {goal['name']:<30}{goal['goal']:>12}  {_fmt(goal['value']):>10}  {mark}")
     return lines
+
+
+def write_outputs(
+    name: str, result: dict[str, Any], json_path: Path | None, md_path: Path | None, md_text: str
+) -> None:
+    """Write a benchmark's JSON (if asked) and its markdown report (if any)."""
+    if json_path is not None:
+        json_path.parent.mkdir(parents=True, exist_ok=True)
+        json_path.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    if md_path is not None:
+        md_path.parent.mkdir(parents=True, exist_ok=True)
+        md_path.write_text(md_text, encoding="utf-8")
+        print(f"{name}: wrote {md_path}", file=sys.stderr)
