@@ -48,7 +48,9 @@ class DaemonConfig:
 
 OPTIONS: dict[str, str] = {
     "listen": "gRPC address HOST:PORT (port 0 picks a free one); loopback unless insecure",
-    "backend": "auto (nvml when NVML loads, else simulated), nvml or simulated",
+    "backend": "auto (the default): this server's GPUs through NVML, never simulated; without "
+    "a working driver the daemon serves degraded and retries. nvml: the same. simulated: only "
+    "when asked for by name",
     "gpus": "number of GPUs of the simulated backend",
     "seed": "seed of the simulated backend (same seed, same readings)",
     "model": "simulated GPU model: h100, a100 or l40s (default: chosen by seed)",

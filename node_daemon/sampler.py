@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from node_daemon.backends.base import BackendUnavailable, GpuBackend
+from node_daemon.backends.facts import MissingFacts, facts_missing
 from node_daemon.history import HistoryEntry, SampleHistory
 from node_daemon.readings import GpuReading, NodeFacts, ProcessReading
 from node_daemon.wire import batch_message
@@ -79,6 +80,7 @@ class Sampler:
         self.sweeps = 0
         self.last_sweep_s = 0.0
         self._retry_s = RETRY_FIRST_S
+        self._missing_facts = MissingFacts()
 
     @property
     def status(self) -> BackendStatus:
@@ -144,6 +146,7 @@ class Sampler:
         """Read every GPU once and append the batch to the history."""
         started = time.perf_counter()
         readings = self._backend.read_gpus()
+        self._read_missing_facts(readings)
         self._tick += 1
         if self._tick % self._process_every == 1 or self._process_every == 1:
             self._processes = self._backend.read_processes()
@@ -160,6 +163,21 @@ class Sampler:
         self._notify_sweep(readings, self._processes)
         return entry
 
+    def _read_missing_facts(self, readings: Sequence[GpuReading]) -> None:
+        """Re-read the facts of GPUs that were lost at open() and answer now."""
+        facts = self._status.facts
+        due = self._missing_facts.due(facts, readings) if facts is not None else []
+        if not due:
+            return
+        fresh = self._backend.open()  # idempotent: reads the facts again
+        for index in due:
+            gpu = next((g for g in fresh.gpus if g.index == index), None)
+            if gpu is None or facts_missing(gpu):
+                log.warning("GPU %d answers, but its facts are still unreadable", index)
+            else:
+                log.info("GPU %d: facts read now that it answers: %s %s", index, gpu.name, gpu.uuid)
+        self._set_status(BackendStatus(ok=True, facts=fresh))
+
     def _notify_sweep(
         self, readings: Sequence[GpuReading], processes: Mapping[int, Sequence[ProcessReading]]
     ) -> None:
@@ -171,7 +189,9 @@ class Sampler:
                 log.exception("sweep listener failed")
 
     def _set_status(self, status: BackendStatus) -> None:
-        changed = status.ok != self._status.ok or status.detail != self._status.detail
+        changed = (status.ok, status.detail, status.facts) != (
+            self._status.ok, self._status.detail, self._status.facts,
+        )  # fmt: skip
         self._status = status
         if changed:
             for listener in self._listeners:

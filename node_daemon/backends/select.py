@@ -1,10 +1,16 @@
-"""Choosing and building the backend named in the configuration."""
+"""Choosing and building the backend named in the configuration.
+
+Simulated GPUs are served only when asked for by name (`backend = "simulated"`):
+`auto`, the default, is the server's real GPUs. A GPU server whose driver does
+not load must say so (degraded, with the reason) rather than show invented GPUs
+on every dashboard.
+"""
 
 from __future__ import annotations
 
 import logging
 
-from node_daemon.backends.base import BackendUnavailable, GpuBackend
+from node_daemon.backends.base import GpuBackend
 from node_daemon.backends.simulated import SimulatedBackend, load_scenario
 from node_daemon.config import DaemonConfig
 
@@ -29,16 +35,14 @@ def nvml_backend() -> GpuBackend:
 
 
 def build_backend(config: DaemonConfig) -> GpuBackend:
-    """The configured backend; `auto` takes NVML when it loads, else the simulator."""
+    """The configured backend; `auto` is NVML (the only real backend so far).
+
+    NVML is not opened here: a missing driver is not fatal, the sampler opens
+    the backend, reports the daemon degraded with the reason and retries.
+    """
     if config.backend == "simulated":
+        log.info("backend simulated: serving %d simulated GPUs", config.gpus)
         return simulated_backend(config)
-    if config.backend == "nvml":
-        # A missing driver is not fatal here: the daemon starts degraded and retries.
-        return nvml_backend()
-    backend = nvml_backend()
-    try:
-        backend.open()
-    except BackendUnavailable as exc:
-        log.warning("NVML not available (%s); using the simulated backend", exc)
-        return simulated_backend(config)
-    return backend
+    if config.backend == "auto":
+        log.info("backend auto: this server's GPUs through NVML")
+    return nvml_backend()

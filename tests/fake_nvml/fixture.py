@@ -5,6 +5,10 @@ a fresh state file (see the comment at the top of `fake_nvml.c` for its format) 
 loads the library into this process before nvidia-ml-py does, so pynvml's
 ``CDLL("libnvidia-ml.so.1")`` finds it by its soname and the real ctypes path runs.
 A subprocess (a daemon under test) finds it with ``LD_LIBRARY_PATH=state.lib_dir``.
+
+`unloadable_nvml_dir` is the other side: a directory whose libnvidia-ml.so.1 the
+dynamic loader finds but cannot load, so ``CDLL("libnvidia-ml.so.1")`` fails as on
+a server without the NVIDIA driver, even on a host that has one installed.
 """
 
 from __future__ import annotations
@@ -21,24 +25,53 @@ import pytest
 
 SOURCE = Path(__file__).with_name("fake_nvml.c")
 SONAME = "libnvidia-ml.so.1"
+ABSENT_SONAME = "libgpufleet_absent.so"
 
 
-def build_fake_nvml(out_dir: Path) -> Path:
-    """Compile the fake NVML into `out_dir`; return the library's path."""
+def _gcc() -> str:
     gcc = shutil.which("gcc")
     if gcc is None:
         pytest.skip(
             "!!! gcc NOT FOUND: the fake libnvidia-ml.so.1 cannot be built, so the NVML "
             "backend is NOT TESTED. Install gcc (the project's test command does). !!!"
         )
+    return gcc
+
+
+def _compile(out_dir: Path, soname: str, source: str | Path, *extra: str) -> Path:
+    """Build a shared library named `soname` in `out_dir` from a file or C text."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    library = out_dir / SONAME
-    command = [gcc, "-shared", "-fPIC", "-O2", "-Wall", "-pthread"]
-    command += [f"-Wl,-soname,{SONAME}", "-o", str(library), str(SOURCE)]
-    result = subprocess.run(command, capture_output=True, text=True, check=False)
+    library = out_dir / soname
+    command = [_gcc(), "-shared", "-fPIC", "-O2", "-Wall", "-pthread", f"-Wl,-soname,{soname}"]
+    command += ["-o", str(library)]
+    text = source if isinstance(source, str) else None
+    command += ["-x", "c", "-"] if text is not None else [str(source)]
+    result = subprocess.run(
+        [*command, *extra], input=text, capture_output=True, text=True, check=False
+    )
     if result.returncode != 0:
-        raise RuntimeError(f"building the fake NVML failed:\n{result.stderr}")
+        raise RuntimeError(f"building {soname} failed:\n{result.stderr}")
     return library
+
+
+def build_fake_nvml(out_dir: Path) -> Path:
+    """Compile the fake NVML into `out_dir`; return the library's path."""
+    return _compile(out_dir, SONAME, SOURCE)
+
+
+def build_unloadable_nvml(out_dir: Path) -> Path:
+    """A libnvidia-ml.so.1 in `out_dir` that needs a library which does not exist.
+
+    The dynamic loader finds it first on ``LD_LIBRARY_PATH`` and then fails on the
+    missing dependency; it does not go on to look for another libnvidia-ml.so.1, so
+    loading NVML fails even where a real driver is installed. Returns `out_dir`.
+    """
+    _compile(out_dir, ABSENT_SONAME, "int gpufleet_absent;\n")
+    needs_it = "extern int gpufleet_absent;\nint nvmlStub(void) { return gpufleet_absent; }\n"
+    link = ["-Wl,--no-as-needed", f"-L{out_dir}", f"-l:{ABSENT_SONAME}"]
+    _compile(out_dir, SONAME, needs_it, *link)
+    (out_dir / ABSENT_SONAME).unlink()
+    return out_dir
 
 
 class FakeNvmlState:
@@ -128,6 +161,12 @@ class FakeNvmlState:
 def fake_nvml_lib(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The fake libnvidia-ml.so.1, compiled once per test session."""
     return build_fake_nvml(tmp_path_factory.mktemp("fake_nvml"))
+
+
+@pytest.fixture(scope="session")
+def unloadable_nvml_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A directory for ``LD_LIBRARY_PATH`` in which NVML is found but cannot load."""
+    return build_unloadable_nvml(tmp_path_factory.mktemp("unloadable_nvml"))
 
 
 @pytest.fixture

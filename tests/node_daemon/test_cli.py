@@ -28,6 +28,12 @@ def test_help_explains_every_option() -> None:
         assert option in result.stdout
 
 
+def test_help_says_auto_never_simulates() -> None:
+    words = " ".join(run("--help").stdout.split())  # argparse wraps the help text
+    assert "auto (the default): this server's GPUs through NVML, never simulated" in words
+    assert "simulated: only when asked for by name" in words
+
+
 def test_refuses_non_loopback_without_insecure() -> None:
     result = run("--backend", "simulated", "--listen", "0.0.0.0:0")
     assert result.returncode == 2

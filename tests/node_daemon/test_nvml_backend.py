@@ -13,9 +13,22 @@ from pathlib import Path
 import pynvml
 import pytest
 
+from node_daemon.backends import facts as facts_module
 from node_daemon.backends.base import BackendUnavailable
 from node_daemon.backends.nvml import NvmlBackend, unavailable_message
-from node_daemon.readings import GpuHealth, GpuReading, GpuStatic
+from node_daemon.backends.select import build_backend
+from node_daemon.config import DaemonConfig
+from node_daemon.history import SampleHistory
+from node_daemon.readings import (
+    BackendKind,
+    GpuHealth,
+    GpuReading,
+    GpuStatic,
+    NodeFacts,
+    ProcessReading,
+)
+from node_daemon.sampler import BackendStatus, Sampler
+from tests.conftest import wait_for
 from tests.fake_nvml.fixture import FakeNvmlState
 
 GIB = 1024**3
@@ -418,3 +431,112 @@ def test_fake_serves_a_subprocess_through_ld_library_path(fake_nvml: FakeNvmlSta
 
     assert result.returncode == 0, result.stderr
     assert "NVIDIA Fake For Subprocess" in result.stdout
+
+
+def test_backend_auto_is_nvml_and_never_the_simulator(fake_nvml: FakeNvmlState) -> None:
+    fake_nvml.set(init_error=pynvml.NVML_ERROR_DRIVER_NOT_LOADED)
+
+    backend = build_backend(DaemonConfig())  # the default backend, auto
+    try:
+        assert backend.kind is BackendKind.NVML
+        assert fake_nvml.init_count() == 0  # opened by the sampler, which retries
+        with pytest.raises(BackendUnavailable, match="Driver Not Loaded"):
+            backend.open()
+    finally:
+        backend.close()
+
+
+# ---------------------------------------------------------------- the sampler re-reads facts
+
+UUID_1 = "GPU-00000000-0000-4000-8000-000000000001"
+
+
+class CountingOpens:
+    """An NvmlBackend that counts open() calls: each one re-reads every GPU's facts."""
+
+    kind = BackendKind.NVML
+
+    def __init__(self, backend: NvmlBackend) -> None:
+        self.backend = backend
+        self.opens = 0
+
+    def open(self) -> NodeFacts:
+        self.opens += 1
+        return self.backend.open()
+
+    def read_gpus(self) -> list[GpuReading]:
+        return self.backend.read_gpus()
+
+    def read_processes(self) -> dict[int, list[ProcessReading]]:
+        return self.backend.read_processes()
+
+    def close(self) -> None:
+        self.backend.close()
+
+
+@pytest.fixture
+def sampling(backend: NvmlBackend) -> Iterator[tuple[Sampler, CountingOpens, list[BackendStatus]]]:
+    """A running sampler over the fake NVML, and the statuses it published."""
+    counting = CountingOpens(backend)
+    sampler = Sampler(counting, SampleHistory(100), interval_s=0.1, process_interval_s=0.1)
+    published: list[BackendStatus] = []
+    sampler.add_status_listener(published.append)
+    yield sampler, counting, published
+    sampler.stop()
+
+
+def gpu_facts(sampler: Sampler, index: int) -> GpuStatic:
+    facts = sampler.status.facts
+    assert facts is not None
+    return facts.gpus[index]
+
+
+def sweeps_later(sampler: Sampler, count: int) -> None:
+    done = sampler.sweeps + count
+    wait_for(lambda: sampler.sweeps >= done, 10, f"{count} more sweeps")
+
+
+def test_sampler_publishes_the_facts_of_a_gpu_lost_at_start_once_it_answers(
+    two_gpus: FakeNvmlState, sampling: tuple[Sampler, CountingOpens, list[BackendStatus]]
+) -> None:
+    sampler, counting, published = sampling
+    two_gpus.lose_gpu(1)
+    sampler.start()
+    wait_for(lambda: sampler.status.ok, 10, "the sampler to open NVML")
+    assert gpu_facts(sampler, 1) == GpuStatic(index=1, uuid="", name="")
+    sweeps_later(sampler, 3)
+    assert counting.opens == 1  # no re-read while the GPU stays lost
+
+    two_gpus.recover_gpu(1)
+    wait_for(lambda: gpu_facts(sampler, 1).uuid == UUID_1, 10, "GPU 1's facts")
+
+    assert gpu_facts(sampler, 1).name == "NVIDIA H100 80GB HBM3"
+    assert gpu_facts(sampler, 1).temp_slowdown_c == 90.0
+    # Listeners (the alert engine's thresholds) hear of the new facts too.
+    last = published[-1]
+    assert last.ok and last.facts is not None and last.facts.gpus[1].uuid == UUID_1
+    sweeps_later(sampler, 3)
+    assert counting.opens == 2  # read once on recovery, not on every sweep
+
+
+def test_facts_still_unreadable_on_recovery_are_retried_later_not_every_sweep(
+    two_gpus: FakeNvmlState,
+    sampling: tuple[Sampler, CountingOpens, list[BackendStatus]],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    sampler, counting, _ = sampling
+    two_gpus.lose_gpu(1)
+    sampler.start()
+    wait_for(lambda: sampler.status.ok, 10, "the sampler to open NVML")
+
+    two_gpus.fail(1, "uuid", pynvml.NVML_ERROR_UNKNOWN)
+    two_gpus.recover_gpu(1)
+    wait_for(lambda: counting.opens == 2, 10, "the re-read when GPU 1 answers")
+    sweeps_later(sampler, 5)
+
+    assert counting.opens == 2
+    assert gpu_facts(sampler, 1).uuid == ""  # still missing: callers can tell
+
+    two_gpus.set_gpu(1, uuid=None)  # the UUID reads again
+    monkeypatch.setattr(facts_module, "RETRY_S", 0.0)  # and the retry is due
+    wait_for(lambda: gpu_facts(sampler, 1).uuid == UUID_1, 10, "GPU 1's facts on a retry")
