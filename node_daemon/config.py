@@ -14,6 +14,7 @@ from typing import Any
 
 from node_daemon.alerts.rules import AlertSettings, parse_alert_settings
 from node_daemon.auth.settings import AuthSettings, parse_auth
+from node_daemon.control.settings import WorkloadSettings, parse_workload_settings
 from node_daemon.errors import ConfigError
 
 __all__ = ["OPTIONS", "ConfigError", "DaemonConfig", "load_config_file", "validate"]
@@ -32,6 +33,7 @@ class DaemonConfig:
     process_interval_s: float = 3.0
     history_seconds: int = 3600
     max_streams: int = 64
+    max_streams_per_client: int = 16
     insecure: bool = False
     ready_file: Path | None = None
     hostname: str | None = None
@@ -44,6 +46,7 @@ class DaemonConfig:
     usage_flush_interval_s: float = 5.0
     auth: AuthSettings = field(default_factory=AuthSettings)
     alerts: AlertSettings = field(default_factory=AlertSettings)
+    workloads: WorkloadSettings = field(default_factory=WorkloadSettings)
 
 
 OPTIONS: dict[str, str] = {
@@ -59,7 +62,9 @@ OPTIONS: dict[str, str] = {
     "sample_interval_s": "seconds between sweeps of all GPUs (0.1 .. 60)",
     "process_interval_s": "seconds between reads of the GPU process lists (expensive in NVML)",
     "history_seconds": "how much sample history to keep in memory (at least 3600)",
-    "max_streams": "most concurrent sample streams served",
+    "max_streams": "most concurrent streams served (samples, events, health watches), in all",
+    "max_streams_per_client": "most concurrent streams one client address may hold "
+    "(a console holds 2)",
     "insecure": "allow listening beyond loopback without TLS and tokens (loud warnings)",
     "ready_file": "file to write the bound HOST:PORT into once serving",
     "hostname": "host name to report (default: this machine's)",
@@ -74,6 +79,7 @@ OPTIONS: dict[str, str] = {
     "loses at most this much usage (1 .. 300)",
     "metrics_hostname_label": "label carrying the host name: Hostname (dcgm-exporter) or hostname",
     "alerts": "alert rules: the [alerts.RULE] tables (see docs/alerts.md)",
+    "workloads": "the [workloads] table: accounts (owner = local account) and work_dir",
 }
 
 _PATH_KEYS = {"scenario", "ready_file", "state_dir"}
@@ -82,6 +88,7 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "listen": (str,), "backend": (str,), "gpus": (int,), "seed": (int,), "model": (str,),
     "scenario": (str,), "sim_speed": _NUMBER, "sample_interval_s": _NUMBER,
     "process_interval_s": _NUMBER, "history_seconds": (int,), "max_streams": (int,),
+    "max_streams_per_client": (int,),
     "insecure": (bool,), "ready_file": (str,), "hostname": (str,), "state_dir": (str,),
     "alertmanager_urls": (list,), "metrics_listen": (str,), "metrics_hostname_label": (str,),
     "allow_kill_job_processes": (bool,), "usage_flush_interval_s": _NUMBER,
@@ -134,7 +141,7 @@ def load_config_file(path: Path, base: DaemonConfig | None = None) -> DaemonConf
     table = data.get("daemon", {})
     if not isinstance(table, dict):
         raise ConfigError(f"{path}: [daemon] must be a table")
-    unknown_tables = sorted(set(data) - {"daemon", "alerts", "teams", "auth", "tls"})
+    unknown_tables = sorted(set(data) - {"daemon", "alerts", "teams", "auth", "tls", "workloads"})
     if unknown_tables:
         raise ConfigError(f"{path}: unknown table(s) {', '.join(unknown_tables)}")
     unknown = sorted(set(table) - set(_TYPES))
@@ -147,6 +154,7 @@ def load_config_file(path: Path, base: DaemonConfig | None = None) -> DaemonConf
     values["alerts"] = parse_alert_settings(alerts, str(path))
     values["teams"] = _teams(data.get("teams", {}), str(path))
     values["auth"] = parse_auth(data, str(path))
+    values["workloads"] = parse_workload_settings(data.get("workloads", {}), str(path))
     return validate(replace(base or DaemonConfig(), **values), str(path))
 
 
@@ -160,6 +168,8 @@ def validate(config: DaemonConfig, source: str = "options") -> DaemonConfig:
          "seconds, at least sample_interval_s"),
         (config.history_seconds >= 3600, "history_seconds", "at least 3600 seconds"),
         (1 <= config.max_streams <= 1024, "max_streams", "a number from 1 to 1024"),
+        (1 <= config.max_streams_per_client <= 1024, "max_streams_per_client",
+         "a number from 1 to 1024"),
         (1 <= config.usage_flush_interval_s <= 300, "usage_flush_interval_s",
          "seconds from 1 to 300"),
         (config.metrics_hostname_label in ("Hostname", "hostname"), "metrics_hostname_label",

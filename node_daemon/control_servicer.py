@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+
 import grpc
 
 from gpufleet.v1 import node_pb2 as pb
-from node_daemon.auth.identity import Role, acting_user, current_caller
+from node_daemon.auth.identity import Caller, Role, acting_user, current_caller
+from node_daemon.control.accounts import NoAccount
 from node_daemon.control.kill import KillOutcome
 from node_daemon.control.kill_service import KillRefused, ProcessKiller
 from node_daemon.control.reservations import BadReservation, ReservationConflict, ReservationLedger
@@ -15,7 +18,9 @@ from node_daemon.control.workloads import (
     WorkloadConflict,
     WorkloadManager,
     WorkloadNotFound,
+    without_env,
 )
+from node_daemon.readings import ProcessReading
 from node_daemon.rpc_errors import ErrorCodes, abort_for
 
 _ERRORS: ErrorCodes = (
@@ -23,11 +28,13 @@ _ERRORS: ErrorCodes = (
     (KillRefused, grpc.StatusCode.FAILED_PRECONDITION),
     (ReservationConflict, grpc.StatusCode.FAILED_PRECONDITION),
     (WorkloadConflict, grpc.StatusCode.FAILED_PRECONDITION),
+    (NoAccount, grpc.StatusCode.FAILED_PRECONDITION),
     (BadReservation, grpc.StatusCode.INVALID_ARGUMENT),
     (BadWorkload, grpc.StatusCode.INVALID_ARGUMENT),
     (WorkloadNotFound, grpc.StatusCode.NOT_FOUND),
     (KeyError, grpc.StatusCode.NOT_FOUND),
 )
+TeamsOf = Callable[[str], Sequence[str]]
 _OUTCOMES = {
     KillOutcome.TERMINATED: pb.KILL_OUTCOME_TERMINATED,
     KillOutcome.KILLED: pb.KILL_OUTCOME_KILLED,
@@ -47,6 +54,16 @@ def _require(allowed: bool, message: str) -> None:
         raise PermissionError(message)
 
 
+def _may_kill(process: ProcessReading) -> None:
+    """The caller may kill a process it owns, as listed now; an admin may kill any."""
+    caller = current_caller()
+    _require(
+        caller.role >= Role.ADMIN or (process.user is not None and process.user == caller.user),
+        f"pid {process.pid} belongs to {process.user or 'an unknown user'}; "
+        "only its owner or an admin may kill it",
+    )
+
+
 def _check_text(context: grpc.ServicerContext, **fields: str) -> None:
     for name, value in fields.items():
         if len(value) > MAX_TEXT:
@@ -55,11 +72,26 @@ def _check_text(context: grpc.ServicerContext, **fields: str) -> None:
             )
 
 
+def may_see_private(caller: Caller, workload: pb.Workload, teams_of: TeamsOf) -> bool:
+    """A workload's environment and output: its owner, operators of its team, admins."""
+    if caller.role >= Role.ADMIN or caller.user in (workload.owner, workload.run_as):
+        return True
+    owner_teams = (
+        [workload.owner] if workload.owner.startswith("team:") else list(teams_of(workload.owner))
+    )
+    return caller.role >= Role.OPERATOR and any(t in caller.holders for t in owner_teams)
+
+
 class ControlServicer:
     def __init__(
-        self, killer: ProcessKiller, ledger: ReservationLedger, workloads: WorkloadManager
+        self,
+        killer: ProcessKiller,
+        ledger: ReservationLedger,
+        workloads: WorkloadManager,
+        teams_of: TeamsOf = lambda _user: (),
     ) -> None:
         self._killer, self._ledger, self._workloads = killer, ledger, workloads
+        self._teams_of = teams_of
 
     def KillProcess(
         self, request: pb.KillProcessRequest, context: grpc.ServicerContext
@@ -67,19 +99,13 @@ class ControlServicer:
         if request.grace_s > 300:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, "grace_s must be at most 300 seconds")
         try:
-            process = self._killer.target(request.gpu_index, request.pid)
-            caller = current_caller()
-            _require(
-                caller.role >= Role.ADMIN or process.user == caller.user,
-                f"pid {request.pid} belongs to {process.user}; "
-                "only its owner or an admin may kill it",
-            )
             outcome, detail = self._killer.kill(
                 request.gpu_index,
                 request.pid,
                 request.start_time_unix_ms,
                 request.grace_s,
                 _actor(request.actor),
+                authorise=_may_kill,
             )
         except Exception as exc:
             abort_for(context, exc, _ERRORS)
@@ -133,8 +159,10 @@ class ControlServicer:
             )
         _check_text(context, name=request.name, owner=request.owner)
         try:
-            self._require_holder(request.owner or current_caller().user, "submit workloads")
-            return self._workloads.submit(request, _actor(request.actor))
+            caller = current_caller()
+            self._require_holder(request.owner or caller.user, "submit workloads")
+            submitter = caller.user if caller.authenticated_by != "none" else ""
+            return self._workloads.submit(request, _actor(request.actor), submitter)
         except Exception as exc:
             abort_for(context, exc, _ERRORS)
 
@@ -161,13 +189,25 @@ class ControlServicer:
     def ListWorkloads(
         self, request: pb.ListWorkloadsRequest, context: grpc.ServicerContext
     ) -> pb.ListWorkloadsResponse:
-        return pb.ListWorkloadsResponse(workloads=self._workloads.workloads(request.include_ended))
+        caller = current_caller()
+        listed = self._workloads.workloads(request.include_ended)
+        shown = [
+            w if may_see_private(caller, w, self._teams_of) else without_env(w) for w in listed
+        ]
+        return pb.ListWorkloadsResponse(workloads=shown)
 
     def GetWorkloadOutput(
         self, request: pb.GetWorkloadOutputRequest, context: grpc.ServicerContext
     ) -> pb.WorkloadOutput:
         tail = min(request.tail_bytes or MAX_OUTPUT_BYTES, MAX_OUTPUT_BYTES)
         try:
+            workload = self._workloads.get(request.workload_id, include_ended=True)
+            caller = current_caller()
+            _require(
+                may_see_private(caller, workload, self._teams_of),
+                f"the output of workload {workload.id} is for its owner {workload.owner}, "
+                f"operators of the owner's team and admins; {caller.user} is none of them",
+            )
             output, total = self._workloads.output(request.workload_id, tail)
         except Exception as exc:
             abort_for(context, exc, _ERRORS)

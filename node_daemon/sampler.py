@@ -12,7 +12,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from node_daemon.backends.base import BackendUnavailable, GpuBackend
 from node_daemon.backends.facts import MissingFacts, facts_missing
@@ -35,6 +35,15 @@ class LatestSweep:
     processes: Mapping[int, Sequence[ProcessReading]]
     # The last Xid each GPU reported since the daemon started (dcgm's XID_ERRORS).
     last_xids: Mapping[int, int]
+
+
+@dataclass
+class _ProcessRequest:
+    """One caller waiting for a process list read on the sampler thread."""
+
+    done: threading.Event = field(default_factory=threading.Event)
+    processes: Mapping[int, Sequence[ProcessReading]] = field(default_factory=dict)
+    error: str | None = None
 
 
 @dataclass(frozen=True)
@@ -68,6 +77,10 @@ class Sampler:
         self._process_every = max(1, round(process_interval_s / interval_s))
         self._clock = clock
         self._stop = threading.Event()
+        # Set by stop() and by a fresh-process request: either ends the wait between ticks.
+        self._wakeup = threading.Event()
+        self._process_requests: list[_ProcessRequest] = []
+        self._requests_lock = threading.Lock()
         self._thread = threading.Thread(target=self._run, name="gpufleet-sampler", daemon=True)
         self._status = BackendStatus(ok=False, detail="starting")
         self._listeners: list[StatusListener] = []
@@ -101,6 +114,7 @@ class Sampler:
 
     def stop(self, timeout_s: float = 5.0) -> None:
         self._stop.set()
+        self._wakeup.set()
         self._thread.join(timeout_s)
         self._backend.close()
 
@@ -109,7 +123,7 @@ class Sampler:
         while not self._stop.is_set():
             if not self._status.ok and not self._try_open():
                 self._notify_sweep([], {})  # node-level rules still run (backend degraded)
-                self._stop.wait(self._retry_s)
+                self._pause(self._retry_s)
                 self._retry_s = min(RETRY_MAX_S, self._retry_s * 2)
                 next_at = time.monotonic()
                 continue
@@ -117,7 +131,47 @@ class Sampler:
             next_at += self._interval_s
             # A sweep that overran skips ticks instead of bunching them up.
             next_at = max(next_at, time.monotonic())
-            self._stop.wait(next_at - time.monotonic())
+            while self._pause(next_at - time.monotonic()) and not self._stop.is_set():
+                self._serve_process_requests()
+
+    def _pause(self, timeout_s: float) -> bool:
+        """Wait until the next tick; True if woken early (a request, or stop)."""
+        woken = self._wakeup.wait(max(0.0, timeout_s))
+        self._wakeup.clear()
+        return woken
+
+    def fresh_processes(self, timeout_s: float = 5.0) -> Mapping[int, Sequence[ProcessReading]]:
+        """Processes per GPU as the backend lists them *after* this call began.
+
+        For decisions that must not rest on a snapshot seconds old (a kill: the
+        pid may have been reused meanwhile). Read on the sampler thread, which
+        owns the backend; raises BackendUnavailable when it cannot be read.
+        """
+        if not self._status.ok:
+            raise BackendUnavailable(f"the GPU backend is unavailable: {self._status.detail}")
+        request = _ProcessRequest()
+        with self._requests_lock:
+            self._process_requests.append(request)
+        self._wakeup.set()
+        if not request.done.wait(timeout_s):
+            raise BackendUnavailable(f"the GPU process list could not be read in {timeout_s:.0f} s")
+        if request.error is not None:
+            raise BackendUnavailable(request.error)
+        return request.processes
+
+    def _serve_process_requests(self) -> None:
+        with self._requests_lock:
+            requests, self._process_requests = self._process_requests, []
+        if not requests:
+            return
+        try:
+            processes: Mapping[int, Sequence[ProcessReading]] = self._backend.read_processes()
+            error = None
+        except Exception as exc:  # the waiting caller is told; sampling goes on
+            processes, error = {}, f"the GPU process list could not be read: {exc}"
+        for request in requests:
+            request.processes, request.error = processes, error
+            request.done.set()
 
     def _try_open(self) -> bool:
         try:

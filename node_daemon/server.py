@@ -34,27 +34,40 @@ from node_daemon.journal import EventJournal
 from node_daemon.listen import ListenAddress, parse_listen_address
 from node_daemon.metrics.exporter import MetricsExporter
 from node_daemon.readings import GpuReading, ProcessReading
+from node_daemon.rpc_guard import RpcGuard
 from node_daemon.sampler import BackendStatus, Sampler
 from node_daemon.servicer import SERVICE_NAME, NodeServicer, node_service_handler
 from node_daemon.slurm import SlurmWatcher
+from node_daemon.stream_admission import StreamAdmission
 from node_daemon.usage import USAGE_FILE, UsageMeter, UsageServicer, UsageStore
 
 log = logging.getLogger(__name__)
 
-# Keepalive must agree with the console's (console/connections/channel.py):
-# the console pings every 10 s, so the server must allow pings at least that often.
+# Keepalive must agree with the console's (console/connections/channel.py).
+# The daemon pings each client every 3 s and drops one that has not answered
+# within 3 s, so a dead client's stream (and its worker) is freed within ~6 s.
+# gRPC core (1.85) enforces the wait through ping_timeout_ms, which defaults to
+# a minute; keepalive_timeout_ms alone left a dead client's stream open ~70 s.
+# It allows a client's pings every 1 s, below the console's 2 s: a client that
+# pings faster than allowed is sent GOAWAY (too_many_pings) and disconnected.
 SERVER_OPTIONS: list[tuple[str, int]] = [
-    ("grpc.keepalive_time_ms", 20_000),
-    ("grpc.keepalive_timeout_ms", 10_000),
+    ("grpc.keepalive_time_ms", 3_000),
+    ("grpc.keepalive_timeout_ms", 3_000),
+    ("grpc.http2.ping_timeout_ms", 3_000),
     ("grpc.keepalive_permit_without_calls", 1),
-    ("grpc.http2.min_ping_interval_without_data_ms", 5_000),
+    ("grpc.http2.min_ping_interval_without_data_ms", 1_000),
     ("grpc.http2.max_pings_without_data", 0),
     ("grpc.max_receive_message_length", 4 * 1024 * 1024),
     ("grpc.max_send_message_length", 16 * 1024 * 1024),
     ("grpc.so_reuseport", 0),
 ]
-# Unary calls and health checks get workers beyond the ones streams hold.
-_SPARE_WORKERS = 8
+# Workers beyond the `max_streams` that streams may hold: unary calls (ack,
+# kill) and health checks always find one, however many streams are open.
+UNARY_WORKERS = 16
+# Calls beyond the workers wait in the executor's queue, up to this many, before
+# gRPC refuses them (RESOURCE_EXHAUSTED): a burst waits instead of failing, and
+# a flood cannot queue without bound.
+QUEUED_CALLS = 32
 JOURNAL_FILE = "journal.sqlite3"
 AUDIT_FILE = "audit.sqlite3"
 
@@ -76,6 +89,7 @@ class NodeDaemon:
             self.journal, resolve_state_dir(config) / "workloads", self.reservations,
             self._node_view, lambda user: teams_of(config, user),
             hooks=backend if hasattr(backend, "attach_process") else None,  # type: ignore[arg-type]
+            settings=config.workloads,
         )  # fmt: skip
         self.usage_store = UsageStore(resolve_state_dir(config) / USAGE_FILE)
         self.usage = UsageMeter(
@@ -106,14 +120,17 @@ class NodeDaemon:
         return self._server.add_secure_port(str(address), server_credentials(tls))
 
     def _build_server(self, backend: GpuBackend) -> grpc.Server:
-        workers = self.config.max_streams + _SPARE_WORKERS
+        self.streams = StreamAdmission(self.config.max_streams, self.config.max_streams_per_client)
+        workers = self.config.max_streams + UNARY_WORKERS
         self._executor = futures.ThreadPoolExecutor(workers, thread_name_prefix="gpufleet-rpc")
+        self.guard = RpcGuard(self.streams)
         server = grpc.server(
             self._executor,
             options=SERVER_OPTIONS,
-            maximum_concurrent_rpcs=workers,
-            interceptors=[
-                AuthInterceptor(self.config.auth.users, self.audit, self.config.auth.enabled)
+            maximum_concurrent_rpcs=workers + QUEUED_CALLS,
+            interceptors=[  # the guard first: undecodable bytes and excess streams end there
+                self.guard,
+                AuthInterceptor(self.config.auth.users, self.audit, self.config.auth.enabled),
             ],
         )
         self.slurm = SlurmWatcher(self.config.hostname)
@@ -122,7 +139,9 @@ class NodeDaemon:
             self.config.hostname, self.slurm,
         )  # fmt: skip
         alert_servicer = AlertServicer(self.alerts, self.journal)
-        control = ControlServicer(self.killer, self.reservations, self.workloads)
+        control = ControlServicer(
+            self.killer, self.reservations, self.workloads, lambda u: teams_of(self.config, u)
+        )
         usage = UsageServicer(
             self.usage_store, lambda: self.workloads.workloads(include_ended=True),
             lambda user: teams_of(self.config, user), self._hostname, self.usage.flush,

@@ -18,6 +18,13 @@ from node_daemon.backends.select import simulated_backend
 from node_daemon.config import DaemonConfig
 from node_daemon.listen import parse_listen_address
 from node_daemon.server import NodeDaemon
+from tests.accounts import (
+    SKIP_REASON,
+    TEST_ACCOUNTS,
+    account_exists,
+    can_create_accounts,
+    local_accounts,
+)
 
 FAST_CONFIG = DaemonConfig(listen="127.0.0.1:0", backend="simulated", sample_interval_s=0.1,
                            process_interval_s=0.2, max_streams=16)  # fmt: skip
@@ -48,6 +55,18 @@ def start_daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DaemonFac
     yield start
     for daemon in daemons:
         daemon.stop(grace_s=0.5)
+
+
+@pytest.fixture(scope="session")
+def workload_accounts() -> Iterator[None]:
+    """Local accounts for the owners tests launch workloads for (see tests/accounts.py)."""
+    if not can_create_accounts():
+        if all(account_exists(name) for name in TEST_ACCOUNTS):
+            yield
+            return
+        pytest.skip(SKIP_REASON)
+    with local_accounts(TEST_ACCOUNTS):
+        yield
 
 
 def _our_threads() -> set[str]:

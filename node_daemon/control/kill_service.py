@@ -1,4 +1,11 @@
-"""ProcessKiller: who may be killed (a process listed on that GPU), and the record of it."""
+"""ProcessKiller: who may be killed (a process listed on that GPU now), and the record of it.
+
+The target is looked up in a process list read *after* the request arrived,
+never in the last sample: a pid listed seconds ago may since have exited and
+been reused by another user's process on no GPU at all. The request's start
+time must be the listed process's, and the caller is authorised against the
+listed owner, before anything is signalled.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +15,8 @@ from collections.abc import Callable
 from typing import Protocol
 
 from gpufleet.v1 import node_pb2 as pb
-from node_daemon.control.kill import KillOutcome, PidReused, kill_process
+from node_daemon.backends.base import BackendUnavailable
+from node_daemon.control.kill import START_TOLERANCE_MS, KillOutcome, PidReused, kill_process
 from node_daemon.journal import EventJournal
 from node_daemon.readings import ProcessReading
 from node_daemon.sampler import Sampler
@@ -28,6 +36,8 @@ class SimulatedProcesses(Protocol):
 
 
 UnkillableReport = Callable[[int, int, str], None]
+# Raises PermissionError when the caller may not kill this (freshly listed) process.
+Authorise = Callable[[ProcessReading], None]
 
 
 class ProcessKiller:
@@ -44,14 +54,23 @@ class ProcessKiller:
         self._simulated = simulated
 
     def kill(
-        self, gpu: int, pid: int, start_time_unix_ms: int, grace_s: int, actor: str
+        self,
+        gpu: int,
+        pid: int,
+        start_time_unix_ms: int,
+        grace_s: int,
+        actor: str,
+        authorise: Authorise = lambda _process: None,
     ) -> tuple[KillOutcome, str]:
-        process = self.target(gpu, pid)
+        """Kill `pid` on `gpu` if it is listed there now with that start time and may be killed."""
+        process = self.target(gpu, pid, start_time_unix_ms)
+        authorise(process)
         grace = DEFAULT_GRACE_S if grace_s == 0 else min(grace_s, MAX_GRACE_S)
         if self._simulated is not None and self._simulated.remove_simulated_process(gpu, pid):
             outcome = KillOutcome.TERMINATED  # one of the simulator's own processes
         else:
             try:
+                # The pidfd pins the process; its start time is checked once more after that.
                 outcome = kill_process(pid, start_time_unix_ms, grace)
             except PidReused as exc:
                 raise KillRefused(str(exc)) from exc
@@ -61,16 +80,30 @@ class ProcessKiller:
             self._report_unkillable(gpu, pid, detail)
         return outcome, detail
 
-    def target(self, gpu: int, pid: int) -> ProcessReading:
-        """The process as listed on the GPU, if the daemon may touch it; else KillRefused."""
+    def target(self, gpu: int, pid: int, start_time_unix_ms: int) -> ProcessReading:
+        """The process as listed on the GPU now, if the daemon may touch it; else KillRefused."""
         if pid <= 1:
             raise KillRefused(f"pid {pid} is never a GPU process; nothing was signalled")
-        latest = self._sampler.latest
-        listed = list(latest.processes.get(gpu, ())) if latest else []
+        if start_time_unix_ms <= 0:
+            raise KillRefused(
+                f"name pid {pid} with its start_time_unix_ms as listed on the GPU "
+                "(a pid alone may have been reused); nothing was signalled"
+            )
+        try:
+            listed = list(self._sampler.fresh_processes().get(gpu, ()))
+        except BackendUnavailable as exc:
+            raise KillRefused(f"{exc}; nothing was signalled") from exc
         process = next((p for p in listed if p.pid == pid), None)
         if process is None:
             shown = ", ".join(str(p.pid) for p in listed) or "none"
-            raise KillRefused(f"pid {pid} is not on GPU {gpu} (processes there: {shown})")
+            raise KillRefused(f"pid {pid} is not on GPU {gpu} (processes there now: {shown})")
+        listed_start = process.start_time_unix_ms
+        if listed_start is None or abs(listed_start - start_time_unix_ms) > START_TOLERANCE_MS:
+            raise KillRefused(
+                f"pid {pid} on GPU {gpu} started at {_clock(listed_start)}, not at "
+                f"{_clock(start_time_unix_ms)}: it is a different process now; "
+                "nothing was signalled"
+            )
         if process.slurm_job_id and not self._allow_jobs:
             raise KillRefused(
                 f"pid {pid} belongs to Slurm job {process.slurm_job_id}: cancel it with scancel, "
@@ -80,7 +113,9 @@ class ProcessKiller:
 
     @staticmethod
     def _describe(gpu: int, p: ProcessReading, outcome: KillOutcome, actor: str) -> str:
-        who = f"pid {p.pid} ({p.user or '?'}: {(p.command or '?')[:80]}) on GPU {gpu}"
+        started = _clock(p.start_time_unix_ms)
+        command = (p.command or "?")[:80]
+        who = f"pid {p.pid} ({p.user or '?'}: {command}, started {started}) on GPU {gpu}"
         return f"{who}: {outcome.value}" + (f", asked by {actor}" if actor else "")
 
     def _record(self, gpu: int, detail: str, actor: str) -> None:
@@ -88,3 +123,12 @@ class ProcessKiller:
                          gpu_index=gpu, summary=detail, actor=actor)  # fmt: skip
         self._journal.record([event])
         log.info("kill: %s", detail)
+
+
+def _clock(unix_ms: int | None) -> str:
+    if unix_ms is None:
+        return "an unknown time"
+    return (
+        time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(unix_ms / 1000))
+        + f".{unix_ms % 1000:03d}"
+    )

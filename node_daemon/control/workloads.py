@@ -2,13 +2,25 @@
 
 Queued → running (on the GPUs an admin assigned, or the placement policy
 chose) → finished / failed / cancelled. Every change is journaled with an
-event. Running workloads survive a daemon restart: the new daemon re-adopts
-them (their runner records the exit code), as slurmd does with its jobs.
+event, and the in-memory state changes only once the journal has it: what a
+client is told is what is stored. Running workloads survive a daemon restart:
+the new daemon re-adopts them (their runner records the exit code), as slurmd
+does with its jobs.
+
+Starting is write-ahead: a launch intent is committed, then the runner is
+started, then the running state is committed. A crash at any point is settled
+on restart by looking for the workload's runner (an intent and no runner:
+still queued, nothing ran; a runner: adopted, never started twice), and a
+commit that fails kills what it started before the caller hears "failed".
+
+A workload runs as its owner's local account (node_daemon.control.accounts),
+with a clean login-like environment, in a working directory of its own.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -17,25 +29,31 @@ from pathlib import Path
 from typing import Protocol
 
 from gpufleet.v1 import node_pb2 as pb
+from node_daemon.control.accounts import account_name, check_account
+from node_daemon.control.launch_plan import CannotStart, launch_spec
 from node_daemon.control.launcher import (
     KILL,
     TERM,
     Launched,
     WorkloadFiles,
     child_pid,
+    find_runner,
     launch,
     signal_group,
     still_running,
 )
 from node_daemon.control.placement import GpuFacts, choose_gpus, refusal
 from node_daemon.control.reservations import ReservationLedger
-from node_daemon.journal import EventJournal, StoredRecord
+from node_daemon.control.settings import WorkloadSettings
+from node_daemon.journal import EventJournal, JournalError, StoredRecord
 from node_daemon.procinfo import process_start_time_unix_ms
 from node_daemon.readings import GpuReading, GpuStatic
 
 log = logging.getLogger(__name__)
 
 KIND = "workload"
+# A committed intent to start a workload: its body is the workload as it will run.
+LAUNCH_KIND = "workload-launch"
 CANCEL_GRACE_S = 10.0
 MAX_OUTPUT_BYTES = 1024 * 1024
 DEFAULT_SIM_MEMORY = 8 * 1024**3
@@ -99,9 +117,12 @@ class WorkloadManager:
         teams_of: Callable[[str], Sequence[str]] = lambda _owner: (),
         hooks: ProcessHooks | None = None,
         clock: Callable[[], float] = time.time,
+        settings: WorkloadSettings | None = None,
     ) -> None:
         self._journal, self._root, self._ledger, self._node = journal, root, ledger, node
         self._teams_of, self._hooks, self._clock = teams_of, hooks, clock
+        self._settings = settings or WorkloadSettings()
+        _make_private(root)
         self._lock = threading.RLock()
         self._workloads: dict[str, pb.Workload] = {}
         self._launched: dict[str, Launched] = {}
@@ -112,6 +133,7 @@ class WorkloadManager:
             self._workloads[workload.id] = workload
         ids = (pb.Workload.FromString(b).id for b in journal.records(KIND, active_only=False))
         self._next = 1 + max((int(i.removeprefix("w-")) for i in ids), default=0)
+        self._settle_launch_intents()
         self._readopt()
 
     def _now_ms(self) -> int:
@@ -119,12 +141,36 @@ class WorkloadManager:
 
     # -- restart -----------------------------------------------------------------
 
+    def _settle_launch_intents(self) -> None:
+        """Settle starts a crash interrupted: adopt a runner that started, else stay queued."""
+        for body in self._journal.records(LAUNCH_KIND, active_only=True):
+            intended = pb.Workload.FromString(body)
+            current = self._workloads.get(intended.id)
+            retired = _intent_record(intended, active=False)
+            if current is None or current.state != pb.WORKLOAD_STATE_QUEUED:
+                self._journal.record([], records=[retired])  # its start was committed
+                continue
+            files = WorkloadFiles(self._root, intended.id)
+            runner = find_runner(files)
+            if runner is None and files.read_exit_code() is None:
+                log.info("workload %s was starting when the daemon stopped: nothing ran, "
+                         "it stays queued", intended.id)  # fmt: skip
+                self._journal.record([], records=[retired])
+                continue
+            running = self._copy(intended)
+            if runner is not None:
+                running.pid = runner
+                running.pid_start_unix_ms = process_start_time_unix_ms(runner) or 0
+            summary = "started (found running after a daemon restart)"
+            self._write(pb.EVENT_KIND_WORKLOAD_STARTED, running, "", summary, extra=[retired])
+            self._workloads[running.id] = running
+
     def _readopt(self) -> None:
         for workload in [
             w for w in self._workloads.values() if w.state == pb.WORKLOAD_STATE_RUNNING
         ]:
             launched = Launched(workload.pid, workload.pid_start_unix_ms, None)
-            if still_running(launched):
+            if workload.pid > 1 and still_running(launched):
                 self._launched[workload.id] = launched
                 log.info("re-adopted running workload %s (pid %d)", workload.id, workload.pid)
             else:
@@ -167,9 +213,9 @@ class WorkloadManager:
         copy.CopyFrom(workload)
         return copy
 
-    def get(self, workload_id: str) -> pb.Workload:
-        """A current (queued or running) workload; WorkloadNotFound otherwise."""
-        return self._copy(self._find(workload_id))
+    def get(self, workload_id: str, include_ended: bool = False) -> pb.Workload:
+        """A current (queued or running) workload, or an ended one; WorkloadNotFound otherwise."""
+        return self._copy(self._find(workload_id, include_ended))
 
     def _find(self, workload_id: str, include_ended: bool = False) -> pb.Workload:
         with self._lock:
@@ -182,7 +228,10 @@ class WorkloadManager:
 
     # -- changes -----------------------------------------------------------------
 
-    def submit(self, request: pb.SubmitWorkloadRequest, actor: str) -> pb.Workload:
+    def submit(
+        self, request: pb.SubmitWorkloadRequest, actor: str, submitter: str = ""
+    ) -> pb.Workload:
+        """Queue a workload to run as its owner's account (checked now, and again at start)."""
         if not request.argv or not request.argv[0].strip():
             raise BadWorkload("a workload needs a command: argv[0] is empty")
         check_command(request.argv, request.env)
@@ -190,15 +239,20 @@ class WorkloadManager:
             raise BadWorkload(
                 f"gpu_count must be 1..{len(self._node().gpus)}, got {request.gpu_count}"
             )
+        owner = request.owner or actor
+        run_as = account_name(owner, submitter or actor, self._settings.accounts)
+        check_account(run_as)
         with self._lock:
             workload = pb.Workload(
                 id=f"w-{self._next}", name=request.name or request.argv[0].split("/")[-1],
-                argv=request.argv, env=request.env, owner=request.owner or actor,
+                argv=request.argv, env=request.env, owner=owner, run_as=run_as,
                 gpu_count=request.gpu_count, min_free_memory_bytes=request.min_free_memory_bytes,
                 auto_place=request.auto_place, state=pb.WORKLOAD_STATE_QUEUED,
                 queued_unix_ms=self._now_ms(),
             )  # fmt: skip
-            self._write(pb.EVENT_KIND_WORKLOAD_QUEUED, workload, actor, "queued")
+            self._write(
+                pb.EVENT_KIND_WORKLOAD_QUEUED, workload, actor, f"queued (runs as {run_as})"
+            )
             self._next += 1
             self._workloads[workload.id] = workload
             return self._copy(workload)
@@ -222,41 +276,62 @@ class WorkloadManager:
                               self._teams_of(workload.owner))  # fmt: skip
                 if why is not None:
                     raise WorkloadConflict(why)
-            self._start(workload, sorted(set(gpus)), actor)
-            return self._copy(workload)
+            return self._copy(self._start(workload, sorted(set(gpus)), actor))
 
     def cancel(self, workload_id: str, actor: str) -> pb.Workload:
         with self._lock:
             workload = self._find(workload_id)
             if workload.state == pb.WORKLOAD_STATE_QUEUED:
-                workload.state, workload.ended_unix_ms = pb.WORKLOAD_STATE_CANCELLED, self._now_ms()
+                cancelled = self._copy(workload)
+                cancelled.state = pb.WORKLOAD_STATE_CANCELLED
+                cancelled.ended_unix_ms = self._now_ms()
+                # Written first: a journal that refuses leaves it queued, as the caller is told.
                 self._write(
-                    pb.EVENT_KIND_WORKLOAD_CANCELLED, workload, actor, f"cancelled by {actor}"
+                    pb.EVENT_KIND_WORKLOAD_CANCELLED, cancelled, actor, f"cancelled by {actor}"
                 )
                 del self._workloads[workload_id]
-            elif workload_id not in self._cancelling:
-                signal_group(workload.pid, TERM)
+                return self._copy(cancelled)
+            if workload_id not in self._cancelling:
+                launched = self._launched.get(workload_id)
+                if launched is None or not still_running(launched):
+                    raise WorkloadConflict(f"workload {workload_id} has no running process to stop")
+                signal_group(launched.pid, TERM)
                 self._cancelling[workload_id] = self._clock()
                 workload.detail = f"stopping (cancelled by {actor})"
             return self._copy(workload)
 
-    def _start(self, workload: pb.Workload, gpus: list[int], actor: str) -> None:
-        node = self._node()
-        uuids = [node.gpus[g].uuid for g in gpus]
+    def _start(self, workload: pb.Workload, gpus: list[int], actor: str) -> pb.Workload:
+        """Intent, launch, commit. Any failure leaves nothing running and the workload queued."""
         try:
-            launched = launch(WorkloadFiles(self._root, workload.id), list(workload.argv),
-                              dict(workload.env), uuids)  # fmt: skip
+            spec = launch_spec(workload, gpus, self._node().gpus, self._settings)
+        except CannotStart as exc:
+            raise WorkloadConflict(str(exc)) from exc
+        intended = self._copy(workload)
+        intended.state, intended.started_unix_ms = pb.WORKLOAD_STATE_RUNNING, self._now_ms()
+        intended.gpu_indices[:] = gpus
+        self._journal.record([], records=[_intent_record(intended, active=True)])
+        try:
+            launched = launch(WorkloadFiles(self._root, workload.id), spec)
         except (OSError, ValueError) as exc:
-            self._finish(workload, None, f"could not start: {exc}")
+            self._finish(workload, None, f"could not start: {exc}",
+                         extra=[_intent_record(intended, active=False)])  # fmt: skip
             raise WorkloadConflict(f"workload {workload.id} could not start: {exc}") from exc
-        self._launched[workload.id] = launched
-        workload.state, workload.started_unix_ms = pb.WORKLOAD_STATE_RUNNING, self._now_ms()
-        workload.gpu_indices[:] = gpus
-        workload.pid = launched.pid
+        running = self._copy(intended)
+        running.pid = launched.pid
         if launched.start_time_unix_ms is not None:
-            workload.pid_start_unix_ms = launched.start_time_unix_ms
-        summary = f"started on GPU {', '.join(map(str, gpus))}" + (f" by {actor}" if actor else "")
-        self._write(pb.EVENT_KIND_WORKLOAD_STARTED, workload, actor, summary)
+            running.pid_start_unix_ms = launched.start_time_unix_ms
+        summary = f"started on GPU {', '.join(map(str, gpus))} as {workload.run_as}" + (
+            f" by {actor}" if actor else ""
+        )
+        try:
+            self._write(pb.EVENT_KIND_WORKLOAD_STARTED, running, actor, summary,
+                        extra=[_intent_record(intended, active=False)])  # fmt: skip
+        except JournalError:
+            _stop_unrecorded(launched)  # the caller hears "not applied": nothing may run
+            raise
+        self._workloads[workload.id] = running
+        self._launched[workload.id] = launched
+        return running
 
     # -- every tick ----------------------------------------------------------------
 
@@ -277,8 +352,9 @@ class WorkloadManager:
 
     def _escalate_cancel(self, workload: pb.Workload) -> None:
         asked = self._cancelling.get(workload.id)
-        if asked is not None and self._clock() - asked > CANCEL_GRACE_S:
-            signal_group(workload.pid, KILL)
+        launched = self._launched.get(workload.id)
+        if asked is not None and launched is not None and self._clock() - asked > CANCEL_GRACE_S:
+            signal_group(launched.pid, KILL)
 
     def _attach(self, workload: pb.Workload) -> None:
         if self._hooks is None or workload.id in self._attached:
@@ -289,11 +365,18 @@ class WorkloadManager:
         memory = workload.min_free_memory_bytes or DEFAULT_SIM_MEMORY
         started = process_start_time_unix_ms(shown) or self._now_ms()
         command = " ".join(workload.argv)
+        user = workload.run_as or workload.owner
         for gpu in workload.gpu_indices:
-            self._hooks.attach_process(gpu, shown, workload.owner, command, memory, started)
+            self._hooks.attach_process(gpu, shown, user, command, memory, started)
         self._attached[workload.id] = shown
 
-    def _finish(self, workload: pb.Workload, code: int | None, note: str) -> None:
+    def _finish(
+        self,
+        workload: pb.Workload,
+        code: int | None,
+        note: str,
+        extra: Sequence[StoredRecord] = (),
+    ) -> None:
         cancelled = workload.id in self._cancelling
         if cancelled:
             state, kind = pb.WORKLOAD_STATE_CANCELLED, pb.EVENT_KIND_WORKLOAD_CANCELLED
@@ -301,12 +384,14 @@ class WorkloadManager:
             state, kind = pb.WORKLOAD_STATE_FINISHED, pb.EVENT_KIND_WORKLOAD_FINISHED
         else:
             state, kind = pb.WORKLOAD_STATE_FAILED, pb.EVENT_KIND_WORKLOAD_FAILED
-        workload.state, workload.ended_unix_ms = state, self._now_ms()
+        ended = self._copy(workload)
+        ended.state, ended.ended_unix_ms = state, self._now_ms()
         if code is not None:
-            workload.exit_code = code
+            ended.exit_code = code
         exit_text = "exit code unknown" if code is None else f"exit code {code}"
-        workload.detail = "; ".join(t for t in (note, exit_text) if t)
-        self._write(kind, workload, "", workload.detail)
+        ended.detail = "; ".join(t for t in (note, exit_text) if t)
+        # A journal that refuses keeps it as it was in memory too; the next tick tries again.
+        self._write(kind, ended, "", ended.detail, extra)
         self._workloads.pop(workload.id, None)
         self._launched.pop(workload.id, None)
         self._cancelling.pop(workload.id, None)
@@ -326,8 +411,8 @@ class WorkloadManager:
             if gpus is not None:
                 try:
                     self._start(workload, gpus, "")
-                except WorkloadConflict as exc:
-                    log.error("%s", exc)  # it is marked failed; the others still get placed
+                except (WorkloadConflict, JournalError) as exc:
+                    log.error("%s", exc)  # the others still get placed
 
     def _gpu_facts(self) -> dict[int, GpuFacts]:
         busy = self.busy_gpus()
@@ -340,12 +425,55 @@ class WorkloadManager:
             )  # fmt: skip
         return facts
 
-    def _write(self, kind: int, workload: pb.Workload, actor: str, summary: str) -> None:
+    def _write(
+        self,
+        kind: int,
+        workload: pb.Workload,
+        actor: str,
+        summary: str,
+        extra: Sequence[StoredRecord] = (),
+    ) -> None:
         what = f"workload {workload.id} ({workload.name}) of {workload.owner}: {summary}"
         event = pb.Event(time_unix_ms=self._now_ms(), kind=kind, actor=actor, summary=what)  # type: ignore[arg-type]
-        event.workload.CopyFrom(workload)
+        event.workload.CopyFrom(without_env(workload))  # every viewer streams events
         active = workload.state not in ENDED
         record = StoredRecord(
             KIND, workload.id, active, event.time_unix_ms, workload.SerializeToString()
         )
-        self._journal.record([event], records=[record])
+        self._journal.record([event], records=[record, *extra])
+
+
+def without_env(workload: pb.Workload) -> pb.Workload:
+    """The workload as anyone may see it: its command, not its environment."""
+    shown = pb.Workload()
+    shown.CopyFrom(workload)
+    if shown.env:
+        shown.env.clear()
+        shown.env_hidden = True
+    return shown
+
+
+def _intent_record(workload: pb.Workload, active: bool) -> StoredRecord:
+    return StoredRecord(LAUNCH_KIND, workload.id, active, int(time.time() * 1000),
+                        workload.SerializeToString())  # fmt: skip
+
+
+def _make_private(root: Path) -> None:
+    """Outputs and exit codes, and the state directory above them, are the daemon's alone."""
+    root.mkdir(parents=True, exist_ok=True)
+    for directory in (root, root.parent):
+        if directory.stat().st_uid == os.geteuid():
+            os.chmod(directory, 0o700)
+
+
+def _stop_unrecorded(launched: Launched) -> None:
+    """Kill a runner whose start could not be committed."""
+    try:
+        signal_group(launched.pid, KILL)
+    except (ProcessLookupError, ValueError):
+        return
+    if launched.popen is not None:
+        try:
+            launched.popen.wait(CANCEL_GRACE_S)
+        except Exception:  # a zombie is reaped by the next poll
+            log.warning("runner %d did not exit after KILL", launched.pid)

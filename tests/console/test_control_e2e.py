@@ -30,6 +30,9 @@ from gpufleet.v1 import node_pb2 as pb
 from gpufleet.v1 import node_pb2_grpc as pb_grpc
 from tests.conftest import DaemonFactory
 
+# Workloads run as their owners' local accounts: the tests create them.
+pytestmark = pytest.mark.usefixtures("workload_accounts")
+
 SLEEPER = ("sleep", "300")
 
 

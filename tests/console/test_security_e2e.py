@@ -38,6 +38,9 @@ from node_daemon.server import NodeDaemon
 from tests.certs import Authority, write
 from tests.conftest import DaemonFactory
 
+# Workloads run as their owners' local accounts: the tests create them.
+pytestmark = pytest.mark.usefixtures("workload_accounts")
+
 TOKENS = {name: new_token() for name in ("vera", "otto", "ada")}
 USERS = (
     User("vera", DaemonRole.VIEWER, (), token_hash(TOKENS["vera"])),

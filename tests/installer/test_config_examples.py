@@ -16,6 +16,7 @@ from console.settings import load_settings
 from node_daemon.alerts.rules import AlertSettings
 from node_daemon.auth.settings import TlsSettings
 from node_daemon.config import DaemonConfig, load_config_file
+from node_daemon.control.settings import WorkloadSettings
 from tests.installer.tools import CONSOLE_TOML, DAEMON_TOML
 
 # The one option the shipped file sets: a GPU server must not fall back to
@@ -51,11 +52,13 @@ def documented_keys(text: str) -> dict[str, set[str]]:
 
 def test_every_option_and_alert_rule_is_documented() -> None:
     keys = documented_keys(DAEMON_TOML.read_text(encoding="utf-8"))
-    tables = {"alerts", "teams", "auth"}  # DaemonConfig fields that are tables of their own
+    # DaemonConfig fields that are tables of their own
+    tables = {"alerts", "teams", "auth", "workloads"}
     options = {f.name for f in fields(DaemonConfig)} - tables
     assert options - keys["daemon"] == set(), "add these options to installer/config/daemon.toml"
     assert {"teams", "auth.users", "tls"} <= set(keys)
     assert {f.name for f in fields(TlsSettings)} <= keys["tls"]
+    assert {f.name for f in fields(WorkloadSettings)} <= keys["workloads"]
     for rule in fields(AlertSettings):
         rule_keys = {f.name for f in fields(getattr(AlertSettings(), rule.name))} - {"models"}
         missing = rule_keys - keys.get(f"alerts.{rule.name}", set())

@@ -19,10 +19,12 @@ from node_daemon.procinfo import process_start_time_unix_ms
 from node_daemon.server import NodeDaemon
 from tests.conftest import DaemonFactory, wait_for
 
-IGNORES_TERM = [
-    sys.executable, "-c",
-    "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(300)",
-]  # fmt: skip
+# Workloads run as their owners' local accounts: the tests create them.
+pytestmark = pytest.mark.usefixtures("workload_accounts")
+
+# The shell's ignored TERM is inherited across exec: sleep ignores it too. (A plain
+# system command: the workload runs as its owner, who may not reach this venv.)
+IGNORES_TERM = ["sh", "-c", "trap '' TERM; exec sleep 300"]
 
 
 @pytest.fixture
@@ -293,7 +295,7 @@ def test_submit_cli(node) -> None:
     result = subprocess.run(
         [sys.executable, "-m", "node_daemon", "submit", "--node", str(daemon.address),
          "--gpus", "1", "--min-memory", "1G", "--name", "hello", "--assign", "2",
-         "--", "echo", "hi there"],
+         "--owner", "alice", "--", "echo", "hi there"],
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
@@ -304,7 +306,7 @@ def test_submit_cli(node) -> None:
     assert output.output == b"hi there\n"
     refused = subprocess.run(
         [sys.executable, "-m", "node_daemon", "submit", "--node", str(daemon.address),
-         "--gpus", "1", "--assign", "7", "--", "true"],
+         "--gpus", "1", "--assign", "7", "--owner", "alice", "--", "true"],
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert refused.returncode == 1 and "no GPU 7 on this node" in refused.stderr

@@ -45,6 +45,9 @@ from node_daemon.servicer import SERVICE_NAME
 from tests.certs import Authority, write
 from tests.conftest import FAST_CONFIG, DaemonFactory, wait_for
 
+# Workloads run as their owners' local accounts: the tests create them.
+pytestmark = pytest.mark.usefixtures("workload_accounts")
+
 Code = grpc.StatusCode
 
 # -- the service, its users ------------------------------------------------------------

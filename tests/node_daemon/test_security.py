@@ -24,6 +24,9 @@ from node_daemon.server import NodeDaemon
 from tests.certs import Authority, write
 from tests.conftest import DaemonFactory, wait_for
 
+# Workloads run as their owners' local accounts: the tests create them.
+pytestmark = pytest.mark.usefixtures("workload_accounts")
+
 TOKENS = {name: new_token() for name in ("vera", "otto", "ada", "old")}
 USERS = (
     User("vera", Role.VIEWER, (), token_hash(TOKENS["vera"])),

@@ -1268,6 +1268,8 @@ class Workload(_message.Message):
     ENDED_UNIX_MS_FIELD_NUMBER: _builtins.int
     EXIT_CODE_FIELD_NUMBER: _builtins.int
     DETAIL_FIELD_NUMBER: _builtins.int
+    RUN_AS_FIELD_NUMBER: _builtins.int
+    ENV_HIDDEN_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     name: _builtins.str
     owner: _builtins.str
@@ -1285,6 +1287,15 @@ class Workload(_message.Message):
     ended_unix_ms: _builtins.int
     exit_code: _builtins.int
     detail: _builtins.str
+    run_as: _builtins.str
+    """The local account the workload runs as (its owner's, or the one the
+    daemon's [workloads] accounts maps the owner to); never root, never the
+    daemon's own account.
+    """
+    env_hidden: _builtins.bool
+    """True when `env` was left out of this answer: only the owner, operators of
+    the owner's team and admins see a workload's environment.
+    """
     @_builtins.property
     def argv(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     @_builtins.property
@@ -1311,10 +1322,12 @@ class Workload(_message.Message):
         ended_unix_ms: _builtins.int | None = ...,
         exit_code: _builtins.int | None = ...,
         detail: _builtins.str = ...,
+        run_as: _builtins.str = ...,
+        env_hidden: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_ended_unix_ms", b"_ended_unix_ms", "_exit_code", b"_exit_code", "_pid", b"_pid", "_pid_start_unix_ms", b"_pid_start_unix_ms", "_started_unix_ms", b"_started_unix_ms", "ended_unix_ms", b"ended_unix_ms", "exit_code", b"exit_code", "pid", b"pid", "pid_start_unix_ms", b"pid_start_unix_ms", "started_unix_ms", b"started_unix_ms"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_ended_unix_ms", b"_ended_unix_ms", "_exit_code", b"_exit_code", "_pid", b"_pid", "_pid_start_unix_ms", b"_pid_start_unix_ms", "_started_unix_ms", b"_started_unix_ms", "argv", b"argv", "auto_place", b"auto_place", "detail", b"detail", "ended_unix_ms", b"ended_unix_ms", "env", b"env", "exit_code", b"exit_code", "gpu_count", b"gpu_count", "gpu_indices", b"gpu_indices", "id", b"id", "min_free_memory_bytes", b"min_free_memory_bytes", "name", b"name", "owner", b"owner", "pid", b"pid", "pid_start_unix_ms", b"pid_start_unix_ms", "queued_unix_ms", b"queued_unix_ms", "started_unix_ms", b"started_unix_ms", "state", b"state"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_ended_unix_ms", b"_ended_unix_ms", "_exit_code", b"_exit_code", "_pid", b"_pid", "_pid_start_unix_ms", b"_pid_start_unix_ms", "_started_unix_ms", b"_started_unix_ms", "argv", b"argv", "auto_place", b"auto_place", "detail", b"detail", "ended_unix_ms", b"ended_unix_ms", "env", b"env", "env_hidden", b"env_hidden", "exit_code", b"exit_code", "gpu_count", b"gpu_count", "gpu_indices", b"gpu_indices", "id", b"id", "min_free_memory_bytes", b"min_free_memory_bytes", "name", b"name", "owner", b"owner", "pid", b"pid", "pid_start_unix_ms", b"pid_start_unix_ms", "queued_unix_ms", b"queued_unix_ms", "run_as", b"run_as", "started_unix_ms", b"started_unix_ms", "state", b"state"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__ended_unix_ms: _TypeAlias = _typing.Literal["ended_unix_ms"]  # noqa: Y015
     _WhichOneofArgType__ended_unix_ms: _TypeAlias = _typing.Literal["_ended_unix_ms", b"_ended_unix_ms"]  # noqa: Y015

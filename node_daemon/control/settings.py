@@ -1,0 +1,51 @@
+"""The ``[workloads]`` table of daemon.toml: whose account a workload runs as, and where."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from node_daemon.errors import ConfigError
+
+DEFAULT_WORK_DIR = "{home}/gpufleet-workloads/{id}"
+_PLACEHOLDERS = ("{home}", "{user}", "{id}")
+
+
+@dataclass(frozen=True)
+class WorkloadSettings:
+    """How workloads are started. Unset keys keep these defaults."""
+
+    # Owner (user or team:NAME) -> local account; unmapped users run as the same name.
+    accounts: dict[str, str] = field(default_factory=dict)
+    # Each workload's own working directory, created by the workload's account.
+    work_dir: str = DEFAULT_WORK_DIR
+
+
+def parse_workload_settings(table: Any, source: str) -> WorkloadSettings:
+    """The [workloads] table, or ConfigError naming what is wrong."""
+    if not isinstance(table, dict):
+        raise ConfigError(f"{source}: [workloads] must be a table")
+    unknown = sorted(set(table) - {"accounts", "work_dir"})
+    if unknown:
+        raise ConfigError(f"{source}: unknown key(s) {', '.join(unknown)} in [workloads]")
+    accounts = table.get("accounts", {})
+    if not isinstance(accounts, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) and v for k, v in accounts.items()
+    ):
+        raise ConfigError(
+            f"{source}: [workloads] accounts must map owners to account names, "
+            'e.g. alice = "asmith"'
+        )
+    work_dir = table.get("work_dir", DEFAULT_WORK_DIR)
+    if not isinstance(work_dir, str) or not work_dir.startswith(("/", "{home}")):
+        raise ConfigError(
+            f"{source}: [workloads] work_dir must be an absolute path template "
+            f"(placeholders {', '.join(_PLACEHOLDERS)}), got {work_dir!r}"
+        )
+    try:
+        work_dir.format(home="/h", user="u", id="w-1")
+    except (KeyError, IndexError, ValueError) as exc:
+        raise ConfigError(
+            f"{source}: [workloads] work_dir may use only {', '.join(_PLACEHOLDERS)}: {exc}"
+        ) from None
+    return WorkloadSettings(dict(accounts), work_dir)
