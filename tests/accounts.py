@@ -15,6 +15,7 @@ import os
 import pwd
 import shutil
 import subprocess
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -65,6 +66,7 @@ def _create_missing(names: tuple[str, ...]) -> None:
     HOMES.chmod(0o755)  # the accounts must reach their homes
     for name in names:
         if account_exists(name):
+            _repair_leftover(name)
             continue
         subprocess.run(
             ["useradd", "--create-home", "--base-dir", str(HOMES), "--shell", "/bin/sh",
@@ -75,11 +77,29 @@ def _create_missing(names: tuple[str, ...]) -> None:
             created.write(f"{name}\n")
 
 
+def _repair_leftover(name: str) -> None:
+    """An account an interrupted session left behind: give it its home back, remove it later."""
+    entry = pwd.getpwnam(name)
+    home = Path(entry.pw_dir)
+    if home.parent != HOMES:
+        return  # a real account of this machine: used as it is, never removed
+    home.mkdir(mode=0o755, exist_ok=True)
+    os.chown(home, entry.pw_uid, entry.pw_gid)
+    listed = CREATED.read_text().split() if CREATED.exists() else []
+    if name not in listed:
+        with open(CREATED, "a") as created:
+            created.write(f"{name}\n")
+
+
 def _remove_created() -> None:
     names = CREATED.read_text().split() if CREATED.exists() else []
     for name in names:
-        # A workload a test left running would make userdel refuse.
-        subprocess.run(["pkill", "-KILL", "-u", name], check=False, capture_output=True)
+        # A workload a test left running would make userdel refuse: end them first.
+        for _ in range(50):
+            alive = subprocess.run(["pkill", "-KILL", "-u", name], check=False)
+            if alive.returncode != 0:  # 1: no process was left
+                break
+            time.sleep(0.1)  # SIGKILL is asynchronous; nothing to wait on for another's child
         subprocess.run(["userdel", "--remove", name], check=False, capture_output=True)
     CREATED.unlink(missing_ok=True)
     shutil.rmtree(HOMES, ignore_errors=True)
