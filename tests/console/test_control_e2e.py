@@ -28,6 +28,7 @@ from console.views.reserve_dialog import ReserveDialog
 from console.views.submit_dialog import SubmitDialog
 from gpufleet.v1 import node_pb2 as pb
 from gpufleet.v1 import node_pb2_grpc as pb_grpc
+from node_daemon.control.settings import WorkloadSettings
 from tests.conftest import DaemonFactory
 
 # Workloads run as their owners' local accounts: the tests create them.
@@ -53,7 +54,9 @@ class Console:
 
 @pytest.fixture
 def console(qtbot, start_daemon: DaemonFactory, monkeypatch) -> Iterator[Console]:
-    daemon = start_daemon(gpus=4, hostname="node-a", seed=1)
+    # The console runs unauthenticated as root here: team:ml's workloads need an account.
+    accounts = WorkloadSettings(accounts={"team:ml": "worker"})
+    daemon = start_daemon(gpus=4, hostname="node-a", seed=1, workloads=accounts)
     target = str(daemon.address)
     session = ConsoleSession([target], people=["alice", "team:ml"])
     window = MainWindow(session)
