@@ -170,3 +170,21 @@ def test_viewers_see_the_command_not_the_environment_or_output(secured) -> None:
             seen.append(event)
     workload_events = [e for e in seen if e.HasField("workload") and e.workload.id == done.id]
     assert workload_events and all(not e.workload.env for e in workload_events)
+
+
+def test_usage_is_billed_to_the_owner(node) -> None:
+    _daemon, stub = node
+    queued = stub.SubmitWorkload(
+        pb.SubmitWorkloadRequest(argv=["sleep", "300"], owner="dmitri", gpu_count=1), timeout=5
+    )
+    stub.AssignWorkload(pb.AssignWorkloadRequest(workload_id=queued.id, gpu_indices=[1]),
+                        timeout=10)  # fmt: skip
+
+    def dmitris_gpu_seconds() -> float:
+        usage = stub.QueryUsage(pb.QueryUsageRequest(group_by=pb.USAGE_GROUPING_USER), timeout=5)
+        return sum(row.gpu_seconds for row in usage.rows if row.key == "dmitri")
+
+    wait_for(lambda: dmitris_gpu_seconds() > 0, 15, "GPU-seconds billed to dmitri")
+    usage = stub.QueryUsage(pb.QueryUsageRequest(group_by=pb.USAGE_GROUPING_USER), timeout=5)
+    assert "root" not in {row.key for row in usage.rows}  # not the daemon's account
+    stub.CancelWorkload(pb.CancelWorkloadRequest(workload_id=queued.id), timeout=5)
