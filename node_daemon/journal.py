@@ -4,6 +4,13 @@ Events get their sequence number from SQLite (AUTOINCREMENT never reuses one),
 so a subscriber that resumes after the last number it saw misses nothing and
 sees nothing twice, even across a daemon crash. Each batch of events and the
 alerts they change are written in one transaction.
+
+On a full state disk the journal serves what it has and refuses changes
+(JournalError "state disk full: ..."); the alert engine's observations are held
+in memory instead (`record_or_hold`, bounded) and written, in the order they
+were made, before anything else once there is room, so that events in seq
+order stay in time order. The meta table also keeps a copy of the audit log's
+head (`save_audit_head`), so that `gpufleet audit verify` sees a shortened log.
 """
 
 from __future__ import annotations
@@ -14,10 +21,11 @@ import sqlite3
 import threading
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from gpufleet.v1 import node_pb2 as pb
+from node_daemon.sqlite_state import StateDb, open_for_reading
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +54,12 @@ CREATE TABLE IF NOT EXISTS records (
 );
 """
 REPLAY_BATCH = 1000
+PROBE = "SELECT 1 FROM meta, events, alerts, records LIMIT 0"
+AUDIT_HEAD_KEY = "audit_head"
+# Events held in memory while the disk is full: the first hours of a bad spell
+# at a few events a minute. Past this, events are dropped (counted, logged) but
+# the alerts' latest state is still kept, so nothing firing is forgotten.
+MAX_HELD_EVENTS = 10_000
 
 
 @dataclass(frozen=True)
@@ -63,38 +77,89 @@ class JournalError(Exception):
     """The journal could not be written (disk full, read-only, corrupt)."""
 
 
+@dataclass
+class HeldBatches:
+    """What the alert engine saw while the journal could not be written, in order."""
+
+    events: list[pb.Event] = field(default_factory=list)
+    alerts: dict[str, pb.Alert] = field(default_factory=dict)  # latest state per alert
+    dropped: int = 0
+
+    def __bool__(self) -> bool:
+        return bool(self.events or self.alerts)
+
+    def add(self, events: Sequence[pb.Event], alerts: Sequence[pb.Alert]) -> None:
+        room = max(0, MAX_HELD_EVENTS - len(self.events))
+        if len(events) > room and not self.dropped:
+            log.error(
+                "more than %d events held while the journal cannot be written: newer "
+                "events are dropped (alert states are kept)",
+                MAX_HELD_EVENTS,
+            )
+        self.events.extend(events[:room])
+        self.dropped += max(0, len(events) - room)
+        self.alerts.update((a.id, a) for a in alerts)
+
+
 class EventJournal:
     """Thread-safe: one connection behind a lock; waiters are woken on every commit."""
 
     def __init__(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
-        self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
         self._lock = threading.Lock()
         self._committed = threading.Condition(self._lock)
         self._closed = False
+        self._held = HeldBatches()
+        self._audit_head: tuple[int, str] | None = None
+        self._audit_head_saved = True
+        self.journal_id = uuid.uuid4().hex  # kept if the file has none yet
         with self._lock:
-            self._db.execute("PRAGMA journal_mode=WAL")
-            # FULL: an event the daemon has sent is on disk, even after power loss.
-            self._db.execute("PRAGMA synchronous=FULL")
-            self._db.executescript(SCHEMA)
-            self.journal_id = self._ensure_journal_id()
-            self._last_seq = self._db.execute(
-                "SELECT COALESCE(MAX(seq), 0) FROM events"
-            ).fetchone()[0]
+            self._state = StateDb(path, "event journal", self._prepare, SCHEMA, PROBE)
+            self._load()
 
-    def _ensure_journal_id(self) -> str:
+    def _prepare(self, db: sqlite3.Connection) -> None:
+        db.execute("PRAGMA journal_mode=WAL")
+        # FULL: an event the daemon has sent is on disk, even after power loss.
+        db.execute("PRAGMA synchronous=FULL")
+        db.executescript(SCHEMA)
+        db.execute("INSERT OR IGNORE INTO meta VALUES ('journal_id', ?)", (self.journal_id,))
+
+    def _load(self) -> None:
+        """Journal id, last seq and audit head from the file (again after a reopen)."""
         row = self._db.execute("SELECT value FROM meta WHERE key = 'journal_id'").fetchone()
-        if row:
-            return str(row[0])
-        journal_id = uuid.uuid4().hex
-        self._db.execute("INSERT INTO meta VALUES ('journal_id', ?)", (journal_id,))
-        return journal_id
+        self.journal_id = str(row[0]) if row else self.journal_id
+        self._last_seq = self._db.execute("SELECT COALESCE(MAX(seq), 0) FROM events").fetchone()[0]
+        stored = _parse_head(self._db)
+        if stored is not None and (self._audit_head is None or stored[0] >= self._audit_head[0]):
+            self._audit_head, self._audit_head_saved = stored, True
+
+    @property
+    def _db(self) -> sqlite3.Connection:
+        return self._state.db
 
     @property
     def last_seq(self) -> int:
         with self._lock:
             return int(self._last_seq)
+
+    @property
+    def problem(self) -> str | None:
+        """Why the journal cannot be written now ("state disk full: ..."); None when it can."""
+        with self._lock:
+            return self._problem_text()
+
+    @property
+    def held_events(self) -> int:
+        """Events held in memory until the journal can be written."""
+        with self._lock:
+            return len(self._held.events)
+
+    def _problem_text(self) -> str | None:
+        problem = self._state.problem
+        if problem is None or not self._held:
+            return problem
+        return f"{problem}; {len(self._held.events)} events held in memory until there is room"
 
     def record(
         self,
@@ -107,12 +172,61 @@ class EventJournal:
             return []
         with self._lock:
             try:
-                stored = self._write(events, alerts, records)
+                return self._write_in_order(events, alerts, records)
             except sqlite3.Error as exc:
-                self._rollback()
-                raise JournalError(f"cannot write the event journal {self.path}: {exc}") from exc
+                raise JournalError(self._problem_text() or str(exc)) from exc
+
+    def record_or_hold(self, events: Sequence[pb.Event], alerts: Sequence[pb.Alert]) -> None:
+        """Record what the node observed, or hold it in memory while the journal cannot be
+        written; held batches are written first, in order, once it can (by any write)."""
+        with self._lock:
+            if not events and not alerts and not self._held and not self._state.read_only:
+                return
+            try:
+                self._write_in_order(events, alerts, ())
+            except sqlite3.Error:
+                self._held.add(events, alerts)
+
+    def _write_in_order(
+        self,
+        events: Sequence[pb.Event],
+        alerts: Sequence[pb.Alert],
+        records: Sequence[StoredRecord],
+    ) -> list[pb.Event]:
+        """Held batches first, then these; sqlite3.Error (problem noted) when it fails."""
+        was_read_only = self._state.read_only
+        if not self._state.reopen_if_due():
+            raise sqlite3.OperationalError(self._state.problem)
+        if was_read_only:
+            self._load()  # reopened: the file may hold more than the read-only view showed
+        flushed = False
+        try:
+            flushed = self._flush_held()
+            stored = self._write(events, alerts, records) if events or alerts or records else []
+        except sqlite3.Error as exc:
+            self._rollback()
+            self._state.failed(exc)
+            raise
+        finally:
+            if flushed:
+                self._committed.notify_all()
+        self._state.succeeded()
+        if stored:
             self._committed.notify_all()
-            return stored
+        return stored
+
+    def _flush_held(self) -> bool:
+        if not self._held:
+            return False
+        held = self._held
+        self._write(held.events, list(held.alerts.values()), ())
+        if held.dropped:
+            log.error("%d events of the full-disk spell were dropped (alert states kept)",
+                      held.dropped)  # fmt: skip
+        log.warning("%d events held while the journal could not be written are written now",
+                    len(held.events))  # fmt: skip
+        self._held = HeldBatches()
+        return True
 
     def _write(
         self,
@@ -143,7 +257,13 @@ class EventJournal:
             "VALUES (?, ?, ?, ?, ?)",
             [(r.kind, r.id, int(r.active), r.updated_ms, r.body) for r in records],
         )
+        if not self._audit_head_saved and self._audit_head is not None:
+            self._db.execute(
+                "INSERT OR REPLACE INTO meta VALUES (?, ?)",
+                (AUDIT_HEAD_KEY, _head_text(self._audit_head)),
+            )
         self._db.execute("COMMIT")
+        self._audit_head_saved = True
         if stored:
             self._last_seq = stored[-1].seq
         return stored
@@ -210,6 +330,32 @@ class EventJournal:
             ).fetchone()
         return int(row[0] or 0)
 
+    # -- the audit log's anchor -------------------------------------------------
+
+    @property
+    def audit_head(self) -> tuple[int, str] | None:
+        """The newest audit record (seq, hash) this journal has seen; None if none yet."""
+        with self._lock:
+            return self._audit_head
+
+    def save_audit_head(self, seq: int, digest: str) -> None:
+        """Keep the audit log's head (never moving back); written now, or with the next
+        write when the disk is full. Never raises: the audit record itself is written."""
+        with self._lock:
+            if self._audit_head is not None and seq <= self._audit_head[0]:
+                return
+            self._audit_head, self._audit_head_saved = (seq, digest), False
+            if self._state.read_only or self._closed:
+                return
+            try:
+                self._db.execute(
+                    "INSERT OR REPLACE INTO meta VALUES (?, ?)",
+                    (AUDIT_HEAD_KEY, _head_text((seq, digest))),
+                )
+                self._audit_head_saved = True
+            except sqlite3.Error as exc:
+                log.warning("audit head %d not kept in the journal yet: %s", seq, exc)
+
     @property
     def closed(self) -> bool:
         return self._closed
@@ -219,5 +365,28 @@ class EventJournal:
             if self._closed:
                 return
             self._closed = True
+            if self._held:
+                log.error("%d events held for a full disk are lost at stop", len(self._held.events))
             self._committed.notify_all()
-            self._db.close()
+            self._state.close()
+
+
+def _head_text(head: tuple[int, str]) -> str:
+    return f"{head[0]} {head[1]}"
+
+
+def _parse_head(db: sqlite3.Connection) -> tuple[int, str] | None:
+    row = db.execute("SELECT value FROM meta WHERE key = ?", (AUDIT_HEAD_KEY,)).fetchone()
+    if not row:
+        return None
+    seq, _, digest = str(row[0]).partition(" ")
+    return (int(seq), digest) if seq.isdigit() and digest else None
+
+
+def read_audit_head(path: Path) -> tuple[int, str] | None:
+    """The audit head kept in the journal file at `path`, read without writing to it."""
+    db = open_for_reading(path, PROBE, SCHEMA)
+    try:
+        return _parse_head(db)
+    finally:
+        db.close()

@@ -28,7 +28,7 @@ from node_daemon.alerts.model import AlertRecord, Severity
 from node_daemon.alerts.occurrence_detectors import LeakDetector, XidDetector
 from node_daemon.alerts.rules import AlertSettings
 from node_daemon.alerts.wire import alert_message, alert_record
-from node_daemon.journal import EventJournal, JournalError
+from node_daemon.journal import EventJournal
 from node_daemon.readings import GpuHealth, GpuReading, GpuStatic, ProcessReading
 
 log = logging.getLogger(__name__)
@@ -89,7 +89,6 @@ class AlertEngine:
         self._facts: dict[int, GpuStatic] = {}
         self._lost: set[int] = set()
         self._backend_problem: str | None = None
-        self._unwritten: list[tuple[list[pb.Event], list[pb.Alert]]] = []
         self._unkillable: dict[str, tuple[int, int, str]] = {}  # key -> (gpu, pid, summary)
         self._reserved_for: Callable[[int], str | None] = lambda _gpu: None
         self._listeners: list[AlertListener] = []
@@ -154,6 +153,14 @@ class AlertEngine:
             summary = f"GPU backend degraded: {self._backend_problem}"
             findings["backend_degraded"] = Finding(
                 "backend_degraded", "backend_degraded", Severity.CRITICAL, None, None, "", summary
+            )
+        disk_problem = self._journal.problem
+        if disk_problem is not None:
+            # Changes are refused while the journal cannot be written: say so where
+            # operators look (alert list, notifications, Alertmanager, /metrics).
+            summary = f"{disk_problem}; reads are served, changes refused"
+            findings["state_disk"] = Finding(
+                "state_disk", "state_disk", Severity.CRITICAL, None, None, "", summary
             )
         return findings
 
@@ -334,16 +341,10 @@ class AlertEngine:
         self._journal.record(events, [alert_message(a) for a in alerts])
 
     def _commit(self, events: list[pb.Event], changed: list[AlertRecord]) -> None:
-        if not events and not changed and not self._unwritten:
-            return
-        self._unwritten.append((events, [alert_message(a) for a in changed]))
-        try:
-            while self._unwritten:
-                self._journal.record(*self._unwritten[0])
-                self._unwritten.pop(0)
-        except JournalError as exc:
-            # Kept in memory and retried next tick: nothing is dropped.
-            log.error("%s; %d batches held for retry", exc, len(self._unwritten))
+        # The journal holds what it cannot write yet and writes it before anything
+        # else once it can: held here, a reservation expiring after the disk had
+        # room again would get a lower seq than the older alert events.
+        self._journal.record_or_hold(events, [alert_message(a) for a in changed])
         self._notify([replace(a) for a in changed])
 
     def _notify(self, alerts: list[AlertRecord]) -> None:

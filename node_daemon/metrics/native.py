@@ -60,6 +60,27 @@ class NativeCollector(Collector):
         yield CounterMetricFamily(
             "gpufleet_journal_events", "Events in the node's journal.", value=self._journal.last_seq
         )
+        yield from self._state()
+
+    def _state(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+        """The state disk and the audit head: a Prometheus that saw the counter at N
+        knows that an audit log ending before record N was cut short."""
+        head = self._journal.audit_head
+        yield CounterMetricFamily(
+            "gpufleet_audit_records", "Records in the audit log (the seq of its newest).",
+            value=head[0] if head else 0,
+        )  # fmt: skip
+        yield GaugeMetricFamily(
+            "gpufleet_journal_writable",
+            "1 while the event journal can be written; 0 while the state disk is full "
+            "(changes refused, reads served).",
+            value=0.0 if self._journal.problem else 1.0,
+        )
+        yield GaugeMetricFamily(
+            "gpufleet_journal_held_events",
+            "Events held in memory until the journal can be written again.",
+            value=self._journal.held_events,
+        )
 
     def _gpus(self) -> Iterator[GaugeMetricFamily]:
         latest, gpus = self._sampler.latest, self._gpu_facts()

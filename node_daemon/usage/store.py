@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from node_daemon.sqlite_state import StateDb
 from node_daemon.usage.amounts import NODE_COLUMNS, USAGE_COLUMNS, NodeAmounts, UsageAmounts
 
 log = logging.getLogger(__name__)
@@ -54,6 +55,19 @@ def _upsert(table: str, keys: tuple[str, ...], columns: tuple[str, ...]) -> str:
         f"INSERT INTO {table} ({names}) VALUES ({marks}) "
         f"ON CONFLICT ({conflict}) DO UPDATE SET {sums}"
     )
+
+
+PROBE = "SELECT 1 FROM meta, user_usage, node_usage, imports LIMIT 0"
+
+
+def _prepare(db: sqlite3.Connection) -> None:
+    db.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+    db.execute("PRAGMA journal_mode=WAL")
+    # NORMAL: a committed flush survives a daemon crash; only an OS crash or
+    # power loss can take back the last few flushes (seconds of usage).
+    db.execute("PRAGMA synchronous=NORMAL")
+    db.executescript(SCHEMA)
+    db.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (SCHEMA_VERSION,))
 
 
 _UPSERT_USER = _upsert("user_usage", ("day", "user"), USAGE_COLUMNS)
@@ -93,18 +107,21 @@ class UsageStore:
         self.path = path
         self._lock = threading.Lock()
         try:
-            self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
-            self._db.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
-            self._db.execute("PRAGMA journal_mode=WAL")
-            # NORMAL: a committed flush survives a daemon crash; only an OS crash or
-            # power loss can take back the last few flushes (seconds of usage).
-            self._db.execute("PRAGMA synchronous=NORMAL")
-            self._db.executescript(SCHEMA)
-            self._db.execute(
-                "INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (SCHEMA_VERSION,)
-            )
+            # A full disk opens it read-only (reads served, adds refused) until there is
+            # room; only a file that is no SQLite at all stops the daemon here.
+            self._state = StateDb(path, "usage store", _prepare, SCHEMA, PROBE)
         except sqlite3.Error as exc:
             raise UsageStoreError(f"cannot open the usage store {path}: {exc}") from exc
+
+    @property
+    def _db(self) -> sqlite3.Connection:
+        return self._state.db
+
+    @property
+    def problem(self) -> str | None:
+        """Why usage cannot be saved now ("state disk full: ..."); None when it can."""
+        with self._lock:
+            return self._state.problem
 
     def add(self, users: UserUsage, node: NodeUsage) -> None:
         """Add amounts to the sums, all in one transaction."""
@@ -133,16 +150,19 @@ class UsageStore:
         self._add(users, {})
 
     def _transaction(self, work: Callable[[], None]) -> None:
+        if not self._state.reopen_if_due():
+            raise UsageStoreError(str(self._state.problem))
         try:
             self._db.execute("BEGIN IMMEDIATE")
             work()
             self._db.execute("COMMIT")
         except sqlite3.Error as exc:
             self._rollback()
-            raise UsageStoreError(f"cannot write the usage store {self.path}: {exc}") from exc
+            raise UsageStoreError(self._state.failed(exc)) from exc
         except BaseException:
             self._rollback()
             raise
+        self._state.succeeded()
 
     def _rollback(self) -> None:
         with contextlib.suppress(sqlite3.Error):  # no transaction was open
@@ -179,7 +199,7 @@ class UsageStore:
 
     def close(self) -> None:
         with self._lock:
-            self._db.close()
+            self._state.close()
 
 
 def _already_imported_message(previous: ImportRecord) -> str:

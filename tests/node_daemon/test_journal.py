@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from gpufleet.v1 import node_pb2 as pb
+from node_daemon import journal as journal_module
 from node_daemon.journal import EventJournal, JournalError
 
 
@@ -69,3 +70,48 @@ def test_full_disk_is_a_clear_error_and_loses_nothing(tmp_path: Path) -> None:
     journal.close()
     rows = sqlite3.connect(path).execute("SELECT seq FROM events ORDER BY seq").fetchall()
     assert rows == [(1,), (2,)]
+
+
+def fill(journal: EventJournal) -> None:
+    pages = journal._db.execute("PRAGMA page_count").fetchone()[0]
+    journal._db.execute(f"PRAGMA max_page_count = {pages}")
+
+
+def test_observations_held_on_a_full_disk_are_written_before_later_changes(
+    tmp_path: Path,
+) -> None:
+    journal = EventJournal(tmp_path / "j.sqlite3")
+    journal.record([event(0)])
+    fill(journal)
+    big = pb.Event(time_unix_ms=1001, kind=pb.EVENT_KIND_GPU_LOST, summary="x" * 200_000)
+    journal.record_or_hold([big], [])
+    assert journal.held_events == 1 and journal.last_seq == 1
+    assert (journal.problem or "").startswith("state disk full: cannot write event journal")
+    with pytest.raises(JournalError, match=r"state disk full: .*1 events held in memory"):
+        journal.record([event(2)])
+    journal._db.execute("PRAGMA max_page_count = 1000000")
+    stored = journal.record([event(3)])
+    assert stored[0].seq == 3 and journal.problem is None and journal.held_events == 0
+    assert [(e.seq, e.time_unix_ms) for e in journal.events_after(0)] == [
+        (1, 1000), (2, 1001), (3, 1003)
+    ]  # fmt: skip
+    journal.close()
+
+
+def test_the_held_events_are_bounded_but_alert_states_are_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(journal_module, "MAX_HELD_EVENTS", 3)
+    journal = EventJournal(tmp_path / "j.sqlite3")
+    journal.record([event(0)])
+    fill(journal)
+    padding = "x" * 200_000  # one event too big for the page left: the write fails
+    for n in range(5):
+        alert = pb.Alert(id=f"a-{n % 2}", state=pb.ALERT_STATE_FIRING, updated_unix_ms=n)
+        journal.record_or_hold([pb.Event(time_unix_ms=n, summary=padding)], [alert])
+    assert journal.held_events == 3
+    journal._db.execute("PRAGMA max_page_count = 1000000")
+    journal.record_or_hold([], [])
+    assert journal.last_seq == 4 and journal.held_events == 0
+    assert {a.id: a.updated_unix_ms for a in journal.alerts(firing=True)} == {"a-0": 4, "a-1": 3}
+    journal.close()
