@@ -82,7 +82,7 @@ class NodeDaemon:
             backend, self.history, config.sample_interval_s, config.process_interval_s
         )
         self.journal = EventJournal(resolve_state_dir(config) / JOURNAL_FILE)
-        self.audit = AuditLog(resolve_state_dir(config) / AUDIT_FILE)
+        self.audit = AuditLog(resolve_state_dir(config) / AUDIT_FILE, anchor=self.journal)
         self.alerts = AlertEngine(self.journal, config.alerts)
         self.reservations = ReservationLedger(self.journal, self._gpu_count)
         self.workloads = WorkloadManager(

@@ -6,8 +6,11 @@ import argparse
 import sys
 from pathlib import Path
 
-from node_daemon.auth.audit import verify
+from node_daemon.auth.audit import Head, NotAnAuditLog, verify
 from node_daemon.auth.tokens import new_token, token_hash
+from node_daemon.journal import read_audit_head
+
+JOURNAL_FILE = "journal.sqlite3"
 
 
 def add_auth_commands(subparsers: argparse._SubParsersAction) -> None:
@@ -27,7 +30,22 @@ def add_auth_commands(subparsers: argparse._SubParsersAction) -> None:
     where = check.add_mutually_exclusive_group(required=True)
     where.add_argument("--state-dir", type=Path, help="the daemon's state directory")
     where.add_argument("--file", type=Path, help="an audit.sqlite3 file (e.g. a backup)")
+    check.add_argument("--journal", type=Path, metavar="FILE",
+                       help="the event journal whose anchor to check against (default with "
+                       "--state-dir: its journal.sqlite3)")  # fmt: skip
+    check.add_argument("--head", action="append", default=[], type=parse_head,
+                       metavar="SEQ[:HASH]", help="a head seen before (from the daemon's log "
+                       "'audit head: record N, hash H' or gpufleet_audit_records_total); "
+                       "repeat")  # fmt: skip
     check.set_defaults(run=run_audit_verify)
+
+
+def parse_head(text: str) -> Head:
+    """`12` or `12:9f86d0...` (a log line's record number and hash)."""
+    seq, _, digest = text.partition(":")
+    if not seq.isdigit() or (digest and len(digest) != 64):
+        raise argparse.ArgumentTypeError(f"--head must be SEQ or SEQ:HASH (64 hex), got {text!r}")
+    return int(seq), digest
 
 
 def run_token_new(args: argparse.Namespace) -> int:
@@ -51,9 +69,26 @@ def run_audit_verify(args: argparse.Namespace) -> int:
     if not path.exists():
         print(f"gpufleet audit verify: no audit log at {path}", file=sys.stderr)
         return 2
-    problems = verify(path)
+    anchors = list(args.head)
+    journal = args.journal or (args.state_dir / JOURNAL_FILE if args.state_dir else None)
+    if journal is not None and journal.exists():
+        anchored = read_audit_head(journal)
+        if anchored is not None:
+            anchors.append(anchored)
+    try:
+        problems = verify(path, tuple(anchors))
+    except NotAnAuditLog as exc:
+        print(f"gpufleet audit verify: {exc}", file=sys.stderr)
+        return 2
     for problem in problems:
         print(f"TAMPERED: {problem}")
     if not problems:
-        print(f"{path}: the audit chain is intact")
+        print(f"{path}: the audit chain is intact" + _anchor_note(anchors))
     return 1 if problems else 0
+
+
+def _anchor_note(anchors: list[Head]) -> str:
+    if not anchors:
+        return (" (no anchor to check its end against: give --journal or --head, or a log "
+                "cut after its newest record looks complete)")  # fmt: skip
+    return f" and reaches every anchored head (up to record {max(a[0] for a in anchors)})"

@@ -2,8 +2,10 @@
 
 Health checks and reflection stay open. A denied call gets UNAUTHENTICATED (who
 are you?) or PERMISSION_DENIED (not allowed), with what is missing, and an
-audit record. A call that changes something is audited before it runs: if the
-audit log cannot be written, the call is refused (reads keep working).
+audit record (repeats of the same denial from one peer are counted into one
+summary record per minute: node_daemon/auth/denials.py). A call that changes
+something is audited before it runs: if the audit log cannot be written, the
+call is refused (reads keep working).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from google.protobuf import json_format
 from google.protobuf.message import Message
 
 from node_daemon.auth.audit import AuditError, AuditLog
+from node_daemon.auth.certificate import BadCertificateName, certificate_user_name, check_name
 from node_daemon.auth.identity import (
     LOCAL_ADMIN,
     Caller,
@@ -125,12 +128,19 @@ class AuthInterceptor(grpc.ServerInterceptor):
                              f"{name} needs the {needed.name.lower()} role; {caller.user} is "
                              f"{caller.role.name.lower()}")  # fmt: skip
         except Denied as denied:
-            user = self._claimed_user(context)
-            self._write(
-                user, context.peer(), method, request, f"DENIED: {denied.code.name}: {denied}"
-            )
+            self._record_denial(context, method, request, f"DENIED: {denied.code.name}: {denied}")
             context.abort(denied.code, str(denied))
         return caller
+
+    def _record_denial(
+        self, context: grpc.ServicerContext, method: str, request: Any, result: str
+    ) -> None:
+        user = self._claimed_user(context)
+        try:
+            self._audit.record_denial(user, context.peer(), method, describe_target(request),
+                                      describe_params(request), result)  # fmt: skip
+        except AuditError as exc:
+            log.error("%s (denial of %s to %s not recorded: %s)", exc, method, user, result)
 
     def _run_audited(self, name: str, method: str, caller: Caller, request: Any,
                      context: grpc.ServicerContext, behavior: Behavior) -> Any:  # fmt: skip
@@ -208,10 +218,22 @@ class AuthInterceptor(grpc.ServerInterceptor):
         return Caller(user.name, user.role, user.teams, "token", peer)
 
     def _certificate_user(self, context: grpc.ServicerContext) -> Caller | None:
-        names = (context.auth_context() or {}).get("x509_common_name") or []
+        auth = context.auth_context() or {}
+        names = auth.get("x509_common_name") or []
         if not names:
             return None
-        name = names[0].decode() if isinstance(names[0], bytes) else str(names[0])
+        name = _text(names[0])
+        try:
+            # gRPC's CN stops at a NUL: "ada\0mallory" would pass as "ada". Read the
+            # certificate itself, and refuse names no user could have typed.
+            pems = auth.get("x509_pem_cert") or []
+            actual = certificate_user_name(_raw(pems[0])) if pems else check_name(name)
+        except BadCertificateName as exc:
+            raise Denied(grpc.StatusCode.UNAUTHENTICATED, str(exc)) from None
+        if actual != name:
+            raise Denied(grpc.StatusCode.UNAUTHENTICATED,
+                         f"client certificate name {actual!r} does not match what the TLS "
+                         f"layer reported ({name!r}): refused")  # fmt: skip
         user = self._by_name.get(name)
         if user is None:
             message = f"client certificate for {name!r}, who is not a user of this node"
@@ -223,3 +245,11 @@ class AuthInterceptor(grpc.ServerInterceptor):
             return self._identify(context).user
         except Denied:
             return "(unauthenticated)"
+
+
+def _raw(value: bytes | str) -> bytes:
+    return value if isinstance(value, bytes) else value.encode()
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode(errors="replace") if isinstance(value, bytes) else str(value)

@@ -314,6 +314,24 @@ def test_bad_client_certificates_are_rejected(mtls_daemon, pki, bad: str) -> Non
     channel.close()
 
 
+@pytest.mark.parametrize(
+    "cn",
+    ["ada\x00mallory", "otto\x00", "ada\n", "ad\x1ba", "ada\u202e", "ada\u200b"],
+    ids=["nul-then-more", "trailing-nul", "newline", "escape", "bidi-override", "zero-width"],
+)
+def test_certificate_names_with_control_characters_are_refused(mtls_daemon, pki, cn: str) -> None:
+    # gRPC hands over the CN as a C string: "ada\0mallory" arrived as the admin "ada".
+    channel, stub = tls_stub(mtls_daemon, pki, client=pki["ca"].issue(cn))
+    with pytest.raises(grpc.RpcError) as info:
+        who(stub)
+    channel.close()
+    assert info.value.code() == grpc.StatusCode.UNAUTHENTICATED
+    assert "has a control character" in info.value.details()
+    assert repr(cn) in info.value.details()  # the whole name, escaped, as it was sent
+    denied = mtls_daemon.audit.query(limit=1)[0]
+    assert denied.user == "(unauthenticated)" and "control character" in denied.result
+
+
 def test_wrong_ca_on_the_client_and_plaintext_to_the_tls_port(tls_daemon, pki) -> None:
     channel, stub = tls_stub(tls_daemon, pki, ca=pki["other_ca"])
     with pytest.raises(grpc.RpcError) as info:
