@@ -30,7 +30,7 @@ from node_daemon.control.reservations import ReservationLedger
 from node_daemon.control.workloads import NodeView, WorkloadManager
 from node_daemon.control_servicer import ControlServicer
 from node_daemon.history import SampleHistory
-from node_daemon.journal import EventJournal
+from node_daemon.journal import EventJournal, JournalError
 from node_daemon.listen import ListenAddress, parse_listen_address
 from node_daemon.metrics.exporter import MetricsExporter
 from node_daemon.readings import GpuReading, ProcessReading
@@ -42,6 +42,22 @@ from node_daemon.stream_admission import StreamAdmission
 from node_daemon.usage import USAGE_FILE, UsageMeter, UsageServicer, UsageStore
 
 log = logging.getLogger(__name__)
+
+
+class RateLimit:
+    """Says whether something keyed may happen again: at most once per interval per key."""
+
+    def __init__(self, interval_s: float) -> None:
+        self._interval_s = interval_s
+        self._last: dict[str, float] = {}
+
+    def due(self, key: str) -> bool:
+        now = time.monotonic()
+        if now - self._last.get(key, -self._interval_s) < self._interval_s:
+            return False
+        self._last[key] = now
+        return True
+
 
 # Keepalive must agree with the console's (console/connections/channel.py).
 # The daemon pings each client every 3 s and drops one that has not answered
@@ -112,6 +128,7 @@ class NodeDaemon:
             raise OSError(f"cannot listen on {address}: address in use or not available")
         self.address = ListenAddress(address.host, self.port)
         self._stopped = threading.Event()
+        self._disk_warnings = RateLimit(60.0)
 
     def _bind(self, address: ListenAddress) -> int:
         tls = self.config.auth.tls
@@ -207,6 +224,11 @@ class NodeDaemon:
         for name, step in steps:
             try:
                 step()
+            except JournalError as exc:
+                # A full disk is expected, and already an alert: one line a minute, not a
+                # traceback every tick. The step is tried again next tick.
+                if self._disk_warnings.due(name):
+                    log.warning("after-sweep step %s postponed: %s", name, exc)
             except Exception:
                 log.exception("after-sweep step %s failed", name)
 
@@ -252,8 +274,8 @@ class NodeDaemon:
             self.metrics.stop()
         if self._alertmanager is not None:
             self._alertmanager.stop()
+        self.audit.close()  # first: its summary of denials at stop anchors in the journal
         self.journal.close()
-        self.audit.close()
 
     def wait_stopped(self, timeout_s: float) -> bool:
         """True once stop() has begun; waits up to timeout_s for it."""

@@ -62,11 +62,18 @@ def daemon_may_switch_users() -> bool:
     return bool(effective & (1 << CAP_SETUID)) and bool(effective & (1 << CAP_SETGID))
 
 
-def check_account(name: str) -> Account:
-    """The account `name`, if a workload may run as it here; else NoAccount saying why."""
+def check_account(name: str, may_switch: bool | None = None) -> Account:
+    """The account `name`, if a workload may run as it here; else NoAccount saying why.
+
+    `may_switch`: whether the launcher can start processes as other accounts
+    (systemd's can, for an unprivileged daemon); None: whether the daemon can.
+    """
+    if not name or any(ord(c) < 32 or ord(c) == 127 for c in name) or len(name) > 256:
+        raise NoAccount(f"{name!r} cannot be a local account name (empty, too long or control "
+                        "characters)")  # fmt: skip
     try:
         entry = pwd.getpwnam(name)
-    except KeyError:
+    except (KeyError, ValueError):
         raise NoAccount(
             f"no local account {name!r} on this node to run the workload as: create it, or map "
             "the owner to an existing account in [workloads] accounts"
@@ -74,7 +81,7 @@ def check_account(name: str) -> Account:
     if entry.pw_uid == 0:
         raise NoAccount(f"workloads never run as root (account {name!r} has uid 0)")
     daemon_uid = os.geteuid()
-    if daemon_may_switch_users():
+    if daemon_may_switch_users() if may_switch is None else may_switch:
         if entry.pw_uid == daemon_uid:
             raise NoAccount(
                 f"workloads never run as the daemon's own account ({name!r}): map the owner "
