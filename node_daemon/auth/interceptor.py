@@ -69,6 +69,15 @@ def describe_target(request: Message) -> str:
 
 
 def describe_params(request: Message) -> str:
+    """The request as JSON for the audit record, with environment values left out."""
+    fields = request.DESCRIPTOR.fields_by_name
+    if "env" in fields and getattr(request, "env", None):
+        # A workload's environment may hold secrets; the audit log names the variables only.
+        shown = type(request)()
+        shown.CopyFrom(request)
+        for name in list(shown.env):  # type: ignore[attr-defined]
+            shown.env[name] = "(hidden)"  # type: ignore[attr-defined]
+        request = shown
     return json_format.MessageToJson(request, indent=None, preserving_proto_field_name=True)[:2000]
 
 

@@ -170,6 +170,10 @@ def test_viewers_see_the_command_not_the_environment_or_output(secured) -> None:
             seen.append(event)
     workload_events = [e for e in seen if e.HasField("workload") and e.workload.id == done.id]
     assert workload_events and all(not e.workload.env for e in workload_events)
+    audit = stub.QueryAudit(pb.QueryAuditRequest(method="SubmitWorkload"), timeout=5,
+                            metadata=as_user("ada")).records  # fmt: skip
+    assert audit and all("hunter2" not in entry.params for entry in audit)
+    assert any('"API_TOKEN": "(hidden)"' in entry.params for entry in audit)
 
 
 def test_usage_is_billed_to_the_owner(node) -> None:
