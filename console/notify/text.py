@@ -20,6 +20,7 @@ RULE_LABELS = {
     "idle": "idle GPU",
     "temp_trend": "critical temperature in",
     "backend_degraded": "GPU backend degraded",
+    "state_disk": "state disk full",
 }
 # Units whose value means nothing to a person at a glance.
 _UNSHOWN_UNITS = {"", "mask"}
