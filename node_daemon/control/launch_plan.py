@@ -26,11 +26,16 @@ def launch_spec(
     gpus: Sequence[int],
     facts: Mapping[int, GpuStatic],
     settings: WorkloadSettings,
+    may_switch: bool | None = None,
 ) -> LaunchSpec:
-    """The runner's spec for `workload` on `gpus`; CannotStart saying why not."""
+    """The runner's spec for `workload` on `gpus`; CannotStart saying why not.
+
+    `may_switch`: whether the launcher starts processes as other accounts
+    (None: whether the daemon itself may).
+    """
     uuids = [gpu_uuid(gpu, facts) for gpu in gpus]
     try:
-        account = check_account(workload.run_as or workload.owner)
+        account = check_account(workload.run_as or workload.owner, may_switch)
     except NoAccount as exc:
         raise CannotStart(f"workload {workload.id} cannot start: {exc}") from exc
     env = login_environment(account, workload.env)
@@ -38,7 +43,7 @@ def launch_spec(
     env["CUDA_VISIBLE_DEVICES"] = ",".join(uuids)
     env["GPUFLEET_WORKLOAD_ID"] = workload.id
     work_dir = working_directory(settings.work_dir, account, workload.id)
-    switch = daemon_may_switch_users()
+    switch = daemon_may_switch_users() if may_switch is None else may_switch
     return LaunchSpec(list(workload.argv), env, account.name if switch else None, work_dir)
 
 

@@ -1,8 +1,23 @@
-"""Starting a workload's process, and finding out about it later (even after a restart)."""
+"""Starting a workload's process, and finding out about it later (even after a restart).
+
+Two ways to start one, behind one interface (`Launcher`), chosen at start-up
+(node_daemon.control.launcher_choice):
+
+- `DirectLauncher`: the daemon starts node_daemon.control.runner as its own
+  child, which becomes the owner's account (setuid/setgid/initgroups). Needs a
+  daemon that may switch users (root, or CAP_SETUID and CAP_SETGID); the
+  workload inherits the daemon's sandbox. For containers and CI, where systemd
+  is not PID 1.
+- `SystemdLauncher` (node_daemon.control.systemd_launcher): systemd starts each
+  workload as a transient service of its own, as its owner, outside the
+  daemon's sandbox. For servers, where the daemon runs unprivileged under
+  installer/systemd/gpufleet-daemon.service.
+"""
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -10,21 +25,31 @@ import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
+from node_daemon.control.accounts import daemon_may_switch_users
 from node_daemon.procinfo import PROC, process_start_time_unix_ms
+
+log = logging.getLogger(__name__)
+# How long a runner whose start could not be recorded gets to die after KILL.
+REAP_TIMEOUT_S = 10.0
 
 
 @dataclass
 class Launched:
-    pid: int
+    """A started workload: its main process, and what the launcher knows it by."""
+
+    pid: int  # the runner (direct), or the unit's main process (systemd); 0: none known
     start_time_unix_ms: int | None
-    popen: subprocess.Popen[bytes] | None  # None once re-adopted after a restart
+    popen: subprocess.Popen[bytes] | None = None  # None once re-adopted after a restart
+    unit: str = ""  # the transient systemd unit that holds it (systemd launcher only)
 
 
 class WorkloadFiles:
     """Where one workload keeps its output and its exit code."""
 
     def __init__(self, root: Path, workload_id: str) -> None:
+        self.workload_id = workload_id
         self.dir = root / workload_id
         self.output = self.dir / "output.log"
         self.exit_code = self.dir / "exit_code"
@@ -34,6 +59,13 @@ class WorkloadFiles:
             return int(self.exit_code.read_text().strip())
         except (OSError, ValueError):
             return None
+
+    def prepare(self) -> None:
+        """The workload's private directory and its (daemon-owned) output file."""
+        self.dir.mkdir(parents=True, exist_ok=True)
+        os.chmod(self.dir, 0o700)  # the workload's account must not reach its exit code
+        with open(self.output, "ab"):
+            pass
 
 
 @dataclass(frozen=True)
@@ -52,10 +84,108 @@ class LaunchSpec:
         ).encode()  # fmt: skip
 
 
+class Launcher(Protocol):
+    """Starts workloads and answers for them until their end is recorded.
+
+    Every method but `launch` may be called by a daemon that did not start the
+    workload (after a restart): what it needs is in `Launched` and the files.
+    """
+
+    name: str
+
+    @property
+    def switches_users(self) -> bool:
+        """Whether workloads may run as accounts other than the daemon's own."""
+        ...
+
+    def check_environment(self, env: Mapping[str, str]) -> None:
+        """ValueError saying why this launcher cannot pass `env` on exactly."""
+        ...
+
+    def launch(self, files: WorkloadFiles, spec: LaunchSpec) -> Launched:
+        """Start the workload; OSError or ValueError when it did not start (nothing runs)."""
+        ...
+
+    def find(self, files: WorkloadFiles) -> Launched | None:
+        """The workload if it was started, after a crash between intent and commit."""
+        ...
+
+    def adopt(self, files: WorkloadFiles, pid: int, start_time_unix_ms: int) -> Launched | None:
+        """A workload recorded as running (pid and start time), after a daemon restart."""
+        ...
+
+    def still_running(self, launched: Launched) -> bool: ...
+
+    def signal(self, launched: Launched, signum: int) -> bool:
+        """Signal every process of the workload; False if none was left to signal."""
+        ...
+
+    def exit_code(self, files: WorkloadFiles, launched: Launched | None) -> int | None:
+        """How it ended (negative: killed by that signal); None when not known."""
+        ...
+
+    def workload_pid(self, launched: Launched) -> int | None:
+        """The workload's own process: the one that shows up on its GPUs."""
+        ...
+
+    def release(self, launched: Launched) -> None:
+        """Forget it once its end is recorded (reap it, remove its unit)."""
+        ...
+
+
+class DirectLauncher:
+    """The daemon's own child, node_daemon.control.runner, becomes the workload."""
+
+    name = "direct"
+
+    @property
+    def switches_users(self) -> bool:
+        return daemon_may_switch_users()
+
+    def check_environment(self, env: Mapping[str, str]) -> None:
+        """execve passes any name without '=' on (workloads.check_command checks those)."""
+
+    def launch(self, files: WorkloadFiles, spec: LaunchSpec) -> Launched:
+        return launch(files, spec)
+
+    def find(self, files: WorkloadFiles) -> Launched | None:
+        runner = find_runner(files)
+        if runner is not None:
+            return Launched(runner, process_start_time_unix_ms(runner))
+        if files.read_exit_code() is not None:  # it ran, and ended before the restart
+            return Launched(0, None)
+        return None
+
+    def adopt(self, files: WorkloadFiles, pid: int, start_time_unix_ms: int) -> Launched | None:
+        return Launched(pid, start_time_unix_ms) if pid > 1 else None
+
+    def still_running(self, launched: Launched) -> bool:
+        return still_running(launched)
+
+    def signal(self, launched: Launched, signum: int) -> bool:
+        return signal_group(launched.pid, signum)
+
+    def exit_code(self, files: WorkloadFiles, launched: Launched | None) -> int | None:
+        code = files.read_exit_code()
+        if code is None and launched is not None and launched.popen is not None:
+            code = launched.popen.returncode
+        return code
+
+    def workload_pid(self, launched: Launched) -> int | None:
+        return child_pid(launched.pid)
+
+    def release(self, launched: Launched) -> None:
+        if launched.popen is None:
+            return
+        try:
+            launched.popen.wait(REAP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:  # a zombie is reaped by the next poll
+            log.warning("runner %d did not exit after KILL", launched.pid)
+
+
 def launch(files: WorkloadFiles, spec: LaunchSpec) -> Launched:
     """Start the runner in its own session (process group); it becomes the workload."""
-    files.dir.mkdir(parents=True, exist_ok=True)
-    os.chmod(files.dir, 0o700)  # the workload's account must not reach its exit code
+    files.prepare()
     command = [sys.executable, "-m", "node_daemon.control.runner", str(files.dir)]
     with open(files.output, "ab") as output:
         popen = subprocess.Popen(

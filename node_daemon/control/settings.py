@@ -9,6 +9,7 @@ from node_daemon.errors import ConfigError
 
 DEFAULT_WORK_DIR = "{home}/gpufleet-workloads/{id}"
 _PLACEHOLDERS = ("{home}", "{user}", "{id}")
+LAUNCHERS = ("auto", "systemd", "direct")
 
 
 @dataclass(frozen=True)
@@ -19,13 +20,16 @@ class WorkloadSettings:
     accounts: dict[str, str] = field(default_factory=dict)
     # Each workload's own working directory, created by the workload's account.
     work_dir: str = DEFAULT_WORK_DIR
+    # How workloads start (node_daemon.control.launcher_choice): a transient systemd
+    # unit each ("systemd"), the daemon's own child ("direct"), or whichever works here.
+    launcher: str = "auto"
 
 
 def parse_workload_settings(table: Any, source: str) -> WorkloadSettings:
     """The [workloads] table, or ConfigError naming what is wrong."""
     if not isinstance(table, dict):
         raise ConfigError(f"{source}: [workloads] must be a table")
-    unknown = sorted(set(table) - {"accounts", "work_dir"})
+    unknown = sorted(set(table) - {"accounts", "work_dir", "launcher"})
     if unknown:
         raise ConfigError(f"{source}: unknown key(s) {', '.join(unknown)} in [workloads]")
     accounts = table.get("accounts", {})
@@ -48,4 +52,10 @@ def parse_workload_settings(table: Any, source: str) -> WorkloadSettings:
         raise ConfigError(
             f"{source}: [workloads] work_dir may use only {', '.join(_PLACEHOLDERS)}: {exc}"
         ) from None
-    return WorkloadSettings(dict(accounts), work_dir)
+    launcher = table.get("launcher", "auto")
+    if launcher not in LAUNCHERS:
+        raise ConfigError(
+            f"{source}: [workloads] launcher must be one of {', '.join(map(repr, LAUNCHERS))}, "
+            f"got {launcher!r}"
+        )
+    return WorkloadSettings(dict(accounts), work_dir, launcher)

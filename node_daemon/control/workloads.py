@@ -14,7 +14,9 @@ still queued, nothing ran; a runner: adopted, never started twice), and a
 commit that fails kills what it started before the caller hears "failed".
 
 A workload runs as its owner's local account (node_daemon.control.accounts),
-with a clean login-like environment, in a working directory of its own.
+with a clean login-like environment, in a working directory of its own. A
+launcher chosen at start-up starts it (node_daemon.control.launcher_choice):
+a transient systemd unit of its own, or the daemon's own child.
 """
 
 from __future__ import annotations
@@ -31,17 +33,8 @@ from typing import Protocol
 from gpufleet.v1 import node_pb2 as pb
 from node_daemon.control.accounts import account_name, check_account
 from node_daemon.control.launch_plan import CannotStart, launch_spec
-from node_daemon.control.launcher import (
-    KILL,
-    TERM,
-    Launched,
-    WorkloadFiles,
-    child_pid,
-    find_runner,
-    launch,
-    signal_group,
-    still_running,
-)
+from node_daemon.control.launcher import KILL, TERM, Launched, Launcher, WorkloadFiles
+from node_daemon.control.launcher_choice import choose_launcher
 from node_daemon.control.placement import GpuFacts, choose_gpus, refusal
 from node_daemon.control.reservations import ReservationLedger
 from node_daemon.control.settings import WorkloadSettings
@@ -118,10 +111,12 @@ class WorkloadManager:
         hooks: ProcessHooks | None = None,
         clock: Callable[[], float] = time.time,
         settings: WorkloadSettings | None = None,
+        launcher: Launcher | None = None,
     ) -> None:
         self._journal, self._root, self._ledger, self._node = journal, root, ledger, node
         self._teams_of, self._hooks, self._clock = teams_of, hooks, clock
         self._settings = settings or WorkloadSettings()
+        self.launcher = launcher or choose_launcher(self._settings.launcher, journal.journal_id)
         _make_private(root)
         self._lock = threading.RLock()
         self._workloads: dict[str, pb.Workload] = {}
@@ -150,17 +145,16 @@ class WorkloadManager:
             if current is None or current.state != pb.WORKLOAD_STATE_QUEUED:
                 self._journal.record([], records=[retired])  # its start was committed
                 continue
-            files = WorkloadFiles(self._root, intended.id)
-            runner = find_runner(files)
-            if runner is None and files.read_exit_code() is None:
+            found = self.launcher.find(WorkloadFiles(self._root, intended.id))
+            if found is None:
                 log.info("workload %s was starting when the daemon stopped: nothing ran, "
                          "it stays queued", intended.id)  # fmt: skip
                 self._journal.record([], records=[retired])
                 continue
             running = self._copy(intended)
-            if runner is not None:
-                running.pid = runner
-                running.pid_start_unix_ms = process_start_time_unix_ms(runner) or 0
+            if found.pid > 0:
+                running.pid = found.pid
+                running.pid_start_unix_ms = found.start_time_unix_ms or 0
             summary = "started (found running after a daemon restart)"
             self._write(pb.EVENT_KIND_WORKLOAD_STARTED, running, "", summary, extra=[retired])
             self._workloads[running.id] = running
@@ -169,13 +163,16 @@ class WorkloadManager:
         for workload in [
             w for w in self._workloads.values() if w.state == pb.WORKLOAD_STATE_RUNNING
         ]:
-            launched = Launched(workload.pid, workload.pid_start_unix_ms, None)
-            if workload.pid > 1 and still_running(launched):
+            files = WorkloadFiles(self._root, workload.id)
+            launched = self.launcher.adopt(files, workload.pid, workload.pid_start_unix_ms)
+            if launched is not None and self.launcher.still_running(launched):
                 self._launched[workload.id] = launched
                 log.info("re-adopted running workload %s (pid %d)", workload.id, workload.pid)
             else:
-                self._finish(workload, WorkloadFiles(self._root, workload.id).read_exit_code(),
+                self._finish(workload, self.launcher.exit_code(files, launched),
                              "ended while the daemon was down")  # fmt: skip
+                if launched is not None:
+                    self.launcher.release(launched)
 
     # -- queries -----------------------------------------------------------------
 
@@ -235,13 +232,17 @@ class WorkloadManager:
         if not request.argv or not request.argv[0].strip():
             raise BadWorkload("a workload needs a command: argv[0] is empty")
         check_command(request.argv, request.env)
+        try:
+            self.launcher.check_environment(request.env)
+        except ValueError as exc:
+            raise BadWorkload(str(exc)) from exc
         if not 1 <= request.gpu_count <= len(self._node().gpus or [0] * 64):
             raise BadWorkload(
                 f"gpu_count must be 1..{len(self._node().gpus)}, got {request.gpu_count}"
             )
         owner = request.owner or actor
         run_as = account_name(owner, submitter or actor, self._settings.accounts)
-        check_account(run_as)
+        check_account(run_as, self.launcher.switches_users)
         with self._lock:
             workload = pb.Workload(
                 id=f"w-{self._next}", name=request.name or request.argv[0].split("/")[-1],
@@ -293,9 +294,13 @@ class WorkloadManager:
                 return self._copy(cancelled)
             if workload_id not in self._cancelling:
                 launched = self._launched.get(workload_id)
-                if launched is None or not still_running(launched):
+                if launched is None or not self.launcher.still_running(launched):
                     raise WorkloadConflict(f"workload {workload_id} has no running process to stop")
-                signal_group(launched.pid, TERM)
+                try:
+                    self.launcher.signal(launched, TERM)
+                except OSError as exc:
+                    why = f"workload {workload_id} could not be stopped: {exc}"
+                    raise WorkloadConflict(why) from exc
                 self._cancelling[workload_id] = self._clock()
                 workload.detail = f"stopping (cancelled by {actor})"
             return self._copy(workload)
@@ -303,7 +308,8 @@ class WorkloadManager:
     def _start(self, workload: pb.Workload, gpus: list[int], actor: str) -> pb.Workload:
         """Intent, launch, commit. Any failure leaves nothing running and the workload queued."""
         try:
-            spec = launch_spec(workload, gpus, self._node().gpus, self._settings)
+            spec = launch_spec(workload, gpus, self._node().gpus, self._settings,
+                               self.launcher.switches_users)  # fmt: skip
         except CannotStart as exc:
             raise WorkloadConflict(str(exc)) from exc
         intended = self._copy(workload)
@@ -311,7 +317,7 @@ class WorkloadManager:
         intended.gpu_indices[:] = gpus
         self._journal.record([], records=[_intent_record(intended, active=True)])
         try:
-            launched = launch(WorkloadFiles(self._root, workload.id), spec)
+            launched = self.launcher.launch(WorkloadFiles(self._root, workload.id), spec)
         except (OSError, ValueError) as exc:
             self._finish(workload, None, f"could not start: {exc}",
                          extra=[_intent_record(intended, active=False)])  # fmt: skip
@@ -327,7 +333,7 @@ class WorkloadManager:
             self._write(pb.EVENT_KIND_WORKLOAD_STARTED, running, actor, summary,
                         extra=[_intent_record(intended, active=False)])  # fmt: skip
         except JournalError:
-            _stop_unrecorded(launched)  # the caller hears "not applied": nothing may run
+            self._stop_unrecorded(launched)  # the caller hears "not applied": nothing may run
             raise
         self._workloads[workload.id] = running
         self._launched[workload.id] = launched
@@ -340,26 +346,28 @@ class WorkloadManager:
         with self._lock:
             for workload_id, launched in list(self._launched.items()):
                 workload = self._workloads[workload_id]
-                if still_running(launched):
+                if self.launcher.still_running(launched):
                     self._escalate_cancel(workload)
-                    self._attach(workload)
+                    self._attach(workload, launched)
                 else:
-                    code = WorkloadFiles(self._root, workload_id).read_exit_code()
-                    if code is None and launched.popen is not None:
-                        code = launched.popen.returncode
-                    self._finish(workload, code, "")
+                    files = WorkloadFiles(self._root, workload_id)
+                    self._finish(workload, self.launcher.exit_code(files, launched), "")
+                    self.launcher.release(launched)  # its end is recorded: systemd may forget it
             self._auto_place()
 
     def _escalate_cancel(self, workload: pb.Workload) -> None:
         asked = self._cancelling.get(workload.id)
         launched = self._launched.get(workload.id)
         if asked is not None and launched is not None and self._clock() - asked > CANCEL_GRACE_S:
-            signal_group(launched.pid, KILL)
+            try:
+                self.launcher.signal(launched, KILL)
+            except OSError as exc:
+                log.error("cannot kill workload %s after its grace: %s", workload.id, exc)
 
-    def _attach(self, workload: pb.Workload) -> None:
+    def _attach(self, workload: pb.Workload, launched: Launched) -> None:
         if self._hooks is None or workload.id in self._attached:
             return
-        shown = child_pid(workload.pid)
+        shown = self.launcher.workload_pid(launched)
         if shown is None:
             return
         memory = workload.min_free_memory_bytes or DEFAULT_SIM_MEMORY
@@ -414,6 +422,16 @@ class WorkloadManager:
                 except (WorkloadConflict, JournalError) as exc:
                     log.error("%s", exc)  # the others still get placed
 
+    def _stop_unrecorded(self, launched: Launched) -> None:
+        """Kill a workload whose start could not be committed, and forget it."""
+        try:
+            self.launcher.signal(launched, KILL)
+        except (OSError, ValueError) as exc:
+            log.error("cannot kill workload process %d that was not recorded: %s",
+                      launched.pid, exc)  # fmt: skip
+            return
+        self.launcher.release(launched)
+
     def _gpu_facts(self) -> dict[int, GpuFacts]:
         busy = self.busy_gpus()
         facts = {}
@@ -464,16 +482,3 @@ def _make_private(root: Path) -> None:
     for directory in (root, root.parent):
         if directory.stat().st_uid == os.geteuid():
             os.chmod(directory, 0o700)
-
-
-def _stop_unrecorded(launched: Launched) -> None:
-    """Kill a runner whose start could not be committed."""
-    try:
-        signal_group(launched.pid, KILL)
-    except (ProcessLookupError, ValueError):
-        return
-    if launched.popen is not None:
-        try:
-            launched.popen.wait(CANCEL_GRACE_S)
-        except Exception:  # a zombie is reaped by the next poll
-            log.warning("runner %d did not exit after KILL", launched.pid)

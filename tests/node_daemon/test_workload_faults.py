@@ -18,7 +18,6 @@ import pytest
 
 from gpufleet.v1 import node_pb2 as pb
 from gpufleet.v1 import node_pb2_grpc as pb_grpc
-from node_daemon.control import workloads as workloads_module
 from node_daemon.control.launcher import LaunchSpec, WorkloadFiles, find_runner, launch
 from node_daemon.control.reservations import ReservationLedger
 from node_daemon.control.workloads import KIND, LAUNCH_KIND, NodeView, WorkloadManager
@@ -216,7 +215,7 @@ def test_a_commit_refused_after_launch_kills_what_it_started(
     """Fault injection: the disk fills between the launch intent and the commit."""
     queued = queued_in(manager)
     started: list[int] = []
-    real_launch = workloads_module.launch
+    real_launch = manager.launcher.launch
 
     def launch_then_fill(files: WorkloadFiles, spec: LaunchSpec):  # type: ignore[no-untyped-def]
         launched = real_launch(files, spec)
@@ -224,7 +223,7 @@ def test_a_commit_refused_after_launch_kills_what_it_started(
         disk.fill()
         return launched
 
-    monkeypatch.setattr(workloads_module, "launch", launch_then_fill)
+    monkeypatch.setattr(manager.launcher, "launch", launch_then_fill)
     with pytest.raises(JournalError):
         manager.assign(queued.id, [0], "alice")
     assert len(started) == 1 and process_start_time_unix_ms(started[0]) is None
