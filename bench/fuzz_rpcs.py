@@ -7,8 +7,8 @@
 The generators and the rules are those of tests/node_daemon/test_fuzz.py: hypothesis
 builds each request with hostile values, or garbage bytes, or hostile credentials, and
 sends it to an in-process daemon (simulated backend, 2 GPUs, tokens for an admin, an
-operator and a viewer). Every answer must be a clear status (never UNKNOWN, INTERNAL
-only from gRPC's deserializer), a rejected call must change nothing but the audit log,
+operator and a viewer). Every answer must be a clear status (never UNKNOWN or INTERNAL;
+undecodable bytes get INVALID_ARGUMENT), a rejected call must change nothing but the audit log,
 and after the run the daemon must still serve, sweep, log no error and hold an intact
 audit chain. Daemon bugs already pinned by xfail tests are counted apart, not failed.
 
@@ -88,8 +88,9 @@ class Tally:
 
 
 def label_of(method: str, outcome: Outcome) -> str:
-    if outcome.code == grpc.StatusCode.INTERNAL and outcome.details == DECODE_FAILED:
-        return "INTERNAL (undecodable)"
+    undecodable = outcome.details.startswith(DECODE_FAILED)
+    if outcome.code == grpc.StatusCode.INVALID_ARGUMENT and undecodable:
+        return "INVALID_ARGUMENT (undecodable)"
     if outcome.code == grpc.StatusCode.DEADLINE_EXCEEDED and method in STREAMS:
         return "DEADLINE (stream waiting)"
     if outcome.details == RPC_LIMIT:
@@ -228,8 +229,8 @@ def report(tally: Tally, target: FuzzTarget, seconds: float, alive: str, args: A
         "",
         "Modes: admin / operator / viewer = typed requests with that user's token; raw = "
         "garbage or mutated bytes as the serialized request (admin token); credentials = "
-        "hostile `authorization` metadata. `INTERNAL (undecodable)` is gRPC's own answer "
-        'to bytes that do not parse ("Exception deserializing request!"); `DEADLINE '
+        "hostile `authorization` metadata. `INVALID_ARGUMENT (undecodable)` is the daemon's "
+        "answer to bytes that do not parse (node_daemon/rpc_guard.py); `DEADLINE "
         "(stream waiting)` a stream with nothing to send within "
         "0.2 s (e.g. events after a seq not yet reached). RESOURCE_EXHAUSTED comes in "
         "kinds, all from gRPC itself: `(message size)` a request over 4 MiB; `(metadata)` "
