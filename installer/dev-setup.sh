@@ -21,9 +21,10 @@ case "$purpose" in
   # gcc builds the fake libnvidia-ml.so.1; procps gives ps and pgrep for debugging test runs.
   # systemd gives systemd-analyze (unit checks; nothing is started), desktop-file-utils
   # and shellcheck check the installer; systemd-container lets one test boot the
-  # installer in a throwaway container (it skips without it).
+  # installer in a throwaway container (it skips without it), where polkitd
+  # answers systemd for the daemon's workload units; nodejs runs the polkit rule.
   test) packages="$qt_runtime gcc libc6-dev procps python3-venv dbus-daemon dunst xvfb
-        systemd desktop-file-utils shellcheck systemd-container"
+        systemd desktop-file-utils shellcheck systemd-container polkitd nodejs"
         # Real peers the tests talk to. Unpacked into .tools/ rather than
         # installed: installing would enable and start their system services.
         tools="prometheus-alertmanager prometheus" ;;

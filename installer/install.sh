@@ -11,6 +11,8 @@
 #     installed into it: the daemon only, no Qt
 #   - /etc/gpufleet/daemon.toml from installer/config/daemon.toml, only if absent
 #   - /etc/systemd/system/gpufleet-daemon.service (replaced on every run)
+#   - /etc/polkit-1/rules.d/50-gpufleet-workloads.rules (replaced on every run):
+#     lets the daemon start each workload as a transient unit as its owner
 #   - systemctl daemon-reload, enable, start (restart when upgrading), only when
 #     installing into / on a machine where systemd runs
 # Running it again upgrades in place and keeps the configuration.
@@ -18,6 +20,7 @@ set -euo pipefail
 
 readonly UNIT=gpufleet-daemon.service
 readonly SERVICE_USER=gpufleet
+readonly POLKIT_RULE=50-gpufleet-workloads.rules
 here="$(cd "$(dirname "$0")" && pwd)"
 # shellcheck source-path=SCRIPTDIR source=stage-checkout.sh
 . "$here/stage-checkout.sh"
@@ -86,10 +89,12 @@ set_paths() {
   venv="$opt_dir/venv"
   config_dir="$prefix/etc/gpufleet"
   unit_dir="$prefix/etc/systemd/system"
+  polkit_dir="$prefix/etc/polkit-1/rules.d"
 }
 
 check_prerequisites() {
   [ -f "$here/systemd/$UNIT" ] || die "$here/systemd/$UNIT is missing: run this from a gpufleet checkout"
+  [ -f "$here/polkit/$POLKIT_RULE" ] || die "$here/polkit/$POLKIT_RULE is missing: run this from a gpufleet checkout"
   [ -e "$source_path" ] || die "--source $source_path does not exist"
   if [ -z "$prefix" ] && [ "$(id -u)" != 0 ] && [ "$dry_run" = no ]; then
     die "installing into / needs root: sudo $0 $*"
@@ -206,6 +211,24 @@ install_unit() {
   fi
 }
 
+# The daemon starts each workload as a transient systemd unit running as its
+# owner; polkit must let the unprivileged gpufleet user ask systemd for that.
+# On systemd 252 this grant is root-equivalent: docs/operations.md says why.
+install_polkit_rule() {
+  local rule="$polkit_dir/$POLKIT_RULE"
+  if [ -f "$rule" ] && cmp -s "$here/polkit/$POLKIT_RULE" "$rule"; then
+    say "polkit rule $rule is current"
+  else
+    say "installing the polkit rule $rule (workloads start as their owners' transient units)"
+    [ -d "$polkit_dir" ] || run install -d -m 0755 "$polkit_dir"
+    run install -m 0644 "$here/polkit/$POLKIT_RULE" "$rule"
+  fi
+  if [ -z "$prefix" ] && ! command -v pkcheck >/dev/null; then
+    say "warning: polkit is not installed: workloads start only where the daemon may switch"
+    say "  users itself; for workloads as their owners: apt-get install polkitd"
+  fi
+}
+
 systemd_running() { [ -d /run/systemd/system ]; }
 
 start_service() {
@@ -240,6 +263,7 @@ main() {
   install_config
   check_config
   install_unit
+  install_polkit_rule
   start_service
   if [ "$dry_run" = yes ]; then
     say "dry run done: nothing was changed"

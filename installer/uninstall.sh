@@ -5,6 +5,8 @@
 #   sudo installer/uninstall.sh --purge   # also the configuration, the journal and the user
 #   installer/uninstall.sh --prefix DIR   # from a throwaway root (tests)
 #
+# Workloads keep running: each is a transient unit of its own
+# (gpufleet-workload-*.service), which this script lists.
 # Without --purge, /etc/gpufleet (configuration, unit drop-ins) and
 # /var/lib/gpufleet (the event journal) stay, so a reinstall carries on where
 # this one stopped.
@@ -12,6 +14,8 @@ set -euo pipefail
 
 readonly UNIT=gpufleet-daemon.service
 readonly SERVICE_USER=gpufleet
+readonly POLKIT_RULE=etc/polkit-1/rules.d/50-gpufleet-workloads.rules
+readonly WORKLOAD_UNITS='gpufleet-workload-*.service'
 
 prefix=""
 purge=no
@@ -80,18 +84,33 @@ stop_service() {
 }
 
 # Processes of the service user outlive the daemon: that is KillMode=process.
+# Workloads started as transient units outlive it too: they are not its children.
 report_leftovers() {
-  local pids
+  local pids units
   pids="$(pgrep -u "$SERVICE_USER" 2>/dev/null | paste -sd ' ' || true)"
-  [ -n "$pids" ] || return 0
-  say "still running as $SERVICE_USER (workloads the daemon launched): $pids"
-  say "  see them: ps -o pid,etime,args -u $SERVICE_USER; end them: kill $pids"
+  if [ -n "$pids" ]; then
+    say "still running as $SERVICE_USER (workloads the daemon launched): $pids"
+    say "  see them: ps -o pid,etime,args -u $SERVICE_USER; end them: kill $pids"
+  fi
+  units="$(workload_units)"
+  if [ -n "$units" ]; then
+    say "workload units still running: $units"
+    say "  see them: systemctl list-units '$WORKLOAD_UNITS'; end them: systemctl stop $units"
+  fi
+}
+
+# The workloads' units that still run (or hold an unrecorded exit status).
+workload_units() {
+  [ -z "$prefix" ] && [ -d /run/systemd/system ] || return 0
+  systemctl list-units --no-legend --plain --state=active,activating,deactivating \
+    "$WORKLOAD_UNITS" 2>/dev/null | awk '{print $1}' | paste -sd ' ' || true
 }
 
 remove_files() {
   remove "$prefix/etc/systemd/system/$UNIT"
   remove "$prefix/etc/systemd/system/multi-user.target.wants/$UNIT"
   remove "$prefix/opt/gpufleet"
+  remove "$prefix/$POLKIT_RULE"
   if [ -z "$prefix" ] && [ -d /run/systemd/system ]; then
     run systemctl daemon-reload
   fi
@@ -109,6 +128,9 @@ purge_state() {
   # Their working directories and output are in /var/lib/gpufleet.
   if [ -z "$prefix" ] && pgrep -u "$SERVICE_USER" >/dev/null 2>&1; then
     die "not purging while processes run as $SERVICE_USER (above); end them, then run $0 --purge again"
+  fi
+  if [ -n "$(workload_units)" ]; then
+    die "not purging while workload units run (above): their output is in /var/lib/gpufleet; stop them, then run $0 --purge again"
   fi
   remove "$prefix/etc/systemd/system/$UNIT.d"
   remove "$prefix/etc/gpufleet"

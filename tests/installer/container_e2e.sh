@@ -2,7 +2,8 @@
 # Runs inside a throwaway systemd-nspawn container booted from this machine's
 # own root file system (tests/installer/test_in_container.py), as a oneshot
 # unit under a real systemd: installs gpufleet with installer/install.sh, checks
-# the running unit, upgrades, uninstalls. Writes `RESULT name value` lines to
+# the running unit, runs workloads as a local user's transient units
+# (tests/installer/container_workloads.py), upgrades, uninstalls. Writes `RESULT name value` lines to
 # /gf/results and everything else to /gf/log. /gf is the test's directory,
 # holding wheels/ (an offline package index), fakenvml/ and the checkout path.
 set -uo pipefail
@@ -79,6 +80,24 @@ PY
 print(urllib.request.urlopen("http://127.0.0.1:9401/metrics", timeout=5).read().decode())' \
   >/gf/metrics.txt
 grep -q '^DCGM_FI_DEV_GPU_TEMP{gpu="0"' /gf/metrics.txt && result metrics yes
+
+# --- workloads: a transient unit each, as their owner, outside the sandbox -------
+result polkit_rule "$(stat -c '%U %a' /etc/polkit-1/rules.d/50-gpufleet-workloads.rules)"
+journalctl -u "$unit" -b --no-pager | grep -q 'workloads start as transient systemd units' &&
+  result launcher systemd
+groupadd gfteam
+useradd --create-home --user-group --groups gfteam --shell /bin/bash gfalice
+install -o gfalice -g gfalice -m 0600 /dev/null /home/gfalice/note
+echo secret-note >/home/gfalice/note
+/opt/gpufleet/venv/bin/python "$checkout/tests/installer/container_workloads.py" gfalice |
+  tee -a /gf/results
+# The rule grants the daemon its workload units, not other units.
+systemd-run --quiet --unit=gf-victim.service sleep 600
+setpriv --reuid=gpufleet --regid=gpufleet --clear-groups \
+  systemctl --no-ask-password stop gf-victim.service || result other_unit_refused yes
+result victim_active "$(systemctl is-active gf-victim.service)"
+systemctl stop gf-victim.service
+wait_serving && result answering_after_workloads yes
 
 # --- a process in the unit's cgroup outlives a restart (KillMode=process) -------
 setpriv --reuid=gpufleet --regid=gpufleet --clear-groups sleep 600 &

@@ -6,8 +6,12 @@ container: systemd-nspawn on an overlay of this machine's own root file system
 private network. tests/installer/container_e2e.sh then runs there as a unit:
 install.sh (from an offline wheel directory this test prepares), the running
 daemon's user, capabilities, seccomp and state directory, NVML through the
-fake library reading another user's process, /metrics, a child process that
-outlives a restart (KillMode=process), upgrade, uninstall and purge.
+fake library reading another user's process, /metrics, workloads of a local
+user (tests/installer/container_workloads.py: each in a transient unit of its
+own, as that user, outside the daemon's sandbox; re-adopted after a restart;
+a cancel ends its whole cgroup), the polkit rule refusing the daemon other
+units, a child process that outlives a restart (KillMode=process), upgrade,
+uninstall and purge.
 
 Needs root, systemd-nspawn (Debian package systemd-container) and overlayfs;
 where the container cannot boot (e.g. inside an unprivileged container) it
@@ -38,6 +42,15 @@ EXPECTED = {
     "user": "gpufleet", "cap_eff": "0000000000000000", "no_new_privs": "1", "seccomp": "2",
     "state_dir": "gpufleet 700", "journal": "yes", "config_mode": "root:gpufleet 640",
     "nvml_answering": "yes", "gpus": "2", "process_user": "root", "metrics": "yes",
+    "polkit_rule": "root 644", "launcher": "systemd", "wl_exit": "WORKLOAD_STATE_FAILED:3",
+    "wl_user": "gfalice", "wl_groups": "yes", "wl_own_cgroup": "yes", "wl_home": "secret-note",
+    "wl_state_read": "denied", "wl_state_write": "denied", "wl_cwd": "yes",
+    "wl_env_exact": "yes", "wl_argv_exact": "yes", "wl_env_file_gone": "yes",
+    "wl_unit_released": "yes", "wl_main_in_unit": "yes", "wl_uid": "yes",
+    "wl_secret_in_env": "yes", "wl_secret_in_argv": "no", "wl_survives_restart": "yes",
+    "wl_readopted": "yes", "wl_cancelled": "WORKLOAD_STATE_CANCELLED", "wl_cgroup_emptied": "yes",
+    "wl_root_refused": "FAILED_PRECONDITION", "wl_daemon_account_refused": "FAILED_PRECONDITION",
+    "other_unit_refused": "yes", "victim_active": "active", "answering_after_workloads": "yes",
     "child_survives_restart": "yes", "upgrade_rc": "0", "config_kept": "1",
     "active_after_upgrade": "active", "uninstall_rc": "0", "venv_removed": "yes",
     "config_left": "yes", "purge_with_workload_rc": "1", "purge_rc": "0",

@@ -22,6 +22,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 INSTALLED_UNIT = Path("etc/systemd/system/gpufleet-daemon.service")
 VENV = Path("opt/gpufleet/venv")
 CONFIG = Path("etc/gpufleet/daemon.toml")
+POLKIT_RULE = Path("etc/polkit-1/rules.d/50-gpufleet-workloads.rules")
 
 
 def run_script(script: str, *args: str) -> str:
@@ -58,6 +59,9 @@ def test_install_creates_a_working_venv_the_config_and_the_unit(server_root: Pat
     assert "--config FILE" in result.stdout
     assert (server_root / CONFIG).read_text() == DAEMON_TOML.read_text()
     assert (server_root / INSTALLED_UNIT).read_text() == UNIT.read_text()
+    assert (server_root / POLKIT_RULE).read_bytes() == (
+        INSTALLER / "polkit" / POLKIT_RULE.name
+    ).read_bytes()
     pip = [str(server_root / VENV / "bin" / "python"), "-m", "pip", "list"]
     pip_list = subprocess.run(pip, capture_output=True, text=True, timeout=60, check=True).stdout
     assert "gpufleet" in pip_list and "PySide6" not in pip_list  # the daemon only: no Qt
@@ -96,6 +100,7 @@ def test_uninstall_keeps_config_and_state_unless_purged(server_root: Path) -> No
     run_script("uninstall.sh", "--prefix", str(server_root))
     assert not (server_root / "opt/gpufleet").exists()
     assert not (server_root / INSTALLED_UNIT).exists()
+    assert not (server_root / POLKIT_RULE).exists()
     assert (server_root / CONFIG).exists()
     assert (server_root / "var/lib/gpufleet/journal.sqlite3").exists()
     run_script("uninstall.sh", "--prefix", str(server_root), "--purge")
