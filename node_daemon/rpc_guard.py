@@ -95,9 +95,19 @@ class RpcGuard(grpc.ServerInterceptor):
         self.admission = admission
         self.undecodable = RateLimitedLog("undecodable request answered INVALID_ARGUMENT")
         self.refused = RateLimitedLog("stream refused with RESOURCE_EXHAUSTED")
+        # Wrapped handlers per method, built once (grpc's constructors import lazily);
+        # unknown methods are not kept, so a client cannot grow this.
+        self._wrapped: dict[str, Any] = {}
 
     def intercept_service(self, continuation: Callable[..., Any], details: Any) -> Any:
-        handler = continuation(details)
+        wrapped = self._wrapped.get(details.method)
+        if wrapped is None:
+            wrapped = self._wrap(continuation(details), details)
+            if wrapped is not None:
+                self._wrapped[details.method] = wrapped
+        return wrapped
+
+    def _wrap(self, handler: Any, details: Any) -> Any:
         if handler is None:
             return None
         method = str(details.method)

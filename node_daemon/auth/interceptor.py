@@ -86,9 +86,20 @@ class AuthInterceptor(grpc.ServerInterceptor):
         self._by_hash: Mapping[str, User] = {u.token_sha256: u for u in users if u.token_sha256}
         self._by_name: Mapping[str, User] = {u.name: u for u in users}
         self._audit, self._enabled = audit, enabled
+        # Guarded handlers per method, built once: grpc's handler constructors import
+        # lazily, and an import on every call (Qt's import hook in the console tests,
+        # where daemon and console share a process) is cost and risk for nothing.
+        self._guarded: dict[str, Any] = {}
 
     def intercept_service(self, continuation: Callable[..., Any], details: Any) -> Any:
-        handler = continuation(details)
+        guarded = self._guarded.get(details.method)
+        if guarded is None:
+            guarded = self._guard(continuation(details), details)
+            if guarded is not None:  # only real methods: an attacker's names are not kept
+                self._guarded[details.method] = guarded
+        return guarded
+
+    def _guard(self, handler: Any, details: Any) -> Any:
         name = method_name(details.method)
         if handler is None or is_open(details.method) or name is None:
             return handler
