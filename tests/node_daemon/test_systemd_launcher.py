@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from gpufleet.v1 import node_pb2 as pb
-from node_daemon.control.launcher import DirectLauncher, LaunchSpec, WorkloadFiles
+from node_daemon.control.launcher import DirectLauncher, Launched, LaunchSpec, WorkloadFiles
 from node_daemon.control.launcher_choice import choose_launcher
 from node_daemon.control.reservations import ReservationLedger
 from node_daemon.control.settings import parse_workload_settings
@@ -29,6 +29,7 @@ from node_daemon.control.systemd_launcher import (
     ENVIRONMENT_FILE,
     SystemdLauncher,
     check_environment,
+    main_process_alive,
     parse_show,
     run_command,
     unit_name,
@@ -37,6 +38,7 @@ from node_daemon.control.systemd_launcher import (
 from node_daemon.control.workloads import BadWorkload, NodeView, WorkloadManager
 from node_daemon.errors import ConfigError
 from node_daemon.journal import EventJournal
+from node_daemon.procinfo import process_start_time_unix_ms
 from node_daemon.readings import GpuReading, GpuStatic
 
 JOURNAL_ID = "0123abcd" + "e" * 24
@@ -166,6 +168,22 @@ def test_a_unit_systemd_does_not_know_has_no_exit_code() -> None:
     status = parse_show("LoadState=not-found\nActiveState=inactive\nSubState=dead\nMainPID=0\n"
                         "ExecMainCode=0\nExecMainStatus=0\n")  # fmt: skip
     assert (status.exists, status.running, status.exit_code) == (False, False, None)
+
+
+def test_a_running_workload_is_told_by_its_main_process_not_by_asking_systemd() -> None:
+    """While the recorded pid runs with its recorded start time, no systemctl is needed."""
+    child = subprocess.Popen(["sleep", "30"])
+    try:
+        started = process_start_time_unix_ms(child.pid)
+        assert main_process_alive(Launched(child.pid, started, unit="u.service"))
+        # Another process under a reused pid: its start time gives it away.
+        assert not main_process_alive(Launched(child.pid, started - 5000, unit="u.service"))
+        assert not main_process_alive(Launched(child.pid, None, unit="u.service"))
+    finally:
+        child.kill()
+        child.wait()
+    assert not main_process_alive(Launched(child.pid, started, unit="u.service"))
+    assert not main_process_alive(Launched(0, None, unit="u.service"))
 
 
 def test_environment_names_systemd_would_drop_are_refused_by_name() -> None:
