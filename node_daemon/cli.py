@@ -7,8 +7,11 @@ Subcommands outside the daemon (console, demo) register through the
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
+import select
 import signal
+import socket
 import sys
 import threading
 from collections.abc import Sequence
@@ -81,12 +84,27 @@ def run_daemon(args: argparse.Namespace) -> int:
     except (ConfigError, ListenAddressError, ScenarioError, ValueError, OSError) as exc:
         print(f"gpufleet daemon: {exc}", file=sys.stderr)
         return 2
-    _stop_on_signals(daemon)
+    wakeup = _stop_on_signals(daemon)
     daemon.start()
     if config.insecure and not address.is_loopback and config.auth.tls is None:
         _start_insecure_nagger(daemon)
-    daemon.wait()
+    _wait_for_stop(daemon, wakeup)
     return 0
+
+
+def _wait_for_stop(daemon: NodeDaemon, wakeup: socket.socket) -> None:
+    """Sleep on the signal wakeup socket until a stop begins, then until it is done.
+
+    A process signal may be delivered to any thread. Python runs its handler
+    only in the main thread, the next time that runs bytecode: a main thread
+    asleep on a lock would sleep through a SIGTERM that another thread took.
+    The wakeup socket is written by whichever thread takes the signal.
+    """
+    while not daemon.wait_stopped(0):
+        select.select([wakeup], [], [], 60.0)
+        with contextlib.suppress(BlockingIOError):
+            wakeup.recv(4096)
+    daemon.wait()
 
 
 def _check_exposure(config: DaemonConfig, loopback: bool) -> None:
@@ -116,7 +134,13 @@ def _start_insecure_nagger(daemon: NodeDaemon) -> None:
     threading.Thread(target=nag, name="gpufleet-insecure-warning", daemon=True).start()
 
 
-def _stop_on_signals(daemon: NodeDaemon) -> None:
+def _stop_on_signals(daemon: NodeDaemon) -> socket.socket:
+    """Install the handlers; the returned socket wakes the main thread on any signal."""
+    wakeup, wakeup_writer = socket.socketpair()
+    wakeup.setblocking(False)
+    wakeup_writer.setblocking(False)
+    signal.set_wakeup_fd(wakeup_writer.fileno(), warn_on_full_buffer=False)
+
     def handle(signum: int, _frame: FrameType | None) -> None:
         log.info("received %s", signal.Signals(signum).name)
         # Stop off the signal handler: server.stop() waits for the grace period.
@@ -130,6 +154,11 @@ def _stop_on_signals(daemon: NodeDaemon) -> None:
         log.warning("SIGHUP ignored: the configuration is read at start; restart to apply changes")
 
     signal.signal(signal.SIGHUP, ignore_hangup)
+    _keep[wakeup_writer.fileno()] = wakeup_writer  # the fd must outlive this function
+    return wakeup
+
+
+_keep: dict[int, socket.socket] = {}
 
 
 def _setup_logging(verbose: bool) -> None:
