@@ -74,7 +74,10 @@ class DaemonProcess:
 
     def _argv(self) -> list[str]:
         config = self._dir / "daemon.toml"
-        config.write_text(f"[daemon]\nmax_streams = {self._spec.max_streams}\n", encoding="utf-8")
+        slots = self._spec.max_streams  # all subscribers share one address: per client too
+        config.write_text(
+            f"[daemon]\nmax_streams = {slots}\nmax_streams_per_client = {slots}\n", encoding="utf-8"
+        )
         spec = self._spec
         return [
             sys.executable, "-m", "node_daemon", "daemon", "--backend", spec.backend,

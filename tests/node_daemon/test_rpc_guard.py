@@ -140,6 +140,20 @@ def test_undecodable_bytes_are_refused_before_authentication_and_not_audited(
     assert daemon.audit.query(limit=10) == []  # no code of ours ran, nothing to audit
 
 
+def test_a_stream_denied_by_authentication_gives_its_place_back(
+    start_daemon: DaemonFactory,
+) -> None:
+    user = User("ada", Role.ADMIN, (), token_hash(new_token()))
+    daemon = start_daemon(gpus=1, max_streams=1, auth=AuthSettings((user,)))
+    with grpc.insecure_channel(str(daemon.address)) as channel:
+        stub = pb_grpc.NodeServiceStub(channel)
+        for _ in range(3):  # one place only: a place kept by a denial would refuse the next
+            with pytest.raises(grpc.RpcError) as denied:
+                next(stub.StreamSamples(pb.StreamSamplesRequest(), timeout=10))
+            assert denied.value.code() == Code.UNAUTHENTICATED, denied.value.details()
+    wait_for(lambda: daemon.streams.open == 0, 5, "the denied streams' places back")
+
+
 def test_undecodable_bytes_are_logged_at_most_once_a_minute(
     start_daemon: DaemonFactory, caplog: pytest.LogCaptureFixture
 ) -> None:
