@@ -80,8 +80,12 @@ def test_a_reused_pid_is_not_killed(node) -> None:
         start = process_start_time_unix_ms(pid)
         assert start is not None
         with pytest.raises(grpc.RpcError) as refused:
-            stub.KillProcess(pb.KillProcessRequest(gpu_index=1, pid=pid, start_time_unix_ms=start,
-                                                   grace_s=1, actor="alice"), timeout=30)  # fmt: skip
+            stub.KillProcess(
+                pb.KillProcessRequest(
+                    gpu_index=1, pid=pid, start_time_unix_ms=start, grace_s=1, actor="alice"
+                ),
+                timeout=30,
+            )
         assert refused.value.code() == grpc.StatusCode.FAILED_PRECONDITION
         # Not listed any more, or listed with the old process's start time (the simulator
         # drops it a tick later): either way refused before anything is signalled.
@@ -104,8 +108,10 @@ def test_a_start_time_other_than_the_listed_one_is_refused(node) -> None:
     listed_start = listed(daemon, 0, "alice")[0].start_time_unix_ms
     for wrong in (0, listed_start - 60_000):
         with pytest.raises(grpc.RpcError) as refused:
-            stub.KillProcess(pb.KillProcessRequest(gpu_index=0, pid=pid, start_time_unix_ms=wrong,
-                                                   grace_s=1), timeout=30)  # fmt: skip
+            stub.KillProcess(
+                pb.KillProcessRequest(gpu_index=0, pid=pid, start_time_unix_ms=wrong, grace_s=1),
+                timeout=30,
+            )
         assert refused.value.code() == grpc.StatusCode.FAILED_PRECONDITION
         assert "nothing was signalled" in refused.value.details()
     assert process_start_time_unix_ms(pid) == pytest.approx(listed_start, abs=20)  # alive
@@ -115,8 +121,13 @@ def test_the_journal_names_the_process_signalled(node) -> None:
     daemon, stub = node
     pid = alices_process_on_gpu(daemon, stub, gpu=0)
     start = listed(daemon, 0, "alice")[0].start_time_unix_ms
-    reply = stub.KillProcess(pb.KillProcessRequest(gpu_index=0, pid=pid, start_time_unix_ms=start,
-                                                   grace_s=5, actor="erin"), timeout=30)  # fmt: skip
+    reply = stub.KillProcess(
+        pb.KillProcessRequest(
+            gpu_index=0, pid=pid, start_time_unix_ms=start, grace_s=5, actor="erin"
+        ),
+        timeout=30,
+    )
     assert reply.outcome == pb.KILL_OUTCOME_TERMINATED
-    (event,) = [e for e in daemon.journal.events_after(0) if e.kind == pb.EVENT_KIND_PROCESS_KILLED]
+    events = daemon.journal.events_after(0)
+    (event,) = [e for e in events if e.kind == pb.EVENT_KIND_PROCESS_KILLED]
     assert f"pid {pid} (alice: sleep 300, started " in event.summary and "on GPU 0" in event.summary
