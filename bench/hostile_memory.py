@@ -26,12 +26,11 @@ import tempfile
 import time
 from collections import Counter
 from collections.abc import Sequence
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import grpc
-from machine import describe_machine
+from machine import run_header
 from results import write_outputs
 from rpc_transport_procs import Tree, TreeDaemon, ratio, rss_kib, trees
 
@@ -141,9 +140,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     result: dict[str, Any] = {
-        "when": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "argv": args.argv,
-        "machine": describe_machine(),
+        **run_header(args.argv),
         "config": {"requests": args.requests, "warmup": args.warmup},
         "runs": {},
     }

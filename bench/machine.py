@@ -28,6 +28,17 @@ def describe_machine() -> dict[str, object]:
     }
 
 
+def run_header(argv: list[str]) -> dict[str, object]:
+    """The head every benchmark's JSON result starts with: when, how it was called, where."""
+    from datetime import UTC, datetime
+
+    return {
+        "when": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "argv": argv,
+        "machine": describe_machine(),
+    }
+
+
 def code_version(root: Path) -> dict[str, object]:
     """The commit measured, and the files that differed from it (others may be editing)."""
     commit = _git(root, "rev-parse", "HEAD")

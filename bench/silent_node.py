@@ -29,11 +29,10 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Sequence
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from machine import describe_machine
+from machine import run_header
 from results import stats_ms, write_outputs
 from rpc_transport_procs import BENCH, Tree, ratio, trees
 
@@ -127,9 +126,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     result: dict[str, Any] = {
-        "when": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "argv": args.argv,
-        "machine": describe_machine(),
+        **run_header(args.argv),
         "give_up_s": args.give_up,
         "runs": {},
     }

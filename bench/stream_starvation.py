@@ -33,13 +33,12 @@ import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
-from machine import describe_machine
+from machine import run_header
 from results import percent, stats_ms, write_outputs
 from rpc_transport_procs import BENCH, Tree, TreeDaemon, wait_for_file
 
@@ -191,9 +190,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     result: dict[str, Any] = {
-        "when": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "argv": args.argv,
-        "machine": describe_machine(),
+        **run_header(args.argv),
         "config": {k: getattr(args, k) for k in ("subscribers", "seconds", "gap", "settle")},
         "runs": {},
     }
