@@ -145,10 +145,12 @@ class AlertEngine:
         findings: dict[str, Finding] = {}
         for reading in readings:
             tick = GpuTick(
-                now_s, reading, self._facts.get(reading.index), processes.get(reading.index, ())
-            )
+                now_s, reading, self._facts.get(reading.index), processes.get(reading.index, ()),
+                self._reserved_for(reading.index),  # a reserved GPU left idle is waste too
+            )  # fmt: skip
             for detector in self._detectors:
                 findings.update((f.key, f) for f in detector.evaluate(tick))
+        findings.update(self._unkillable_findings(processes))
         if self._backend_problem is not None:
             summary = f"GPU backend degraded: {self._backend_problem}"
             findings["backend_degraded"] = Finding(

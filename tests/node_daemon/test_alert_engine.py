@@ -8,6 +8,7 @@ import pytest
 
 from gpufleet.v1 import node_pb2 as pb
 from node_daemon.alerts.engine import AlertEngine, AlertNotFiring, BadAlertRequest, UnknownAlert
+from node_daemon.alerts.model import Severity
 from node_daemon.alerts.rules import AlertSettings, IdleSettings
 from node_daemon.backends.simulated import SimulatedBackend
 from node_daemon.backends.simulated.scenario import Scenario, ScenarioEvent
@@ -152,3 +153,26 @@ def test_full_disk_holds_events_and_writes_them_later(tmp_path: Path) -> None:
     assert pb.EVENT_KIND_GPU_LOST in kinds and pb.EVENT_KIND_GPU_RECOVERED in kinds
     seqs = [e.seq for e in node.journal.events_after(0)]
     assert seqs == list(range(1, len(seqs) + 1))
+
+
+def test_a_reserved_gpu_left_idle_raises_idle(tmp_path: Path) -> None:
+    settings = AlertSettings(idle=IdleSettings(after_s=10.0))
+    node = Node(tmp_path / "j.sqlite3", settings=settings)
+    # GPUs 0 and 1 of this seed are idle with no process; only GPU 1 is reserved.
+    node.engine.set_reservation_lookup(lambda gpu: "team:ml" if gpu == 1 else None)
+    node.run(15)
+    idle = [a for a in node.engine.firing() if a.rule == "idle"]
+    assert [(a.gpu_index, "reserved for team:ml" in a.summary) for a in idle] == [(1, True)]
+
+
+def test_an_unkillable_process_raises_a_critical_alert_until_it_is_gone(tmp_path: Path) -> None:
+    node = Node(tmp_path / "j.sqlite3")
+    node.run(2)
+    (stuck,) = node.backend.read_processes()[2]
+    node.engine.report_unkillable(2, stuck.pid, f"pid {stuck.pid} on GPU 2: unkillable")
+    node.run(1)
+    (alert,) = [a for a in node.engine.firing() if a.rule == "unkillable"]
+    assert (alert.gpu_index, alert.severity, alert.pid) == (2, Severity.CRITICAL, stuck.pid)
+    assert node.backend.remove_simulated_process(2, stuck.pid)
+    node.run(1)
+    assert [a for a in node.engine.firing() if a.rule == "unkillable"] == []
