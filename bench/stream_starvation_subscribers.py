@@ -22,9 +22,7 @@ import asyncio
 import contextlib
 import json
 import random
-import signal
 import sys
-import threading
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -32,6 +30,7 @@ from pathlib import Path
 
 import grpc
 import grpc.aio
+from daemon_streams_subscribers import stop_on_signals_and_eof
 
 from console.connections.channel import CALL_DEADLINE_S, CHANNEL_OPTIONS, backoff_s
 from gpufleet.v1 import node_pb2 as pb
@@ -97,19 +96,6 @@ async def subscriber(target: str, tally: Tally, rng: random.Random) -> None:
                 tally.refusals[f"{exc.code().name}: {exc.details()}"] += 1
             failures += 1
             await asyncio.sleep(backoff_s(failures, rng))
-
-
-def stop_on_signals_and_eof(stop: asyncio.Event) -> None:
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stop.set)
-
-    def watch_stdin() -> None:
-        for _line in sys.stdin:
-            pass
-        loop.call_soon_threadsafe(stop.set)
-
-    threading.Thread(target=watch_stdin, name="stdin-watch", daemon=True).start()
 
 
 async def run(args: argparse.Namespace) -> dict[str, object]:
