@@ -68,8 +68,10 @@ def tolerant(deserializer: Deserializer | None) -> Deserializer | None:
 class RateLimitedLog:
     """A warning at most once per `interval_s`; the lines between are counted."""
 
-    def __init__(self, what: str, interval_s: float = LOG_INTERVAL_S) -> None:
-        self._what, self._interval_s = what, interval_s
+    def __init__(
+        self, what: str, interval_s: float = LOG_INTERVAL_S, logger: logging.Logger = log
+    ) -> None:
+        self._what, self._interval_s, self._log = what, interval_s, logger
         self._lock = threading.Lock()
         self._next_at = 0.0
         self._suppressed = 0
@@ -85,7 +87,7 @@ class RateLimitedLog:
             suppressed, self._suppressed = self._suppressed, 0
             self._next_at = now + self._interval_s
         more = f" (and {suppressed} more since the last report)" if suppressed else ""
-        log.warning("%s: %s%s", self._what, detail, more)
+        self._log.warning("%s: %s%s", self._what, detail, more)
 
 
 class RpcGuard(grpc.ServerInterceptor):

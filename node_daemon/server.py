@@ -34,7 +34,7 @@ from node_daemon.journal import EventJournal, JournalError
 from node_daemon.listen import ListenAddress, parse_listen_address
 from node_daemon.metrics.exporter import MetricsExporter
 from node_daemon.readings import GpuReading, ProcessReading
-from node_daemon.rpc_guard import RpcGuard
+from node_daemon.rpc_guard import RateLimitedLog, RpcGuard
 from node_daemon.sampler import BackendStatus, Sampler
 from node_daemon.servicer import SERVICE_NAME, NodeServicer, node_service_handler
 from node_daemon.slurm import SlurmWatcher
@@ -42,21 +42,6 @@ from node_daemon.stream_admission import StreamAdmission
 from node_daemon.usage import USAGE_FILE, UsageMeter, UsageServicer, UsageStore
 
 log = logging.getLogger(__name__)
-
-
-class RateLimit:
-    """Says whether something keyed may happen again: at most once per interval per key."""
-
-    def __init__(self, interval_s: float) -> None:
-        self._interval_s = interval_s
-        self._last: dict[str, float] = {}
-
-    def due(self, key: str) -> bool:
-        now = time.monotonic()
-        if now - self._last.get(key, -self._interval_s) < self._interval_s:
-            return False
-        self._last[key] = now
-        return True
 
 
 # Keepalive must agree with the console's (console/connections/channel.py).
@@ -128,7 +113,7 @@ class NodeDaemon:
             raise OSError(f"cannot listen on {address}: address in use or not available")
         self.address = ListenAddress(address.host, self.port)
         self._stopped = threading.Event()
-        self._disk_warnings = RateLimit(60.0)
+        self._disk_warnings = RateLimitedLog("after-sweep step postponed", logger=log)
 
     def _bind(self, address: ListenAddress) -> int:
         tls = self.config.auth.tls
@@ -227,8 +212,7 @@ class NodeDaemon:
             except JournalError as exc:
                 # A full disk is expected, and already an alert: one line a minute, not a
                 # traceback every tick. The step is tried again next tick.
-                if self._disk_warnings.due(name):
-                    log.warning("after-sweep step %s postponed: %s", name, exc)
+                self._disk_warnings.warn(f"{name}: {exc}")
             except Exception:
                 log.exception("after-sweep step %s failed", name)
 
