@@ -55,7 +55,7 @@ def _check_identity(pid: int, start_time_unix_ms: int, proc_root: Path) -> None:
     actual = process_start_time_unix_ms(pid, proc_root)
     if actual is not None and abs(actual - start_time_unix_ms) > START_TOLERANCE_MS:
         raise PidReused(
-            f"pid {pid} started at {_clock(actual)}, not {_clock(start_time_unix_ms)}: "
+            f"pid {pid} started at {clock_text(actual)}, not {clock_text(start_time_unix_ms)}: "
             "it is a different process now; nothing was signalled"
         )
 
@@ -90,5 +90,9 @@ def _exited_within(pidfd: int, timeout_s: float) -> bool:
     return bool(poller.poll(max(0.0, timeout_s) * 1000))
 
 
-def _clock(unix_ms: int) -> str:
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(unix_ms / 1000))
+def clock_text(unix_ms: int | None) -> str:
+    """A start time as people read it, to the millisecond (start times differ by that)."""
+    if unix_ms is None:
+        return "an unknown time"
+    seconds = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(unix_ms / 1000))
+    return f"{seconds}.{unix_ms % 1000:03d}"

@@ -16,7 +16,13 @@ from typing import Protocol
 
 from gpufleet.v1 import node_pb2 as pb
 from node_daemon.backends.base import BackendUnavailable
-from node_daemon.control.kill import START_TOLERANCE_MS, KillOutcome, PidReused, kill_process
+from node_daemon.control.kill import (
+    START_TOLERANCE_MS,
+    KillOutcome,
+    PidReused,
+    clock_text,
+    kill_process,
+)
 from node_daemon.journal import EventJournal
 from node_daemon.readings import ProcessReading
 from node_daemon.sampler import Sampler
@@ -100,8 +106,8 @@ class ProcessKiller:
         listed_start = process.start_time_unix_ms
         if listed_start is None or abs(listed_start - start_time_unix_ms) > START_TOLERANCE_MS:
             raise KillRefused(
-                f"pid {pid} on GPU {gpu} started at {_clock(listed_start)}, not at "
-                f"{_clock(start_time_unix_ms)}: it is a different process now; "
+                f"pid {pid} on GPU {gpu} started at {clock_text(listed_start)}, not at "
+                f"{clock_text(start_time_unix_ms)}: it is a different process now; "
                 "nothing was signalled"
             )
         if process.slurm_job_id and not self._allow_jobs:
@@ -113,7 +119,7 @@ class ProcessKiller:
 
     @staticmethod
     def _describe(gpu: int, p: ProcessReading, outcome: KillOutcome, actor: str) -> str:
-        started = _clock(p.start_time_unix_ms)
+        started = clock_text(p.start_time_unix_ms)
         command = (p.command or "?")[:80]
         who = f"pid {p.pid} ({p.user or '?'}: {command}, started {started}) on GPU {gpu}"
         return f"{who}: {outcome.value}" + (f", asked by {actor}" if actor else "")
@@ -123,12 +129,3 @@ class ProcessKiller:
                          gpu_index=gpu, summary=detail, actor=actor)  # fmt: skip
         self._journal.record([event])
         log.info("kill: %s", detail)
-
-
-def _clock(unix_ms: int | None) -> str:
-    if unix_ms is None:
-        return "an unknown time"
-    return (
-        time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(unix_ms / 1000))
-        + f".{unix_ms % 1000:03d}"
-    )
