@@ -208,7 +208,7 @@ class ControlServicer:
                 f"the output of workload {workload.id} is for its owner {workload.owner}, "
                 f"operators of the owner's team and admins; {caller.user} is none of them",
             )
-            output, total = self._workloads.output(request.workload_id, tail)
+            output, total = self._workloads.output(workload, tail)
         except Exception as exc:
             abort_for(context, exc, _ERRORS)
         return pb.WorkloadOutput(output=output, total_bytes=total)

@@ -193,9 +193,9 @@ class WorkloadManager:
                 for gpu in w.gpu_indices
             }
 
-    def output(self, workload_id: str, tail_bytes: int) -> tuple[bytes, int]:
-        self._find(workload_id, include_ended=True)
-        path = WorkloadFiles(self._root, workload_id).output
+    def output(self, workload: pb.Workload, tail_bytes: int) -> tuple[bytes, int]:
+        """The last `tail_bytes` of a workload's output (one `get` found) and its size."""
+        path = WorkloadFiles(self._root, workload.id).output
         try:
             with open(path, "rb") as f:
                 size = f.seek(0, 2)
