@@ -35,7 +35,10 @@ from tests.installer.tools import ROOT
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
-E2E_SCRIPT = Path(__file__).with_name("container_e2e.sh")
+# The checkout, bound read-only into the container at a fixed path: the container's
+# systemd mounts a fresh /tmp, which would hide a checkout (or a CI clone) under /tmp.
+CHECKOUT_IN_CONTAINER = "/gf-checkout"
+E2E_SCRIPT = f"{CHECKOUT_IN_CONTAINER}/tests/installer/container_e2e.sh"
 BOOT_TIMEOUT_S = 420
 EXPECTED = {
     "install_rc": "0", "active": "active", "enabled": "enabled", "answering": "yes",
@@ -101,10 +104,11 @@ def boot(shared: Path, units: Path, scratch: Path) -> str:
         'mount -t overlay overlay -o lowerdir=/,upperdir="$1/upper",workdir="$1/work" "$1/root"; '
         'exec systemd-nspawn -D "$1/root" --register=no --keep-unit --link-journal=no '
         '--private-network --console=pipe --uuid="$2" --machine=gpufleet-e2e '
-        '--bind="$3":/etc/systemd/system --bind="$4":/gf -b'
+        '--bind="$3":/etc/systemd/system --bind="$4":/gf --bind-ro="$5":"$6" -b'
     )
     command = ["unshare", "--mount", "--propagation", "private", "sh", "-c", script, "sh",
-               str(scratch), uuid.uuid4().hex, str(units), str(shared)]  # fmt: skip
+               str(scratch), uuid.uuid4().hex, str(units), str(shared), str(ROOT),
+               CHECKOUT_IN_CONTAINER]  # fmt: skip
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True, start_new_session=True)  # fmt: skip
     try:
@@ -124,7 +128,7 @@ def test_install_start_upgrade_uninstall_under_systemd(tmp_path: Path) -> None:
     require_container_tools()
     shared = tmp_path / "gf"
     shared.mkdir()
-    (shared / "checkout").write_text(str(ROOT))
+    (shared / "checkout").write_text(CHECKOUT_IN_CONTAINER)
     offline_wheels(shared / "wheels", tmp_path / "staging")
     build_fake_nvml(shared / "fakenvml")
     (tmp_path / "overlay").mkdir()
