@@ -61,7 +61,7 @@ from nvml_sweep_fake import ROOT, FakeNvml, FakeNvmlError, fake_node
 from nvml_sweep_venv import DEFAULT_VENV
 from results import write_outputs
 
-from node_daemon.history import HistoryEntry, SampleHistory
+from node_daemon.sampling.history import HistoryEntry, SampleHistory
 
 DEFAULT_MD = Path(__file__).resolve().parent / "results" / "daemon_streams.md"
 SMOKE = {

@@ -259,7 +259,8 @@ def _event_stream_lines(result: Result) -> list[str]:
                 f"core ({rpc:.2f} % on the stream threads; summed per thread), "
                 f"{1e4 * extra / k:.0f} µs per stream per second, though the {k} streams "
                 f"carried {events:g} events in all. "
-                "StreamEvents (node_daemon/alert_servicer.py) wakes every `_POLL_S` = 1 s to check "
+                "StreamEvents (node_daemon/rpc/alert_servicer.py) wakes every `_POLL_S` = 1 s "
+                "to check "
                 "`context.is_active()` and queries the journal each time, event or not."
             )
     if lines:

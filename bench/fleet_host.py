@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from node_daemon.backends.select import simulated_backend
+from node_daemon.commands.backend_choice import simulated_backend
 from node_daemon.config import DaemonConfig
 from node_daemon.listen import parse_listen_address
 from node_daemon.server import NodeDaemon

@@ -230,7 +230,7 @@ def report(tally: Tally, target: FuzzTarget, seconds: float, alive: str, args: A
         "Modes: admin / operator / viewer = typed requests with that user's token; raw = "
         "garbage or mutated bytes as the serialized request (admin token); credentials = "
         "hostile `authorization` metadata. `INVALID_ARGUMENT (undecodable)` is the daemon's "
-        "answer to bytes that do not parse (node_daemon/rpc_guard.py); `DEADLINE "
+        "answer to bytes that do not parse (node_daemon/rpc/guard.py); `DEADLINE "
         "(stream waiting)` a stream with nothing to send within "
         "0.2 s (e.g. events after a seq not yet reached). RESOURCE_EXHAUSTED comes in "
         "kinds, all from gRPC itself: `(message size)` a request over 4 MiB; `(metadata)` "

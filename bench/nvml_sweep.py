@@ -51,7 +51,7 @@ from nvml_sweep_venv import DEFAULT_VENV, Venv, ensure_venv, imports_ok
 from nvml_sweep_workers import Worker, WorkerError, start_worker
 from results import write_outputs
 
-from node_daemon import procinfo
+from node_daemon.backends import procinfo
 
 COMPARED = ("nvitop", "gpustat")
 DEFAULT_MD = Path(__file__).resolve().parent / "results" / "nvml_sweep.md"

@@ -381,7 +381,8 @@ def _processes_gap(result: Result) -> list[str]:
         lines += [
             f"On a process tick `read_processes()` is {100 * processes / sweep:.0f} % of our "
             f"sweep: {processes:.0f} µs per GPU for {per_gpu} processes, of which NVML (3 calls "
-            f"per GPU) is a small part; the rest is `node_daemon.procinfo.describe_process`, "
+            f"per GPU) is a small part; the rest is "
+            f"`node_daemon.backends.procinfo.describe_process`, "
             f"{whole:.0f} µs per process, run again for every process on every process tick: "
             f"it re-reads seven files that do not change during a process's life.{versus}",
             "",

@@ -72,7 +72,7 @@ def with_cached_process_details(read: Sweep) -> Sweep:
     A prototype of a fix suggested by this benchmark, measured beside the real
     code; the daemon's code is not changed.
     """
-    from node_daemon import procinfo
+    from node_daemon.backends import procinfo
 
     original = procinfo.describe_process
     cache: dict[tuple[int, int | None], procinfo.ProcessDetails] = {}

@@ -4,6 +4,6 @@ from __future__ import annotations
 
 import sys
 
-from node_daemon.cli import main
+from node_daemon.commands.main import main
 
 sys.exit(main())

@@ -16,30 +16,32 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from node_daemon import __version__
-from node_daemon.alert_servicer import AlertServicer
 from node_daemon.alerts.alertmanager import AlertmanagerPusher
 from node_daemon.alerts.engine import AlertEngine
 from node_daemon.auth.audit import AuditLog
 from node_daemon.auth.interceptor import AuthInterceptor
-from node_daemon.auth.servicer import AuthServicer
 from node_daemon.auth.tls import server_credentials
 from node_daemon.backends.base import GpuBackend
+from node_daemon.backends.readings import GpuReading, ProcessReading
 from node_daemon.config import DaemonConfig, resolve_state_dir, teams_of
 from node_daemon.control.kill_service import ProcessKiller
 from node_daemon.control.reservations import ReservationLedger
 from node_daemon.control.workloads import NodeView, WorkloadManager
-from node_daemon.control_servicer import ControlServicer
-from node_daemon.history import SampleHistory
-from node_daemon.journal import EventJournal, JournalError
+from node_daemon.journal.event_journal import EventJournal, JournalError
 from node_daemon.listen import ListenAddress, parse_listen_address
 from node_daemon.metrics.exporter import MetricsExporter
-from node_daemon.readings import GpuReading, ProcessReading
-from node_daemon.rpc_guard import RateLimitedLog, RpcGuard
-from node_daemon.sampler import BackendStatus, Sampler
-from node_daemon.servicer import SERVICE_NAME, NodeServicer, node_service_handler
-from node_daemon.slurm import SlurmWatcher
-from node_daemon.stream_admission import StreamAdmission
-from node_daemon.usage import USAGE_FILE, UsageMeter, UsageServicer, UsageStore
+from node_daemon.rpc.alert_servicer import AlertServicer
+from node_daemon.rpc.auth_servicer import AuthServicer
+from node_daemon.rpc.control_servicer import ControlServicer
+from node_daemon.rpc.guard import RateLimitedLog, RpcGuard
+from node_daemon.rpc.node_servicer import NodeServicer
+from node_daemon.rpc.service import SERVICE_NAME, node_service_handler
+from node_daemon.rpc.stream_admission import StreamAdmission
+from node_daemon.rpc.usage_servicer import UsageServicer
+from node_daemon.sampling.history import SampleHistory
+from node_daemon.sampling.sampler import BackendStatus, Sampler
+from node_daemon.sampling.slurm import SlurmWatcher
+from node_daemon.usage import USAGE_FILE, UsageMeter, UsageStore
 
 log = logging.getLogger(__name__)
 

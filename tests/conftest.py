@@ -14,7 +14,7 @@ import pytest
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 from node_daemon.backends.base import GpuBackend
-from node_daemon.backends.select import simulated_backend
+from node_daemon.commands.backend_choice import simulated_backend
 from node_daemon.config import DaemonConfig
 from node_daemon.listen import parse_listen_address
 from node_daemon.server import NodeDaemon

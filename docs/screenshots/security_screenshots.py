@@ -35,7 +35,7 @@ from gpufleet.v1 import node_pb2_grpc as pb_grpc
 from node_daemon.auth.identity import Role, User
 from node_daemon.auth.settings import AuthSettings
 from node_daemon.auth.tokens import new_token, token_hash
-from node_daemon.backends.select import simulated_backend
+from node_daemon.commands.backend_choice import simulated_backend
 from node_daemon.config import DaemonConfig
 from node_daemon.listen import parse_listen_address
 from node_daemon.server import NodeDaemon

@@ -22,7 +22,7 @@ from node_daemon.alerts.rules import (
     ThrottleSettings,
     TrendSettings,
 )
-from node_daemon.readings import GpuHealth, GpuReading
+from node_daemon.backends.readings import GpuHealth, GpuReading
 
 MIB = 1024**2
 

@@ -28,8 +28,8 @@ from node_daemon.alerts.model import AlertRecord, Severity
 from node_daemon.alerts.occurrence_detectors import LeakDetector, XidDetector
 from node_daemon.alerts.rules import AlertSettings
 from node_daemon.alerts.wire import alert_message, alert_record
-from node_daemon.journal import EventJournal
-from node_daemon.readings import GpuHealth, GpuReading, GpuStatic, ProcessReading
+from node_daemon.backends.readings import GpuHealth, GpuReading, GpuStatic, ProcessReading
+from node_daemon.journal.event_journal import EventJournal
 
 log = logging.getLogger(__name__)
 

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from node_daemon.alerts.model import Severity
-from node_daemon.readings import GpuReading, GpuStatic, ProcessReading
+from node_daemon.backends.readings import GpuReading, GpuStatic, ProcessReading
 
 
 @dataclass(frozen=True)

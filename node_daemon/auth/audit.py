@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Protocol
 
 from node_daemon.auth.denials import DenialKind, DenialLimiter, Spell, peer_host
-from node_daemon.sqlite_state import StateDb
+from node_daemon.journal.sqlite_state import StateDb
 
 log = logging.getLogger(__name__)
 

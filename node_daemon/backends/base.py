@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Protocol
 
-from node_daemon.readings import BackendKind, GpuReading, NodeFacts, ProcessReading
+from node_daemon.backends.readings import BackendKind, GpuReading, NodeFacts, ProcessReading
 
 
 class BackendUnavailable(Exception):

@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 
-from node_daemon.readings import GpuHealth, GpuReading, GpuStatic, NodeFacts
+from node_daemon.backends.readings import GpuHealth, GpuReading, GpuStatic, NodeFacts
 
 # Between re-reads of facts that stayed unreadable although the GPU answers.
 RETRY_S = 30.0

@@ -25,9 +25,9 @@ from typing import Any, TypeVar
 
 import pynvml
 
-from node_daemon import procinfo
+from node_daemon.backends import procinfo
 from node_daemon.backends.base import BackendUnavailable
-from node_daemon.readings import (
+from node_daemon.backends.readings import (
     BackendKind,
     GpuHealth,
     GpuReading,

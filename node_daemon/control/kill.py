@@ -16,7 +16,7 @@ import signal
 import time
 from pathlib import Path
 
-from node_daemon.procinfo import PROC, process_start_time_unix_ms
+from node_daemon.backends.procinfo import PROC, process_start_time_unix_ms
 
 log = logging.getLogger(__name__)
 

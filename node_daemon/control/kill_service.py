@@ -16,6 +16,7 @@ from typing import Protocol
 
 from gpufleet.v1 import node_pb2 as pb
 from node_daemon.backends.base import BackendUnavailable
+from node_daemon.backends.readings import ProcessReading
 from node_daemon.control.kill import (
     START_TOLERANCE_MS,
     KillOutcome,
@@ -23,9 +24,8 @@ from node_daemon.control.kill import (
     clock_text,
     kill_process,
 )
-from node_daemon.journal import EventJournal
-from node_daemon.readings import ProcessReading
-from node_daemon.sampler import Sampler
+from node_daemon.journal.event_journal import EventJournal
+from node_daemon.sampling.sampler import Sampler
 
 log = logging.getLogger(__name__)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from gpufleet.v1 import node_pb2 as pb
+from node_daemon.backends.readings import GpuStatic
 from node_daemon.control.accounts import (
     NoAccount,
     check_account,
@@ -14,7 +15,6 @@ from node_daemon.control.accounts import (
 )
 from node_daemon.control.launcher import LaunchSpec
 from node_daemon.control.settings import WorkloadSettings
-from node_daemon.readings import GpuStatic
 
 
 class CannotStart(Exception):

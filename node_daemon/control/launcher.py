@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from node_daemon.backends.procinfo import PROC, process_start_time_unix_ms
 from node_daemon.control.accounts import daemon_may_switch_users
-from node_daemon.procinfo import PROC, process_start_time_unix_ms
 
 log = logging.getLogger(__name__)
 # How long a runner whose start could not be recorded gets to die after KILL.

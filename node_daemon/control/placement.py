@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from node_daemon.readings import GpuHealth, GpuReading
+from node_daemon.backends.readings import GpuHealth, GpuReading
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 
 from gpufleet.v1 import node_pb2 as pb
-from node_daemon.journal import EventJournal, StoredRecord
+from node_daemon.journal.event_journal import EventJournal, StoredRecord
 
 KIND = "reservation"
 MAX_RESERVATION_S = 90 * 24 * 3600

@@ -30,8 +30,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from node_daemon.backends.procinfo import process_start_time_unix_ms
 from node_daemon.control.launcher import Launched, LaunchSpec, WorkloadFiles
-from node_daemon.procinfo import process_start_time_unix_ms
 
 log = logging.getLogger(__name__)
 

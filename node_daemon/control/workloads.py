@@ -31,6 +31,8 @@ from pathlib import Path
 from typing import Protocol
 
 from gpufleet.v1 import node_pb2 as pb
+from node_daemon.backends.procinfo import process_start_time_unix_ms
+from node_daemon.backends.readings import GpuReading, GpuStatic
 from node_daemon.control.accounts import account_name, check_account
 from node_daemon.control.launch_plan import CannotStart, launch_spec
 from node_daemon.control.launcher import KILL, TERM, Launched, Launcher, WorkloadFiles
@@ -38,9 +40,7 @@ from node_daemon.control.launcher_choice import choose_launcher
 from node_daemon.control.placement import GpuFacts, choose_gpus, refusal
 from node_daemon.control.reservations import ReservationLedger
 from node_daemon.control.settings import WorkloadSettings
-from node_daemon.journal import EventJournal, JournalError, StoredRecord
-from node_daemon.procinfo import process_start_time_unix_ms
-from node_daemon.readings import GpuReading, GpuStatic
+from node_daemon.journal.event_journal import EventJournal, JournalError, StoredRecord
 
 log = logging.getLogger(__name__)
 

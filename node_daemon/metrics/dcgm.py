@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
-from node_daemon.readings import GpuHealth, GpuReading, GpuStatic
+from node_daemon.backends.readings import GpuHealth, GpuReading, GpuStatic
 
 MIB = 1024**2
 

@@ -7,13 +7,13 @@ import logging
 from prometheus_client import CollectorRegistry, generate_latest
 
 from node_daemon.alerts.engine import AlertEngine
-from node_daemon.journal import EventJournal
+from node_daemon.backends.readings import GpuStatic
+from node_daemon.journal.event_journal import EventJournal
 from node_daemon.listen import ListenAddress
 from node_daemon.metrics.dcgm import DcgmLabels, render
 from node_daemon.metrics.native import NativeCollector
 from node_daemon.metrics.server import MetricsServer
-from node_daemon.readings import GpuStatic
-from node_daemon.sampler import Sampler
+from node_daemon.sampling.sampler import Sampler
 
 log = logging.getLogger(__name__)
 

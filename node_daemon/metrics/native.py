@@ -10,9 +10,9 @@ from prometheus_client.registry import Collector
 
 from node_daemon import __version__
 from node_daemon.alerts.engine import AlertEngine
-from node_daemon.journal import EventJournal
-from node_daemon.readings import GpuHealth, GpuStatic
-from node_daemon.sampler import Sampler
+from node_daemon.backends.readings import GpuHealth, GpuStatic
+from node_daemon.journal.event_journal import EventJournal
+from node_daemon.sampling.sampler import Sampler
 
 GpuFacts = Callable[[], dict[int, GpuStatic]]
 

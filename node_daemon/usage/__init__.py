@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from node_daemon.usage.amounts import NodeAmounts, UsageAmounts, utc_day
 from node_daemon.usage.meter import UsageMeter
-from node_daemon.usage.servicer import UsageServicer, usage_methods
 from node_daemon.usage.store import USAGE_FILE, UsageStore, UsageStoreError
 
 __all__ = [
@@ -12,9 +11,7 @@ __all__ = [
     "NodeAmounts",
     "UsageAmounts",
     "UsageMeter",
-    "UsageServicer",
     "UsageStore",
     "UsageStoreError",
-    "usage_methods",
     "utc_day",
 ]

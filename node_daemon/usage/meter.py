@@ -14,7 +14,7 @@ import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
 
-from node_daemon.readings import GpuHealth, GpuReading, ProcessReading
+from node_daemon.backends.readings import GpuHealth, GpuReading, ProcessReading
 from node_daemon.usage.amounts import GIB, NodeAmounts, TeamsOf, UsageAmounts, utc_day
 from node_daemon.usage.store import UsageStore, UsageStoreError
 

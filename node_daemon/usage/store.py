@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from node_daemon.sqlite_state import StateDb
+from node_daemon.journal.sqlite_state import StateDb
 from node_daemon.usage.amounts import NODE_COLUMNS, USAGE_COLUMNS, NodeAmounts, UsageAmounts
 
 log = logging.getLogger(__name__)

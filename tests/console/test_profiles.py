@@ -18,7 +18,7 @@ from console.credentials import (
     store_token,
 )
 from console.settings import Profile, SettingsError, load_settings
-from node_daemon.cli import main as gpufleet
+from node_daemon.commands.main import main as gpufleet
 from tests.console.conftest import MemoryKeyring
 
 TOKEN = "gft_" + "s3cr3t" * 7

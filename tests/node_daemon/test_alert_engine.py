@@ -12,7 +12,7 @@ from node_daemon.alerts.model import Severity
 from node_daemon.alerts.rules import AlertSettings, IdleSettings
 from node_daemon.backends.simulated import SimulatedBackend
 from node_daemon.backends.simulated.scenario import Scenario, ScenarioEvent
-from node_daemon.journal import EventJournal
+from node_daemon.journal.event_journal import EventJournal
 
 
 class Clock:

@@ -30,10 +30,10 @@ from node_daemon.alerts.rules import (
     XidSettings,
     parse_alert_settings,
 )
+from node_daemon.backends.readings import GpuHealth, GpuReading, GpuStatic, ProcessReading
 from node_daemon.backends.simulated import SimulatedBackend
 from node_daemon.backends.simulated.scenario import Scenario, ScenarioEvent
 from node_daemon.errors import ConfigError
-from node_daemon.readings import GpuHealth, GpuReading, GpuStatic, ProcessReading
 
 H100 = GpuStatic(index=0, uuid="GPU-1", name="NVIDIA H100 80GB HBM3", power_limit_w=700.0)
 MIB = 1024**2

@@ -38,10 +38,10 @@ from node_daemon.auth.identity import Role, User
 from node_daemon.auth.policy import METHOD_ROLES, MUTATING
 from node_daemon.auth.settings import AuthSettings, TlsSettings
 from node_daemon.auth.tokens import new_token, token_hash
-from node_daemon.backends.select import simulated_backend
+from node_daemon.commands.backend_choice import simulated_backend
 from node_daemon.listen import parse_listen_address
+from node_daemon.rpc.service import SERVICE_NAME
 from node_daemon.server import SERVER_OPTIONS, NodeDaemon
-from node_daemon.servicer import SERVICE_NAME
 from tests.certs import Authority, write
 from tests.conftest import FAST_CONFIG, DaemonFactory, wait_for
 

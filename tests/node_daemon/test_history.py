@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import threading
 
-from node_daemon.history import HistoryEntry, SampleHistory
+from node_daemon.sampling.history import HistoryEntry, SampleHistory
 
 
 def entry(tick: int) -> HistoryEntry:

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from gpufleet.v1 import node_pb2 as pb
-from node_daemon import journal as journal_module
-from node_daemon.journal import EventJournal, JournalError
+from node_daemon.journal import event_journal as journal_module
+from node_daemon.journal.event_journal import EventJournal, JournalError
 
 
 def event(n: int) -> pb.Event:

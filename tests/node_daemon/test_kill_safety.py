@@ -18,7 +18,7 @@ import pytest
 
 from gpufleet.v1 import node_pb2 as pb
 from gpufleet.v1 import node_pb2_grpc as pb_grpc
-from node_daemon.procinfo import process_start_time_unix_ms
+from node_daemon.backends.procinfo import process_start_time_unix_ms
 from node_daemon.server import NodeDaemon
 from tests.conftest import DaemonFactory, wait_for
 

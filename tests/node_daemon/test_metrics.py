@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from node_daemon.backends.readings import GpuHealth, GpuReading, GpuStatic
 from node_daemon.backends.simulated import SimulatedBackend
 from node_daemon.backends.simulated.scenario import Scenario, ScenarioEvent
 from node_daemon.metrics.dcgm import DcgmLabels, render
-from node_daemon.readings import GpuHealth, GpuReading, GpuStatic
 from node_daemon.server import NodeDaemon
 from tests.conftest import DaemonFactory, wait_for
 from tests.tools import free_port, require_tool

@@ -16,10 +16,7 @@ import pytest
 from node_daemon.backends import facts as facts_module
 from node_daemon.backends.base import BackendUnavailable
 from node_daemon.backends.nvml import NvmlBackend, unavailable_message
-from node_daemon.backends.select import build_backend
-from node_daemon.config import DaemonConfig
-from node_daemon.history import SampleHistory
-from node_daemon.readings import (
+from node_daemon.backends.readings import (
     BackendKind,
     GpuHealth,
     GpuReading,
@@ -27,7 +24,10 @@ from node_daemon.readings import (
     NodeFacts,
     ProcessReading,
 )
-from node_daemon.sampler import BackendStatus, Sampler
+from node_daemon.commands.backend_choice import build_backend
+from node_daemon.config import DaemonConfig
+from node_daemon.sampling.history import SampleHistory
+from node_daemon.sampling.sampler import BackendStatus, Sampler
 from tests.conftest import wait_for
 from tests.fake_nvml.fixture import FakeNvmlState
 

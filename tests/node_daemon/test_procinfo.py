@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from node_daemon import procinfo
-from node_daemon.procinfo import ProcessDetails, describe_process
+from node_daemon.backends import procinfo
+from node_daemon.backends.procinfo import ProcessDetails, describe_process
 
 PID = 4242
 BTIME = 1_700_000_000

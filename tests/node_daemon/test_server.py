@@ -12,8 +12,8 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from gpufleet.v1 import node_pb2 as pb
 from gpufleet.v1 import node_pb2_grpc as pb_grpc
 from node_daemon.backends.base import BackendUnavailable
+from node_daemon.backends.readings import NodeFacts
 from node_daemon.backends.simulated import SimulatedBackend
-from node_daemon.readings import NodeFacts
 from tests.conftest import DaemonFactory, wait_for
 
 
@@ -142,7 +142,7 @@ class FlakyBackend(SimulatedBackend):
 
 
 def test_degraded_backend_keeps_serving_and_recovers(start_daemon, channel_to, monkeypatch) -> None:
-    monkeypatch.setattr("node_daemon.sampler.RETRY_FIRST_S", 0.05)
+    monkeypatch.setattr("node_daemon.sampling.sampler.RETRY_FIRST_S", 0.05)
     backend = FlakyBackend()
     daemon = start_daemon(backend=backend)
     channel = channel_to(daemon)

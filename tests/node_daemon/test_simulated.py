@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import itertools
 
+from node_daemon.backends.readings import GpuHealth
 from node_daemon.backends.simulated import SimulatedBackend
 from node_daemon.backends.simulated.scenario import Scenario, ScenarioEvent
-from node_daemon.readings import GpuHealth
 
 
 def run(backend: SimulatedBackend, steps: int) -> list:

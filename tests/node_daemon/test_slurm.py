@@ -11,7 +11,7 @@ import pytest
 
 from gpufleet.v1 import node_pb2 as pb
 from gpufleet.v1 import node_pb2_grpc as pb_grpc
-from node_daemon.slurm import SlurmNodeState, SlurmWatcher, parse_sinfo
+from node_daemon.sampling.slurm import SlurmNodeState, SlurmWatcher, parse_sinfo
 from tests.conftest import DaemonFactory, wait_for
 
 
@@ -42,7 +42,7 @@ def test_drained_node_shows_in_inventory(
     state.write_text("drained|GPU 3 swap scheduled\n")
     stub_sinfo(tmp_path, state)
     monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
-    monkeypatch.setattr("node_daemon.slurm.POLL_S", 0.1)
+    monkeypatch.setattr("node_daemon.sampling.slurm.POLL_S", 0.1)
     daemon = start_daemon(hostname="gpu-node-05.example.org")
     with grpc.insecure_channel(str(daemon.address)) as channel:
         stub = pb_grpc.NodeServiceStub(channel)

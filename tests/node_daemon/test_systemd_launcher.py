@@ -20,6 +20,8 @@ from pathlib import Path
 import pytest
 
 from gpufleet.v1 import node_pb2 as pb
+from node_daemon.backends.procinfo import process_start_time_unix_ms
+from node_daemon.backends.readings import GpuReading, GpuStatic
 from node_daemon.control.launcher import DirectLauncher, Launched, LaunchSpec, WorkloadFiles
 from node_daemon.control.launcher_choice import choose_launcher
 from node_daemon.control.reservations import ReservationLedger
@@ -37,9 +39,7 @@ from node_daemon.control.systemd_launcher import (
 )
 from node_daemon.control.workloads import BadWorkload, NodeView, WorkloadManager
 from node_daemon.errors import ConfigError
-from node_daemon.journal import EventJournal
-from node_daemon.procinfo import process_start_time_unix_ms
-from node_daemon.readings import GpuReading, GpuStatic
+from node_daemon.journal.event_journal import EventJournal
 
 JOURNAL_ID = "0123abcd" + "e" * 24
 TRICKY = {

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from gpufleet.v1 import node_pb2 as pb
+from node_daemon.backends.readings import GpuReading, ProcessReading
 from node_daemon.backends.simulated import Scenario, SimulatedBackend
 from node_daemon.backends.simulated.scenario import ScenarioEvent
-from node_daemon.readings import GpuReading, ProcessReading
 from node_daemon.usage.amounts import GIB
 from node_daemon.usage.meter import UsageMeter
 from node_daemon.usage.query import query_usage

@@ -17,11 +17,11 @@ import pytest
 
 from gpufleet.v1 import node_pb2 as pb
 from gpufleet.v1 import node_pb2_grpc as pb_grpc
+from node_daemon.commands.usage import call_metadata, main
+from node_daemon.rpc.usage_servicer import UsageServicer
 from node_daemon.usage.amounts import USAGE_COLUMNS
 from node_daemon.usage.meter import UsageMeter
-from node_daemon.usage.servicer import UsageServicer, usage_methods
 from node_daemon.usage.store import USAGE_FILE, UsageStore
-from node_daemon.usage_cli import call_metadata, main
 from tests.certs import Authority
 from tests.node_daemon.test_usage import T0, gpu, no_reservations, proc
 from tests.node_daemon.test_usage_query import WORKLOADS, teams_of
@@ -62,9 +62,7 @@ def serve(store: UsageStore, meter: UsageMeter) -> Iterator[Server]:
 
     def start(credentials: grpc.ServerCredentials | None = None, record: list | None = None) -> str:  # type: ignore[type-arg]
         servicer = UsageServicer(store, lambda: WORKLOADS, teams_of, "gpu-node-7", meter.flush)
-        methods = usage_methods(servicer)
-        if record is not None:
-            methods = {"QueryUsage": _recording(servicer, record)}
+        methods = {"QueryUsage": _recording(servicer, record if record is not None else [])}
         server = grpc.server(futures.ThreadPoolExecutor(2, thread_name_prefix="usage-test-rpc"))
         server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, methods),))
         if credentials is None:

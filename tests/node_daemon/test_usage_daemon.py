@@ -9,21 +9,16 @@ import pytest
 
 from gpufleet.v1 import node_pb2 as pb
 from gpufleet.v1 import node_pb2_grpc as pb_grpc
+from node_daemon.commands.usage import main
 from node_daemon.server import NodeDaemon
-from node_daemon.usage_cli import main
 from tests.conftest import DaemonFactory, wait_for
 
 
 def query(daemon: NodeDaemon, by: int = pb.USAGE_GROUPING_NODE) -> pb.QueryUsageResponse:
     with grpc.insecure_channel(str(daemon.address)) as channel:
-        try:
-            response: pb.QueryUsageResponse = pb_grpc.NodeServiceStub(channel).QueryUsage(
-                pb.QueryUsageRequest(group_by=by), timeout=5
-            )
-        except grpc.RpcError as exc:
-            if exc.code() == grpc.StatusCode.UNIMPLEMENTED:  # type: ignore[attr-defined]
-                pytest.skip("NodeDaemon does not mount UsageServicer yet")
-            raise
+        response: pb.QueryUsageResponse = pb_grpc.NodeServiceStub(channel).QueryUsage(
+            pb.QueryUsageRequest(group_by=by), timeout=5
+        )
     return response
 
 

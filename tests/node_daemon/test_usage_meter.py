@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from gpufleet.v1 import node_pb2 as pb
-from node_daemon.readings import GpuHealth, GpuReading, ProcessReading
+from node_daemon.backends.readings import GpuHealth, GpuReading, ProcessReading
 from node_daemon.usage.meter import UNKNOWN_USER, UsageMeter, day_parts
 from node_daemon.usage.store import USAGE_FILE, UsageStore, UsageStoreError
 from tests.node_daemon.test_usage import T0, gpu, no_reservations, proc, report, rows

@@ -10,16 +10,16 @@ import uuid
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 
-from node_daemon.backends.simulated.gpu import SimulatedGpu
-from node_daemon.backends.simulated.scenario import Scenario, ScenarioEvent
-from node_daemon.backends.simulated.specs import GpuSpec, spec_for
-from node_daemon.readings import (
+from node_daemon.backends.readings import (
     BackendKind,
     GpuReading,
     GpuStatic,
     NodeFacts,
     ProcessReading,
 )
+from node_daemon.backends.simulated.gpu import SimulatedGpu
+from node_daemon.backends.simulated.scenario import Scenario, ScenarioEvent
+from node_daemon.backends.simulated.specs import GpuSpec, spec_for
 
 log = logging.getLogger(__name__)
 

@@ -6,9 +6,9 @@ import hashlib
 import random
 from dataclasses import dataclass
 
+from node_daemon.backends.readings import GpuReading, ProcessReading, lost_reading
 from node_daemon.backends.simulated.scenario import ScenarioEvent
 from node_daemon.backends.simulated.specs import GIB, GpuSpec
-from node_daemon.readings import GpuReading, ProcessReading, lost_reading
 
 AMBIENT_C = 28.0
 # Time constant of the heatsink: how fast temperature follows power, seconds.

@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 
 from node_daemon.backends.base import BackendUnavailable, GpuBackend
 from node_daemon.backends.facts import MissingFacts, facts_missing
-from node_daemon.history import HistoryEntry, SampleHistory
-from node_daemon.readings import GpuReading, NodeFacts, ProcessReading
-from node_daemon.wire import batch_message
+from node_daemon.backends.readings import GpuReading, NodeFacts, ProcessReading
+from node_daemon.sampling.history import HistoryEntry, SampleHistory
+from node_daemon.sampling.wire import batch_message
 
 log = logging.getLogger(__name__)
 

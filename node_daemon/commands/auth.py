@@ -8,7 +8,7 @@ from pathlib import Path
 
 from node_daemon.auth.audit import Head, NotAnAuditLog, verify
 from node_daemon.auth.tokens import new_token, token_hash
-from node_daemon.journal import read_audit_head
+from node_daemon.journal.event_journal import read_audit_head
 
 JOURNAL_FILE = "journal.sqlite3"
 

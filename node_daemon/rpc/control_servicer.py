@@ -8,6 +8,7 @@ import grpc
 
 from gpufleet.v1 import node_pb2 as pb
 from node_daemon.auth.identity import Caller, Role, acting_user, current_caller
+from node_daemon.backends.readings import ProcessReading
 from node_daemon.control.accounts import NoAccount
 from node_daemon.control.kill import KillOutcome
 from node_daemon.control.kill_service import KillRefused, ProcessKiller
@@ -20,8 +21,7 @@ from node_daemon.control.workloads import (
     WorkloadNotFound,
     without_env,
 )
-from node_daemon.readings import ProcessReading
-from node_daemon.rpc_errors import ErrorCodes, abort_for
+from node_daemon.rpc.errors import ErrorCodes, abort_for
 
 _ERRORS: ErrorCodes = (
     (PermissionError, grpc.StatusCode.PERMISSION_DENIED),

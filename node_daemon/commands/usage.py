@@ -190,7 +190,7 @@ def _import_summary_text(rows: int, users: int, first: str | None, last: str | N
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run `usage` alone (tests, or `python -m node_daemon.usage_cli`)."""
+    """Run `usage` alone (tests, or `python -m node_daemon.commands.usage`)."""
     parser = argparse.ArgumentParser(prog="gpufleet")
     add_usage_command(parser.add_subparsers(dest="command", required=True))
     args = parser.parse_args(argv)

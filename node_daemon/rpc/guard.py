@@ -9,7 +9,7 @@ reflection included) a deserializer that never raises: it returns an
 before any other code (authentication included) sees it. Such failures are
 logged at most once a minute, with a count.
 
-Every streaming RPC passes StreamAdmission (node_daemon/stream_admission.py)
+Every streaming RPC passes StreamAdmission (node_daemon/rpc/stream_admission.py)
 first: refused with RESOURCE_EXHAUSTED and a message naming the limit.
 """
 
@@ -24,7 +24,7 @@ from typing import Any
 
 import grpc
 
-from node_daemon.stream_admission import StreamAdmission, StreamRefused, StreamSlot
+from node_daemon.rpc.stream_admission import StreamAdmission, StreamRefused, StreamSlot
 
 __all__ = ["RateLimitedLog", "RpcGuard", "Undecodable", "tolerant"]
 

@@ -21,14 +21,14 @@ from pathlib import Path
 from types import FrameType
 
 from node_daemon import __version__
-from node_daemon.auth.cli import add_auth_commands
-from node_daemon.backends.select import build_backend
 from node_daemon.backends.simulated import ScenarioError
+from node_daemon.commands.auth import add_auth_commands
+from node_daemon.commands.backend_choice import build_backend
+from node_daemon.commands.submit import add_submit_command
+from node_daemon.commands.usage import add_usage_command
 from node_daemon.config import OPTIONS, ConfigError, DaemonConfig, load_config_file, validate
 from node_daemon.listen import ListenAddressError, parse_listen_address
 from node_daemon.server import NodeDaemon
-from node_daemon.submit_cli import add_submit_command
-from node_daemon.usage_cli import add_usage_command
 
 log = logging.getLogger("gpufleet.daemon")
 

@@ -7,7 +7,7 @@ from typing import NoReturn
 
 import grpc
 
-from node_daemon.journal import JournalError
+from node_daemon.journal.event_journal import JournalError
 
 ErrorCodes = Sequence[tuple[type[BaseException], grpc.StatusCode]]
 # Every service shares these: a journal that cannot be written means nothing was done.

@@ -15,8 +15,8 @@ from gpufleet.v1 import node_pb2 as pb
 from node_daemon.alerts.engine import AlertEngine, AlertNotFiring, BadAlertRequest, UnknownAlert
 from node_daemon.alerts.wire import alert_message
 from node_daemon.auth.identity import acting_user
-from node_daemon.journal import EventJournal
-from node_daemon.rpc_errors import ErrorCodes, abort_for
+from node_daemon.journal.event_journal import EventJournal
+from node_daemon.rpc.errors import ErrorCodes, abort_for
 
 log = logging.getLogger(__name__)
 

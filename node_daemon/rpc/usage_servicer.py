@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 import grpc
 
 from gpufleet.v1 import node_pb2 as pb
-from node_daemon.rpc_errors import bounded
+from node_daemon.rpc.errors import bounded
 from node_daemon.usage.amounts import TeamsOf
 from node_daemon.usage.query import BadUsageQuery, query_usage
 from node_daemon.usage.store import UsageStore, UsageStoreError
@@ -47,14 +47,3 @@ class UsageServicer:
         except UsageStoreError as exc:
             log.error("QueryUsage failed: %s", exc)
             context.abort(grpc.StatusCode.UNAVAILABLE, bounded(f"{exc}; try again later"))
-
-
-def usage_methods(usage: UsageServicer) -> dict[str, grpc.RpcMethodHandler]:
-    """The entries of NodeService's method table that this servicer answers."""
-    return {
-        "QueryUsage": grpc.unary_unary_rpc_method_handler(
-            usage.QueryUsage,
-            request_deserializer=pb.QueryUsageRequest.FromString,
-            response_serializer=pb.QueryUsageResponse.SerializeToString,
-        ),
-    }

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gpufleet.v1 import node_pb2 as pb
-from node_daemon.sqlite_state import StateDb, open_for_reading
+from node_daemon.journal.sqlite_state import StateDb, open_for_reading
 
 log = logging.getLogger(__name__)
 

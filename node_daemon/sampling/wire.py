@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from gpufleet.v1 import node_pb2 as pb
-from node_daemon.readings import GpuHealth, GpuReading, GpuStatic, ProcessReading
+from node_daemon.backends.readings import GpuHealth, GpuReading, GpuStatic, ProcessReading
 
 _HEALTH = {
     GpuHealth.OK: pb.GPU_HEALTH_OK,

@@ -1,0 +1,1 @@
+"""The `gpufleet` command line: the daemon itself and its admin subcommands."""

@@ -1,0 +1,1 @@
+"""The journal: the node's durable record of events, alerts, reservations and workloads."""

@@ -1,0 +1,1 @@
+"""The gRPC edge: one NodeService, its method table, servicers, guard and stream admission."""
