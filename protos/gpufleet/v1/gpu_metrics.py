@@ -1,0 +1,204 @@
+"""The catalogue of GPU metrics: one entry per optional number of `gpufleet.v1.GpuSample`.
+
+Hand-written, next to the generated modules, because both sides import it: the
+daemon derives its reading type, wire conversion and dcgm-exporter family from
+it; the console derives its ring columns, tiles and plots. A metric's field name
+here is the proto field, the key of a daemon reading and the console's column.
+
+Adding a metric end to end is: its `optional` field in node.proto, one entry
+below, and the backend code that reads it (docs/development.md walks through
+one). tests/test_gpu_metrics.py fails when this catalogue, the proto and the
+daemon's reading type disagree.
+
+Units: each metric travels in one base unit (`unit`): bytes, °C, W, MHz, J,
+percent. Every other unit is a scale from it: dcgm-exporter's (MiB, mJ), the
+console's (GiB), nvidia-smi's (MiB).
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Final, Generic, TypeVar
+
+MIB: Final = float(1024**2)
+GIB: Final = float(1024**3)
+
+Number = TypeVar("Number", int, float)
+
+
+@dataclass(frozen=True)
+class Dcgm:
+    """How NVIDIA's dcgm-exporter names the metric: dashboards built for it read ours."""
+
+    name: str
+    type: str  # "gauge" or "counter" (dcgm-exporter's counters have no _total suffix)
+    help: str
+    scale: float = 1.0  # catalogue unit → dcgm-exporter's unit
+
+
+@dataclass(frozen=True)
+class Smi:
+    """The metric in `nvidia-smi --query-gpu=NAME --format=csv,noheader,nounits`."""
+
+    name: str
+    scale: float = 1.0  # catalogue unit → nvidia-smi's (memory: MiB)
+
+
+class ColourScale(enum.Enum):
+    """Which of the console's tile colour scales a metric drives."""
+
+    UTILISATION = "utilisation"
+    TEMPERATURE = "temperature"
+
+
+class Limit(enum.Enum):
+    """A plot axis that ends at the GPU's own capacity, from its inventory."""
+
+    MEMORY_TOTAL = "memory_total"
+    POWER_LIMIT = "power_limit"
+
+
+@dataclass(frozen=True)
+class Shown:
+    """How the console keeps and shows the metric: a column of its sample ring."""
+
+    label: str
+    unit: str  # the unit shown
+    scale: float = 1.0  # catalogue unit → shown unit
+    # Plotted in the GPU detail, in catalogue order, in this colour; None: not plotted.
+    plot_colour: str | None = None
+    # A fixed y range, or an axis that ends at the GPU's capacity; neither: autoscale.
+    axis: tuple[float, float] | None = None
+    axis_limit: Limit | None = None
+    colour_scale: ColourScale | None = None
+
+
+@dataclass(frozen=True)
+class GpuMetric(Generic[Number]):
+    """One number a GPU reports each tick; None (an unset field) means not available."""
+
+    field: str  # the GpuSample field, the reading's key, the console's column name
+    kind: type[Number]
+    unit: str
+    description: str
+    smi: Smi | None = None
+    dcgm: Dcgm | None = None
+    shown: Shown | None = None
+
+
+UTIL_GPU_PCT: Final = GpuMetric(
+    "util_gpu_pct", float, "%", "Percent of time a kernel ran on the GPU.",
+    smi=Smi("utilization.gpu"),
+    dcgm=Dcgm("DCGM_FI_DEV_GPU_UTIL", "gauge", "GPU utilization (in %)."),
+    shown=Shown("Utilisation", "%", plot_colour="#63b3ed", axis=(0.0, 100.0),
+                colour_scale=ColourScale.UTILISATION),
+)  # fmt: skip
+UTIL_MEM_PCT: Final = GpuMetric(
+    "util_mem_pct", float, "%", "Percent of time device memory was read or written.",
+    smi=Smi("utilization.memory"),
+    dcgm=Dcgm("DCGM_FI_DEV_MEM_COPY_UTIL", "gauge", "Memory utilization (in %)."),
+    shown=Shown("Memory utilisation", "%"),
+)  # fmt: skip
+MEM_USED_BYTES: Final = GpuMetric(
+    "mem_used_bytes", int, "B", "Device memory in use.",
+    smi=Smi("memory.used", 1 / MIB),
+    dcgm=Dcgm("DCGM_FI_DEV_FB_USED", "gauge", "Framebuffer memory used (in MiB).", 1 / MIB),
+    shown=Shown("Memory used", "GiB", 1 / GIB, plot_colour="#b794f4",
+                axis_limit=Limit.MEMORY_TOTAL),
+)  # fmt: skip
+MEM_TOTAL_BYTES: Final = GpuMetric(
+    "mem_total_bytes", int, "B", "Device memory in all.",
+    smi=Smi("memory.total", 1 / MIB),
+    shown=Shown("Memory total", "GiB", 1 / GIB),
+)  # fmt: skip
+TEMP_GPU_C: Final = GpuMetric(
+    "temp_gpu_c", float, "°C", "GPU core temperature.",
+    smi=Smi("temperature.gpu"),
+    dcgm=Dcgm("DCGM_FI_DEV_GPU_TEMP", "gauge", "GPU temperature (in C)."),
+    shown=Shown("Temperature", "°C", plot_colour="#f6ad55",
+                colour_scale=ColourScale.TEMPERATURE),
+)  # fmt: skip
+TEMP_MEM_C: Final = GpuMetric(
+    "temp_mem_c", float, "°C", "Device memory (HBM) temperature.",
+    smi=Smi("temperature.memory"),
+    dcgm=Dcgm("DCGM_FI_DEV_MEMORY_TEMP", "gauge", "Memory temperature (in C)."),
+    shown=Shown("Memory temperature", "°C"),
+)  # fmt: skip
+POWER_W: Final = GpuMetric(
+    "power_w", float, "W", "Power draw.",
+    smi=Smi("power.draw"),
+    dcgm=Dcgm("DCGM_FI_DEV_POWER_USAGE", "gauge", "Power draw (in W)."),
+    shown=Shown("Power", "W", plot_colour="#68d391", axis_limit=Limit.POWER_LIMIT),
+)  # fmt: skip
+FAN_PCT: Final = GpuMetric(
+    "fan_pct", float, "%", "Fan speed; unset on passively cooled GPUs.",
+    smi=Smi("fan.speed"),
+    dcgm=Dcgm("DCGM_FI_DEV_FAN_SPEED", "gauge", "Fan speed (in 0-100%)."),
+    shown=Shown("Fan", "%"),
+)  # fmt: skip
+SM_CLOCK_MHZ: Final = GpuMetric(
+    "sm_clock_mhz", int, "MHz", "SM clock.",
+    smi=Smi("clocks.sm"),
+    dcgm=Dcgm("DCGM_FI_DEV_SM_CLOCK", "gauge", "SM clock frequency (in MHz)."),
+    shown=Shown("SM clock", "MHz"),
+)  # fmt: skip
+MEM_CLOCK_MHZ: Final = GpuMetric(
+    "mem_clock_mhz", int, "MHz", "Memory clock.",
+    smi=Smi("clocks.mem"),
+    dcgm=Dcgm("DCGM_FI_DEV_MEM_CLOCK", "gauge", "Memory clock frequency (in MHz)."),
+)  # fmt: skip
+PCIE_TX_BYTES_PER_S: Final = GpuMetric(
+    "pcie_tx_bytes_per_s", int, "B/s", "PCIe throughput sent by the GPU (NVML's 20 ms sample).",
+)  # fmt: skip
+PCIE_RX_BYTES_PER_S: Final = GpuMetric(
+    "pcie_rx_bytes_per_s", int, "B/s", "PCIe throughput received by the GPU.",
+)  # fmt: skip
+PSTATE: Final = GpuMetric(
+    "pstate", int, "", "Performance state, 0 (P0, fastest) to 15; nvidia-smi writes P0.",
+    smi=Smi("pstate"),
+    dcgm=Dcgm("DCGM_FI_DEV_PSTATE", "gauge", "Performance state (P-State) 0-15. 0=highest"),
+)  # fmt: skip
+THROTTLE_REASONS: Final = GpuMetric(
+    "throttle_reasons", int, "", "Active clock event (throttle) reasons, NVML's bit mask.",
+    smi=Smi("clocks_throttle_reasons.active"),
+    dcgm=Dcgm("DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", "gauge", "Current clock throttle reasons."),
+)  # fmt: skip
+ECC_CORRECTED_TOTAL: Final = GpuMetric(
+    "ecc_corrected_total", int, "", "Corrected (single-bit) ECC errors since the driver loaded.",
+    smi=Smi("ecc.errors.corrected.volatile.total"),
+    dcgm=Dcgm("DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", "counter",
+              "Total number of single-bit volatile ECC errors."),
+)  # fmt: skip
+ECC_UNCORRECTED_TOTAL: Final = GpuMetric(
+    "ecc_uncorrected_total", int, "", "Uncorrected (double-bit) ECC errors since the driver "
+    "loaded.",
+    smi=Smi("ecc.errors.uncorrected.volatile.total"),
+    dcgm=Dcgm("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "counter",
+              "Total number of double-bit volatile ECC errors."),
+)  # fmt: skip
+ENERGY_J: Final = GpuMetric(
+    "energy_j", float, "J", "Energy used since the driver loaded.",
+    dcgm=Dcgm("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "counter",
+              "Total energy consumption since boot (in mJ).", 1000.0),
+)  # fmt: skip
+
+# In node.proto's field order.
+GPU_METRICS: Final[tuple[GpuMetric[int] | GpuMetric[float], ...]] = (
+    UTIL_GPU_PCT, UTIL_MEM_PCT, MEM_USED_BYTES, MEM_TOTAL_BYTES, TEMP_GPU_C, TEMP_MEM_C,
+    POWER_W, FAN_PCT, SM_CLOCK_MHZ, MEM_CLOCK_MHZ, PCIE_TX_BYTES_PER_S, PCIE_RX_BYTES_PER_S,
+    PSTATE, THROTTLE_REASONS, ECC_CORRECTED_TOTAL, ECC_UNCORRECTED_TOTAL, ENERGY_J,
+)  # fmt: skip
+BY_FIELD: Final = {metric.field: metric for metric in GPU_METRICS}
+
+# dcgm-exporter's free-framebuffer gauge: total minus used, which NVML reports.
+DCGM_FB_FREE: Final = Dcgm("DCGM_FI_DEV_FB_FREE", "gauge", "Framebuffer memory free (in MiB).",
+                           1 / MIB)  # fmt: skip
+# dcgm-exporter's last-Xid gauge: from the sample's repeated `xids`, not a number field.
+DCGM_XID_ERRORS: Final = Dcgm("DCGM_FI_DEV_XID_ERRORS", "gauge",
+                              "Value of the last XID error encountered.")  # fmt: skip
+
+
+def shown_metrics() -> tuple[GpuMetric[int] | GpuMetric[float], ...]:
+    """The console's ring columns, in column order."""
+    return tuple(metric for metric in GPU_METRICS if metric.shown is not None)
