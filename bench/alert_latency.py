@@ -50,11 +50,12 @@ from results import stats_ms
 
 from console.app import qt_application
 from console.fleet.alerts import AlertRow, Severity
-from console.fleet.metrics import Metric
+from console.fleet.columns import column
 from console.fleet.model import FleetModel
 from console.fleet.updates import EventUpdate, LinkState, Update
 from console.main_window import MainWindow
 from console.session import ConsoleSession
+from gpufleet.v1.gpu_metrics import TEMP_GPU_C
 
 TARGET_P99_S = 1.5
 # A popup is matched to its samples this long after it showed: the triggering
@@ -221,7 +222,7 @@ def trial_of(popup: Popup, fleet: FleetModel, interval_s: float) -> Trial | None
     ring = fleet.node(popup.target).ring
     if ring is None or popup.gpu is None:
         return None
-    times, temps = ring.series(popup.gpu, Metric.TEMP_GPU)
+    times, temps = ring.series(popup.gpu, column(TEMP_GPU_C))
     # The last batch at or above the line, right after one below it, that the
     # daemon had swept before its rules judged (sweep and rule times are whole ms).
     up = (temps[1:] >= CRITICAL_C) & (temps[:-1] < CRITICAL_C)
@@ -250,7 +251,7 @@ def missed_crossings(
         if node.ring is None:
             continue
         for gpu in range(node.ring.gpu_count):
-            times, temps = node.ring.series(gpu, Metric.TEMP_GPU)
+            times, temps = node.ring.series(gpu, column(TEMP_GPU_C))
             up = (temps[1:] >= CRITICAL_C) & (temps[:-1] < CRITICAL_C)
             up &= (times[1:] >= start_s) & (times[1:] <= end_s - RESOLVE_AFTER_S)
             for i in np.flatnonzero(up) + 1:

@@ -43,6 +43,7 @@ from console.views.grid_layout import GROUPINGS
 from console.views.inventory_panel import InventoryPanel
 from console.views.people_panel import PeoplePanel
 from console.views.silence_dialog import SilenceDialog
+from console.views.tile_colors import STOPS
 from console.views.toast import Toast
 from console.views.usage_panel import UsagePanel
 from console.views.workload_panel import WorkloadPanel
@@ -83,7 +84,7 @@ class MainWindow(QMainWindow):
         self.sinks = list(sinks)
         self.color_by = QComboBox()
         self.color_by.setObjectName("colorBy")
-        self.color_by.addItems(["temperature", "utilisation"])
+        self.color_by.addItems([scale.value for scale in STOPS])  # temperature first
         self.group_by = QComboBox()
         self.group_by.setObjectName("groupBy")
         self.group_by.addItems(list(GROUPINGS))

@@ -23,9 +23,7 @@ from console.connections.channel import (
     UNREACHABLE_AFTER,
     backoff_s,
 )
-from console.connections.security import LinkSecurity, open_channel
-from console.fleet.alerts import AlertRow
-from console.fleet.decode import (
+from console.connections.decode import (
     decode_alerts,
     decode_batch,
     decode_caller,
@@ -34,6 +32,8 @@ from console.fleet.decode import (
     decode_inventory,
     decode_reply,
 )
+from console.connections.security import LinkSecurity, open_channel
+from console.fleet.alerts import AlertRow
 from console.fleet.updates import (
     CommandResult,
     GpuInfo,

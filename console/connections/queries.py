@@ -8,12 +8,28 @@ the query id the asker gave (a QueryRound hands them out).
 from __future__ import annotations
 
 from console.connections.channel import CALL_DEADLINE_S
+from console.connections.decode import decode_audit, decode_usage
 from console.connections.manager import ConnectionManager
-from console.fleet.audit import AuditFilter, decode_audit
-from console.fleet.usage import UsageQuery, decode_usage
+from console.fleet.audit import AuditFilter
+from console.fleet.usage import GROUPINGS, UsageQuery
+from gpufleet.v1 import node_pb2 as pb
 
 # Reports over months of usage take longer than a click's deadline.
 QUERY_DEADLINE_S = max(CALL_DEADLINE_S, 30.0)
+_GROUP_BY = {name: pb.UsageGrouping.Value(f"USAGE_GROUPING_{name.upper()}") for name in GROUPINGS}
+
+
+def audit_request(wanted: AuditFilter) -> pb.QueryAuditRequest:
+    return pb.QueryAuditRequest(
+        from_unix_ms=wanted.from_unix_ms, to_unix_ms=wanted.to_unix_ms, user=wanted.user.strip(),
+        method=wanted.action.strip(), limit=wanted.limit,
+    )  # fmt: skip
+
+
+def usage_request(wanted: UsageQuery, grouping: str) -> pb.QueryUsageRequest:
+    return pb.QueryUsageRequest(
+        from_day=wanted.from_day, to_day=wanted.to_day, group_by=_GROUP_BY[grouping]
+    )
 
 
 class FleetQueries:
@@ -21,7 +37,7 @@ class FleetQueries:
         self._connections = connections
 
     def audit(self, target: str, wanted: AuditFilter, query_id: int) -> None:
-        request = wanted.request()
+        request = audit_request(wanted)
         self._connections.query(
             target,
             f"audit log of {target}",
@@ -31,7 +47,7 @@ class FleetQueries:
         )
 
     def usage(self, target: str, wanted: UsageQuery, grouping: str, query_id: int) -> None:
-        request = wanted.request(grouping)
+        request = usage_request(wanted, grouping)
         self._connections.query(
             target,
             f"usage by {grouping} of {target}",

@@ -2,7 +2,8 @@
 
 Each node keeps its own hash-chained log (QueryAudit, admin role). The console
 asks every node it is admin on and shows the records together, newest first.
-Plain Python: the Qt table model and the CSV export both read from here.
+Plain Python: the Qt table model and the CSV export both read from here; the
+request and the reply's decoding are console.connections' (queries, decode).
 """
 
 from __future__ import annotations
@@ -12,8 +13,6 @@ import datetime as dt
 import io
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-
-from gpufleet.v1 import node_pb2 as pb
 
 METHOD_PREFIX = "/gpufleet.v1.NodeService/"
 # The actions worth filtering by (the methods that change something, and the audit query).
@@ -35,12 +34,6 @@ class AuditFilter:
     to_unix_ms: int = 0
     limit: int = DEFAULT_LIMIT
 
-    def request(self) -> pb.QueryAuditRequest:
-        return pb.QueryAuditRequest(
-            from_unix_ms=self.from_unix_ms, to_unix_ms=self.to_unix_ms, user=self.user.strip(),
-            method=self.action.strip(), limit=self.limit,
-        )  # fmt: skip
-
 
 @dataclass(frozen=True)
 class AuditRow:
@@ -58,24 +51,6 @@ class AuditRow:
     @property
     def uid(self) -> tuple[str, int]:
         return self.target, self.seq
-
-
-def decode_audit(target: str, reply: pb.QueryAuditResponse) -> tuple[AuditRow, ...]:
-    return tuple(
-        AuditRow(
-            target,
-            r.seq,
-            r.time_unix_ms,
-            r.user,
-            r.peer,
-            r.method.removeprefix(METHOD_PREFIX),
-            r.target,
-            r.params,
-            r.result,
-            r.hash,
-        )
-        for r in reply.records
-    )
 
 
 def merge_audit(pages: Iterable[Sequence[AuditRow]]) -> list[AuditRow]:

@@ -7,13 +7,18 @@ thread decoded. Qt item models adapt it for views; it imports no Qt.
 from __future__ import annotations
 
 import enum
+import math
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
 
 from console.fleet.alerts import AlertBook, EventRow, Severity
+from console.fleet.columns import COLUMN_COUNT, column
 from console.fleet.control import ControlBook, ReservationRow, WorkloadRow
 from console.fleet.identity import Identity, Role, role_refusal
-from console.fleet.metrics import METRIC_COUNT
 from console.fleet.ring import SampleRing
 from console.fleet.updates import (
     AlertsUpdate,
@@ -30,6 +35,7 @@ from console.fleet.updates import (
     SamplesUpdate,
     Update,
 )
+from gpufleet.v1.gpu_metrics import GpuMetric
 
 # About 17 minutes at the default 1 s tick: enough for the 10-minute plots.
 DEFAULT_RING_CAPACITY = 1024
@@ -47,7 +53,9 @@ class NodeRecord:
     state: LinkState = LinkState.CONNECTING
     state_detail: str = ""
     info: NodeInfo | None = None
+    # Every number the node's GPUs reported, newest last (`value`, `newest`)...
     ring: SampleRing | None = None
+    # ...and the rest of each GPU's newest sample (health, error, processes).
     latest: dict[int, GpuSnapshot] = field(default_factory=dict)
     samples_received: int = 0
     # Who we are on the node (WhoAmI); None until it said, or when it cannot.
@@ -60,6 +68,17 @@ class NodeRecord:
     @property
     def gpu_count(self) -> int:
         return len(self.info.gpus) if self.info else 0
+
+    def newest(self) -> npt.NDArray[np.float32] | None:
+        """The last tick's ring rows (gpus, columns), or None before the first sample."""
+        return self.ring.newest() if self.ring is not None else None
+
+    def value(self, gpu: int, metric: GpuMetric[Any]) -> float | None:
+        """A GPU's newest value of a shown metric, in its shown unit; None: not available."""
+        if self.ring is None or gpu >= self.ring.gpu_count:
+            return None
+        found = self.ring.latest(gpu, column(metric))
+        return None if math.isnan(found) else found
 
 
 @dataclass(frozen=True)
@@ -195,7 +214,7 @@ class FleetModel:
         node.info = update.info
         if old_uuids == [g.uuid for g in update.info.gpus] and node.ring is not None:
             return Change.DATA  # same GPUs: keep the history across reconnects
-        node.ring = SampleRing(self._ring_capacity, len(update.info.gpus), METRIC_COUNT)
+        node.ring = SampleRing(self._ring_capacity, len(update.info.gpus), COLUMN_COUNT)
         node.latest = {}
         return Change.STRUCTURE
 

@@ -20,11 +20,13 @@ import time
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 
+from console.fleet.columns import shown
 from console.fleet.control import WorkloadRow, WorkloadState, is_team
 from console.fleet.control_requests import KillTarget
 from console.fleet.identity import Role
 from console.fleet.model import FleetModel, NodeRecord
 from console.fleet.updates import LinkState
+from gpufleet.v1.gpu_metrics import MEM_TOTAL_BYTES, MEM_USED_BYTES
 
 GIB = 1024**3
 Place = tuple[str, int]  # (node target, GPU index)
@@ -135,9 +137,11 @@ def gpu_refusal(workload: WorkloadRow, fleet: FleetModel, gpu: int, now_ms: int)
     busy = fleet.control.running_on(workload.target, gpu)
     if busy is not None and busy.id != workload.id:
         return f"GPU {gpu} is busy with workload {busy.label}"
-    snap = node.latest[gpu]
-    if snap.mem_used_bytes is not None and snap.mem_total_bytes:
-        free = max(0, snap.mem_total_bytes - snap.mem_used_bytes)
+    used, total = node.value(gpu, MEM_USED_BYTES), node.value(gpu, MEM_TOTAL_BYTES)
+    if used is not None and total:
+        # From the ring's float32 GiB (steps of 8 KiB at 80 GiB): near enough for
+        # a verdict while hovering; the daemon checks the free memory exactly on assigning.
+        free = max(0, round((total - used) / shown(MEM_TOTAL_BYTES).scale))
         if free < workload.min_free_memory_bytes:
             needed = gib_text(workload.min_free_memory_bytes)
             return f"GPU {gpu}: not enough free memory: {gib_text(free)} free, {needed} needed"

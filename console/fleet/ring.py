@@ -9,16 +9,16 @@ FloatArray = npt.NDArray[np.float64]
 
 
 class SampleRing:
-    """Times (s since epoch) and values shaped (capacity, gpus, metrics), oldest overwritten.
+    """Times (s since epoch) and values shaped (capacity, gpus, columns), oldest overwritten.
 
     A time gap longer than `gap_factor` sampling intervals gets a NaN row, so a
     plot shows a break where the daemon was away instead of a straight line.
     """
 
-    def __init__(self, capacity: int, gpu_count: int, metric_count: int) -> None:
+    def __init__(self, capacity: int, gpu_count: int, column_count: int) -> None:
         self.capacity = capacity
         self._times = np.full(capacity, np.nan)
-        self._values = np.full((capacity, gpu_count, metric_count), np.nan, dtype=np.float32)
+        self._values = np.full((capacity, gpu_count, column_count), np.nan, dtype=np.float32)
         self._next = 0
         self._size = 0
         self.last_time = float("-inf")
@@ -50,10 +50,25 @@ class SampleRing:
         start = (self._next - self._size) % self.capacity
         return (start + np.arange(self._size)) % self.capacity
 
-    def series(self, gpu: int, metric: int) -> tuple[FloatArray, FloatArray]:
-        """(times, values) of one GPU's metric, oldest first."""
+    def series(self, gpu: int, column: int) -> tuple[FloatArray, FloatArray]:
+        """(times, values) of one GPU's column, oldest first."""
         order = self._order()
-        return self._times[order], self._values[order, gpu, metric].astype(np.float64)
+        return self._times[order], self._values[order, gpu, column].astype(np.float64)
 
     def times(self) -> FloatArray:
         return self._times[self._order()]
+
+    def newest(self) -> npt.NDArray[np.float32] | None:
+        """The last tick's rows, shaped (gpus, columns), or None before the first.
+
+        A view into the ring, for reading now: a later append overwrites it.
+        """
+        if not self._size:
+            return None
+        return self._values[(self._next - 1) % self.capacity]
+
+    def latest(self, gpu: int, column: int) -> float:
+        """One GPU's newest value in a column; NaN when not available (or no tick yet)."""
+        if not self._size:
+            return float("nan")
+        return float(self._values[(self._next - 1) % self.capacity, gpu, column])

@@ -39,16 +39,15 @@ class ProcessRow:
 
 @dataclass(frozen=True)
 class GpuSnapshot:
-    """The latest state of one GPU, for tiles and tables. None: not available."""
+    """The latest state of one GPU that is not a number: health, error, processes.
+
+    Its numbers are in the ring (NodeRecord.value, SampleRing.newest), decoded
+    from the same sample in the same pass.
+    """
 
     index: int
     health: str
     error: str
-    temp_c: float | None
-    util_pct: float | None
-    mem_used_bytes: int | None
-    mem_total_bytes: int | None
-    power_w: float | None
     processes: tuple[ProcessRow, ...]
 
 
@@ -119,6 +118,8 @@ class InventoryUpdate:
 
 @dataclass(frozen=True)
 class SamplesUpdate:
+    """One tick of a node: its ring rows (gpus, columns; console.fleet.columns) and snapshots."""
+
     target: str
     time_s: float
     rows: npt.NDArray[np.float32]

@@ -11,7 +11,8 @@ KPIs are recomputed fleet-wide where the nodes' numbers allow it:
 - Workload wait p50/p90: percentiles cannot be merged from percentiles; the
   report shows the worst node's and lists every node's.
 
-Plain Python: the Qt model, the charts and the CSV export read from here.
+Plain Python: the Qt model, the charts and the CSV export read from here; the
+request and the reply's decoding are console.connections' (queries, decode).
 """
 
 from __future__ import annotations
@@ -21,14 +22,8 @@ import io
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, fields
 
-from gpufleet.v1 import node_pb2 as pb
-
-GROUPINGS = {
-    "user": pb.USAGE_GROUPING_USER,
-    "team": pb.USAGE_GROUPING_TEAM,
-    "node": pb.USAGE_GROUPING_NODE,
-    "day": pb.USAGE_GROUPING_DAY,
-}
+# What a report can be grouped by: each is QueryUsage's USAGE_GROUPING_<NAME>.
+GROUPINGS = ("user", "team", "node", "day")
 HOUR = 3600.0
 
 
@@ -37,13 +32,6 @@ class UsageQuery:
     from_day: str = ""  # YYYY-MM-DD, UTC, inclusive; "" = from the first recorded day
     to_day: str = ""  # "" = today
     grouping: str = "user"
-
-    def request(self, grouping: str | None = None) -> pb.QueryUsageRequest:
-        return pb.QueryUsageRequest(
-            from_day=self.from_day,
-            to_day=self.to_day,
-            group_by=GROUPINGS[grouping or self.grouping],
-        )
 
 
 @dataclass(frozen=True)
@@ -78,26 +66,6 @@ class NodeUsage:
     target: str
     rows: tuple[UsageRow, ...]
     kpis: NodeKpis
-
-
-def decode_usage(target: str, reply: pb.QueryUsageResponse) -> NodeUsage:
-    rows = tuple(
-        UsageRow(
-            r.key,
-            r.gpu_seconds,
-            r.busy_gpu_seconds,
-            r.memory_gib_seconds,
-            r.energy_joules,
-            r.reserved_seconds,
-            r.reserved_idle_seconds,
-            r.workloads,
-        )
-        for r in reply.rows
-    )
-    k = reply.kpis
-    kpis = NodeKpis(target, reply.node or target, k.gpu_seconds_total, k.mean_utilisation_pct,
-                    k.idle_allocated_share, k.wait_p50_s, k.wait_p90_s)  # fmt: skip
-    return NodeUsage(target, rows, kpis)
 
 
 def merge_rows(usages: Iterable[NodeUsage], grouping: str) -> list[UsageRow]:

@@ -129,17 +129,16 @@ class FleetItemModel(QAbstractItemModel):
             return self._fleet.control.running_on(node.target, gpu)
         if snap is None:
             return None
+        if role == roles.METRIC_ROLE:
+            newest = node.newest()
+            return newest[gpu] if newest is not None and gpu < len(newest) else None
+        if role == roles.HEALTH_ROLE:
+            return snap.health
         if role == roles.PLACEMENT_ROLE:
             jobs = tuple(dict.fromkeys(p.slurm_job_id for p in snap.processes if p.slurm_job_id))
             boxes = tuple(dict.fromkeys(p.container_id for p in snap.processes if p.container_id))
             return jobs, boxes
-        return {
-            roles.TEMP_ROLE: snap.temp_c,
-            roles.UTIL_ROLE: snap.util_pct,
-            roles.HEALTH_ROLE: snap.health,
-            roles.MEM_ROLE: (snap.mem_used_bytes, snap.mem_total_bytes),
-            roles.POWER_ROLE: snap.power_w,
-        }.get(role)
+        return None
 
     def _node_alert(self, node: NodeRecord) -> Severity | None:
         now_ms = _now_ms()

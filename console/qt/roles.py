@@ -2,19 +2,23 @@
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt
+from typing import Any
+
+from PySide6.QtCore import QModelIndex, QPersistentModelIndex, Qt
+
+from console.fleet import columns
+from gpufleet.v1.gpu_metrics import GpuMetric
 
 ROLE_BASE = int(Qt.ItemDataRole.UserRole)
 KIND_ROLE = ROLE_BASE + 1  # "node" or "gpu"
 TARGET_ROLE = ROLE_BASE + 2  # node HOST:PORT
 GPU_INDEX_ROLE = ROLE_BASE + 3
-TEMP_ROLE = ROLE_BASE + 4  # °C or None
-UTIL_ROLE = ROLE_BASE + 5  # % or None
+# GPU: its newest ring row (float32, a column per shown metric, NaN: not available), or
+# None before the first sample. Read one metric with `value`, or the row once for several.
+METRIC_ROLE = ROLE_BASE + 4
 HEALTH_ROLE = ROLE_BASE + 6  # "ok", "lost", "error", or None before the first sample
-MEM_ROLE = ROLE_BASE + 7  # (used_bytes, total_bytes), either None
 LINK_STATE_ROLE = ROLE_BASE + 8  # LinkState of the node
 MODEL_NAME_ROLE = ROLE_BASE + 9  # GPU model, e.g. "NVIDIA L40S"
-POWER_ROLE = ROLE_BASE + 10  # W or None
 ALERT_ROLE = ROLE_BASE + 11  # worst active alert Severity on the GPU (node: over all), or None
 SLURM_ROLE = ROLE_BASE + 12  # node: (Slurm state, reason) where the node runs Slurm, else None
 PLACEMENT_ROLE = ROLE_BASE + 13  # GPU: (Slurm job ids, container ids) of its processes
@@ -22,3 +26,8 @@ RESERVATION_ROLE = ROLE_BASE + 14  # GPU: the ReservationRow in force on it, or 
 WORKLOAD_ROLE = ROLE_BASE + 15  # GPU: the WorkloadRow running on it, or None
 # Node or GPU: why our role on the node refuses operator actions (kill, reserve...), or None
 OPERATOR_REFUSAL_ROLE = ROLE_BASE + 16
+
+
+def value(index: QModelIndex | QPersistentModelIndex, metric: GpuMetric[Any]) -> float | None:
+    """A GPU's newest value of a catalogue metric, in its shown unit; None: not available."""
+    return columns.value(index.data(METRIC_ROLE), metric)

@@ -44,6 +44,7 @@ from console.views.grid_layout import (
 )
 from console.views.tile_menu import tile_menu
 from console.views.tile_painter import TilePainter
+from gpufleet.v1.gpu_metrics import ColourScale
 
 
 class FleetGrid(QWidget):
@@ -121,7 +122,8 @@ class FleetGrid(QWidget):
     # -- behaviour -------------------------------------------------------------
 
     def set_color_by(self, mode: str) -> None:
-        self._painter.color_by = mode
+        """Colour tiles by a catalogue colour scale, by its name ("temperature")."""
+        self._painter.color_by = ColourScale(mode)
         self.update()
 
     def set_grouping(self, grouping: str) -> None:

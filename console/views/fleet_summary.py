@@ -4,23 +4,34 @@ from __future__ import annotations
 
 import time
 
+import numpy as np
 from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QLabel, QWidget
 
 from console.fleet.alerts import Severity
-from console.fleet.model import Change, FleetModel
+from console.fleet.columns import column
+from console.fleet.model import Change, FleetModel, NodeRecord
 from console.fleet.updates import LinkState
+from gpufleet.v1.gpu_metrics import TEMP_GPU_C
+
+
+def _hottest(nodes: list[NodeRecord]) -> float | None:
+    """The highest GPU temperature of the nodes' newest ticks; None when none reported one."""
+    temp = column(TEMP_GPU_C)
+    newest = [rows[:, temp] for n in nodes if (rows := n.newest()) is not None]
+    temps = np.concatenate(newest) if newest else np.empty(0, np.float32)
+    temps = temps[~np.isnan(temps)]
+    return float(temps.max()) if temps.size else None
 
 
 def summary_text(fleet: FleetModel) -> str:
     nodes = fleet.nodes()
     connected = sum(n.state is LinkState.CONNECTED for n in nodes)
-    snapshots = [s for n in nodes for s in n.latest.values()]
-    temps = [s.temp_c for s in snapshots if s.temp_c is not None]
-    lost = sum(s.health == "lost" for s in snapshots)
+    lost = sum(s.health == "lost" for n in nodes for s in n.latest.values())
     parts = [f"{connected}/{len(nodes)} nodes connected", f"{fleet.gpu_total()} GPUs"]
-    if temps:
-        parts.append(f"hottest {max(temps):.0f} °C")
+    hottest = _hottest(nodes)
+    if hottest is not None:
+        parts.append(f"hottest {hottest:.0f} °C")
     if lost:
         parts.append(f"{lost} lost")
     active = list(fleet.alerts.active(int(time.time() * 1000)))

@@ -24,8 +24,6 @@ from console.qt.process_model import ProcessTableModel
 from console.views.gpu_plots import GpuPlots
 from console.views.kill_zone import KillZone
 
-GIB = 1024**3
-
 
 class GpuDetailPanel(QWidget):
     killRequested = Signal(object)  # KillTarget, to confirm and send
@@ -75,8 +73,7 @@ class GpuDetailPanel(QWidget):
         info = node.info.gpus[gpu] if node.info and gpu < len(node.info.gpus) else None
         self.title.setText(f"{node.name} · GPU {gpu}" + (f" · {info.name}" if info else ""))
         if info is not None:
-            total = info.memory_total_bytes / GIB if info.memory_total_bytes else None
-            self.plots.set_limits(total, info.power_limit_w)
+            self.plots.set_limits(info)
         self.refresh()
 
     def on_fleet_changed(self, changes: dict[str, Change]) -> None:

@@ -6,6 +6,8 @@ import itertools
 
 from PySide6.QtGui import QColor
 
+from gpufleet.v1.gpu_metrics import ColourScale
+
 # (value, colour) stops; colours between stops are interpolated.
 TEMPERATURE_STOPS = (
     (30.0, QColor("#2b6cb0")),
@@ -19,6 +21,12 @@ UTILISATION_STOPS = (
     (50.0, QColor("#2c7a7b")),
     (100.0, QColor("#38a169")),
 )
+# The stops of each colour scale (the first is the default); the catalogue says which
+# metric drives each.
+STOPS = {
+    ColourScale.TEMPERATURE: TEMPERATURE_STOPS,
+    ColourScale.UTILISATION: UTILISATION_STOPS,
+}
 UNKNOWN = QColor("#4a5568")
 LOST = QColor("#1a1a1a")
 

@@ -8,12 +8,20 @@ from PySide6.QtCore import QModelIndex, QPoint, QRect, Qt
 from PySide6.QtGui import QColor, QFont, QPainter, QPen
 
 from console.fleet.alerts import Severity
+from console.fleet.columns import Row, coloured_by, value
 from console.fleet.control import ReservationRow, WorkloadRow
 from console.fleet.placement import duration_text
 from console.fleet.updates import LinkState
 from console.qt import roles
 from console.views.grid_layout import PAD
-from console.views.tile_colors import LOST, TEMPERATURE_STOPS, UTILISATION_STOPS, scale_color
+from console.views.tile_colors import LOST, STOPS, scale_color
+from gpufleet.v1.gpu_metrics import (
+    MEM_TOTAL_BYTES,
+    MEM_USED_BYTES,
+    TEMP_GPU_C,
+    UTIL_GPU_PCT,
+    ColourScale,
+)
 
 ALERT_COLORS = {
     Severity.CRITICAL: QColor("#ff3b3b"),
@@ -41,7 +49,7 @@ class TilePainter:
         self.small.setPointSizeF(8)
         self.big.setPointSizeF(10)
         self.big.setBold(True)
-        self.color_by = "temperature"
+        self.color_by = ColourScale.TEMPERATURE
 
     # -- blocks ----------------------------------------------------------------
 
@@ -91,7 +99,8 @@ class TilePainter:
         self, painter: QPainter, gpu: QModelIndex, tile: QRect, label: str, selected: bool
     ) -> None:
         health = gpu.data(roles.HEALTH_ROLE)
-        fill = self._fill(gpu, health)
+        row = gpu.data(roles.METRIC_ROLE)  # one read for every number the tile shows
+        fill = self._fill(gpu, health, row)
         painter.setPen(QPen(QColor("#ffffff"), 2) if selected else Qt.PenStyle.NoPen)
         painter.setBrush(fill)
         painter.drawRoundedRect(tile.adjusted(1, 1, -1, -1), 4, 4)
@@ -109,21 +118,19 @@ class TilePainter:
             painter.setFont(self.big)
             painter.drawText(inner, Qt.AlignmentFlag.AlignCenter, "LOST")
             return
-        self._values(painter, gpu, inner)
+        self._values(painter, row, inner)
 
-    def _fill(self, gpu: QModelIndex, health: str | None) -> QColor:
+    def _fill(self, gpu: QModelIndex, health: str | None, row: Row | None) -> QColor:
         if health == "lost":
             fill = LOST
-        elif self.color_by == "utilisation":
-            fill = scale_color(gpu.data(roles.UTIL_ROLE), UTILISATION_STOPS)
         else:
-            fill = scale_color(gpu.data(roles.TEMP_ROLE), TEMPERATURE_STOPS)
+            fill = scale_color(value(row, coloured_by(self.color_by)), STOPS[self.color_by])
         if gpu.data(roles.LINK_STATE_ROLE) is not LinkState.CONNECTED:
             fill = fill.darker(180)  # stale: the node is not streaming right now
         return fill
 
-    def _values(self, painter: QPainter, gpu: QModelIndex, inner: QRect) -> None:
-        temp, util = gpu.data(roles.TEMP_ROLE), gpu.data(roles.UTIL_ROLE)
+    def _values(self, painter: QPainter, row: Row | None, inner: QRect) -> None:
+        temp, util = value(row, TEMP_GPU_C), value(row, UTIL_GPU_PCT)
         painter.setFont(self.big)
         temp_text = "n/a" if temp is None else f"{temp:.0f}°C"
         painter.drawText(inner, Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignTop, temp_text)
@@ -131,9 +138,9 @@ class TilePainter:
         bottom = Qt.AlignmentFlag.AlignBottom
         painter.drawText(inner, bottom | Qt.AlignmentFlag.AlignLeft,
                          "util n/a" if util is None else f"{util:.0f}%")  # fmt: skip
-        used, total = gpu.data(roles.MEM_ROLE) or (None, None)
+        used, total = value(row, MEM_USED_BYTES), value(row, MEM_TOTAL_BYTES)  # GiB
         if used is not None and total:
-            mem_text = f"{used / 1024**3:.0f}/{total / 1024**3:.0f}G"
+            mem_text = f"{used:.0f}/{total:.0f}G"
             painter.drawText(inner, bottom | Qt.AlignmentFlag.AlignRight, mem_text)
 
     def _control(self, painter: QPainter, tile: QRect, inner: QRect, gpu: QModelIndex) -> bool:

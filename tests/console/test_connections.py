@@ -8,9 +8,10 @@ import numpy as np
 import pytest
 
 from console.connections.manager import ConnectionManager, UpdateInbox
-from console.fleet.metrics import Metric
+from console.fleet.columns import column
 from console.fleet.model import FleetModel
 from console.fleet.updates import LinkState, LinkUpdate
+from gpufleet.v1.gpu_metrics import TEMP_GPU_C
 from tests.conftest import DaemonFactory, wait_for
 
 
@@ -50,7 +51,7 @@ def test_receives_inventory_and_samples(console: Console, start_daemon: DaemonFa
     wait_for(lambda: console.pump() and node.samples_received >= 5, what="5 samples")
     assert node.state is LinkState.CONNECTED and node.name == "node-x"
     assert node.gpu_count == 4 and len(node.latest) == 4
-    times, temps = node.ring.series(2, Metric.TEMP_GPU)
+    times, temps = node.ring.series(2, column(TEMP_GPU_C))
     assert np.all(np.diff(times) > 0) and not np.isnan(temps[-1])
 
 
@@ -85,7 +86,7 @@ def test_daemon_restart_on_same_port_recovers_without_gap(
     assert first_ms <= held
     assert watched_second <= held
     # ...and the time the daemon was down is a gap (NaN), not a straight line.
-    _, temps = node.ring.series(0, Metric.TEMP_GPU)
+    _, temps = node.ring.series(0, column(TEMP_GPU_C))
     assert np.isnan(temps).sum() == 1
 
 

@@ -6,12 +6,14 @@ import dataclasses
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
+from console.connections.decode import decode_event, decode_reply, decode_workload
+from console.fleet.columns import COLUMN_COUNT, column
 from console.fleet.control import ControlBook, ReservationRow, WorkloadRow, WorkloadState
 from console.fleet.control_requests import KillTarget
-from console.fleet.decode import decode_event, decode_reply, decode_workload
-from console.fleet.model import FleetModel
+from console.fleet.model import Change, FleetModel
 from console.fleet.people import known_people
 from console.fleet.placement import can_assign, can_kill, can_reserve, duration_text
 from console.fleet.updates import (
@@ -25,9 +27,17 @@ from console.fleet.updates import (
     LinkUpdate,
     NodeInfo,
     ProcessRow,
+    SamplesUpdate,
 )
 from console.settings import SettingsError, load_settings
 from gpufleet.v1 import node_pb2 as pb
+from gpufleet.v1.gpu_metrics import (
+    MEM_TOTAL_BYTES,
+    MEM_USED_BYTES,
+    POWER_W,
+    TEMP_GPU_C,
+    UTIL_GPU_PCT,
+)
 
 A, B = "10.0.0.1:50051", "10.0.0.2:50051"
 GIB = 1024**3
@@ -55,10 +65,22 @@ def workload(wid: str = "w-1", state: WorkloadState = WorkloadState.QUEUED, owne
     )  # fmt: skip
 
 
-def snapshot(index: int, used_gib: float = 10, health: str = "ok",
-             processes: tuple[ProcessRow, ...] = ()) -> GpuSnapshot:  # fmt: skip
-    return GpuSnapshot(index, health, "", 50.0, 10.0, int(used_gib * GIB), 80 * GIB, 100.0,
-                       processes)  # fmt: skip
+def report(fleet: FleetModel, target: str, index: int, used_gib: float = 10, health: str = "ok",
+           processes: tuple[ProcessRow, ...] = ()) -> None:  # fmt: skip
+    """GPU `index` reports a tick, through the model as from the network: 50 °C, 10 % busy,
+    `used_gib` of 80 GiB used, 100 W; the node's other GPUs keep their newest values."""
+    node = fleet.node(target)
+    newest = node.newest()
+    rows = np.full((node.gpu_count, COLUMN_COUNT), np.nan, np.float32)
+    if newest is not None:
+        rows[:] = newest
+    for metric, value in ((TEMP_GPU_C, 50.0), (UTIL_GPU_PCT, 10.0), (MEM_USED_BYTES, used_gib),
+                          (MEM_TOTAL_BYTES, 80.0), (POWER_W, 100.0)):  # fmt: skip
+        rows[index, column(metric)] = value
+    assert node.ring is not None
+    tick = max(node.ring.last_time + 1.0, NOW / 1000)
+    snapshot = GpuSnapshot(index, health, "", processes)
+    assert fleet.apply(SamplesUpdate(target, tick, rows, (snapshot,), False)) is Change.DATA
 
 
 def fleet_with(*targets: str, gpus: int = 4) -> FleetModel:
@@ -74,7 +96,8 @@ def fleet_with(*targets: str, gpus: int = 4) -> FleetModel:
         )  # fmt: skip
         fleet.apply(InventoryUpdate(target, info))
         fleet.apply(LinkUpdate(target, LinkState.CONNECTED))
-        fleet.node(target).latest = {i: snapshot(i) for i in range(gpus)}
+        for i in range(gpus):
+            report(fleet, target, i)
     return fleet
 
 
@@ -191,7 +214,7 @@ def test_team_reservation_is_left_to_the_node() -> None:
 
 def test_not_enough_free_memory() -> None:
     fleet = fleet_with(A)
-    fleet.node(A).latest[1] = snapshot(1, used_gib=68)
+    report(fleet, A, 1, used_gib=68)
     verdict = can_assign(workload(memory_gib=40), fleet, A, 1, NOW)
     assert not verdict.ok
     assert verdict.reason == "GPU 1: not enough free memory: 12 GiB free, 40 GiB needed"
@@ -199,7 +222,7 @@ def test_not_enough_free_memory() -> None:
 
 def test_lost_busy_and_foreign_gpus_refuse() -> None:
     fleet = fleet_with(A, B)
-    fleet.node(A).latest[3] = snapshot(3, health="lost")
+    report(fleet, A, 3, health="lost")
     fleet.control.apply(workload("w-3", WorkloadState.RUNNING, on=(0,)))
     assert can_assign(workload(), fleet, A, 3, NOW).reason == "GPU 3 is lost"
     assert (
@@ -259,7 +282,7 @@ def test_reserve_refuses_a_gpu_held_by_another() -> None:
 def test_kill_verdicts() -> None:
     fleet = fleet_with(A)
     process = ProcessRow(4242, "alice", "sleep 300", GIB, NOW - 1000, None, None)
-    fleet.node(A).latest[2] = snapshot(2, processes=(process,))
+    report(fleet, A, 2, processes=(process,))
     assert can_kill(KillTarget(A, "node-1", 2, process), fleet).reason == (
         "kill pid 4242 (alice: sleep 300) on node-1 GPU 2"
     )
@@ -276,9 +299,7 @@ def test_people_from_settings_and_fleet() -> None:
     fleet = fleet_with(A)
     fleet.control.apply(reservation((1,), "team:vision"))
     fleet.control.apply(workload(owner="dmitri"))
-    fleet.node(A).latest[0] = snapshot(
-        0, processes=(ProcessRow(1, "erin", "x", None, None, None, None),)
-    )
+    report(fleet, A, 0, processes=(ProcessRow(1, "erin", "x", None, None, None, None),))
     people = known_people(["alice", "team:ml", "erin"], fleet)
     assert [p.name for p in people] == ["team:ml", "team:vision", "alice", "dmitri", "erin"]
     assert next(p for p in people if p.name == "erin").sources == ("settings", "processes")

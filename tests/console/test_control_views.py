@@ -24,7 +24,7 @@ from console.views.kill_zone import KillZone
 from console.views.reserve_dialog import ReserveDialog
 from console.views.submit_dialog import SubmitDialog
 from console.views.tile_painter import RESERVED
-from tests.console.test_control_model import NOW, A, fleet_with, reservation, snapshot, workload
+from tests.console.test_control_model import NOW, A, fleet_with, report, reservation, workload
 
 SLEEPER = ProcessRow(4242, "alice", "sleep 300", 8 << 30, NOW - 5000, None, "41000")
 
@@ -156,7 +156,7 @@ def test_submit_dialog_splits_the_command(qtbot, command: str, argv: tuple[str, 
 def test_kill_zone_refuses_a_process_without_start_time(qtbot) -> None:
     fleet = fleet_with(A)
     no_start = dataclasses.replace(SLEEPER, start_time_unix_ms=None)
-    fleet.node(A).latest[2] = snapshot(2, processes=(no_start,))
+    report(fleet, A, 2, processes=(no_start,))
     zone = KillZone(lambda victim: can_kill(victim, fleet))
     qtbot.addWidget(zone)
     model = ProcessTableModel()

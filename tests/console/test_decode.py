@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import math
 
-from console.fleet.decode import decode_batch, decode_inventory
-from console.fleet.metrics import Metric
+from console.connections.decode import decode_batch, decode_inventory
+from console.fleet.columns import column, value
 from gpufleet.v1 import node_pb2 as pb
+from gpufleet.v1.gpu_metrics import FAN_PCT, MEM_USED_BYTES, POWER_W, TEMP_GPU_C
 
 
 def test_unset_fields_decode_as_unknown() -> None:
@@ -16,11 +17,11 @@ def test_unset_fields_decode_as_unknown() -> None:
     ])  # fmt: skip
     update = decode_batch("n:1", batch, gpu_count=2)
     assert update.time_s == 1.5
-    assert update.rows[0, Metric.TEMP_GPU] == 61.5
-    assert update.rows[0, Metric.MEM_USED_GIB] == 2.0
-    assert math.isnan(update.rows[0, Metric.FAN_PCT])
+    assert update.rows[0, column(TEMP_GPU_C)] == 61.5
+    assert update.rows[0, column(MEM_USED_BYTES)] == 2.0
+    assert math.isnan(update.rows[0, column(FAN_PCT)])
     assert all(math.isnan(v) for v in update.rows[1])
-    assert update.gpus[0].power_w is None and update.gpus[1].health == "lost"
+    assert value(update.rows[0], POWER_W) is None and update.gpus[1].health == "lost"
 
 
 def test_inventory_optional_fields() -> None:

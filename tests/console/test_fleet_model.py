@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from console.fleet.metrics import METRIC_COUNT, Metric
+from console.fleet.columns import COLUMN_COUNT, column
 from console.fleet.model import Change, FleetModel
 from console.fleet.ring import SampleRing
 from console.fleet.updates import (
@@ -17,6 +17,7 @@ from console.fleet.updates import (
     NodeInfo,
     SamplesUpdate,
 )
+from gpufleet.v1.gpu_metrics import TEMP_GPU_C
 
 TARGET = "127.0.0.1:1"
 
@@ -31,8 +32,8 @@ def info(gpus: int = 2, uuid_prefix: str = "GPU-a") -> NodeInfo:
 
 
 def samples(time_s: float, temp: float, gpus: int = 2) -> SamplesUpdate:
-    rows = np.full((gpus, METRIC_COUNT), np.nan, dtype=np.float32)
-    rows[:, Metric.TEMP_GPU] = temp
+    rows = np.full((gpus, COLUMN_COUNT), np.nan, dtype=np.float32)
+    rows[:, column(TEMP_GPU_C)] = temp
     return SamplesUpdate(TARGET, time_s, rows, (), replayed=False)
 
 
@@ -44,10 +45,10 @@ def connected_fleet() -> FleetModel:
 
 
 def test_ring_orders_oldest_first_and_overwrites() -> None:
-    ring = SampleRing(4, 1, METRIC_COUNT)
+    ring = SampleRing(4, 1, COLUMN_COUNT)
     for t in range(1, 7):
-        ring.append(float(t), np.full((1, METRIC_COUNT), t, dtype=np.float32), 1.0)
-    times, temps = ring.series(0, Metric.TEMP_GPU)
+        ring.append(float(t), np.full((1, COLUMN_COUNT), t, dtype=np.float32), 1.0)
+    times, temps = ring.series(0, column(TEMP_GPU_C))
     assert times.tolist() == [3.0, 4.0, 5.0, 6.0]
     assert temps.tolist() == [3.0, 4.0, 5.0, 6.0]
 
@@ -56,7 +57,7 @@ def test_gap_in_time_becomes_nan_row() -> None:
     fleet = connected_fleet()
     for t, temp in ((1.0, 40.0), (2.0, 41.0), (10.0, 50.0)):
         fleet.apply(samples(t, temp))
-    times, temps = fleet.node(TARGET).ring.series(0, Metric.TEMP_GPU)
+    times, temps = fleet.node(TARGET).ring.series(0, column(TEMP_GPU_C))
     assert times.tolist() == [1.0, 2.0, 3.0, 10.0]
     assert temps[:2].tolist() == [40.0, 41.0] and math.isnan(temps[2]) and temps[3] == 50.0
 

@@ -10,12 +10,13 @@ import numpy as np
 import pytest
 from PySide6.QtCore import QPoint, Qt, QTimer
 
-from console.fleet.metrics import Metric
+from console.fleet.columns import column
 from console.fleet.updates import LinkState
 from console.main_window import MainWindow
 from console.qt import roles
 from console.session import ConsoleSession
 from console.views.tile_colors import TEMPERATURE_STOPS, scale_color
+from gpufleet.v1.gpu_metrics import TEMP_GPU_C
 from node_daemon.backends.simulated import SimulatedBackend
 from node_daemon.backends.simulated.scenario import Scenario, ScenarioEvent
 
@@ -59,7 +60,7 @@ def test_tiles_for_every_gpu_and_click_shows_live_plots(qtbot, open_window, star
         qtbot.mouseClick(window.grid, Qt.MouseButton.LeftButton, pos=tile.center())
     assert selected.args == [target, 2]
     assert "node-a · GPU 2" in window.detail.title.text()
-    curve = window.detail.plots.curves[Metric.TEMP_GPU]
+    curve = window.detail.plots.curves[TEMP_GPU_C]
     ring = window.session.fleet.node(target).ring
 
     def plotted() -> int:
@@ -70,7 +71,7 @@ def test_tiles_for_every_gpu_and_click_shows_live_plots(qtbot, open_window, star
     window.session.pump.stop()  # freeze the frame so plot and model can be compared
     window.detail.refresh()
     x, y = curve.getOriginalDataset()
-    times, temps = ring.series(2, Metric.TEMP_GPU)
+    times, temps = ring.series(2, column(TEMP_GPU_C))
     np.testing.assert_array_equal(x, times)
     np.testing.assert_array_equal(y, temps)
 
@@ -83,7 +84,7 @@ def test_tile_colour_follows_temperature(qtbot, open_window, start_daemon) -> No
     window.session.pump.stop()
     image = window.grid.grab().toImage()
     for gpu in range(2):
-        temp = window.session.items.gpu_index(target, gpu).data(roles.TEMP_ROLE)
+        temp = roles.value(window.session.items.gpu_index(target, gpu), TEMP_GPU_C)
         center = window.grid.tile_rect(target, gpu).center()
         painted = image.pixelColor(center * image.devicePixelRatio())
         expected = scale_color(temp, TEMPERATURE_STOPS)
@@ -100,7 +101,7 @@ def test_lost_gpu_is_marked_and_counted(qtbot, open_window, start_daemon) -> Non
     gpu = window.session.items.gpu_index(target, 1)
     qtbot.waitUntil(lambda: gpu.data(roles.HEALTH_ROLE) == "lost", timeout=5000)
     qtbot.waitUntil(lambda: "1 lost" in window.summary.text(), timeout=5000)
-    assert gpu.data(roles.TEMP_ROLE) is None  # unknown, not 0
+    assert roles.value(gpu, TEMP_GPU_C) is None  # unknown, not 0
 
 
 def test_unreachable_node_shows_its_state(qtbot, open_window) -> None:

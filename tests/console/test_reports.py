@@ -7,8 +7,8 @@ import io
 
 import pytest
 
+from console.connections.decode import decode_caller
 from console.fleet.audit import AuditRow, audit_csv, merge_audit
-from console.fleet.decode import decode_caller
 from console.fleet.identity import Identity, Role, role_refusal
 from console.fleet.model import FleetModel
 from console.fleet.query_round import QueryRound

@@ -1,13 +1,23 @@
-"""gpufleet.v1 messages → fleet updates. Runs on the network thread."""
+"""gpufleet.v1 messages → fleet updates and records. Runs on the network thread.
+
+The only console module that reads protobuf messages (console.fleet imports
+none: an import-linter contract). Each sample batch is read once, here: one pass
+over each GpuSample gives its ring row (the catalogue's shown metrics, scaled)
+and its snapshot (health, error, processes).
+"""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
+import numpy as np
+
 from console.fleet.alerts import AlertRow, EventRow, Severity
+from console.fleet.audit import METHOD_PREFIX, AuditRow
+from console.fleet.columns import COLUMN_COUNT, FIELD_SCALES
 from console.fleet.control import ReservationRow, WorkloadRow, WorkloadState
 from console.fleet.identity import Identity, Role
-from console.fleet.metrics import batch_rows
 from console.fleet.updates import (
     AlertsUpdate,
     ControlUpdate,
@@ -23,6 +33,7 @@ from console.fleet.updates import (
     SamplesUpdate,
     WorkloadOutputText,
 )
+from console.fleet.usage import NodeKpis, NodeUsage, UsageRow
 from gpufleet.v1 import node_pb2 as pb
 
 _HEALTH = {pb.GPU_HEALTH_OK: "ok", pb.GPU_HEALTH_LOST: "lost", pb.GPU_HEALTH_ERROR: "error"}
@@ -41,27 +52,20 @@ def _process(p: pb.GpuProcess) -> ProcessRow:
     )
 
 
-def _snapshot(s: pb.GpuSample) -> GpuSnapshot:
-    return GpuSnapshot(
-        index=s.index,
-        health=_HEALTH.get(s.health, "unknown"),
-        error=s.error,
-        temp_c=s.temp_gpu_c if s.HasField("temp_gpu_c") else None,
-        util_pct=s.util_gpu_pct if s.HasField("util_gpu_pct") else None,
-        mem_used_bytes=s.mem_used_bytes if s.HasField("mem_used_bytes") else None,
-        mem_total_bytes=s.mem_total_bytes if s.HasField("mem_total_bytes") else None,
-        power_w=s.power_w if s.HasField("power_w") else None,
-        processes=tuple(_process(p) for p in s.processes),
-    )
-
-
 def decode_batch(target: str, batch: pb.SampleBatch, gpu_count: int) -> SamplesUpdate:
+    """A tick: (gpu_count, COLUMN_COUNT) ring rows, NaN where not reported, and snapshots."""
+    rows = np.full((gpu_count, COLUMN_COUNT), math.nan, dtype=np.float32)
+    snapshots = []
+    for s in batch.gpus:
+        index = s.index
+        if index < gpu_count:
+            rows[index] = [getattr(s, f) * scale if s.HasField(f) else math.nan
+                           for f, scale in FIELD_SCALES]  # fmt: skip
+        health = _HEALTH.get(s.health, "unknown")
+        processes = tuple(_process(p) for p in s.processes)
+        snapshots.append(GpuSnapshot(index, health, s.error, processes))
     return SamplesUpdate(
-        target=target,
-        time_s=batch.timestamp_unix_ms / 1000.0,
-        rows=batch_rows(batch, gpu_count),
-        gpus=tuple(_snapshot(s) for s in batch.gpus),
-        replayed=batch.replayed,
+        target, batch.timestamp_unix_ms / 1000.0, rows, tuple(snapshots), batch.replayed
     )
 
 
@@ -181,6 +185,30 @@ def decode_control(
         tuple(decode_reservation(target, r) for r in reservations.reservations),
         tuple(decode_workload(target, w) for w in workloads.workloads),
     )
+
+
+def decode_audit(target: str, reply: pb.QueryAuditResponse) -> tuple[AuditRow, ...]:
+    return tuple(
+        AuditRow(
+            target, r.seq, r.time_unix_ms, r.user, r.peer, r.method.removeprefix(METHOD_PREFIX),
+            r.target, r.params, r.result, r.hash,
+        )
+        for r in reply.records
+    )  # fmt: skip
+
+
+def decode_usage(target: str, reply: pb.QueryUsageResponse) -> NodeUsage:
+    rows = tuple(
+        UsageRow(
+            r.key, r.gpu_seconds, r.busy_gpu_seconds, r.memory_gib_seconds, r.energy_joules,
+            r.reserved_seconds, r.reserved_idle_seconds, r.workloads,
+        )
+        for r in reply.rows
+    )  # fmt: skip
+    k = reply.kpis
+    kpis = NodeKpis(target, reply.node or target, k.gpu_seconds_total, k.mean_utilisation_pct,
+                    k.idle_allocated_share, k.wait_p50_s, k.wait_p90_s)  # fmt: skip
+    return NodeUsage(target, rows, kpis)
 
 
 _KILL_PREFIX = "KILL_OUTCOME_"
