@@ -9,9 +9,18 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict, deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
+from gpufleet.v1.gpu_metrics import (
+    ECC_CORRECTED_TOTAL,
+    ECC_UNCORRECTED_TOTAL,
+    POWER_W,
+    TEMP_GPU_C,
+    THROTTLE_REASONS,
+    UTIL_GPU_PCT,
+    GpuMetric,
+)
 from node_daemon.alerts.findings import Finding, Gate, GpuTick, gpu_key
 from node_daemon.alerts.model import Severity
 from node_daemon.alerts.rules import (
@@ -22,7 +31,7 @@ from node_daemon.alerts.rules import (
     ThrottleSettings,
     TrendSettings,
 )
-from node_daemon.backends.readings import GpuHealth, GpuReading
+from node_daemon.backends.readings import GpuHealth
 
 MIB = 1024**2
 
@@ -41,16 +50,15 @@ class ThresholdDetector:
         rule: str,
         label: str,
         settings: ThresholdSettings,
-        value_of: Callable[[GpuReading], float | None],
-        unit: str = "°C",
+        metric: GpuMetric[float],
     ) -> None:
         self.rule, self._label, self._settings = rule, label, settings
-        self._value_of, self._unit = value_of, unit
+        self._metric, self._unit = metric, metric.unit
         self._state: dict[int, _LevelState] = defaultdict(_LevelState)
 
     def evaluate(self, gpu: GpuTick) -> Iterator[Finding]:
         state = self._state[gpu.index]
-        value = self._value_of(gpu.reading)
+        value = gpu.reading[self._metric]
         if value is None or not self._settings.enabled:
             self._state.pop(gpu.index, None)
             return
@@ -100,7 +108,7 @@ class PowerDetector:
         self._gates: dict[int, Gate] = defaultdict(Gate)
 
     def evaluate(self, gpu: GpuTick) -> Iterator[Finding]:
-        power, limit = gpu.reading.power_w, gpu.static.power_limit_w if gpu.static else None
+        power, limit = gpu.reading[POWER_W], gpu.static.power_limit_w if gpu.static else None
         over = power is not None and limit is not None and power >= limit * self._settings.ratio
         if (
             self._settings.enabled
@@ -118,7 +126,7 @@ class PowerDetector:
             )
 
 
-THROTTLE_REASONS = {
+THROTTLE_REASON_NAMES = {  # NVML clock event reason bits
     0x4: "software power cap",
     0x8: "hardware slowdown",
     0x20: "software thermal slowdown",
@@ -135,8 +143,8 @@ class ThrottleDetector:
         self._gates: dict[int, Gate] = defaultdict(Gate)
 
     def evaluate(self, gpu: GpuTick) -> Iterator[Finding]:
-        reasons = gpu.reading.throttle_reasons or 0
-        names = [name for bit, name in THROTTLE_REASONS.items() if reasons & bit]
+        reasons = gpu.reading[THROTTLE_REASONS] or 0
+        names = [name for bit, name in THROTTLE_REASON_NAMES.items() if reasons & bit]
         held = self._gates[gpu.index].held_for(gpu.now_s, bool(names))
         if self._settings.enabled and held >= self._settings.for_s:
             summary = f"GPU {gpu.index} throttled: {', '.join(names)}"
@@ -161,7 +169,7 @@ class EccDetector:
     def evaluate(self, gpu: GpuTick) -> Iterator[Finding]:
         if not self._settings.enabled:
             return
-        uncorrected = gpu.reading.ecc_uncorrected_total
+        uncorrected = gpu.reading[ECC_UNCORRECTED_TOTAL]
         if uncorrected:
             summary = (
                 f"GPU {gpu.index}: {uncorrected} uncorrectable ECC errors since the driver loaded"
@@ -192,7 +200,7 @@ class EccDetector:
             )
 
     def _recent_corrected(self, gpu: GpuTick) -> int:
-        total = gpu.reading.ecc_corrected_total
+        total = gpu.reading[ECC_CORRECTED_TOTAL]
         window = self._corrected[gpu.index]
         if total is None:
             window.clear()
@@ -230,7 +238,7 @@ class IdleDetector:
         self._gates: dict[int, Gate] = defaultdict(Gate)
 
     def evaluate(self, gpu: GpuTick) -> Iterator[Finding]:
-        util = gpu.reading.util_gpu_pct
+        util = gpu.reading[UTIL_GPU_PCT]
         held = bool(gpu.processes) or gpu.reserved_for is not None
         idle = held and util is not None and util <= self._settings.max_util_pct
         held_s = self._gates[gpu.index].held_for(gpu.now_s, idle)
@@ -277,7 +285,7 @@ class TrendDetector:
 
     def evaluate(self, gpu: GpuTick) -> Iterator[Finding]:
         critical = self._temp.for_model(gpu.model).critical
-        value = gpu.reading.temp_gpu_c
+        value = gpu.reading[TEMP_GPU_C]
         window = self._window(gpu)
         if not self._settings.enabled or critical is None or value is None or window is None:
             return
@@ -295,10 +303,11 @@ class TrendDetector:
 
     def _window(self, gpu: GpuTick) -> list[tuple[float, float]] | None:
         history = self._history[gpu.index]
-        if gpu.reading.temp_gpu_c is None:
+        value = gpu.reading[TEMP_GPU_C]
+        if value is None:
             history.clear()
             return None
-        history.append((gpu.now_s, gpu.reading.temp_gpu_c))
+        history.append((gpu.now_s, value))
         while history[0][0] < gpu.now_s - self._settings.window_s:
             history.popleft()
         if len(history) < 6 or history[-1][0] - history[0][0] < self._settings.window_s / 2:

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 
 from gpufleet.v1 import node_pb2 as pb
+from gpufleet.v1.gpu_metrics import TEMP_GPU_C, TEMP_MEM_C
 from node_daemon.alerts.detectors import (
     EccDetector,
     IdleDetector,
@@ -54,10 +55,8 @@ class BadAlertRequest(ValueError):
 
 def build_detectors(settings: AlertSettings) -> list:  # type: ignore[type-arg]
     return [
-        ThresholdDetector("gpu_temp", "temperature", settings.gpu_temp, lambda r: r.temp_gpu_c),
-        ThresholdDetector(
-            "memory_temp", "memory temperature", settings.memory_temp, lambda r: r.temp_mem_c
-        ),
+        ThresholdDetector("gpu_temp", "temperature", settings.gpu_temp, TEMP_GPU_C),
+        ThresholdDetector("memory_temp", "memory temperature", settings.memory_temp, TEMP_MEM_C),
         PowerDetector(settings.power),
         ThrottleDetector(settings.throttle),
         EccDetector(settings.ecc),

@@ -7,6 +7,7 @@ from collections import defaultdict, deque
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from gpufleet.v1.gpu_metrics import UTIL_GPU_PCT
 from node_daemon.alerts.findings import Finding, GpuTick, gpu_key
 from node_daemon.alerts.model import Severity
 from node_daemon.alerts.rules import LeakSettings, XidSettings
@@ -81,7 +82,7 @@ class LeakDetector:
 
     def _track(self, gpu: GpuTick, pid: int, memory: int) -> deque[tuple[float, int, float]]:
         series = self._series[(gpu.index, pid)]
-        util = gpu.reading.util_gpu_pct
+        util = gpu.reading[UTIL_GPU_PCT]
         series.append((gpu.now_s, memory, 100.0 if util is None else util))
         # Keep one sample older than the window, so the window is fully covered.
         while len(series) > 2 and series[1][0] <= gpu.now_s - self._settings.window_s:

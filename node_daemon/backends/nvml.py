@@ -19,12 +19,31 @@ import ctypes
 import logging
 import threading
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
 import pynvml
 
+from gpufleet.v1.gpu_metrics import (
+    ECC_CORRECTED_TOTAL,
+    ECC_UNCORRECTED_TOTAL,
+    ENERGY_J,
+    FAN_PCT,
+    MEM_CLOCK_MHZ,
+    MEM_TOTAL_BYTES,
+    MEM_USED_BYTES,
+    PCIE_RX_BYTES_PER_S,
+    PCIE_TX_BYTES_PER_S,
+    POWER_W,
+    PSTATE,
+    SM_CLOCK_MHZ,
+    TEMP_GPU_C,
+    TEMP_MEM_C,
+    THROTTLE_REASONS,
+    UTIL_GPU_PCT,
+    UTIL_MEM_PCT,
+)
 from node_daemon.backends import procinfo
 from node_daemon.backends.base import BackendUnavailable
 from node_daemon.backends.readings import (
@@ -315,31 +334,29 @@ def _read_metrics(index: int, handle: Handle, q: _Query, xids: tuple[int, ...]) 
     """One GPU at one tick; an unexpected error marks the reading ERROR."""
     util_gpu, util_mem = _utilization_pct(q, handle)
     mem_used, mem_total = _memory_bytes(q, handle)
-    return GpuReading(
-        index=index,
-        util_gpu_pct=util_gpu,
-        util_mem_pct=util_mem,
-        mem_used_bytes=mem_used,
-        mem_total_bytes=mem_total,
-        temp_gpu_c=_temperature_gpu_c(q, handle),
-        temp_mem_c=_temperature_memory_c(q, handle),
-        power_w=_power_draw_w(q, handle),
-        fan_pct=_fan_speed_pct(q, handle),
-        sm_clock_mhz=_clock_mhz(q, handle, pynvml.NVML_CLOCK_SM, "clocks.sm"),
-        mem_clock_mhz=_clock_mhz(q, handle, pynvml.NVML_CLOCK_MEM, "clocks.mem"),
-        pcie_tx_bytes_per_s=_pcie_bytes_per_s(q, handle, pynvml.NVML_PCIE_UTIL_TX_BYTES, "txpci"),
-        pcie_rx_bytes_per_s=_pcie_bytes_per_s(q, handle, pynvml.NVML_PCIE_UTIL_RX_BYTES, "rxpci"),
-        pstate=_pstate(q, handle),
-        throttle_reasons=_throttle_reasons(q, handle),
-        ecc_corrected_total=_ecc_volatile_total(
+    return GpuReading.of(index, {
+        UTIL_GPU_PCT: util_gpu,
+        UTIL_MEM_PCT: util_mem,
+        MEM_USED_BYTES: mem_used,
+        MEM_TOTAL_BYTES: mem_total,
+        TEMP_GPU_C: _temperature_gpu_c(q, handle),
+        TEMP_MEM_C: _temperature_memory_c(q, handle),
+        POWER_W: _power_draw_w(q, handle),
+        FAN_PCT: _fan_speed_pct(q, handle),
+        SM_CLOCK_MHZ: _clock_mhz(q, handle, pynvml.NVML_CLOCK_SM, "clocks.sm"),
+        MEM_CLOCK_MHZ: _clock_mhz(q, handle, pynvml.NVML_CLOCK_MEM, "clocks.mem"),
+        PCIE_TX_BYTES_PER_S: _pcie_bytes_per_s(q, handle, pynvml.NVML_PCIE_UTIL_TX_BYTES, "txpci"),
+        PCIE_RX_BYTES_PER_S: _pcie_bytes_per_s(q, handle, pynvml.NVML_PCIE_UTIL_RX_BYTES, "rxpci"),
+        PSTATE: _pstate(q, handle),
+        THROTTLE_REASONS: _throttle_reasons(q, handle),
+        ECC_CORRECTED_TOTAL: _ecc_volatile_total(
             q, handle, pynvml.NVML_MEMORY_ERROR_TYPE_CORRECTED, "ecc.errors.corrected"
         ),
-        ecc_uncorrected_total=_ecc_volatile_total(
+        ECC_UNCORRECTED_TOTAL: _ecc_volatile_total(
             q, handle, pynvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, "ecc.errors.uncorrected"
         ),
-        energy_j=_energy_j(q, handle),
-        xids=xids,
-    )
+        ENERGY_J: _energy_j(q, handle),
+    }, xids=xids)  # fmt: skip
 
 
 # ---------------------------------------------------------------- processes
@@ -513,9 +530,9 @@ class _Session:
                 return GpuReading(index=index, health=GpuHealth.ERROR, error=q.error, xids=xids)
             reading = _read_metrics(index, handle, q, xids)
         except _GpuLost:
-            return replace(self.mark_lost(index), xids=xids)
+            return self.mark_lost(index).replace(xids=xids)
         self.mark_answering(index)
-        return replace(reading, health=q.health, error=q.error)
+        return reading.replace(health=q.health, error=q.error)
 
     def read_processes(self, proc_root: Path) -> dict[int, list[ProcessReading]]:
         return {index: self.processes_on(index, proc_root) for index in range(self.gpu_count)}

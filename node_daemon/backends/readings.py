@@ -3,12 +3,20 @@
 `None` means "not available" (NVML NOT_SUPPORTED, a lost GPU, a field the
 backend cannot read). It travels as itself to the wire, where the matching
 proto3 `optional` field is left unset: never -1 or 0 for unknown.
+
+A GPU's metrics are those of the catalogue, `gpufleet.v1.gpu_metrics`: a
+`GpuReading` holds a value for each and is read by metric, so a new metric
+needs no change here.
 """
 
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Final, TypeAlias, overload
+
+from gpufleet.v1.gpu_metrics import GPU_METRICS, GpuMetric
 
 
 class BackendKind(enum.Enum):
@@ -60,31 +68,139 @@ class ProcessReading:
     slurm_job_id: str | None = None
 
 
-@dataclass(frozen=True)
-class GpuReading:
-    """One GPU at one tick. Units are in the field names."""
+AnyMetric: TypeAlias = "GpuMetric[int] | GpuMetric[float]"
+Value: TypeAlias = int | float  # a metric's value, of its `kind` (an int is a float's too)
 
+_POSITION: Final = {metric.field: position for position, metric in enumerate(GPU_METRICS)}
+_UNSET: Final[tuple[Value | None, ...]] = (None,) * len(GPU_METRICS)
+
+
+def _checked(metric: AnyMetric, value: object) -> Value | None:
+    """`value` if it is a value of the metric's kind, or None; anything else is a bug."""
+    if value is None:
+        return None
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, float) and metric.kind is float:
+        return value
+    raise TypeError(
+        f"{metric.field} is {metric.kind.__name__} ({metric.unit or 'a number'}), "
+        f"got {type(value).__name__} {value!r}"
+    )
+
+
+def _in_catalogue_order(named: Iterable[tuple[str, object]]) -> tuple[Value | None, ...]:
+    """Values by field name, checked, in a tuple in catalogue order (None where not given)."""
+    values = list(_UNSET)
+    for name, value in named:
+        position = _POSITION.get(name)
+        if position is None:
+            raise TypeError(f"GpuReading() got an unexpected keyword argument {name!r}")
+        values[position] = _checked(GPU_METRICS[position], value)
+    return tuple(values)
+
+
+@dataclass(frozen=True, init=False, repr=False)  # value equality and hash, immutable
+class GpuReading:
+    """One GPU at one tick: its health and a value, or None, for each catalogue metric.
+
+    Values are read by metric, typed by its kind: ``reading[TEMP_GPU_C]`` is a
+    ``float | None``. Built from keywords named by the metrics' fields
+    (``GpuReading(index=0, temp_gpu_c=61.0)``) or from metrics (`GpuReading.of`);
+    a metric not given is None. A field that is not in the catalogue, or a value
+    that is not a number of the metric's kind, raises TypeError: a backend bug.
+    """
+
+    __slots__ = ("_values", "error", "health", "index", "xids")
     index: int
-    health: GpuHealth = GpuHealth.OK
-    error: str = ""
-    util_gpu_pct: float | None = None
-    util_mem_pct: float | None = None
-    mem_used_bytes: int | None = None
-    mem_total_bytes: int | None = None
-    temp_gpu_c: float | None = None
-    temp_mem_c: float | None = None
-    power_w: float | None = None
-    fan_pct: float | None = None
-    sm_clock_mhz: int | None = None
-    mem_clock_mhz: int | None = None
-    pcie_tx_bytes_per_s: int | None = None
-    pcie_rx_bytes_per_s: int | None = None
-    pstate: int | None = None
-    throttle_reasons: int | None = None
-    ecc_corrected_total: int | None = None
-    ecc_uncorrected_total: int | None = None
-    xids: tuple[int, ...] = field(default_factory=tuple)
-    energy_j: float | None = None
+    health: GpuHealth
+    error: str
+    xids: tuple[int, ...]  # Xid errors since the previous tick, in order
+    _values: tuple[Value | None, ...]  # in catalogue order
+
+    def __init__(
+        self,
+        index: int,
+        health: GpuHealth = GpuHealth.OK,
+        error: str = "",
+        *,
+        xids: tuple[int, ...] = (),
+        **metrics: float | None,
+    ) -> None:
+        self._set(index, health, error, xids, _in_catalogue_order(metrics.items()))
+
+    @classmethod
+    def of(
+        cls, index: int, values: Mapping[AnyMetric, float | None], *, xids: tuple[int, ...] = ()
+    ) -> GpuReading:
+        """A healthy reading from values by metric: how the backends build theirs."""
+        named = ((metric.field, value) for metric, value in values.items())
+        return cls._made(index, GpuHealth.OK, "", xids, _in_catalogue_order(named))
+
+    @classmethod
+    def _made(
+        cls,
+        index: int,
+        health: GpuHealth,
+        error: str,
+        xids: tuple[int, ...],
+        values: tuple[Value | None, ...],
+    ) -> GpuReading:
+        reading = object.__new__(cls)
+        reading._set(index, health, error, xids, values)
+        return reading
+
+    def _set(
+        self,
+        index: int,
+        health: GpuHealth,
+        error: str,
+        xids: tuple[int, ...],
+        values: tuple[Value | None, ...],
+    ) -> None:
+        # Frozen: only the constructors set fields, past the dataclass's __setattr__.
+        for name, value in (("index", index), ("health", health), ("error", error),
+                            ("xids", xids), ("_values", values)):  # fmt: skip
+            object.__setattr__(self, name, value)
+
+    # Without protos/ on mypy's path GpuMetric is Any and the two signatures look alike.
+    @overload
+    def __getitem__(self, metric: GpuMetric[int]) -> int | None: ...
+    @overload
+    def __getitem__(self, metric: GpuMetric[float]) -> float | None: ...  # type: ignore[overload-cannot-match]
+    def __getitem__(self, metric: AnyMetric) -> Value | None:
+        """The metric's value; None where the GPU did not report it."""
+        return self._values[_POSITION[metric.field]]
+
+    def available(self) -> Iterator[tuple[AnyMetric, Value]]:
+        """The metrics this reading has a value for, with it, in catalogue order."""
+        return ((m, v) for m, v in zip(GPU_METRICS, self._values, strict=True) if v is not None)
+
+    def replace(
+        self,
+        *,
+        health: GpuHealth | None = None,
+        error: str | None = None,
+        xids: tuple[int, ...] | None = None,
+    ) -> GpuReading:
+        """This reading with another health, error or Xids; its metrics unchanged."""
+        return self._made(
+            self.index,
+            self.health if health is None else health,
+            self.error if error is None else error,
+            self.xids if xids is None else xids,
+            self._values,
+        )
+
+    def __repr__(self) -> str:
+        """Like the constructor call that builds it, leaving out what is left unset."""
+        parts = [f"index={self.index!r}"]
+        if self.health is not GpuHealth.OK:
+            parts.append(f"health=GpuHealth.{self.health.name}")
+        parts += [f"error={self.error!r}"] if self.error else []
+        parts += [f"xids={self.xids!r}"] if self.xids else []
+        parts += [f"{metric.field}={value!r}" for metric, value in self.available()]
+        return f"GpuReading({', '.join(parts)})"
 
 
 def lost_reading(index: int, detail: str = "GPU is lost (fell off the bus)") -> GpuReading:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from gpufleet.v1.gpu_metrics import MEM_TOTAL_BYTES, MEM_USED_BYTES, TEMP_GPU_C, UTIL_GPU_PCT
 from node_daemon.backends.readings import GpuHealth, GpuReading
 
 
@@ -40,9 +41,8 @@ def refusal(
 
 
 def _free_bytes(r: GpuReading) -> int | None:
-    if r.mem_total_bytes is None or r.mem_used_bytes is None:
-        return None
-    return r.mem_total_bytes - r.mem_used_bytes
+    total, used = r[MEM_TOTAL_BYTES], r[MEM_USED_BYTES]
+    return None if total is None or used is None else total - used
 
 
 def choose_gpus(
@@ -55,6 +55,10 @@ def choose_gpus(
     """Auto placement: GPUs that fit, coolest and least loaded first; None if too few fit."""
     fitting = [g for g in gpus.values() if refusal(g, owner, min_free_bytes, teams) is None]
     fitting.sort(
-        key=lambda g: (g.reading.temp_gpu_c or 0.0, g.reading.util_gpu_pct or 0.0, g.reading.index)
+        key=lambda g: (
+            g.reading[TEMP_GPU_C] or 0.0,
+            g.reading[UTIL_GPU_PCT] or 0.0,
+            g.reading.index,
+        )
     )
     return [g.reading.index for g in fitting[:count]] if len(fitting) >= count else None

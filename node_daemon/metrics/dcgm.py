@@ -13,69 +13,46 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
-from node_daemon.backends.readings import GpuHealth, GpuReading, GpuStatic
+from gpufleet.v1.gpu_metrics import (
+    DCGM_FB_FREE,
+    DCGM_XID_ERRORS,
+    GPU_METRICS,
+    MEM_TOTAL_BYTES,
+    MEM_USED_BYTES,
+    Dcgm,
+)
+from node_daemon.backends.readings import AnyMetric, GpuHealth, GpuReading, GpuStatic, Value
 
-MIB = 1024**2
+# A family's value for one GPU: from its reading and its last Xid (None: no line).
+ValueOf = Callable[[GpuReading, int | None], Value | None]
 
 
 @dataclass(frozen=True)
-class DcgmField:
-    name: str
-    help: str
-    type: str
-    value: Callable[[GpuReading, int | None], float | None]
+class DcgmFamily:
+    dcgm: Dcgm
+    value: ValueOf
 
 
-def _fb_free(r: GpuReading, _xid: int | None) -> float | None:
-    if r.mem_total_bytes is None or r.mem_used_bytes is None:
-        return None
-    return (r.mem_total_bytes - r.mem_used_bytes) / MIB
+def _scaled(value: Value | None, scale: float) -> Value | None:
+    # Unscaled counts stay ints: a float would round those above 2**53.
+    return value if value is None or scale == 1.0 else value * scale
 
 
-def _mib(value: int | None) -> float | None:
-    return None if value is None else value / MIB
+def _of_metric(metric: AnyMetric, dcgm: Dcgm) -> DcgmFamily:
+    return DcgmFamily(dcgm, lambda r, _xid: _scaled(r[metric], dcgm.scale))
 
 
-def _mj(joules: float | None) -> float | None:
-    return None if joules is None else joules * 1000
+def _fb_free(r: GpuReading, _xid: int | None) -> Value | None:
+    total, used = r[MEM_TOTAL_BYTES], r[MEM_USED_BYTES]
+    return None if total is None or used is None else _scaled(total - used, DCGM_FB_FREE.scale)
 
 
-FIELDS: tuple[DcgmField, ...] = (
-    DcgmField("DCGM_FI_DEV_SM_CLOCK", "SM clock frequency (in MHz).", "gauge",
-              lambda r, _: r.sm_clock_mhz),
-    DcgmField("DCGM_FI_DEV_MEM_CLOCK", "Memory clock frequency (in MHz).", "gauge",
-              lambda r, _: r.mem_clock_mhz),
-    DcgmField("DCGM_FI_DEV_MEMORY_TEMP", "Memory temperature (in C).", "gauge",
-              lambda r, _: r.temp_mem_c),
-    DcgmField("DCGM_FI_DEV_GPU_TEMP", "GPU temperature (in C).", "gauge",
-              lambda r, _: r.temp_gpu_c),
-    DcgmField("DCGM_FI_DEV_POWER_USAGE", "Power draw (in W).", "gauge",
-              lambda r, _: r.power_w),
-    DcgmField("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION",
-              "Total energy consumption since boot (in mJ).", "counter",
-              lambda r, _: _mj(r.energy_j)),
-    DcgmField("DCGM_FI_DEV_GPU_UTIL", "GPU utilization (in %).", "gauge",
-              lambda r, _: r.util_gpu_pct),
-    DcgmField("DCGM_FI_DEV_MEM_COPY_UTIL", "Memory utilization (in %).", "gauge",
-              lambda r, _: r.util_mem_pct),
-    DcgmField("DCGM_FI_DEV_FB_FREE", "Framebuffer memory free (in MiB).", "gauge", _fb_free),
-    DcgmField("DCGM_FI_DEV_FB_USED", "Framebuffer memory used (in MiB).", "gauge",
-              lambda r, _: _mib(r.mem_used_bytes)),
-    DcgmField("DCGM_FI_DEV_FAN_SPEED", "Fan speed (in 0-100%).", "gauge",
-              lambda r, _: r.fan_pct),
-    DcgmField("DCGM_FI_DEV_PSTATE", "Performance state (P-State) 0-15. 0=highest", "gauge",
-              lambda r, _: r.pstate),
-    DcgmField("DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", "Current clock throttle reasons.", "gauge",
-              lambda r, _: r.throttle_reasons),
-    DcgmField("DCGM_FI_DEV_XID_ERRORS", "Value of the last XID error encountered.", "gauge",
-              lambda _, xid: xid),
-    DcgmField("DCGM_FI_DEV_ECC_SBE_VOL_TOTAL",
-              "Total number of single-bit volatile ECC errors.", "counter",
-              lambda r, _: r.ecc_corrected_total),
-    DcgmField("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL",
-              "Total number of double-bit volatile ECC errors.", "counter",
-              lambda r, _: r.ecc_uncorrected_total),
-)  # fmt: skip
+# The catalogue's metrics that dcgm-exporter has, then the two it derives.
+FAMILIES: tuple[DcgmFamily, ...] = (
+    *(_of_metric(metric, metric.dcgm) for metric in GPU_METRICS if metric.dcgm is not None),
+    DcgmFamily(DCGM_FB_FREE, _fb_free),
+    DcgmFamily(DCGM_XID_ERRORS, lambda _r, xid: xid),
+)
 
 
 @dataclass(frozen=True)
@@ -120,11 +97,12 @@ def render(
         if r.health is GpuHealth.OK and r.index in gpus
     ]
     lines: list[str] = []
-    for field in FIELDS:
-        values = [(text, field.value(r, last_xids.get(r.index))) for r, text in live]
+    for family in FAMILIES:
+        values = [(text, family.value(r, last_xids.get(r.index))) for r, text in live]
         samples = [(text, v) for text, v in values if v is not None]
         if not samples:
             continue
-        lines += [f"# HELP {field.name} {field.help}", f"# TYPE {field.name} {field.type}"]
-        lines += [f"{field.name}{{{text}}} {_number(v)}" for text, v in samples]
+        name = family.dcgm.name
+        lines += [f"# HELP {name} {family.dcgm.help}", f"# TYPE {name} {family.dcgm.type}"]
+        lines += [f"{name}{{{text}}} {_number(v)}" for text, v in samples]
     return "\n".join(lines) + "\n" if lines else ""

@@ -15,12 +15,6 @@ _HEALTH = {
     GpuHealth.LOST: pb.GPU_HEALTH_LOST,
     GpuHealth.ERROR: pb.GPU_HEALTH_ERROR,
 }
-_OPTIONAL_SAMPLE_FIELDS = (
-    "util_gpu_pct", "util_mem_pct", "mem_used_bytes", "mem_total_bytes", "temp_gpu_c",
-    "temp_mem_c", "power_w", "fan_pct", "sm_clock_mhz", "mem_clock_mhz", "pcie_tx_bytes_per_s",
-    "pcie_rx_bytes_per_s", "pstate", "throttle_reasons", "ecc_corrected_total",
-    "ecc_uncorrected_total", "energy_j",
-)  # fmt: skip
 _OPTIONAL_PROCESS_FIELDS = (
     "start_time_unix_ms", "user", "command", "gpu_memory_bytes", "container_id", "slurm_job_id",
 )  # fmt: skip
@@ -50,7 +44,8 @@ def sample_message(reading: GpuReading, processes: Sequence[ProcessReading]) -> 
         error=reading.error,
         xids=reading.xids,
         processes=[process_message(p) for p in processes],
-        **_optional_kwargs(reading, _OPTIONAL_SAMPLE_FIELDS),
+        # The catalogue's metrics, each the GpuSample field of its name.
+        **{metric.field: value for metric, value in reading.available()},
     )
 
 

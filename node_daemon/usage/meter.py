@@ -14,6 +14,7 @@ import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
 
+from gpufleet.v1.gpu_metrics import POWER_W, UTIL_GPU_PCT
 from node_daemon.backends.readings import GpuHealth, GpuReading, ProcessReading
 from node_daemon.usage.amounts import GIB, NodeAmounts, TeamsOf, UsageAmounts, utc_day
 from node_daemon.usage.store import UsageStore, UsageStoreError
@@ -38,16 +39,16 @@ def process_share(
     share_s = dt_s / sharers
     return UsageAmounts(
         gpu_seconds=share_s,
-        busy_gpu_seconds=share_s * (reading.util_gpu_pct or 0.0) / 100.0,
+        busy_gpu_seconds=share_s * (reading[UTIL_GPU_PCT] or 0.0) / 100.0,
         memory_gib_seconds=(process.gpu_memory_bytes or 0) / GIB * dt_s,
-        energy_joules=(reading.power_w or 0.0) * share_s,
+        energy_joules=(reading[POWER_W] or 0.0) * share_s,
     )
 
 
 def node_share(reading: GpuReading, dt_s: float, allocated: bool) -> NodeAmounts:
     """A GPU's part of the node totals; without a utilisation it is left out of the KPIs."""
-    energy = (reading.power_w or 0.0) * dt_s
-    util = reading.util_gpu_pct
+    energy = (reading[POWER_W] or 0.0) * dt_s
+    util = reading[UTIL_GPU_PCT]
     if util is None:
         return NodeAmounts(energy_joules=energy)
     allocated_s = dt_s if allocated else 0.0
@@ -141,7 +142,7 @@ class UsageMeter:
     def _reservation_idle(
         self, reading: GpuReading, procs: Sequence[ProcessReading], holder: str
     ) -> bool:
-        util = reading.util_gpu_pct
+        util = reading[UTIL_GPU_PCT]
         if util is not None and util <= IDLE_UTIL_PCT:
             return True
         return not any(self._holds(p.user, holder) for p in procs)

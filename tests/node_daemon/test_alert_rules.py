@@ -6,6 +6,7 @@ from dataclasses import replace
 
 import pytest
 
+from gpufleet.v1.gpu_metrics import TEMP_GPU_C
 from node_daemon.alerts.detectors import (
     EccDetector,
     IdleDetector,
@@ -53,7 +54,7 @@ def severities(detector, ticks) -> list:  # type: ignore[no-untyped-def]
 
 def temp_detector(**overrides) -> ThresholdDetector:  # type: ignore[no-untyped-def]
     settings = replace(AlertSettings().gpu_temp, **overrides)
-    return ThresholdDetector("gpu_temp", "temperature", settings, lambda r: r.temp_gpu_c)
+    return ThresholdDetector("gpu_temp", "temperature", settings, TEMP_GPU_C)
 
 
 W, C = Severity.WARNING, Severity.CRITICAL
@@ -224,6 +225,6 @@ def test_trend_ignores_warming_towards_a_safe_temperature() -> None:
         for reading in backend.read_gpus():
             tick_ = GpuTick(float(t), reading, facts.gpus[reading.index], ())
             if list(detector.evaluate(tick_)):
-                warned.setdefault(reading.index, reading.temp_gpu_c)
+                warned.setdefault(reading.index, reading[TEMP_GPU_C])
     assert 0 not in warned  # the healthy GPU
     assert 1 in warned and warned[1] < 85.0  # the failing one, before it crosses

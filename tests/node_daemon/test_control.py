@@ -14,6 +14,7 @@ import pytest
 
 from gpufleet.v1 import node_pb2 as pb
 from gpufleet.v1 import node_pb2_grpc as pb_grpc
+from gpufleet.v1.gpu_metrics import UTIL_GPU_PCT
 from node_daemon.backends.procinfo import process_start_time_unix_ms
 from node_daemon.control.kill import KillOutcome, PidReused, kill_process
 from node_daemon.server import NodeDaemon
@@ -228,7 +229,7 @@ def test_workload_runs_on_its_gpus_with_output_and_exit_code(node) -> None:
 def test_a_started_workload_drives_its_simulated_gpu(node) -> None:
     daemon, stub = node
     run_on_gpu(daemon, stub, ["sleep", "300"], gpu=3)
-    wait_for(lambda: (daemon.sampler.latest.readings[3].util_gpu_pct or 0) > 80, 10, "load")
+    wait_for(lambda: (daemon.sampler.latest.readings[3][UTIL_GPU_PCT] or 0) > 80, 10, "load")
 
 
 def test_cancel_queued_and_running(node) -> None:

@@ -13,10 +13,28 @@ from pathlib import Path
 import pynvml
 import pytest
 
+from gpufleet.v1.gpu_metrics import (
+    ECC_UNCORRECTED_TOTAL,
+    ENERGY_J,
+    FAN_PCT,
+    MEM_CLOCK_MHZ,
+    MEM_TOTAL_BYTES,
+    MEM_USED_BYTES,
+    PCIE_RX_BYTES_PER_S,
+    POWER_W,
+    PSTATE,
+    SM_CLOCK_MHZ,
+    TEMP_GPU_C,
+    TEMP_MEM_C,
+    THROTTLE_REASONS,
+    UTIL_GPU_PCT,
+    UTIL_MEM_PCT,
+)
 from node_daemon.backends import facts as facts_module
 from node_daemon.backends.base import BackendUnavailable
 from node_daemon.backends.nvml import NvmlBackend, unavailable_message
 from node_daemon.backends.readings import (
+    AnyMetric,
     BackendKind,
     GpuHealth,
     GpuReading,
@@ -171,44 +189,44 @@ def test_readings_are_what_the_fake_serves(two_gpus: FakeNvmlState, backend: Nvm
 
 
 @pytest.mark.parametrize(
-    ("fake_field", "attributes"),
+    ("fake_field", "metrics"),
     [
-        ("fan", ["fan_pct"]),
-        ("memory_temp", ["temp_mem_c"]),
-        ("temp", ["temp_gpu_c"]),
-        ("power", ["power_w"]),
-        ("energy", ["energy_j"]),
-        ("util_gpu", ["util_gpu_pct", "util_mem_pct"]),
-        ("memory_used", ["mem_used_bytes", "mem_total_bytes"]),
-        ("sm_clock", ["sm_clock_mhz"]),
-        ("pcie_rx", ["pcie_rx_bytes_per_s"]),
-        ("pstate", ["pstate"]),
-        ("throttle_reasons", ["throttle_reasons"]),
-        ("ecc_uncorrected", ["ecc_uncorrected_total"]),
+        ("fan", [FAN_PCT]),
+        ("memory_temp", [TEMP_MEM_C]),
+        ("temp", [TEMP_GPU_C]),
+        ("power", [POWER_W]),
+        ("energy", [ENERGY_J]),
+        ("util_gpu", [UTIL_GPU_PCT, UTIL_MEM_PCT]),
+        ("memory_used", [MEM_USED_BYTES, MEM_TOTAL_BYTES]),
+        ("sm_clock", [SM_CLOCK_MHZ]),
+        ("pcie_rx", [PCIE_RX_BYTES_PER_S]),
+        ("pstate", [PSTATE]),
+        ("throttle_reasons", [THROTTLE_REASONS]),
+        ("ecc_uncorrected", [ECC_UNCORRECTED_TOTAL]),
     ],
 )
 def test_unsupported_field_reads_none(
-    fake_nvml: FakeNvmlState, backend: NvmlBackend, fake_field: str, attributes: list[str]
+    fake_nvml: FakeNvmlState, backend: NvmlBackend, fake_field: str, metrics: list[AnyMetric]
 ) -> None:
     backend.open()
-    assert all(getattr(reading(backend, 0), name) is not None for name in attributes)
+    assert all(reading(backend, 0)[metric] is not None for metric in metrics)
 
     fake_nvml.unsupported(0, fake_field)
     gpu = reading(backend, 0)
 
-    assert [getattr(gpu, name) for name in attributes] == [None] * len(attributes)
+    assert [gpu[metric] for metric in metrics] == [None] * len(metrics)
     assert gpu.health is GpuHealth.OK and gpu.error == ""
-    assert gpu.mem_clock_mhz == 2619  # the other fields still read
+    assert gpu[MEM_CLOCK_MHZ] == 2619  # the other fields still read
 
 
 def test_values_changed_while_open_are_seen(fake_nvml: FakeNvmlState, backend: NvmlBackend) -> None:
     fake_nvml.set_gpu(0, temp=40, power=100_000)
     backend.open()
-    assert (reading(backend, 0).temp_gpu_c, reading(backend, 0).power_w) == (40.0, 100.0)
+    assert (reading(backend, 0)[TEMP_GPU_C], reading(backend, 0)[POWER_W]) == (40.0, 100.0)
 
     fake_nvml.set_gpu(0, temp=83, power=650_000)
 
-    assert (reading(backend, 0).temp_gpu_c, reading(backend, 0).power_w) == (83.0, 650.0)
+    assert (reading(backend, 0)[TEMP_GPU_C], reading(backend, 0)[POWER_W]) == (83.0, 650.0)
 
 
 def test_unexpected_error_marks_only_that_gpu_error(
@@ -221,8 +239,8 @@ def test_unexpected_error_marks_only_that_gpu_error(
 
     assert gpu0.health is GpuHealth.ERROR
     assert "temperature.gpu" in gpu0.error and "Unknown Error" in gpu0.error
-    assert gpu0.temp_gpu_c is None and gpu0.power_w == 70.0  # what did read is kept
-    assert gpu1.health is GpuHealth.OK and gpu1.temp_gpu_c == 40.0
+    assert gpu0[TEMP_GPU_C] is None and gpu0[POWER_W] == 70.0  # what did read is kept
+    assert gpu1.health is GpuHealth.OK and gpu1[TEMP_GPU_C] == 40.0
 
 
 # ---------------------------------------------------------------- lost GPUs
@@ -237,14 +255,14 @@ def test_lost_gpu_reads_lost_while_the_other_reports(
 
     lost, other = backend.read_gpus()
 
-    assert lost.health is GpuHealth.LOST and lost.temp_gpu_c is None
-    assert other.health is GpuHealth.OK and other.temp_gpu_c == 60.0
+    assert lost.health is GpuHealth.LOST and lost[TEMP_GPU_C] is None
+    assert other.health is GpuHealth.OK and other[TEMP_GPU_C] == 60.0
 
     two_gpus.recover_gpu(0)
     back, other = backend.read_gpus()
 
-    assert back.health is GpuHealth.OK and back.temp_gpu_c == 50.0
-    assert other.temp_gpu_c == 60.0
+    assert back.health is GpuHealth.OK and back[TEMP_GPU_C] == 50.0
+    assert other[TEMP_GPU_C] == 60.0
 
 
 def test_gpu_lost_at_open_is_reported_and_recovers(
@@ -299,7 +317,7 @@ def test_unsupported_events_report_no_xids(fake_nvml: FakeNvmlState, backend: Nv
 
     gpu = reading(backend, 0)
 
-    assert (gpu.health, gpu.xids, gpu.temp_gpu_c) == (GpuHealth.OK, (), 40.0)
+    assert (gpu.health, gpu.xids, gpu[TEMP_GPU_C]) == (GpuHealth.OK, (), 40.0)
 
 
 # ---------------------------------------------------------------- processes

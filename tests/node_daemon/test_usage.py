@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from gpufleet.v1 import node_pb2 as pb
+from gpufleet.v1.gpu_metrics import POWER_W
 from node_daemon.backends.readings import GpuReading, ProcessReading
 from node_daemon.backends.simulated import Scenario, SimulatedBackend
 from node_daemon.backends.simulated.scenario import ScenarioEvent
@@ -93,7 +94,7 @@ def _drive(
             continue  # the first sweep only starts the clock
         for reading in readings:
             for process in processes[reading.index]:
-                expected[process.user or ""] += (reading.power_w or 0.0) * STEP_S
+                expected[process.user or ""] += (reading[POWER_W] or 0.0) * STEP_S
     return expected
 
 

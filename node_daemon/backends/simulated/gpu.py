@@ -6,6 +6,25 @@ import hashlib
 import random
 from dataclasses import dataclass
 
+from gpufleet.v1.gpu_metrics import (
+    ECC_CORRECTED_TOTAL,
+    ECC_UNCORRECTED_TOTAL,
+    ENERGY_J,
+    FAN_PCT,
+    MEM_CLOCK_MHZ,
+    MEM_TOTAL_BYTES,
+    MEM_USED_BYTES,
+    PCIE_RX_BYTES_PER_S,
+    PCIE_TX_BYTES_PER_S,
+    POWER_W,
+    PSTATE,
+    SM_CLOCK_MHZ,
+    TEMP_GPU_C,
+    TEMP_MEM_C,
+    THROTTLE_REASONS,
+    UTIL_GPU_PCT,
+    UTIL_MEM_PCT,
+)
 from node_daemon.backends.readings import GpuReading, ProcessReading, lost_reading
 from node_daemon.backends.simulated.scenario import ScenarioEvent
 from node_daemon.backends.simulated.specs import GIB, GpuSpec
@@ -206,27 +225,25 @@ class SimulatedGpu:
             return lost_reading(self.index)
         spec, util = self.spec, self.util
         xids, self._pending_xids = tuple(self._pending_xids), []
-        return GpuReading(
-            index=self.index,
-            util_gpu_pct=round(util, 1),
-            util_mem_pct=round(util * 0.6, 1),
-            mem_used_bytes=self.memory_used_bytes(),
-            mem_total_bytes=spec.memory_total_bytes,
-            temp_gpu_c=round(self.temp_c, 1),
-            temp_mem_c=round(self.temp_c + 6.0, 1) if spec.has_memory_temp else None,
-            power_w=round(self.power_w(), 1),
-            fan_pct=self._fan_pct() if spec.has_fan else None,
-            sm_clock_mhz=self._sm_clock_mhz(),
-            mem_clock_mhz=spec.mem_clock_mhz if util > 0 else 405,
-            pcie_tx_bytes_per_s=int(util * 120e6),
-            pcie_rx_bytes_per_s=int(util * 250e6),
-            pstate=0 if util >= 1 else 8,
-            throttle_reasons=self._throttle_reasons(),
-            ecc_corrected_total=self.ecc_corrected,
-            ecc_uncorrected_total=self.ecc_uncorrected,
-            xids=xids,
-            energy_j=round(self.energy_j, 1),
-        )
+        return GpuReading.of(self.index, {
+            UTIL_GPU_PCT: round(util, 1),
+            UTIL_MEM_PCT: round(util * 0.6, 1),
+            MEM_USED_BYTES: self.memory_used_bytes(),
+            MEM_TOTAL_BYTES: spec.memory_total_bytes,
+            TEMP_GPU_C: round(self.temp_c, 1),
+            TEMP_MEM_C: round(self.temp_c + 6.0, 1) if spec.has_memory_temp else None,
+            POWER_W: round(self.power_w(), 1),
+            FAN_PCT: self._fan_pct() if spec.has_fan else None,
+            SM_CLOCK_MHZ: self._sm_clock_mhz(),
+            MEM_CLOCK_MHZ: spec.mem_clock_mhz if util > 0 else 405,
+            PCIE_TX_BYTES_PER_S: int(util * 120e6),
+            PCIE_RX_BYTES_PER_S: int(util * 250e6),
+            PSTATE: 0 if util >= 1 else 8,
+            THROTTLE_REASONS: self._throttle_reasons(),
+            ECC_CORRECTED_TOTAL: self.ecc_corrected,
+            ECC_UNCORRECTED_TOTAL: self.ecc_uncorrected,
+            ENERGY_J: round(self.energy_j, 1),
+        }, xids=xids)  # fmt: skip
 
     def process_readings(self) -> list[ProcessReading]:
         if self.lost:
