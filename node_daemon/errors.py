@@ -1,7 +1,32 @@
-"""Errors shared across the daemon's modules."""
+"""Errors shared across the daemon's modules.
+
+The domain raises these, worded for the person who asked; the RPC layer
+(node_daemon.rpc.errors) maps each kind to one status code. Only these, and
+the few errors a servicer maps itself, become an answer: anything else is a
+bug, answered UNKNOWN and logged with its traceback. A builtin KeyError in
+particular is never "not found": a lookup that went wrong inside the daemon
+must not look like a valid answer.
+"""
 
 from __future__ import annotations
 
 
 class ConfigError(ValueError):
     """A configuration problem, worded for the operator: file, key, what is expected."""
+
+
+class DomainError(Exception):
+    """A refusal the caller can act on; the message says what is wrong and what to do."""
+
+
+class NotFound(DomainError):
+    """The thing asked for (a reservation, workload or alert id) is not on this node."""
+
+
+class Invalid(DomainError, ValueError):
+    """The request itself is wrong whatever the node's state (a GPU it lacks, an empty command)."""
+
+
+class Refused(DomainError):
+    """A well-formed request the node's current state does not allow (a GPU held by someone
+    else, a workload that is not queued, a process that changed): FAILED_PRECONDITION."""

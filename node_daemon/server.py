@@ -26,6 +26,7 @@ from node_daemon.backends.readings import GpuReading, ProcessReading
 from node_daemon.config import DaemonConfig, resolve_state_dir, teams_of
 from node_daemon.control.kill_service import ProcessKiller
 from node_daemon.control.reservations import ReservationLedger
+from node_daemon.control.wire import workload_messages
 from node_daemon.control.workloads import NodeView, WorkloadManager
 from node_daemon.journal.event_journal import EventJournal, JournalError
 from node_daemon.listen import ListenAddress, parse_listen_address
@@ -147,7 +148,7 @@ class NodeDaemon:
             self.killer, self.reservations, self.workloads, lambda u: teams_of(self.config, u)
         )
         usage = UsageServicer(
-            self.usage_store, lambda: self.workloads.workloads(include_ended=True),
+            self.usage_store, lambda: workload_messages(self.workloads.workloads(True)),
             lambda user: teams_of(self.config, user), self._hostname, self.usage.flush,
         )  # fmt: skip
         handler = node_service_handler(

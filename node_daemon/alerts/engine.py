@@ -30,6 +30,7 @@ from node_daemon.alerts.occurrence_detectors import LeakDetector, XidDetector
 from node_daemon.alerts.rules import AlertSettings
 from node_daemon.alerts.wire import alert_message, alert_record
 from node_daemon.backends.readings import GpuHealth, GpuReading, GpuStatic, ProcessReading
+from node_daemon.errors import Invalid, NotFound, Refused
 from node_daemon.journal.event_journal import EventJournal
 
 log = logging.getLogger(__name__)
@@ -41,15 +42,15 @@ MAX_SILENCE_S = 7 * 24 * 3600
 AlertListener = Callable[[list[AlertRecord]], None]
 
 
-class UnknownAlert(KeyError):
+class UnknownAlert(NotFound):
     pass
 
 
-class AlertNotFiring(ValueError):
+class AlertNotFiring(Refused):
     pass
 
 
-class BadAlertRequest(ValueError):
+class BadAlertRequest(Invalid):
     pass
 
 

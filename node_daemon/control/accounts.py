@@ -20,12 +20,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from node_daemon.errors import Refused
+
 CAP_SETGID, CAP_SETUID = 6, 7
 # What a login shell would start with; the workload's own variables come on top.
 LOGIN_PATH = "/usr/local/bin:/usr/bin:/bin"
 
 
-class NoAccount(Exception):
+class NoAccount(Refused):
     """The workload has no local account it may run as; the message says why and what to do."""
 
 

@@ -24,6 +24,7 @@ from node_daemon.control.kill import (
     clock_text,
     kill_process,
 )
+from node_daemon.errors import Refused
 from node_daemon.journal.event_journal import EventJournal
 from node_daemon.sampling.sampler import Sampler
 
@@ -33,7 +34,7 @@ MAX_GRACE_S = 300
 DEFAULT_GRACE_S = 10
 
 
-class KillRefused(Exception):
+class KillRefused(Refused):
     """The target is not one the daemon may kill; the message says why."""
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from gpufleet.v1 import node_pb2 as pb
 from node_daemon.backends.readings import GpuStatic
 from node_daemon.control.accounts import (
     NoAccount,
@@ -14,6 +13,7 @@ from node_daemon.control.accounts import (
     working_directory,
 )
 from node_daemon.control.launcher import LaunchSpec
+from node_daemon.control.records import Workload
 from node_daemon.control.settings import WorkloadSettings
 
 
@@ -22,7 +22,7 @@ class CannotStart(Exception):
 
 
 def launch_spec(
-    workload: pb.Workload,
+    workload: Workload,
     gpus: Sequence[int],
     facts: Mapping[int, GpuStatic],
     settings: WorkloadSettings,

@@ -26,7 +26,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Protocol
 
@@ -38,8 +38,11 @@ from node_daemon.control.launch_plan import CannotStart, launch_spec
 from node_daemon.control.launcher import KILL, TERM, Launched, Launcher, WorkloadFiles
 from node_daemon.control.launcher_choice import choose_launcher
 from node_daemon.control.placement import GpuFacts, choose_gpus, refusal
+from node_daemon.control.records import Workload, WorkloadRequest, WorkloadState
 from node_daemon.control.reservations import ReservationLedger
 from node_daemon.control.settings import WorkloadSettings
+from node_daemon.control.wire import workload_body, workload_from_body, workload_message
+from node_daemon.errors import Invalid, NotFound, Refused
 from node_daemon.journal.event_journal import EventJournal, JournalError, StoredRecord
 
 log = logging.getLogger(__name__)
@@ -50,7 +53,6 @@ LAUNCH_KIND = "workload-launch"
 CANCEL_GRACE_S = 10.0
 MAX_OUTPUT_BYTES = 1024 * 1024
 DEFAULT_SIM_MEMORY = 8 * 1024**3
-ENDED = (pb.WORKLOAD_STATE_FINISHED, pb.WORKLOAD_STATE_FAILED, pb.WORKLOAD_STATE_CANCELLED)
 
 
 MAX_ARG_BYTES = 128 * 1024
@@ -72,15 +74,15 @@ def check_command(argv: Sequence[str], env: Mapping[str, str]) -> None:
         raise BadWorkload(f"argv and env together must be under {MAX_COMMAND_BYTES} bytes")
 
 
-class WorkloadNotFound(KeyError):
+class WorkloadNotFound(NotFound):
     pass
 
 
-class WorkloadConflict(Exception):
+class WorkloadConflict(Refused):
     """The request cannot be done in the workload's or GPUs' current state."""
 
 
-class BadWorkload(ValueError):
+class BadWorkload(Invalid):
     pass
 
 
@@ -119,14 +121,13 @@ class WorkloadManager:
         self.launcher = launcher or choose_launcher(self._settings.launcher, journal.journal_id)
         _make_private(root)
         self._lock = threading.RLock()
-        self._workloads: dict[str, pb.Workload] = {}
+        self._workloads: dict[str, Workload] = {}
         self._launched: dict[str, Launched] = {}
         self._attached: dict[str, int] = {}  # workload id -> pid shown on its GPUs
         self._cancelling: dict[str, float] = {}  # workload id -> when TERM was sent
-        for body in journal.records(KIND, active_only=True):
-            workload = pb.Workload.FromString(body)
+        for workload in self._stored(active_only=True):
             self._workloads[workload.id] = workload
-        ids = (pb.Workload.FromString(b).id for b in journal.records(KIND, active_only=False))
+        ids = (w.id for w in self._stored(active_only=False))
         self._next = 1 + max((int(i.removeprefix("w-")) for i in ids), default=0)
         self._settle_launch_intents()
         self._readopt()
@@ -134,15 +135,18 @@ class WorkloadManager:
     def _now_ms(self) -> int:
         return int(self._clock() * 1000)
 
+    def _stored(self, active_only: bool) -> list[Workload]:
+        return [workload_from_body(b) for b in self._journal.records(KIND, active_only)]
+
     # -- restart -----------------------------------------------------------------
 
     def _settle_launch_intents(self) -> None:
         """Settle starts a crash interrupted: adopt a runner that started, else stay queued."""
         for body in self._journal.records(LAUNCH_KIND, active_only=True):
-            intended = pb.Workload.FromString(body)
+            intended = workload_from_body(body)
             current = self._workloads.get(intended.id)
             retired = _intent_record(intended, active=False)
-            if current is None or current.state != pb.WORKLOAD_STATE_QUEUED:
+            if current is None or current.state is not WorkloadState.QUEUED:
                 self._journal.record([], records=[retired])  # its start was committed
                 continue
             found = self.launcher.find(WorkloadFiles(self._root, intended.id))
@@ -151,20 +155,20 @@ class WorkloadManager:
                          "it stays queued", intended.id)  # fmt: skip
                 self._journal.record([], records=[retired])
                 continue
-            running = self._copy(intended)
+            running = intended
             if found.pid > 0:
-                running.pid = found.pid
-                running.pid_start_unix_ms = found.start_time_unix_ms or 0
+                running = replace(intended, pid=found.pid,
+                                  pid_start_unix_ms=found.start_time_unix_ms or 0)  # fmt: skip
             summary = "started (found running after a daemon restart)"
             self._write(pb.EVENT_KIND_WORKLOAD_STARTED, running, "", summary, extra=[retired])
             self._workloads[running.id] = running
 
     def _readopt(self) -> None:
-        for workload in [
-            w for w in self._workloads.values() if w.state == pb.WORKLOAD_STATE_RUNNING
-        ]:
+        for workload in [w for w in self._workloads.values() if w.state is WorkloadState.RUNNING]:
             files = WorkloadFiles(self._root, workload.id)
-            launched = self.launcher.adopt(files, workload.pid, workload.pid_start_unix_ms)
+            launched = self.launcher.adopt(
+                files, workload.pid or 0, workload.pid_start_unix_ms or 0
+            )
             if launched is not None and self.launcher.still_running(launched):
                 self._launched[workload.id] = launched
                 log.info("re-adopted running workload %s (pid %d)", workload.id, workload.pid)
@@ -176,24 +180,23 @@ class WorkloadManager:
 
     # -- queries -----------------------------------------------------------------
 
-    def workloads(self, include_ended: bool) -> list[pb.Workload]:
+    def workloads(self, include_ended: bool) -> list[Workload]:
         with self._lock:
-            current = [self._copy(w) for w in self._workloads.values()]
+            current = list(self._workloads.values())
         if not include_ended:
             return current
-        ended = [pb.Workload.FromString(b) for b in self._journal.records(KIND, active_only=False)]
-        return current + [w for w in ended if w.state in ENDED]
+        return current + [w for w in self._stored(active_only=False) if w.state.ended]
 
     def busy_gpus(self) -> dict[int, str]:
         with self._lock:
             return {
                 gpu: w.id
                 for w in self._workloads.values()
-                if w.state == pb.WORKLOAD_STATE_RUNNING
+                if w.state is WorkloadState.RUNNING
                 for gpu in w.gpu_indices
             }
 
-    def output(self, workload: pb.Workload, tail_bytes: int) -> tuple[bytes, int]:
+    def output(self, workload: Workload, tail_bytes: int) -> tuple[bytes, int]:
         """The last `tail_bytes` of a workload's output (one `get` found) and its size."""
         path = WorkloadFiles(self._root, workload.id).output
         try:
@@ -204,17 +207,11 @@ class WorkloadManager:
         except FileNotFoundError:
             return b"", 0
 
-    @staticmethod
-    def _copy(workload: pb.Workload) -> pb.Workload:
-        copy = pb.Workload()
-        copy.CopyFrom(workload)
-        return copy
-
-    def get(self, workload_id: str, include_ended: bool = False) -> pb.Workload:
+    def get(self, workload_id: str, include_ended: bool = False) -> Workload:
         """A current (queued or running) workload, or an ended one; WorkloadNotFound otherwise."""
-        return self._copy(self._find(workload_id, include_ended))
+        return self._find(workload_id, include_ended)
 
-    def _find(self, workload_id: str, include_ended: bool = False) -> pb.Workload:
+    def _find(self, workload_id: str, include_ended: bool = False) -> Workload:
         with self._lock:
             found = self._workloads.get(workload_id)
         if found is None and include_ended:
@@ -225,9 +222,7 @@ class WorkloadManager:
 
     # -- changes -----------------------------------------------------------------
 
-    def submit(
-        self, request: pb.SubmitWorkloadRequest, actor: str, submitter: str = ""
-    ) -> pb.Workload:
+    def submit(self, request: WorkloadRequest, actor: str, submitter: str = "") -> Workload:
         """Queue a workload to run as its owner's account (checked now, and again at start)."""
         if not request.argv or not request.argv[0].strip():
             raise BadWorkload("a workload needs a command: argv[0] is empty")
@@ -244,11 +239,11 @@ class WorkloadManager:
         run_as = account_name(owner, submitter or actor, self._settings.accounts)
         check_account(run_as, self.launcher.switches_users)
         with self._lock:
-            workload = pb.Workload(
+            workload = Workload(
                 id=f"w-{self._next}", name=request.name or request.argv[0].split("/")[-1],
-                argv=request.argv, env=request.env, owner=owner, run_as=run_as,
+                argv=tuple(request.argv), env=dict(request.env), owner=owner, run_as=run_as,
                 gpu_count=request.gpu_count, min_free_memory_bytes=request.min_free_memory_bytes,
-                auto_place=request.auto_place, state=pb.WORKLOAD_STATE_QUEUED,
+                auto_place=request.auto_place, state=WorkloadState.QUEUED,
                 queued_unix_ms=self._now_ms(),
             )  # fmt: skip
             self._write(
@@ -256,15 +251,13 @@ class WorkloadManager:
             )
             self._next += 1
             self._workloads[workload.id] = workload
-            return self._copy(workload)
+            return workload
 
-    def assign(self, workload_id: str, gpus: Sequence[int], actor: str) -> pb.Workload:
+    def assign(self, workload_id: str, gpus: Sequence[int], actor: str) -> Workload:
         with self._lock:
             workload = self._find(workload_id)
-            if workload.state != pb.WORKLOAD_STATE_QUEUED:
-                state = (
-                    pb.WorkloadState.Name(workload.state).removeprefix("WORKLOAD_STATE_").lower()
-                )
+            if workload.state is not WorkloadState.QUEUED:
+                state = workload.state.value
                 raise WorkloadConflict(f"workload {workload_id} is {state}, not queued")
             if len(set(gpus)) != workload.gpu_count:
                 wanted, given = workload.gpu_count, len(set(gpus))
@@ -277,21 +270,21 @@ class WorkloadManager:
                               self._teams_of(workload.owner))  # fmt: skip
                 if why is not None:
                     raise WorkloadConflict(why)
-            return self._copy(self._start(workload, sorted(set(gpus)), actor))
+            return self._start(workload, sorted(set(gpus)), actor)
 
-    def cancel(self, workload_id: str, actor: str) -> pb.Workload:
+    def cancel(self, workload_id: str, actor: str) -> Workload:
         with self._lock:
             workload = self._find(workload_id)
-            if workload.state == pb.WORKLOAD_STATE_QUEUED:
-                cancelled = self._copy(workload)
-                cancelled.state = pb.WORKLOAD_STATE_CANCELLED
-                cancelled.ended_unix_ms = self._now_ms()
+            if workload.state is WorkloadState.QUEUED:
+                cancelled = replace(
+                    workload, state=WorkloadState.CANCELLED, ended_unix_ms=self._now_ms()
+                )
                 # Written first: a journal that refuses leaves it queued, as the caller is told.
                 self._write(
                     pb.EVENT_KIND_WORKLOAD_CANCELLED, cancelled, actor, f"cancelled by {actor}"
                 )
                 del self._workloads[workload_id]
-                return self._copy(cancelled)
+                return cancelled
             if workload_id not in self._cancelling:
                 launched = self._launched.get(workload_id)
                 if launched is None or not self.launcher.still_running(launched):
@@ -302,19 +295,19 @@ class WorkloadManager:
                     why = f"workload {workload_id} could not be stopped: {exc}"
                     raise WorkloadConflict(why) from exc
                 self._cancelling[workload_id] = self._clock()
-                workload.detail = f"stopping (cancelled by {actor})"
-            return self._copy(workload)
+                workload = replace(workload, detail=f"stopping (cancelled by {actor})")
+                self._workloads[workload_id] = workload  # shown, not journaled: its end will be
+            return workload
 
-    def _start(self, workload: pb.Workload, gpus: list[int], actor: str) -> pb.Workload:
+    def _start(self, workload: Workload, gpus: list[int], actor: str) -> Workload:
         """Intent, launch, commit. Any failure leaves nothing running and the workload queued."""
         try:
             spec = launch_spec(workload, gpus, self._node().gpus, self._settings,
                                self.launcher.switches_users)  # fmt: skip
         except CannotStart as exc:
             raise WorkloadConflict(str(exc)) from exc
-        intended = self._copy(workload)
-        intended.state, intended.started_unix_ms = pb.WORKLOAD_STATE_RUNNING, self._now_ms()
-        intended.gpu_indices[:] = gpus
+        intended = replace(workload, state=WorkloadState.RUNNING,
+                           started_unix_ms=self._now_ms(), gpu_indices=tuple(gpus))  # fmt: skip
         self._journal.record([], records=[_intent_record(intended, active=True)])
         try:
             launched = self.launcher.launch(WorkloadFiles(self._root, workload.id), spec)
@@ -322,10 +315,8 @@ class WorkloadManager:
             self._finish(workload, None, f"could not start: {exc}",
                          extra=[_intent_record(intended, active=False)])  # fmt: skip
             raise WorkloadConflict(f"workload {workload.id} could not start: {exc}") from exc
-        running = self._copy(intended)
-        running.pid = launched.pid
-        if launched.start_time_unix_ms is not None:
-            running.pid_start_unix_ms = launched.start_time_unix_ms
+        running = replace(intended, pid=launched.pid,
+                          pid_start_unix_ms=launched.start_time_unix_ms)  # fmt: skip
         summary = f"started on GPU {', '.join(map(str, gpus))} as {workload.run_as}" + (
             f" by {actor}" if actor else ""
         )
@@ -355,7 +346,7 @@ class WorkloadManager:
                     self.launcher.release(launched)  # its end is recorded: systemd may forget it
             self._auto_place()
 
-    def _escalate_cancel(self, workload: pb.Workload) -> None:
+    def _escalate_cancel(self, workload: Workload) -> None:
         asked = self._cancelling.get(workload.id)
         launched = self._launched.get(workload.id)
         if asked is not None and launched is not None and self._clock() - asked > CANCEL_GRACE_S:
@@ -364,7 +355,7 @@ class WorkloadManager:
             except OSError as exc:
                 log.error("cannot kill workload %s after its grace: %s", workload.id, exc)
 
-    def _attach(self, workload: pb.Workload, launched: Launched) -> None:
+    def _attach(self, workload: Workload, launched: Launched) -> None:
         if self._hooks is None or workload.id in self._attached:
             return
         shown = self.launcher.workload_pid(launched)
@@ -380,24 +371,24 @@ class WorkloadManager:
 
     def _finish(
         self,
-        workload: pb.Workload,
+        workload: Workload,
         code: int | None,
         note: str,
         extra: Sequence[StoredRecord] = (),
     ) -> None:
         cancelled = workload.id in self._cancelling
         if cancelled:
-            state, kind = pb.WORKLOAD_STATE_CANCELLED, pb.EVENT_KIND_WORKLOAD_CANCELLED
+            state, kind = WorkloadState.CANCELLED, pb.EVENT_KIND_WORKLOAD_CANCELLED
         elif code == 0:
-            state, kind = pb.WORKLOAD_STATE_FINISHED, pb.EVENT_KIND_WORKLOAD_FINISHED
+            state, kind = WorkloadState.FINISHED, pb.EVENT_KIND_WORKLOAD_FINISHED
         else:
-            state, kind = pb.WORKLOAD_STATE_FAILED, pb.EVENT_KIND_WORKLOAD_FAILED
-        ended = self._copy(workload)
-        ended.state, ended.ended_unix_ms = state, self._now_ms()
-        if code is not None:
-            ended.exit_code = code
+            state, kind = WorkloadState.FAILED, pb.EVENT_KIND_WORKLOAD_FAILED
         exit_text = "exit code unknown" if code is None else f"exit code {code}"
-        ended.detail = "; ".join(t for t in (note, exit_text) if t)
+        ended = replace(
+            workload, state=state, ended_unix_ms=self._now_ms(),
+            exit_code=workload.exit_code if code is None else code,
+            detail="; ".join(t for t in (note, exit_text) if t),
+        )  # fmt: skip
         # A journal that refuses keeps it as it was in memory too; the next tick tries again.
         self._write(kind, ended, "", ended.detail, extra)
         self._workloads.pop(workload.id, None)
@@ -409,7 +400,7 @@ class WorkloadManager:
 
     def _auto_place(self) -> None:
         for workload in [w for w in self._workloads.values() if w.auto_place]:
-            if workload.state != pb.WORKLOAD_STATE_QUEUED:
+            if workload.state is not WorkloadState.QUEUED:
                 continue
             teams = self._teams_of(workload.owner)
             gpus = choose_gpus(
@@ -446,34 +437,24 @@ class WorkloadManager:
     def _write(
         self,
         kind: int,
-        workload: pb.Workload,
+        workload: Workload,
         actor: str,
         summary: str,
         extra: Sequence[StoredRecord] = (),
     ) -> None:
         what = f"workload {workload.id} ({workload.name}) of {workload.owner}: {summary}"
-        event = pb.Event(time_unix_ms=self._now_ms(), kind=kind, actor=actor, summary=what)  # type: ignore[arg-type]
-        event.workload.CopyFrom(without_env(workload))  # every viewer streams events
-        active = workload.state not in ENDED
+        # Every viewer streams events: they carry the command, not the environment.
+        event = pb.Event(time_unix_ms=self._now_ms(), kind=kind, actor=actor, summary=what,  # type: ignore[arg-type]
+                         workload=workload_message(workload, with_env=False))  # fmt: skip
         record = StoredRecord(
-            KIND, workload.id, active, event.time_unix_ms, workload.SerializeToString()
+            KIND, workload.id, not workload.state.ended, event.time_unix_ms, workload_body(workload)
         )
         self._journal.record([event], records=[record, *extra])
 
 
-def without_env(workload: pb.Workload) -> pb.Workload:
-    """The workload as anyone may see it: its command, not its environment."""
-    shown = pb.Workload()
-    shown.CopyFrom(workload)
-    if shown.env:
-        shown.env.clear()
-        shown.env_hidden = True
-    return shown
-
-
-def _intent_record(workload: pb.Workload, active: bool) -> StoredRecord:
+def _intent_record(workload: Workload, active: bool) -> StoredRecord:
     return StoredRecord(LAUNCH_KIND, workload.id, active, int(time.time() * 1000),
-                        workload.SerializeToString())  # fmt: skip
+                        workload_body(workload))  # fmt: skip
 
 
 def _make_private(root: Path) -> None:

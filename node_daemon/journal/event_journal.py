@@ -11,6 +11,19 @@ in memory instead (`record_or_hold`, bounded) and written, in the order they
 were made, before anything else once there is room, so that events in seq
 order stay in time order. The meta table also keeps a copy of the audit log's
 head (`save_audit_head`), so that `gpufleet audit verify` sees a shortened log.
+
+What it stores, and why events stay messages: reservations and workloads are
+opaque `StoredRecord` bodies here, serialized and read back by the layer that
+owns them (node_daemon.control.wire), so the journal needs no knowledge of
+their types. Events and alerts are kept as gpufleet.v1 messages, as they are
+stored and sent. An event is never changed once written, and StreamEvents
+sends each one to every subscriber as it comes out of SQLite: a typed event
+record would cost a conversion back to the message per subscriber per event,
+and the journal, below alerts and control, could not build one that carries
+their records without importing the layers above it. So the daemon's own
+state is typed records (AlertRecord, Reservation, Workload) and events are
+the wire messages that describe its changes, built once, by whoever makes the
+change, from those records.
 """
 
 from __future__ import annotations
@@ -64,7 +77,11 @@ MAX_HELD_EVENTS = 10_000
 
 @dataclass(frozen=True)
 class StoredRecord:
-    """A reservation or workload as stored next to the events that change it."""
+    """A reservation or workload as stored next to the events that change it.
+
+    `body` is the record's serialized gpufleet.v1 message (the format state
+    directories hold), made and read by node_daemon.control.wire only.
+    """
 
     kind: str
     id: str

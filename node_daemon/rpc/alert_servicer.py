@@ -1,7 +1,9 @@
 """RPCs about alerts and events: list, stream the journal, acknowledge, silence.
 
 Thin: validation of the request, then the AlertEngine or the EventJournal;
-domain errors become status codes with a message that says what to do.
+domain errors (UnknownAlert is a NotFound, AlertNotFiring a Refused,
+BadAlertRequest an Invalid) become status codes with a message that says what
+to do, through node_daemon.rpc.errors.
 """
 
 from __future__ import annotations
@@ -12,20 +14,15 @@ from collections.abc import Iterator
 import grpc
 
 from gpufleet.v1 import node_pb2 as pb
-from node_daemon.alerts.engine import AlertEngine, AlertNotFiring, BadAlertRequest, UnknownAlert
+from node_daemon.alerts.engine import AlertEngine
 from node_daemon.alerts.wire import alert_message
 from node_daemon.auth.identity import acting_user
 from node_daemon.journal.event_journal import EventJournal
-from node_daemon.rpc.errors import ErrorCodes, abort_for
+from node_daemon.rpc.errors import abort_for
 
 log = logging.getLogger(__name__)
 
 DEFAULT_CLEARED_LIMIT = 200
-_ALERT_ERRORS: ErrorCodes = (
-    (UnknownAlert, grpc.StatusCode.NOT_FOUND),
-    (AlertNotFiring, grpc.StatusCode.FAILED_PRECONDITION),
-    (BadAlertRequest, grpc.StatusCode.INVALID_ARGUMENT),
-)
 MAX_TEXT = 1000
 _POLL_S = 1.0
 
@@ -79,7 +76,7 @@ class AlertServicer:
                 request.alert_id, self._actor(request.actor), request.comment
             )
         except Exception as exc:
-            abort_for(context, exc, _ALERT_ERRORS)
+            abort_for(context, exc)
         log.info("alert %s acknowledged by %s", request.alert_id, alert.acknowledged_by)
         return alert_message(alert)
 
@@ -94,7 +91,7 @@ class AlertServicer:
                 request.alert_id, request.duration_s, request.reason, actor
             )
         except Exception as exc:
-            abort_for(context, exc, _ALERT_ERRORS)
+            abort_for(context, exc)
         log.info("alert %s silence set by %s for %d s", request.alert_id, actor, request.duration_s)
         return alert_message(alert)
 

@@ -1,4 +1,9 @@
-"""RPCs that act: kill, reservations, workloads. Validate, delegate, map errors."""
+"""RPCs that act: kill, reservations, workloads. Validate, delegate, map errors.
+
+Requests become the control layer's records here and answers are built from
+them (node_daemon.control.wire); a workload's environment is left out of an
+answer for anyone `may_see_private` does not allow.
+"""
 
 from __future__ import annotations
 
@@ -9,31 +14,17 @@ import grpc
 from gpufleet.v1 import node_pb2 as pb
 from node_daemon.auth.identity import Caller, Role, acting_user, current_caller
 from node_daemon.backends.readings import ProcessReading
-from node_daemon.control.accounts import NoAccount
 from node_daemon.control.kill import KillOutcome
-from node_daemon.control.kill_service import KillRefused, ProcessKiller
-from node_daemon.control.reservations import BadReservation, ReservationConflict, ReservationLedger
-from node_daemon.control.workloads import (
-    MAX_OUTPUT_BYTES,
-    BadWorkload,
-    WorkloadConflict,
-    WorkloadManager,
-    WorkloadNotFound,
-    without_env,
-)
+from node_daemon.control.kill_service import ProcessKiller
+from node_daemon.control.records import Workload
+from node_daemon.control.reservations import ReservationLedger
+from node_daemon.control.wire import reservation_message, workload_message, workload_request
+from node_daemon.control.workloads import MAX_OUTPUT_BYTES, WorkloadManager
 from node_daemon.rpc.errors import ErrorCodes, abort_for
 
-_ERRORS: ErrorCodes = (
-    (PermissionError, grpc.StatusCode.PERMISSION_DENIED),
-    (KillRefused, grpc.StatusCode.FAILED_PRECONDITION),
-    (ReservationConflict, grpc.StatusCode.FAILED_PRECONDITION),
-    (WorkloadConflict, grpc.StatusCode.FAILED_PRECONDITION),
-    (NoAccount, grpc.StatusCode.FAILED_PRECONDITION),
-    (BadReservation, grpc.StatusCode.INVALID_ARGUMENT),
-    (BadWorkload, grpc.StatusCode.INVALID_ARGUMENT),
-    (WorkloadNotFound, grpc.StatusCode.NOT_FOUND),
-    (KeyError, grpc.StatusCode.NOT_FOUND),
-)
+# Besides the domain's own (node_daemon.rpc.errors.COMMON): refusals the caller's
+# rights cause, here and in the kill primitive.
+_ERRORS: ErrorCodes = ((PermissionError, grpc.StatusCode.PERMISSION_DENIED),)
 TeamsOf = Callable[[str], Sequence[str]]
 _OUTCOMES = {
     KillOutcome.TERMINATED: pb.KILL_OUTCOME_TERMINATED,
@@ -72,7 +63,7 @@ def _check_text(context: grpc.ServicerContext, **fields: str) -> None:
             )
 
 
-def may_see_private(caller: Caller, workload: pb.Workload, teams_of: TeamsOf) -> bool:
+def may_see_private(caller: Caller, workload: Workload, teams_of: TeamsOf) -> bool:
     """A workload's environment and output: its owner, operators of its team, admins."""
     if caller.role >= Role.ADMIN or caller.user in (workload.owner, workload.run_as):
         return True
@@ -115,7 +106,7 @@ class ControlServicer:
         _check_text(context, holder=request.holder, reason=request.reason)
         try:
             self._require_holder(request.holder.strip(), "reserve")
-            return self._ledger.reserve(
+            reservation = self._ledger.reserve(
                 list(request.gpu_indices),
                 request.holder.strip(),
                 request.until_unix_ms,
@@ -124,15 +115,17 @@ class ControlServicer:
             )
         except Exception as exc:
             abort_for(context, exc, _ERRORS)
+        return reservation_message(reservation)
 
     def ReleaseReservation(
         self, request: pb.ReleaseReservationRequest, context: grpc.ServicerContext
     ) -> pb.Reservation:
         try:
             self._require_holder(self._ledger.get(request.reservation_id).holder, "release")
-            return self._ledger.release(request.reservation_id, _actor(request.actor))
+            released = self._ledger.release(request.reservation_id, _actor(request.actor))
         except Exception as exc:
             abort_for(context, exc, _ERRORS)
+        return reservation_message(released)
 
     @staticmethod
     def _require_holder(holder: str, what: str) -> None:
@@ -147,7 +140,7 @@ class ControlServicer:
         self, request: pb.ListReservationsRequest, context: grpc.ServicerContext
     ) -> pb.ListReservationsResponse:
         found = self._ledger.all() if request.include_ended else self._ledger.active()
-        return pb.ListReservationsResponse(reservations=found)
+        return pb.ListReservationsResponse(reservations=[reservation_message(r) for r in found])
 
     def SubmitWorkload(
         self, request: pb.SubmitWorkloadRequest, context: grpc.ServicerContext
@@ -162,29 +155,34 @@ class ControlServicer:
             caller = current_caller()
             self._require_holder(request.owner or caller.user, "submit workloads")
             submitter = caller.user if caller.authenticated_by != "none" else ""
-            return self._workloads.submit(request, _actor(request.actor), submitter)
+            queued = self._workloads.submit(
+                workload_request(request), _actor(request.actor), submitter
+            )
         except Exception as exc:
             abort_for(context, exc, _ERRORS)
+        return workload_message(queued)
 
     def AssignWorkload(
         self, request: pb.AssignWorkloadRequest, context: grpc.ServicerContext
     ) -> pb.Workload:
         try:
             self._require_holder(self._workloads.get(request.workload_id).owner, "assign")
-            return self._workloads.assign(
+            started = self._workloads.assign(
                 request.workload_id, list(request.gpu_indices), _actor(request.actor)
             )
         except Exception as exc:
             abort_for(context, exc, _ERRORS)
+        return workload_message(started)
 
     def CancelWorkload(
         self, request: pb.CancelWorkloadRequest, context: grpc.ServicerContext
     ) -> pb.Workload:
         try:
             self._require_holder(self._workloads.get(request.workload_id).owner, "cancel")
-            return self._workloads.cancel(request.workload_id, _actor(request.actor))
+            cancelled = self._workloads.cancel(request.workload_id, _actor(request.actor))
         except Exception as exc:
             abort_for(context, exc, _ERRORS)
+        return workload_message(cancelled)
 
     def ListWorkloads(
         self, request: pb.ListWorkloadsRequest, context: grpc.ServicerContext
@@ -192,7 +190,7 @@ class ControlServicer:
         caller = current_caller()
         listed = self._workloads.workloads(request.include_ended)
         shown = [
-            w if may_see_private(caller, w, self._teams_of) else without_env(w) for w in listed
+            workload_message(w, with_env=may_see_private(caller, w, self._teams_of)) for w in listed
         ]
         return pb.ListWorkloadsResponse(workloads=shown)
 

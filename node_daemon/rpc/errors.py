@@ -1,4 +1,12 @@
-"""Turning domain errors into gRPC status codes with the domain's own message."""
+"""Turning domain errors into gRPC status codes with the domain's own message.
+
+Every service shares one table for the domain's kinds of error
+(node_daemon.errors): NotFound, Invalid, Refused, and a journal that cannot be
+written. A servicer adds the few errors of its own (PermissionError for the
+caller's rights). Anything else is a bug: it is re-raised, so that gRPC logs
+its traceback and answers UNKNOWN; it never borrows a code that looks like a
+valid answer (a stray KeyError is not NOT_FOUND).
+"""
 
 from __future__ import annotations
 
@@ -7,11 +15,17 @@ from typing import NoReturn
 
 import grpc
 
+from node_daemon.errors import Invalid, NotFound, Refused
 from node_daemon.journal.event_journal import JournalError
 
 ErrorCodes = Sequence[tuple[type[BaseException], grpc.StatusCode]]
-# Every service shares these: a journal that cannot be written means nothing was done.
-COMMON: ErrorCodes = ((JournalError, grpc.StatusCode.UNAVAILABLE),)
+COMMON: ErrorCodes = (
+    (NotFound, grpc.StatusCode.NOT_FOUND),
+    (Invalid, grpc.StatusCode.INVALID_ARGUMENT),
+    (Refused, grpc.StatusCode.FAILED_PRECONDITION),
+    # A journal that cannot be written means nothing was done.
+    (JournalError, grpc.StatusCode.UNAVAILABLE),
+)
 
 
 MAX_MESSAGE = 1000
@@ -24,7 +38,9 @@ def bounded(message: str) -> str:
     )
 
 
-def abort_for(context: grpc.ServicerContext, exc: BaseException, codes: ErrorCodes) -> NoReturn:
+def abort_for(
+    context: grpc.ServicerContext, exc: BaseException, codes: ErrorCodes = ()
+) -> NoReturn:
     """Abort the call with the code mapped for the error's type; re-raise unknown errors."""
     for kind, code in (*codes, *COMMON):
         if isinstance(exc, kind):

@@ -7,6 +7,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 
 from gpufleet.v1 import node_pb2 as pb
+from node_daemon.errors import Invalid
 from node_daemon.usage.amounts import NodeAmounts, TeamsOf, UsageAmounts, utc_day
 from node_daemon.usage.store import UsageStore
 
@@ -14,7 +15,7 @@ NO_TEAM = "(no team)"
 TEAM_PREFIX = "team:"
 
 
-class BadUsageQuery(ValueError):
+class BadUsageQuery(Invalid):
     """A query that cannot be answered as asked; the message says what to fix."""
 
 

@@ -19,11 +19,11 @@ from pathlib import Path
 
 import pytest
 
-from gpufleet.v1 import node_pb2 as pb
 from node_daemon.backends.procinfo import process_start_time_unix_ms
 from node_daemon.backends.readings import GpuReading, GpuStatic
 from node_daemon.control.launcher import DirectLauncher, Launched, LaunchSpec, WorkloadFiles
 from node_daemon.control.launcher_choice import choose_launcher
+from node_daemon.control.records import WorkloadRequest, WorkloadState
 from node_daemon.control.reservations import ReservationLedger
 from node_daemon.control.settings import parse_workload_settings
 from node_daemon.control.systemd_launcher import (
@@ -206,8 +206,7 @@ def manager(tmp_path: Path) -> Iterator[WorkloadManager]:
 
 @pytest.mark.usefixtures("workload_accounts")
 def test_a_name_systemd_would_drop_is_refused_at_submit(manager: WorkloadManager) -> None:
-    request = pb.SubmitWorkloadRequest(argv=["true"], owner="alice", gpu_count=1,
-                                       env={"my-var": "1"})  # fmt: skip
+    request = WorkloadRequest(argv=("true",), owner="alice", gpu_count=1, env={"my-var": "1"})
     with pytest.raises(BadWorkload, match="my-var"):
         manager.submit(request, "alice")
     assert manager.workloads(include_ended=True) == []
@@ -220,13 +219,13 @@ def test_a_launch_systemd_refuses_leaves_nothing_running_and_no_environment_file
     """Here systemd is not PID 1: the real systemd-run refuses, and the caller hears why."""
     if shutil.which("systemd-run") is None:
         pytest.skip("systemd-run not installed")
-    request = pb.SubmitWorkloadRequest(argv=["sleep", "300"], owner="alice", gpu_count=1,
-                                       env={"TOKEN": "s3cret"})  # fmt: skip
+    request = WorkloadRequest(argv=("sleep", "300"), owner="alice", gpu_count=1,
+                              env={"TOKEN": "s3cret"})  # fmt: skip
     queued = manager.submit(request, "alice")
     with pytest.raises(Exception, match="systemd-run") as refused:
         manager.assign(queued.id, [0], "alice")
     assert type(refused.value).__name__ == "WorkloadConflict"
-    assert manager.get(queued.id, include_ended=True).state == pb.WORKLOAD_STATE_FAILED
+    assert manager.get(queued.id, include_ended=True).state is WorkloadState.FAILED
     assert not (tmp_path / "workloads" / queued.id / ENVIRONMENT_FILE).exists()
 
 

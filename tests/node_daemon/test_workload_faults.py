@@ -21,6 +21,7 @@ from gpufleet.v1 import node_pb2_grpc as pb_grpc
 from node_daemon.backends.procinfo import process_start_time_unix_ms
 from node_daemon.backends.readings import GpuReading, GpuStatic
 from node_daemon.control.launcher import LaunchSpec, WorkloadFiles, find_runner, launch
+from node_daemon.control.records import Workload, WorkloadRequest, WorkloadState
 from node_daemon.control.reservations import ReservationLedger
 from node_daemon.control.workloads import KIND, LAUNCH_KIND, NodeView, WorkloadManager
 from node_daemon.journal.event_journal import EventJournal, JournalError, StoredRecord
@@ -182,8 +183,8 @@ def manager(disk: SmallDisk, tmp_path: Path) -> Iterator[WorkloadManager]:
     journal.close()
 
 
-def queued_in(manager: WorkloadManager) -> pb.Workload:
-    request = pb.SubmitWorkloadRequest(argv=["sleep", "300"], owner="alice", gpu_count=1)
+def queued_in(manager: WorkloadManager) -> Workload:
+    request = WorkloadRequest(argv=("sleep", "300"), owner="alice", gpu_count=1)
     return manager.submit(request, "alice")
 
 
@@ -195,9 +196,9 @@ def test_a_refused_cancel_leaves_the_workload_queued_in_memory_too(
     for _ in range(2):
         with pytest.raises(JournalError):
             manager.cancel(queued.id, "alice")
-        assert manager.get(queued.id).state == pb.WORKLOAD_STATE_QUEUED
+        assert manager.get(queued.id).state is WorkloadState.QUEUED
     disk.free()
-    assert manager.cancel(queued.id, "alice").state == pb.WORKLOAD_STATE_CANCELLED
+    assert manager.cancel(queued.id, "alice").state is WorkloadState.CANCELLED
 
 
 def test_a_refused_assign_runs_nothing(manager: WorkloadManager, disk: SmallDisk) -> None:
@@ -205,7 +206,7 @@ def test_a_refused_assign_runs_nothing(manager: WorkloadManager, disk: SmallDisk
     disk.fill()
     with pytest.raises(JournalError):
         manager.assign(queued.id, [0], "alice")
-    assert manager.get(queued.id).state == pb.WORKLOAD_STATE_QUEUED
+    assert manager.get(queued.id).state is WorkloadState.QUEUED
     assert find_runner(WorkloadFiles(manager._root, queued.id)) is None
 
 
@@ -227,4 +228,4 @@ def test_a_commit_refused_after_launch_kills_what_it_started(
     with pytest.raises(JournalError):
         manager.assign(queued.id, [0], "alice")
     assert len(started) == 1 and process_start_time_unix_ms(started[0]) is None
-    assert manager.get(queued.id).state == pb.WORKLOAD_STATE_QUEUED
+    assert manager.get(queued.id).state is WorkloadState.QUEUED

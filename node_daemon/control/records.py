@@ -1,0 +1,85 @@
+"""Reservations and workloads as the daemon keeps them: immutable values.
+
+A change is a new value (`dataclasses.replace`), so a record handed to a
+caller or an RPC thread can never change under it, and none needs copying.
+They become gpufleet.v1 messages only at the edge, in one place
+(node_daemon.control.wire): RPC answers, the events that carry them, and the
+bodies the journal stores.
+
+`None` is "not set" (a workload that has not started has no pid), as the
+proto3 `optional` fields it becomes.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+
+class WorkloadState(enum.Enum):
+    QUEUED = "queued"
+    RUNNING = "running"
+    FINISHED = "finished"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+    @property
+    def ended(self) -> bool:
+        return self in (WorkloadState.FINISHED, WorkloadState.FAILED, WorkloadState.CANCELLED)
+
+
+@dataclass(frozen=True)
+class Reservation:
+    """GPUs held for a user or a team ("team:NAME") until a time."""
+
+    id: str
+    gpu_indices: tuple[int, ...]
+    holder: str
+    until_unix_ms: int
+    reason: str
+    created_by: str
+    created_unix_ms: int
+    active: bool = True
+    ended_unix_ms: int | None = None  # set once released early or expired
+
+
+@dataclass(frozen=True)
+class WorkloadRequest:
+    """What a submitter asks to run; `owner` empty: the submitter."""
+
+    argv: tuple[str, ...]
+    gpu_count: int
+    owner: str = ""
+    name: str = ""
+    env: Mapping[str, str] = field(default_factory=dict)
+    min_free_memory_bytes: int = 0
+    auto_place: bool = False
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A command in the node's queue, and its life: queued, running, ended.
+
+    `env` is private to its owner, operators of the owner's team and admins:
+    the wire leaves it out for anyone else (node_daemon.control.wire).
+    """
+
+    id: str
+    name: str
+    argv: tuple[str, ...]
+    env: Mapping[str, str]
+    owner: str
+    run_as: str  # the local account it runs as
+    gpu_count: int
+    min_free_memory_bytes: int
+    auto_place: bool
+    state: WorkloadState
+    queued_unix_ms: int
+    gpu_indices: tuple[int, ...] = ()
+    pid: int | None = None
+    pid_start_unix_ms: int | None = None
+    started_unix_ms: int | None = None
+    ended_unix_ms: int | None = None
+    exit_code: int | None = None
+    detail: str = ""
