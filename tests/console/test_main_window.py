@@ -15,8 +15,8 @@ from console.fleet.updates import LinkState
 from console.main_window import MainWindow
 from console.qt import roles
 from console.session import ConsoleSession
-from console.views.tile_colors import TEMPERATURE_STOPS, scale_color
-from gpufleet.v1.gpu_metrics import TEMP_GPU_C
+from console.views.tile_colors import TEMPERATURE_STOPS, UTILISATION_STOPS, scale_color
+from gpufleet.v1.gpu_metrics import TEMP_GPU_C, UTIL_GPU_PCT
 from node_daemon.backends.simulated import SimulatedBackend
 from node_daemon.backends.simulated.scenario import Scenario, ScenarioEvent
 
@@ -76,19 +76,29 @@ def test_tiles_for_every_gpu_and_click_shows_live_plots(qtbot, open_window, star
     np.testing.assert_array_equal(y, temps)
 
 
-def test_tile_colour_follows_temperature(qtbot, open_window, start_daemon) -> None:
+@pytest.mark.parametrize(
+    ("mode", "metric", "stops"),
+    [
+        ("temperature", TEMP_GPU_C, TEMPERATURE_STOPS),
+        ("utilisation", UTIL_GPU_PCT, UTILISATION_STOPS),
+    ],
+)
+def test_tile_colour_follows_the_chosen_metric(
+    qtbot, open_window, start_daemon, mode, metric, stops
+) -> None:
     daemon = start_daemon(gpus=2)
     target = str(daemon.address)
     window = open_window(target)
+    window.color_by.setCurrentText(mode)
     wait_connected(qtbot, window, target)
     window.session.pump.stop()
     image = window.grid.grab().toImage()
     for gpu in range(2):
-        temp = roles.value(window.session.items.gpu_index(target, gpu), TEMP_GPU_C)
+        shown = roles.value(window.session.items.gpu_index(target, gpu), metric)
         center = window.grid.tile_rect(target, gpu).center()
         painted = image.pixelColor(center * image.devicePixelRatio())
-        expected = scale_color(temp, TEMPERATURE_STOPS)
-        assert abs(painted.red() - expected.red()) <= 2, (temp, painted.name(), expected.name())
+        expected = scale_color(shown, stops)
+        assert abs(painted.red() - expected.red()) <= 2, (shown, painted.name(), expected.name())
         assert abs(painted.blue() - expected.blue()) <= 2
 
 
