@@ -4,10 +4,12 @@ The only module of the project that imports ``pynvml``. NVML is initialised once
 `NvmlBackend.open()`, and shut down once, in `close()`; nothing here inits per poll.
 
 Every NVML call goes through one query helper (`_Query`) that sorts errors by scope,
-as nvitop does: "not supported" leaves the field None; "GPU is lost" makes that GPU's
-reading LOST while the others keep reporting; "driver gone" makes the whole backend
-unavailable (`BackendUnavailable`, with a hint for the operator); anything else marks
-the GPU's reading ERROR with the message.
+as nvitop does: "not supported" leaves the field None; a function the driver lacks
+(FUNCTION_NOT_FOUND) or refuses (NO_PERMISSION) leaves it None too, and is logged once
+per NVML session with what to do; "GPU is lost" makes that GPU's reading LOST while the
+others keep reporting; "driver gone" makes the whole backend unavailable
+(`BackendUnavailable`, with a hint for the operator); anything else marks the GPU's
+reading ERROR with the message.
 
 Each metric has a small function below whose docstring names the matching
 ``nvidia-smi --query-gpu=`` field (or, where there is none, where nvidia-smi shows it).
@@ -18,7 +20,7 @@ from __future__ import annotations
 import ctypes
 import logging
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -61,7 +63,9 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 Handle = Any  # pynvml.c_nvmlDevice_t: an opaque pointer
 
-# NVML's "this value is not available here": the field is simply None.
+# NVML's "this value is not available here": the field is simply None. NOT_SUPPORTED
+# is what a GPU without the sensor answers, so it is normal; the others say something
+# the operator can change, so each function that answers them is logged once.
 _ABSENT = frozenset(
     {
         pynvml.NVML_ERROR_NOT_SUPPORTED,
@@ -69,6 +73,15 @@ _ABSENT = frozenset(
         pynvml.NVML_ERROR_FUNCTION_NOT_FOUND,  # a driver older than the bindings
     }
 )
+_ABSENT_HINTS: dict[int, str] = {
+    pynvml.NVML_ERROR_FUNCTION_NOT_FOUND: (
+        "is not in this driver (FUNCTION_NOT_FOUND): %s stays unset; a newer driver has it"
+    ),
+    pynvml.NVML_ERROR_NO_PERMISSION: (
+        "was refused (NO_PERMISSION): %s stays unset; run the daemon with access to "
+        "/dev/nvidiactl and /dev/nvidia* (some values need root)"
+    ),
+}
 # NVML itself is unusable: the backend as a whole is unavailable until open() again.
 _DRIVER_GONE = frozenset(
     {
@@ -120,21 +133,35 @@ def _raise_if_fatal(what: str, exc: pynvml.NVMLError) -> None:
         raise BackendUnavailable(unavailable_message(what, exc)) from exc
 
 
+class _Unavailable:
+    """The NVML functions already logged as missing or refused, so each is logged once."""
+
+    def __init__(self) -> None:
+        self._logged: set[tuple[str, int]] = set()
+
+    def note(self, function: str, what: str, code: int) -> None:
+        hint = _ABSENT_HINTS.get(code)
+        if hint is not None and (function, code) not in self._logged:
+            self._logged.add((function, code))
+            log.warning("NVML %s " + hint, function, what)
+
+
 class _Query:
     """Runs the NVML calls for one GPU (or the system), sorting errors by scope."""
 
-    def __init__(self) -> None:
+    def __init__(self, unavailable: _Unavailable) -> None:
         self.errors: list[str] = []  # unexpected errors, for the reading's `error`
+        self._unavailable = unavailable
 
     def __call__(self, what: str, call: Callable[..., T], *args: Any) -> T | None:
         """`call(*args)`, or None where its value is not available."""
         try:
             return call(*args)
         except pynvml.NVMLError as exc:
-            self.failed(what, exc)
+            self.failed(what, exc, call.__name__)
             return None
 
-    def first(self, what: str, calls: Iterable[Callable[..., T]], *args: Any) -> T | None:
+    def first(self, what: str, calls: Sequence[Callable[..., T]], *args: Any) -> T | None:
         """The first of `calls` that the installed driver has (newer names first)."""
         for call in calls:
             try:
@@ -142,15 +169,21 @@ class _Query:
             except pynvml.NVMLError_FunctionNotFound:
                 continue
             except pynvml.NVMLError as exc:
-                self.failed(what, exc)
+                self.failed(what, exc, call.__name__)
                 return None
+        if calls:
+            names = "/".join(call.__name__ for call in calls)
+            self._unavailable.note(names, what, pynvml.NVML_ERROR_FUNCTION_NOT_FOUND)
         return None
 
-    def failed(self, what: str, exc: pynvml.NVMLError) -> None:
-        """Sort one error: absent → nothing; lost and driver gone → raise; else keep it."""
-        if exc.value not in _ABSENT:
-            _raise_if_fatal(what, exc)
-            self.errors.append(f"{what}: {exc}")
+    def failed(self, what: str, exc: pynvml.NVMLError, function: str) -> None:
+        """Sort one error: absent → None (logged once if the operator can act); lost and
+        driver gone → raise; anything else is kept for the reading's `error`."""
+        if exc.value in _ABSENT:
+            self._unavailable.note(function, what, exc.value)
+            return
+        _raise_if_fatal(what, exc)
+        self.errors.append(f"{what}: {exc}")
 
     @property
     def health(self) -> GpuHealth:
@@ -256,7 +289,8 @@ def _temperature_memory_c(q: _Query, handle: Handle) -> float | None:
     if values is None:
         return None
     if values[0].nvmlReturn != pynvml.NVML_SUCCESS:
-        q.failed("temperature.memory", pynvml.NVMLError(values[0].nvmlReturn))
+        error = pynvml.NVMLError(values[0].nvmlReturn)
+        q.failed("temperature.memory", error, "nvmlDeviceGetFieldValues(NVML_FI_DEV_MEMORY_TEMP)")
         return None
     return _field_number(values[0])
 
@@ -436,6 +470,7 @@ class _Session:
     handles: dict[int, Handle] = field(default_factory=dict)  # absent while lost
     by_address: dict[int, int] = field(default_factory=dict)  # handle pointer → index
     lost: set[int] = field(default_factory=set)
+    unavailable: _Unavailable = field(default_factory=_Unavailable)  # what was logged
 
     def handle(self, index: int, q: _Query) -> Handle | None:
         """The GPU's handle, fetched (and registered for Xids) when not yet known."""
@@ -496,7 +531,7 @@ class _Session:
             return None
 
     def facts(self) -> NodeFacts:
-        q = _Query()
+        q = _Query(self.unavailable)
         facts = NodeFacts(
             driver_version=_driver_version(q),
             cuda_version=_cuda_version(q),
@@ -507,7 +542,7 @@ class _Session:
         return facts
 
     def gpu_static(self, index: int) -> GpuStatic:
-        q = _Query()
+        q = _Query(self.unavailable)
         try:
             handle = self.handle(index, q)
             static = GpuStatic(index, "", "") if handle is None else _gpu_static(index, handle, q)
@@ -523,7 +558,7 @@ class _Session:
         return [self.read_gpu(i, tuple(xids.get(i, ()))) for i in range(self.gpu_count)]
 
     def read_gpu(self, index: int, xids: tuple[int, ...]) -> GpuReading:
-        q = _Query()
+        q = _Query(self.unavailable)
         try:
             handle = self.handle(index, q)
             if handle is None:
@@ -538,7 +573,7 @@ class _Session:
         return {index: self.processes_on(index, proc_root) for index in range(self.gpu_count)}
 
     def processes_on(self, index: int, proc_root: Path) -> list[ProcessReading]:
-        q = _Query()
+        q = _Query(self.unavailable)
         try:
             handle = self.handle(index, q)
             found = {} if handle is None else _gpu_processes(q, handle)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import pwd
 import subprocess
@@ -241,6 +242,90 @@ def test_unexpected_error_marks_only_that_gpu_error(
     assert "temperature.gpu" in gpu0.error and "Unknown Error" in gpu0.error
     assert gpu0[TEMP_GPU_C] is None and gpu0[POWER_W] == 70.0  # what did read is kept
     assert gpu1.health is GpuHealth.OK and gpu1[TEMP_GPU_C] == 40.0
+
+
+# ---------------------------------------------------------------- what the driver lacks or refuses
+
+NOT_FOUND, NO_PERMISSION = pynvml.NVML_ERROR_FUNCTION_NOT_FOUND, pynvml.NVML_ERROR_NO_PERMISSION
+NEWER_DRIVER = "is not in this driver (FUNCTION_NOT_FOUND)", "a newer driver has it"
+DEVICE_ACCESS = "was refused (NO_PERMISSION)", "/dev/nvidia*"
+
+
+def nvml_warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [
+        record.getMessage()
+        for record in caplog.records
+        if record.name == "node_daemon.backends.nvml" and record.levelno >= logging.WARNING
+    ]
+
+
+@pytest.mark.parametrize(
+    ("fake_field", "code", "function", "metrics", "words"),
+    [
+        ("energy", NOT_FOUND, "nvmlDeviceGetTotalEnergyConsumption", [ENERGY_J], NEWER_DRIVER),
+        ("fan", NO_PERMISSION, "nvmlDeviceGetFanSpeed", [FAN_PCT], DEVICE_ACCESS),
+        ("util_gpu", NO_PERMISSION, "nvmlDeviceGetUtilizationRates",
+         [UTIL_GPU_PCT, UTIL_MEM_PCT], DEVICE_ACCESS),
+        # Neither the new name nor the old one: one line for the pair.
+        ("throttle_reasons", NOT_FOUND,
+         "nvmlDeviceGetCurrentClocksEventReasons/nvmlDeviceGetCurrentClocksThrottleReasons",
+         [THROTTLE_REASONS], NEWER_DRIVER),
+        # A field value's own return code, inside a call that succeeded.
+        ("memory_temp", NO_PERMISSION, "nvmlDeviceGetFieldValues(NVML_FI_DEV_MEMORY_TEMP)",
+         [TEMP_MEM_C], DEVICE_ACCESS),
+    ],
+)  # fmt: skip
+def test_a_function_lacking_or_refused_is_logged_once_and_its_field_stays_unset(
+    two_gpus: FakeNvmlState,
+    backend: NvmlBackend,
+    caplog: pytest.LogCaptureFixture,
+    fake_field: str,
+    code: int,
+    function: str,
+    metrics: list[AnyMetric],
+    words: tuple[str, str],
+) -> None:
+    two_gpus.fail(0, fake_field, code).fail(1, fake_field, code)
+    backend.open()
+    caplog.set_level(logging.WARNING, logger="node_daemon.backends.nvml")
+
+    sweeps = [backend.read_gpus(), backend.read_gpus()]
+
+    for gpu in (gpu for sweep in sweeps for gpu in sweep):
+        assert [gpu[metric] for metric in metrics] == [None] * len(metrics)
+        assert (gpu.health, gpu.error, gpu[TEMP_GPU_C]) == (GpuHealth.OK, "", 40.0)
+    (line,) = nvml_warnings(caplog)  # two sweeps of two GPUs: one line
+    assert f"NVML {function} {words[0]}" in line and words[1] in line
+
+
+def test_each_function_lacking_or_refused_has_its_own_line(
+    fake_nvml: FakeNvmlState, backend: NvmlBackend, caplog: pytest.LogCaptureFixture
+) -> None:
+    fake_nvml.fail(0, "energy", NOT_FOUND).fail(0, "power", NO_PERMISSION)
+    backend.open()
+    caplog.set_level(logging.WARNING, logger="node_daemon.backends.nvml")
+
+    gpu = reading(backend, 0)
+    reading(backend, 0)
+
+    assert (gpu[ENERGY_J], gpu[POWER_W], gpu[TEMP_GPU_C]) == (None, None, 40.0)
+    lines = nvml_warnings(caplog)
+    assert len(lines) == 2
+    assert sum("nvmlDeviceGetTotalEnergyConsumption" in line for line in lines) == 1
+    assert sum("nvmlDeviceGetPowerUsage" in line for line in lines) == 1
+
+
+def test_not_supported_is_normal_and_not_logged(
+    fake_nvml: FakeNvmlState, backend: NvmlBackend, caplog: pytest.LogCaptureFixture
+) -> None:
+    fake_nvml.unsupported(0, "fan", "memory_temp", "energy", "throttle_reasons")
+    backend.open()
+    caplog.set_level(logging.DEBUG, logger="node_daemon.backends.nvml")
+
+    gpu = reading(backend, 0)
+
+    assert (gpu[FAN_PCT], gpu[TEMP_MEM_C], gpu[ENERGY_J], gpu[THROTTLE_REASONS]) == (None,) * 4
+    assert nvml_warnings(caplog) == []
 
 
 # ---------------------------------------------------------------- lost GPUs
