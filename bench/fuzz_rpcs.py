@@ -10,7 +10,8 @@ sends it to an in-process daemon (simulated backend, 2 GPUs, tokens for an admin
 operator and a viewer). Every answer must be a clear status (never UNKNOWN or INTERNAL;
 undecodable bytes get INVALID_ARGUMENT), a rejected call must change nothing but the audit log,
 and after the run the daemon must still serve, sweep, log no error and hold an intact
-audit chain. Daemon bugs already pinned by xfail tests are counted apart, not failed.
+audit chain. One open daemon bug is tolerated, and counted apart: the client losing an
+error message too long once percent-encoded (LOST_DETAILS in tests/node_daemon/test_fuzz.py).
 
 Prints a table of status codes per RPC and writes it, with the machine, to
 bench/results/fuzz.md (`--out`; --smoke writes nothing unless given --out).
@@ -44,10 +45,11 @@ from tests.node_daemon.test_fuzz import (  # noqa: E402
     DECODE_FAILED,
     METHODS,
     REQUESTS,
-    RPC_LIMIT,
+    STREAM_REFUSED,
     STREAMS,
     FuzzTarget,
     Outcome,
+    lost_details,
     parse,
     raw_payloads,
     safe_to_send,
@@ -64,6 +66,7 @@ MODES: dict[str, float] = {
 }
 USERS = {"admin": "ada", "operator": "otto", "viewer": "vera"}
 SMOKE_REQUESTS = 200
+LOST_LABEL = "RESOURCE_EXHAUSTED (long details, open bug)"
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "fuzz.md"
 
 
@@ -71,8 +74,6 @@ DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "fuzz.md"
 class Tally:
     codes: dict[str, Counter[str]] = field(default_factory=lambda: defaultdict(Counter))
     modes: dict[str, Counter[str]] = field(default_factory=lambda: defaultdict(Counter))
-    known: Counter[str] = field(default_factory=Counter)
-    known_example: dict[str, str] = field(default_factory=dict)
     violations: Counter[str] = field(default_factory=Counter)
     violation_example: dict[str, str] = field(default_factory=dict)
     sent: int = 0
@@ -93,12 +94,12 @@ def label_of(method: str, outcome: Outcome) -> str:
         return "INVALID_ARGUMENT (undecodable)"
     if outcome.code == grpc.StatusCode.DEADLINE_EXCEEDED and method in STREAMS:
         return "DEADLINE (stream waiting)"
-    if outcome.details == RPC_LIMIT:
-        return "RESOURCE_EXHAUSTED (RPC limit)"
+    if outcome.details.startswith(STREAM_REFUSED):
+        return "RESOURCE_EXHAUSTED (max_streams)"
     if outcome.details.startswith("received metadata size exceeds"):
         return "RESOURCE_EXHAUSTED (metadata)"
-    if outcome.details.startswith("Stream removed (received metadata size exceeds"):
-        return "RESOURCE_EXHAUSTED (long details)"
+    if lost_details(outcome):
+        return LOST_LABEL
     if outcome.code == grpc.StatusCode.RESOURCE_EXHAUSTED and "larger than max" in outcome.details:
         return "RESOURCE_EXHAUSTED (message size)"
     return outcome.code.name
@@ -154,21 +155,16 @@ def fuzz(target: FuzzTarget, total: int, rng_seed: int | None,
                 if mode == "raw":
                     if not safe_to_send(method, parse(method, value)):
                         return False
-                    outcome, known = target.raw(method, value, USERS["admin"])
+                    outcome = target.raw(method, value, USERS["admin"])
                 elif mode == "credentials":
                     request, authorization = value
-                    outcome, known = target.credentials(method, request, authorization)
+                    outcome = target.credentials(method, request, authorization)
                 else:
-                    outcome, known = target.typed(method, value, USERS[mode])
+                    outcome = target.typed(method, value, USERS[mode])
             except AssertionError as exc:
                 tally.violation(f"{method} ({mode}): {shorten(exc, 300)}", shorten(value))
                 tally.add(method, mode, Outcome(grpc.StatusCode.UNKNOWN, ""), "VIOLATION")
                 return True
-            if outcome.details == RPC_LIMIT:
-                time.sleep(1.1)  # let the lingering streams end (see refused_by_grpc)
-            if known is not None:
-                tally.known[known] += 1
-                tally.known_example.setdefault(known, f"{method}: {shorten(value)}")
             tally.add(method, mode, outcome, label_of(method, outcome))
             return True
 
@@ -222,8 +218,8 @@ def report(tally: Tally, target: FuzzTarget, seconds: float, alive: str, args: A
         f"- Rules broken: **{sum(tally.violations.values())}**"
         + (" (listed below)" if tally.violations else " (none)"),
         f"- After the run: {alive}",
-        f"- Known daemon bugs hit (pinned by xfail tests in tests/node_daemon/test_fuzz.py): "
-        f"{sum(tally.known.values())}",
+        f"- Open daemon bug tolerated (`{LOST_LABEL}`, pinned by a strict xfail in "
+        f"tests/node_daemon/test_fuzz.py): {sum(c[LOST_LABEL] for c in tally.codes.values())}",
         f"- Audit log after the run: {audit_bytes / 1e6:.1f} MB; largest record written "
         f"(target + params): {target.biggest_audit_record:,} characters",
         "",
@@ -233,11 +229,12 @@ def report(tally: Tally, target: FuzzTarget, seconds: float, alive: str, args: A
         "answer to bytes that do not parse (node_daemon/rpc/guard.py); `DEADLINE "
         "(stream waiting)` a stream with nothing to send within "
         "0.2 s (e.g. events after a seq not yet reached). RESOURCE_EXHAUSTED comes in "
-        "kinds, all from gRPC itself: `(message size)` a request over 4 MiB; `(metadata)` "
-        "request metadata over the server's 8 KiB soft limit (a huge bearer token); `(RPC "
-        "limit)` every worker busy; `(long details)` the daemon's error message, quoting a "
-        "long request field, was over the client's 16 KiB metadata limit (a known bug: the "
-        "daemon's own code is in the audit log).",
+        "kinds: from gRPC itself, `(message size)` a request over 4 MiB and `(metadata)` "
+        "request metadata over the server's 8 KiB soft limit (a huge bearer token); from "
+        "the daemon, `(max_streams)` a stream beyond the streams it serves at once; `(long "
+        "details, open bug)` the daemon's error message, cut at 1,000 characters but over "
+        "the client's 8 KiB once percent-encoded, dropped by the client (the daemon's own "
+        "code is in the audit log).",
         "",
         "## Status codes per RPC",
         "",
@@ -248,13 +245,6 @@ def report(tally: Tally, target: FuzzTarget, seconds: float, alive: str, args: A
         *table(dict(tally.modes), labels, "mode"),
         "",
     ]
-    if tally.known:
-        lines += ["## Known daemon bugs hit", "", "| bug | count | first request |",
-                  "| --- | --- | --- |"]  # fmt: skip
-        for label, count in tally.known.most_common():
-            example = tally.known_example[label].replace("|", "\\|")
-            lines.append(f"| {label} | {count} | `{example[:100]}` |")
-        lines.append("")
     if tally.violations:
         lines += ["## Rules broken", ""]
         for what, count in tally.violations.most_common(50):

@@ -9,8 +9,9 @@ bytes go through a bare channel, as the serialized request. One daemon serves th
 module (simulated backend, 2 GPUs, tokens for an admin, an operator and a viewer).
 
 `bench/fuzz_rpcs.py` drives these same generators and checks for 10,000+ requests; the
-count is in docs/security.md. Daemon bugs the fuzzing found are pinned by the xfail tests
-at the end (strict: they fail once fixed, so the marker goes with the fix).
+count is in docs/security.md. Daemon bugs the fuzzing found are fixed, and no outcome is
+tolerated as a known bug: the tests at the end keep each fix, and the rules above would
+fail the fuzzing if one came back.
 """
 
 from __future__ import annotations
@@ -70,13 +71,14 @@ USERS = (
 ROLES = {u.name: u.role for u in USERS}
 
 # What the daemon may answer to anything. UNKNOWN is an exception that escaped a
-# servicer; INTERNAL is only acceptable from gRPC's own deserializer (raw bytes).
+# servicer; INTERNAL never comes (RpcGuard answers undecodable bytes); RESOURCE_EXHAUSTED
+# only from gRPC itself (refused_by_grpc) or the daemon's stream admission (STREAM_REFUSED).
 ALLOWED = frozenset({
     Code.OK, Code.INVALID_ARGUMENT, Code.NOT_FOUND, Code.FAILED_PRECONDITION,
-    Code.PERMISSION_DENIED, Code.OUT_OF_RANGE, Code.RESOURCE_EXHAUSTED, Code.UNAUTHENTICATED,
+    Code.PERMISSION_DENIED, Code.UNAUTHENTICATED,
 })  # fmt: skip
 DECODE_FAILED = "the request is not a valid "  # how RpcGuard's answer to undecodable bytes starts
-RPC_LIMIT = "Concurrent RPC limit exceeded!"  # grpc's answer beyond maximum_concurrent_rpcs
+STREAM_REFUSED = "stream refused: "  # how the daemon's answer beyond max_streams starts
 # A stream is read until its first message; one with nothing to send yet (events after
 # the newest seq) is still waiting when this runs out: DEADLINE_EXCEEDED, and fine.
 STREAM_WAIT_S = 0.2
@@ -263,17 +265,6 @@ def cannot_exec(argv: Sequence[str], env: dict[str, str]) -> str | None:
     return None
 
 
-def no_auto_start_if_unstartable(request: pb.SubmitWorkloadRequest) -> pb.SubmitWorkloadRequest:
-    """Known daemon bug: an auto-placed workload that cannot start stops the node's alert
-    rules (test_auto_placed_workload_that_cannot_start_keeps_the_rules_running). Until it
-    is fixed, such workloads are submitted for manual assignment only, so that the one
-    daemon of this module keeps judging alerts; they still reach SubmitWorkload and
-    AssignWorkload."""
-    if request.auto_place and cannot_exec(request.argv, dict(request.env)):
-        request.auto_place = False
-    return request
-
-
 REQUESTS: dict[str, st.SearchStrategy[Message]] = {
     "GetInventory": st.just(pb.GetInventoryRequest()),
     "StreamSamples": st.one_of(
@@ -321,7 +312,7 @@ REQUESTS: dict[str, st.SearchStrategy[Message]] = {
         min_free_memory_bytes=UINT64,
         auto_place=BOOLS,
         actor=STRINGS,
-    ).map(no_auto_start_if_unstartable),
+    ),
     "AssignWorkload": st.builds(
         pb.AssignWorkloadRequest, workload_id=ids("w"), gpu_indices=GPU_LISTS, actor=STRINGS
     ),
@@ -393,15 +384,11 @@ def parse(method: str, payload: bytes) -> Message | None:
 
 
 def safe_to_send(method: str, request: Message | None) -> bool:
-    """Raw bytes decode to anything: keep them from starting a real program, and from
-    the known auto-placement bug (see no_auto_start_if_unstartable)."""
+    """Raw bytes decode to anything: keep them from starting a real program."""
     if method != "SubmitWorkload" or request is None:
         return True
     assert isinstance(request, pb.SubmitWorkloadRequest)
-    env = dict(request.env)
-    return list(request.argv) == defang_argv(list(request.argv)) and not (
-        request.auto_place and cannot_exec(request.argv, env)
-    )
+    return list(request.argv) == defang_argv(list(request.argv))
 
 
 BEARERS = st.one_of(
@@ -426,12 +413,14 @@ BEARERS = st.one_of(
     ).map(lambda t: f"Bearer gft_{t}"),  # forged tokens
 )
 
-# Daemon bugs the fuzzing found: tolerated here, pinned by the xfail tests at the end.
-UNSTARTABLE_BUG = "AssignWorkload of a workload whose command cannot start: UNKNOWN"
-LONG_DETAILS_BUG = (
-    "error details that echo a long request field exceed the client's 16 KiB metadata limit: "
-    "RESOURCE_EXHAUSTED instead of the daemon's code"
-)
+# The one daemon bug still open, tolerated here only in this exact form: error messages
+# are cut at 1,000 characters (node_daemon/rpc/errors.py, bounded), but the client's
+# limit is 8 KiB (soft; past it gRPC drops a growing share of answers) of the
+# percent-encoded grpc-message: 1,000 four-byte characters are 12 KB, and the client sees
+# this RESOURCE_EXHAUSTED instead of the daemon's code. The daemon's own code is in the
+# audit log (checked). Pinned by test_error_details_fit_the_clients_metadata_limit
+# (strict xfail): when it passes, remove this and lost_details.
+LOST_DETAILS = "Stream removed (received metadata size exceeds"
 
 # -- calling, and judging what came back ---------------------------------------------------
 
@@ -450,17 +439,19 @@ class Snapshot:
     workloads: frozenset[str]
 
 
+def lost_details(outcome: Outcome) -> bool:
+    """The client dropped the daemon's answer, its message too long (see LOST_DETAILS)."""
+    return outcome.code == Code.RESOURCE_EXHAUSTED and outcome.details.startswith(LOST_DETAILS)
+
+
 def refused_by_grpc(outcome: Outcome) -> bool:
     """Refused by gRPC itself, before any code of the daemon ran: a message over the
-    size limit, request metadata over the server's 8 KiB soft limit (an 8 KB bearer
-    token), or every worker busy (maximum_concurrent_rpcs). The last happens to a fast
-    fuzzer: a cancelled StreamEvents keeps its worker until the journal's next 1 s poll,
-    so 24 streams opened and cancelled within a second fill the test daemon."""
+    size limit, or request metadata over the server's 8 KiB soft limit (an 8 KB bearer
+    token). Not "Concurrent RPC limit exceeded!": one fuzzer sends one call at a time
+    and a cancelled stream ends at once, so every worker busy would be a daemon bug."""
     details = outcome.details
     return outcome.code == Code.RESOURCE_EXHAUSTED and (
-        "larger than max" in details
-        or details.startswith("received metadata size exceeds")
-        or details == RPC_LIMIT
+        "larger than max" in details or details.startswith("received metadata size exceeds")
     )
 
 
@@ -493,8 +484,6 @@ class FuzzTarget:
         )
         self.stub = pb_grpc.NodeServiceStub(self.channel)
         self._raw: dict[str, Callable[..., Any]] = {}
-        # Workloads accepted although their command cannot start (a known bug).
-        self.unstartable: set[str] = set()
         self.biggest_audit_record = 0
         self.denied_kinds: set[tuple[str, str, str]] = set()
         self.errors = ErrorLog()
@@ -545,42 +534,31 @@ class FuzzTarget:
             frozenset(w.id for w in self.daemon.workloads.workloads(include_ended=False)),
         )
 
-    def known_bug(self, method: str, request: Message | None, outcome: Outcome) -> str | None:
-        """A label when the outcome is a daemon bug already pinned by an xfail test."""
-        if (
-            method == "AssignWorkload"
-            and outcome.code == Code.UNKNOWN
-            and isinstance(request, pb.AssignWorkloadRequest)
-            and request.workload_id in self.unstartable
-        ):
-            return UNSTARTABLE_BUG
-        if outcome.code == Code.RESOURCE_EXHAUSTED and outcome.details.startswith(
-            "Stream removed (received metadata size exceeds"  # the answer's, on the client
-        ):
-            return LONG_DETAILS_BUG
-        return None
-
     def check(self, method: str, request: Message | None, outcome: Outcome, before: Snapshot,
-              user: str | None) -> str | None:  # fmt: skip
-        """Raise AssertionError where the outcome breaks a rule; the known-bug label, if any.
+              user: str | None) -> None:  # fmt: skip
+        """Raise AssertionError where the outcome breaks a rule.
 
         request None: the bytes sent do not decode. user None: no valid credentials.
         """
         code, details = outcome.code, outcome.details
-        known = self.known_bug(method, request, outcome)
         refused = refused_by_grpc(outcome)
         if request is None:
             undecodable = code == Code.INVALID_ARGUMENT and details.startswith(DECODE_FAILED)
             assert undecodable or refused, outcome
-        elif known is None:
+        elif not refused and not lost_details(outcome):
             allowed = ALLOWED | ({Code.DEADLINE_EXCEEDED} if method in STREAMS else set())
-            assert code in allowed, f"{method} answered {code.name}: {details}"
+            admission = method in STREAMS and details.startswith(STREAM_REFUSED)
+            assert code in allowed or (code == Code.RESOURCE_EXHAUSTED and admission), (
+                f"{method} answered {code.name}: {details}"
+            )
         if code != Code.OK:
             assert details.strip(), f"{method}: {code.name} without details"
             self._assert_nothing_changed(method, before)
-        self._assert_audited(method, request, outcome, before, user, refused, known)
-        self._remember(method, request, outcome)
-        return known
+        elif method == "SubmitWorkload":
+            assert isinstance(request, pb.SubmitWorkloadRequest)
+            why = cannot_exec(request.argv, dict(request.env))
+            assert why is None, f"SubmitWorkload accepted a command the kernel refuses: {why}"
+        self._assert_audited(method, request, outcome, before, user, refused)
 
     def _assert_nothing_changed(self, method: str, before: Snapshot) -> None:
         # The daemon's own events (alerts, a workload ending) carry no actor; any event
@@ -592,8 +570,7 @@ class FuzzTarget:
         assert now.workloads <= before.workloads, f"rejected {method} queued a workload"
 
     def _assert_audited(self, method: str, request: Message | None, outcome: Outcome,
-                        before: Snapshot, user: str | None, framework: bool,
-                        known: str | None) -> None:  # fmt: skip
+                        before: Snapshot, user: str | None, framework: bool) -> None:  # fmt: skip
         records = self._audit_after(before.audit_seq)
         self.biggest_audit_record = max(
             [self.biggest_audit_record, *(len(r.target) + len(r.params) for r in records)]
@@ -610,11 +587,8 @@ class FuzzTarget:
             self._assert_denial_audited(method, outcome, records, user)
         elif method in MUTATING:
             expected = "OK" if code == Code.OK else f"{code.name}: "
-            if code == Code.UNKNOWN:
-                expected = "error"  # the servicer raised: no status was set
-            if known == LONG_DETAILS_BUG:
-                expected = ""  # the daemon's own code is in the audit; the client lost it
-                assert results[-1] != "OK", results
+            if lost_details(outcome):  # the daemon's own code, which the client lost
+                expected = ("NOT_FOUND: ", "INVALID_ARGUMENT: ", "FAILED_PRECONDITION: ")
             assert len(results) == 2 and results[0] == "attempt", results
             assert results[1].startswith(expected), (outcome, results)
             assert {r.user for r in records} == {user}
@@ -642,29 +616,22 @@ class FuzzTarget:
                        if e.seq > seq and not e.params.startswith('{"repeats"')),
                       key=lambda e: e.seq)  # fmt: skip
 
-    def _remember(self, method: str, request: Message | None, outcome: Outcome) -> None:
-        if method == "SubmitWorkload" and outcome.code == Code.OK:
-            assert isinstance(request, pb.SubmitWorkloadRequest)
-            if cannot_exec(request.argv, dict(request.env)):
-                newest = max(self.snapshot().workloads, key=lambda i: int(i.removeprefix("w-")))
-                self.unstartable.add(newest)
-
     # -- one request, start to finish --------------------------------------------------
 
-    def typed(self, method: str, request: Message, user: str) -> tuple[Outcome, str | None]:
+    def typed(self, method: str, request: Message, user: str) -> Outcome:
         before = self.snapshot()
         outcome = self.call(method, request, bearer(user))
-        return outcome, self.check(method, request, outcome, before, user)
+        self.check(method, request, outcome, before, user)
+        return outcome
 
     def raw(self, method: str, payload: bytes, user: str,
-            stream_wait_s: float = STREAM_WAIT_S) -> tuple[Outcome, str | None]:  # fmt: skip
+            stream_wait_s: float = STREAM_WAIT_S) -> Outcome:  # fmt: skip
         before = self.snapshot()
         outcome = self.call_raw(method, payload, bearer(user), stream_wait_s)
-        return outcome, self.check(method, parse(method, payload), outcome, before, user)
+        self.check(method, parse(method, payload), outcome, before, user)
+        return outcome
 
-    def credentials(
-        self, method: str, request: Message, authorization: str
-    ) -> tuple[Outcome, str | None]:
+    def credentials(self, method: str, request: Message, authorization: str) -> Outcome:
         before = self.snapshot()
         # Refused before any message: streams too end at once, so a short deadline
         # would only measure how busy the machine is.
@@ -674,7 +641,8 @@ class FuzzTarget:
             authorization[:60],
             outcome,
         )
-        return outcome, self.check(method, request, outcome, before, None)
+        self.check(method, request, outcome, before, None)
+        return outcome
 
     # -- after a run ---------------------------------------------------------------
 
@@ -810,11 +778,11 @@ def test_oversized_messages_are_refused_before_they_reach_the_daemon(
         return b"\xc2\x3e" + _varint(body) + b"x" * body
 
     # Four MiB take longer to send than a fuzzed stream is given.
-    outcome, _ = target.raw(method, payload(MAX_RECEIVE + 64), "ada", stream_wait_s=CALL_TIMEOUT_S)
+    outcome = target.raw(method, payload(MAX_RECEIVE + 64), "ada", stream_wait_s=CALL_TIMEOUT_S)
     assert outcome.code == Code.RESOURCE_EXHAUSTED, outcome
     assert "larger than max" in outcome.details
     if method in ("GetInventory", "WhoAmI", "ListWorkloads", "ListReservations"):
-        outcome, _ = target.raw(method, payload(MAX_RECEIVE - 64), "ada")
+        outcome = target.raw(method, payload(MAX_RECEIVE - 64), "ada")
         assert outcome.code == Code.OK, outcome  # the limit is the limit, not less
     target.assert_serving()
 
@@ -830,7 +798,7 @@ def _varint(value: int) -> bytes:
 
 def test_an_oversized_typed_request(target: FuzzTarget) -> None:
     huge = pb.SubmitWorkloadRequest(argv=["true", "x" * MAX_RECEIVE], gpu_count=1)
-    outcome, _ = target.typed("SubmitWorkload", huge, "ada")
+    outcome = target.typed("SubmitWorkload", huge, "ada")
     assert outcome.code == Code.RESOURCE_EXHAUSTED
 
 
@@ -878,47 +846,75 @@ def test_client_certificates_identify_only_under_mutual_tls(
 # -- daemon bugs the fuzzing found, fixed: these keep them fixed ------------------------
 
 UNSTARTABLE = {
-    "nul-in-argv": pb.SubmitWorkloadRequest(argv=["true", f"a{NUL}b"], gpu_count=1),
-    "bad-env-name": pb.SubmitWorkloadRequest(argv=["true"], env={"A=B": "1"}, gpu_count=1),
-    "env-too-big": pb.SubmitWorkloadRequest(argv=["true"], env={"A": "x" * 200_000}, gpu_count=1),
+    "nul-in-argv": (
+        pb.SubmitWorkloadRequest(argv=["true", f"a{NUL}b"], gpu_count=1),
+        "argv and env may not contain NUL characters",
+    ),
+    "bad-env-name": (
+        pb.SubmitWorkloadRequest(argv=["true"], env={"A=B": "1"}, gpu_count=1),
+        "environment names must be non-empty and contain no '='",
+    ),
+    "env-too-big": (
+        pb.SubmitWorkloadRequest(argv=["true"], env={"A": "x" * 200_000}, gpu_count=1),
+        "each argument and environment value must be under 131072 bytes",
+    ),
+    "auto-placed": (
+        pb.SubmitWorkloadRequest(argv=["true", NUL], gpu_count=1, auto_place=True),
+        "argv and env may not contain NUL characters",
+    ),
 }
 
 
 @pytest.mark.parametrize("case", sorted(UNSTARTABLE))
-def test_a_workload_that_cannot_start_is_refused_or_fails_cleanly(
+def test_a_command_the_kernel_would_refuse_is_refused_at_submit(
     start_daemon: DaemonFactory, case: str
 ) -> None:
     daemon = start_fuzz_daemon_via(start_daemon)
     target = FuzzTarget(daemon)
+    request, reason = UNSTARTABLE[case]
     try:
-        submitted, _ = target.typed("SubmitWorkload", UNSTARTABLE[case], "ada")
-        if submitted.code == Code.OK:
-            workload_id = max(target.snapshot().workloads)
-            assign = pb.AssignWorkloadRequest(workload_id=workload_id, gpu_indices=[0])
-            before = target.snapshot()
-            outcome = target.call("AssignWorkload", assign, bearer("ada"))
-            target.unstartable.clear()  # judged as any other call here: no tolerance
-            target.check("AssignWorkload", assign, outcome, before, "ada")
-        else:
-            assert submitted.code == Code.INVALID_ARGUMENT
+        submitted = target.typed("SubmitWorkload", request, "ada")
+        assert submitted == Outcome(Code.INVALID_ARGUMENT, reason)
     finally:
         target.close()
 
 
-def test_auto_placed_workload_that_cannot_start_keeps_the_rules_running(
+def test_a_workload_whose_command_is_missing_fails_and_the_rules_keep_running(
     start_daemon: DaemonFactory,
 ) -> None:
+    """No check at submit can know the command is missing: the launch fails, the
+    workload is FAILED with the shell's 127, and every after-sweep step goes on."""
     daemon = start_fuzz_daemon_via(start_daemon)
     target = FuzzTarget(daemon)
     try:
-        poisoned = pb.SubmitWorkloadRequest(argv=["true", NUL], gpu_count=1, auto_place=True)
-        target.call("SubmitWorkload", poisoned, bearer("ada"))
+        missing = pb.SubmitWorkloadRequest(argv=[NOWHERE + "missing"], gpu_count=1,
+                                           auto_place=True)  # fmt: skip
+        assert target.typed("SubmitWorkload", missing, "ada") == Outcome(Code.OK, "")
+        listing = pb.ListWorkloadsRequest(include_ended=True)
+
+        def listed() -> list[pb.Workload]:
+            reply = target.stub.ListWorkloads(listing, timeout=5, metadata=bearer("ada"))
+            return list(reply.workloads)
+
+        # Placed on the next sweep, and maybe failed before this looks: ended ones too.
+        (queued,) = listed()
+        running = (pb.WORKLOAD_STATE_QUEUED, pb.WORKLOAD_STATE_RUNNING)
+        wait_for(lambda: listed()[0].state not in running, what=f"{queued.id} to end")
+        (failed,) = listed()
+        assert (failed.id, failed.state, failed.exit_code) == (
+            queued.id, pb.WORKLOAD_STATE_FAILED, 127
+        ), failed  # fmt: skip
+        output = target.stub.GetWorkloadOutput(
+            pb.GetWorkloadOutputRequest(workload_id=failed.id), timeout=5, metadata=bearer("ada")
+        ).output.decode()
+        assert output == f"gpufleet: cannot start {NOWHERE}missing: No such file or directory\n"
         evaluated: list[int] = []
         evaluate = daemon.alerts.evaluate
         daemon.alerts.evaluate = lambda *a: (evaluated.append(1), evaluate(*a))[1]  # type: ignore[method-assign]
         tick = daemon.history.latest_tick()
         wait_for(lambda: daemon.history.latest_tick() > tick + 3, what="three sweeps")
-        assert evaluated, "the alert rules were not evaluated once in three sweeps"
+        # Sweeps tick+1 .. tick+3 ran all their after-sweep steps before tick+4 was kept.
+        assert len(evaluated) >= 3, f"the alert rules ran {len(evaluated)} times in 3 sweeps"
         assert not target.errors.records, target.errors.records[0].getMessage()
     finally:
         target.close()
@@ -931,13 +927,12 @@ def test_stream_events_after_a_seq_beyond_sqlite(
     daemon = start_fuzz_daemon_via(start_daemon)
     with grpc.insecure_channel(str(daemon.address)) as channel:
         stream = pb_grpc.NodeServiceStub(channel).StreamEvents(
-            pb.StreamEventsRequest(after_seq=after_seq), timeout=2.0, metadata=bearer("vera")
+            pb.StreamEventsRequest(after_seq=after_seq), timeout=10, metadata=bearer("vera")
         )
         with pytest.raises(grpc.RpcError) as info:
             next(stream)
-    assert info.value.code() in (
-        Code.DEADLINE_EXCEEDED, Code.INVALID_ARGUMENT, Code.OUT_OF_RANGE
-    ), info.value.details()  # fmt: skip
+    assert info.value.code() == Code.INVALID_ARGUMENT, info.value.details()
+    assert info.value.details() == "after_seq must be below 2**63"
 
 
 def test_a_refused_call_writes_a_small_audit_record(start_daemon: DaemonFactory) -> None:
@@ -952,26 +947,71 @@ def test_a_refused_call_writes_a_small_audit_record(start_daemon: DaemonFactory)
 
 
 LONG_ID = "\u00e9" * 4096  # 8 KiB of UTF-8: 24 KiB once percent-encoded in grpc-message
-ECHOES = {
-    "ReleaseReservation": pb.ReleaseReservationRequest(reservation_id=LONG_ID),
-    "CancelWorkload": pb.CancelWorkloadRequest(workload_id=LONG_ID),
-    "AssignWorkload": pb.AssignWorkloadRequest(workload_id=LONG_ID, gpu_indices=[0]),
-    "GetWorkloadOutput": pb.GetWorkloadOutputRequest(workload_id=LONG_ID),
-    "QueryUsage": pb.QueryUsageRequest(from_day=LONG_ID),
-}
+WIDE_ID = "\U0001f525" * 4096  # 4 bytes a character: 12 bytes once percent-encoded
+# Each RPC that quotes a request field in its error: the request, its code, how it starts.
+ECHOES: dict[str, tuple[Callable[[str], Message], Code, str]] = {
+    "ReleaseReservation": (lambda i: pb.ReleaseReservationRequest(reservation_id=i),
+                           Code.NOT_FOUND, "no active reservation "),
+    "CancelWorkload": (lambda i: pb.CancelWorkloadRequest(workload_id=i), Code.NOT_FOUND,
+                       "no workload "),
+    "AssignWorkload": (lambda i: pb.AssignWorkloadRequest(workload_id=i, gpu_indices=[0]),
+                       Code.NOT_FOUND, "no workload "),
+    "GetWorkloadOutput": (lambda i: pb.GetWorkloadOutputRequest(workload_id=i),
+                          Code.NOT_FOUND, "no workload "),
+    "QueryUsage": (lambda i: pb.QueryUsageRequest(from_day=i), Code.INVALID_ARGUMENT,
+                   "from_day must be a day like 2024-05-31 (UTC), got '"),
+}  # fmt: skip
+# The client's soft limit on the metadata of an answer, less its other headers.
+CLIENT_METADATA_SOFT_LIMIT = 8192
+OTHER_HEADERS = 200
+
+
+def echo_error(daemon: NodeDaemon, method: str, text: str, **options: int) -> grpc.RpcError:
+    make, _, _ = ECHOES[method]
+    with (
+        grpc.insecure_channel(str(daemon.address), options=list(options.items())) as channel,
+        pytest.raises(grpc.RpcError) as info,
+    ):
+        getattr(pb_grpc.NodeServiceStub(channel), method)(
+            make(text), timeout=5, metadata=bearer("ada")
+        )
+    return info.value
+
+
+def percent_encoded_size(message: str) -> int:
+    """Bytes of grpc-message on the wire: printable ASCII but % as is, the rest as %XX."""
+    return sum(1 if 0x20 <= b <= 0x7E and b != 0x25 else 3 for b in message.encode())
 
 
 @pytest.mark.parametrize("method", sorted(ECHOES))
 def test_error_details_stay_short(start_daemon: DaemonFactory, method: str) -> None:
-    daemon = start_fuzz_daemon_via(start_daemon)
-    with (
-        grpc.insecure_channel(str(daemon.address)) as channel,
-        pytest.raises(grpc.RpcError) as info,
-    ):
-        stub = pb_grpc.NodeServiceStub(channel)
-        getattr(stub, method)(ECHOES[method], timeout=5, metadata=bearer("ada"))
-    assert info.value.code() in (Code.NOT_FOUND, Code.INVALID_ARGUMENT), info.value.details()
-    assert len(info.value.details()) <= 1024
+    error = echo_error(start_fuzz_daemon_via(start_daemon), method, LONG_ID)
+    # The daemon's own answer, cut short: not the client's RESOURCE_EXHAUSTED for a
+    # grpc-message over its metadata limit.
+    _, code, start = ECHOES[method]
+    details = error.details()
+    assert (error.code(), details[: len(start) + 3]) == (code, start + LONG_ID[:3]), details
+    assert len(details) <= 1024
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="open: node_daemon/rpc/errors.py bounded() cuts messages at 1,000 characters, "
+    "not at the client's 8 KiB of percent-encoded grpc-message (12 KB for 4-byte characters)",
+)
+@pytest.mark.parametrize("method", sorted(ECHOES))
+def test_error_details_fit_the_clients_metadata_limit(
+    start_daemon: DaemonFactory, method: str
+) -> None:
+    # A client that takes any size, so that the daemon's message is always seen whole.
+    error = echo_error(start_fuzz_daemon_via(start_daemon), method, WIDE_ID,
+                       **{"grpc.max_metadata_size": 1 << 20,
+                          "grpc.absolute_max_metadata_size": 1 << 20})  # fmt: skip
+    _, code, start = ECHOES[method]
+    details = error.details()
+    assert (error.code(), details[: len(start)]) == (code, start), details[:200]
+    size = percent_encoded_size(details)
+    assert size <= CLIENT_METADATA_SOFT_LIMIT - OTHER_HEADERS, f"{size} bytes of grpc-message"
 
 
 def start_fuzz_daemon_via(start_daemon: DaemonFactory) -> NodeDaemon:
