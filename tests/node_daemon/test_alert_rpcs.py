@@ -110,3 +110,24 @@ def test_bad_requests_get_clear_errors_and_the_daemon_keeps_serving(
         call(request_, timeout=5)
     assert info.value.code() == code and words in info.value.details()
     assert stub.ListAlerts(pb.ListAlertsRequest(), timeout=5).journal_id
+
+
+def test_a_key_error_from_a_bug_is_not_answered_not_found(node, monkeypatch, caplog) -> None:
+    """Only UnknownAlert means "no such alert"; a KeyError inside the engine is a bug."""
+    daemon, stub = node
+    wait_for(lambda: "gpu_lost" in firing(stub))
+    alert_id = firing(stub)["gpu_lost"].id
+
+    def bug(*_args: object) -> None:
+        raise KeyError(alert_id)
+
+    monkeypatch.setattr(daemon.alerts, "acknowledge", bug)  # type: ignore[attr-defined]
+    with pytest.raises(grpc.RpcError) as info:
+        stub.AcknowledgeAlert(pb.AcknowledgeAlertRequest(alert_id=alert_id), timeout=5)
+    assert info.value.code() == grpc.StatusCode.UNKNOWN, info.value.details()
+    assert any(r.exc_info and r.exc_info[0] is KeyError for r in caplog.records)
+    monkeypatch.undo()
+    acked = stub.AcknowledgeAlert(
+        pb.AcknowledgeAlertRequest(alert_id=alert_id, actor="erin"), timeout=5
+    )
+    assert acked.acknowledged_by == "erin"

@@ -329,3 +329,60 @@ def test_a_process_the_daemon_may_not_signal_is_a_clear_refusal(monkeypatch) -> 
     finally:
         sleeper.kill()
         sleeper.wait()
+
+
+@pytest.mark.parametrize(
+    ("call", "request_", "words"),
+    [
+        ("ReleaseReservation", pb.ReleaseReservationRequest(reservation_id="r-999"),
+         "no active reservation r-999 on this node"),
+        ("AssignWorkload", pb.AssignWorkloadRequest(workload_id="w-999", gpu_indices=[0]),
+         "no workload w-999 on this node"),
+        ("CancelWorkload", pb.CancelWorkloadRequest(workload_id="w-999"),
+         "no workload w-999 on this node"),
+        ("GetWorkloadOutput", pb.GetWorkloadOutputRequest(workload_id="w-999"),
+         "no workload w-999 on this node"),
+    ],
+)  # fmt: skip
+def test_unknown_ids_are_not_found_and_say_which(node, call, request_, words) -> None:
+    _, stub = node
+    with pytest.raises(grpc.RpcError) as info:
+        getattr(stub, call)(request_, timeout=5)
+    assert info.value.code() == grpc.StatusCode.NOT_FOUND and words in info.value.details()
+
+
+def bug(*_args: object, **_kwargs: object) -> None:
+    raise KeyError("r-1")  # a lookup gone wrong inside the daemon, worded like an answer
+
+
+def logged_key_error(caplog: pytest.LogCaptureFixture) -> bool:
+    return any(r.exc_info and r.exc_info[0] is KeyError for r in caplog.records)
+
+
+def test_a_key_error_from_a_bug_is_not_answered_not_found(node, monkeypatch, caplog) -> None:
+    """A KeyError inside a call is a bug: UNKNOWN and logged, never "no such reservation"."""
+    daemon, stub = node
+    held = stub.Reserve(pb.ReserveRequest(gpu_indices=[0], holder="alice",
+                                          until_unix_ms=in_an_hour()), timeout=5)  # fmt: skip
+    queued = submit(stub, ["sleep", "300"])
+    monkeypatch.setattr(daemon.reservations, "get", bug)
+    monkeypatch.setattr(daemon.workloads, "get", bug)
+    calls = [
+        (stub.ReleaseReservation, pb.ReleaseReservationRequest(reservation_id=held.id)),
+        (stub.CancelWorkload, pb.CancelWorkloadRequest(workload_id=queued.id)),
+    ]
+    for call, request_ in calls:
+        caplog.clear()
+        with pytest.raises(grpc.RpcError) as info:
+            call(request_, timeout=5)
+        assert info.value.code() == grpc.StatusCode.UNKNOWN, info.value.details()
+        assert logged_key_error(caplog), "the bug's traceback is in the daemon's log"
+    monkeypatch.undo()
+    # Nothing was done, and the daemon still answers the same calls.
+    assert workload(stub, queued.id).state == pb.WORKLOAD_STATE_QUEUED
+    released = stub.ReleaseReservation(
+        pb.ReleaseReservationRequest(reservation_id=held.id), timeout=5
+    )
+    assert not released.active
+    cancelled = stub.CancelWorkload(pb.CancelWorkloadRequest(workload_id=queued.id), timeout=5)
+    assert cancelled.state == pb.WORKLOAD_STATE_CANCELLED

@@ -9,8 +9,12 @@ from pathlib import Path
 import pytest
 
 from gpufleet.v1 import node_pb2 as pb
+from node_daemon.control import wire
+from node_daemon.control.records import WorkloadState
+from node_daemon.control.reservations import KIND as RESERVATION
+from node_daemon.control.reservations import ReservationLedger
 from node_daemon.journal import event_journal as journal_module
-from node_daemon.journal.event_journal import EventJournal, JournalError
+from node_daemon.journal.event_journal import EventJournal, JournalError, StoredRecord
 
 
 def event(n: int) -> pb.Event:
@@ -114,4 +118,58 @@ def test_the_held_events_are_bounded_but_alert_states_are_kept(
     journal.record_or_hold([], [])
     assert journal.last_seq == 4 and journal.held_events == 0
     assert {a.id: a.updated_unix_ms for a in journal.alerts(firing=True)} == {"a-0": 4, "a-1": 3}
+    journal.close()
+
+
+# Bodies as daemons before the typed records wrote them: every field set, optional
+# ones at zero too (present, not absent), a map and repeated fields.
+STORED_WORKLOAD = pb.Workload(
+    id="w-7", name="train", argv=["python", "train.py"], env={"A": "1", "B": "two"},
+    owner="team:ml", run_as="alice", gpu_count=2, min_free_memory_bytes=5, auto_place=True,
+    state=pb.WORKLOAD_STATE_FAILED, gpu_indices=[1, 3], pid=4242, pid_start_unix_ms=0,
+    queued_unix_ms=10, started_unix_ms=20, ended_unix_ms=30, exit_code=0, detail="d",
+)  # fmt: skip
+STORED_RESERVATION = pb.Reservation(
+    id="r-3", gpu_indices=[0, 2], holder="bob", until_unix_ms=2**41, reason="paper",
+    created_by="admin", created_unix_ms=5, active=True,
+)  # fmt: skip
+
+
+def test_stored_records_load_and_are_stored_back_as_the_same_messages() -> None:
+    workload = wire.workload_from_body(STORED_WORKLOAD.SerializeToString())
+    assert workload.state is WorkloadState.FAILED and workload.pid_start_unix_ms == 0
+    assert workload.exit_code == 0 and workload.env == {"A": "1", "B": "two"}
+    assert pb.Workload.FromString(wire.workload_body(workload)) == STORED_WORKLOAD
+    queued = wire.workload_record(pb.Workload(id="w-1", state=pb.WORKLOAD_STATE_QUEUED))
+    assert queued.pid is None and queued.exit_code is None and queued.started_unix_ms is None
+    assert not wire.workload_message(queued).HasField("exit_code")
+    reservation = wire.reservation_from_body(STORED_RESERVATION.SerializeToString())
+    assert reservation.ended_unix_ms is None and reservation.gpu_indices == (0, 2)
+    assert pb.Reservation.FromString(wire.reservation_body(reservation)) == STORED_RESERVATION
+
+
+def test_a_workload_shown_without_its_environment_says_so() -> None:
+    workload = wire.workload_record(STORED_WORKLOAD)
+    hidden = wire.workload_message(workload, with_env=False)
+    assert not hidden.env and hidden.env_hidden and list(hidden.argv) == ["python", "train.py"]
+    no_env = wire.workload_message(wire.workload_record(pb.Workload(id="w-2", state=1)), False)
+    assert not no_env.env_hidden  # nothing was left out
+
+
+def test_a_ledger_loads_what_an_earlier_daemon_stored(tmp_path: Path) -> None:
+    journal = EventJournal(tmp_path / "j.sqlite3")
+    body = STORED_RESERVATION.SerializeToString()
+    journal.record([], records=[StoredRecord(RESERVATION, "r-3", True, 5, body)])
+    ledger = ReservationLedger(journal, lambda: 4, clock=lambda: 1.0)
+    assert ledger.get("r-3") == wire.reservation_record(STORED_RESERVATION)
+    assert ledger.holder_of(2) == ledger.get("r-3") and ledger.holder_of(1) is None
+    released = ledger.release("r-3", "admin")
+    assert not released.active and released.ended_unix_ms == 1000
+    stored = [pb.Reservation.FromString(b) for b in journal.records(RESERVATION, False)]
+    expected = pb.Reservation()
+    expected.CopyFrom(STORED_RESERVATION)
+    expected.active, expected.ended_unix_ms = False, 1000
+    assert stored == [expected]
+    again = ReservationLedger(journal, lambda: 4, clock=lambda: 2.0)
+    assert again.active() == [] and again.reserve([0], "bob", 3000, "", "bob").id == "r-4"
     journal.close()
