@@ -27,6 +27,12 @@ class Invalid(DomainError, ValueError):
     """The request itself is wrong whatever the node's state (a GPU it lacks, an empty command)."""
 
 
+class Forbidden(DomainError, PermissionError):
+    """Not for this caller (its role, or whose the thing is), or not for the daemon to do
+    (another user's process without CAP_KILL): PERMISSION_DENIED. An OSError's own
+    PermissionError (a file the daemon cannot read) is not one: that is the daemon's problem."""
+
+
 class Refused(DomainError):
     """A well-formed request the node's current state does not allow (a GPU held by someone
     else, a workload that is not queued, a process that changed): FAILED_PRECONDITION."""

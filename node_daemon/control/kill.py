@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 from node_daemon.backends.procinfo import PROC, process_start_time_unix_ms
+from node_daemon.errors import Forbidden
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +77,7 @@ def _signal(pidfd: int, signum: int) -> bool:
     except ProcessLookupError:
         return False
     except PermissionError:
-        raise PermissionError(
+        raise Forbidden(
             "the daemon may not signal this process (another user's): it needs CAP_KILL; "
             'see "Killing other users\' processes" in docs/operations.md'
         ) from None

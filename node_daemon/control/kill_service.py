@@ -43,7 +43,7 @@ class SimulatedProcesses(Protocol):
 
 
 UnkillableReport = Callable[[int, int, str], None]
-# Raises PermissionError when the caller may not kill this (freshly listed) process.
+# Raises node_daemon.errors.Forbidden when the caller may not kill this (freshly listed) process.
 Authorise = Callable[[ProcessReading], None]
 
 

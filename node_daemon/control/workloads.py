@@ -171,7 +171,7 @@ class WorkloadManager:
             )
             if launched is not None and self.launcher.still_running(launched):
                 self._launched[workload.id] = launched
-                log.info("re-adopted running workload %s (pid %d)", workload.id, workload.pid)
+                log.info("re-adopted running workload %s (pid %d)", workload.id, launched.pid)
             else:
                 self._finish(workload, self.launcher.exit_code(files, launched),
                              "ended while the daemon was down")  # fmt: skip

@@ -20,11 +20,9 @@ from node_daemon.control.records import Workload
 from node_daemon.control.reservations import ReservationLedger
 from node_daemon.control.wire import reservation_message, workload_message, workload_request
 from node_daemon.control.workloads import MAX_OUTPUT_BYTES, WorkloadManager
-from node_daemon.rpc.errors import ErrorCodes, abort_for
+from node_daemon.errors import Forbidden
+from node_daemon.rpc.errors import abort_for
 
-# Besides the domain's own (node_daemon.rpc.errors.COMMON): refusals the caller's
-# rights cause, here and in the kill primitive.
-_ERRORS: ErrorCodes = ((PermissionError, grpc.StatusCode.PERMISSION_DENIED),)
 TeamsOf = Callable[[str], Sequence[str]]
 _OUTCOMES = {
     KillOutcome.TERMINATED: pb.KILL_OUTCOME_TERMINATED,
@@ -42,7 +40,7 @@ def _actor(actor: str) -> str:
 
 def _require(allowed: bool, message: str) -> None:
     if not allowed:
-        raise PermissionError(message)
+        raise Forbidden(message)
 
 
 def _may_kill(process: ProcessReading) -> None:
@@ -99,7 +97,7 @@ class ControlServicer:
                 authorise=_may_kill,
             )
         except Exception as exc:
-            abort_for(context, exc, _ERRORS)
+            abort_for(context, exc)
         return pb.KillProcessResponse(outcome=_OUTCOMES[outcome], detail=detail)
 
     def Reserve(self, request: pb.ReserveRequest, context: grpc.ServicerContext) -> pb.Reservation:
@@ -114,7 +112,7 @@ class ControlServicer:
                 _actor(request.actor),
             )
         except Exception as exc:
-            abort_for(context, exc, _ERRORS)
+            abort_for(context, exc)
         return reservation_message(reservation)
 
     def ReleaseReservation(
@@ -124,7 +122,7 @@ class ControlServicer:
             self._require_holder(self._ledger.get(request.reservation_id).holder, "release")
             released = self._ledger.release(request.reservation_id, _actor(request.actor))
         except Exception as exc:
-            abort_for(context, exc, _ERRORS)
+            abort_for(context, exc)
         return reservation_message(released)
 
     @staticmethod
@@ -159,7 +157,7 @@ class ControlServicer:
                 workload_request(request), _actor(request.actor), submitter
             )
         except Exception as exc:
-            abort_for(context, exc, _ERRORS)
+            abort_for(context, exc)
         return workload_message(queued)
 
     def AssignWorkload(
@@ -171,7 +169,7 @@ class ControlServicer:
                 request.workload_id, list(request.gpu_indices), _actor(request.actor)
             )
         except Exception as exc:
-            abort_for(context, exc, _ERRORS)
+            abort_for(context, exc)
         return workload_message(started)
 
     def CancelWorkload(
@@ -181,7 +179,7 @@ class ControlServicer:
             self._require_holder(self._workloads.get(request.workload_id).owner, "cancel")
             cancelled = self._workloads.cancel(request.workload_id, _actor(request.actor))
         except Exception as exc:
-            abort_for(context, exc, _ERRORS)
+            abort_for(context, exc)
         return workload_message(cancelled)
 
     def ListWorkloads(
@@ -208,5 +206,5 @@ class ControlServicer:
             )
             output, total = self._workloads.output(workload, tail)
         except Exception as exc:
-            abort_for(context, exc, _ERRORS)
+            abort_for(context, exc)
         return pb.WorkloadOutput(output=output, total_bytes=total)

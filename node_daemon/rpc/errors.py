@@ -1,11 +1,11 @@
 """Turning domain errors into gRPC status codes with the domain's own message.
 
 Every service shares one table for the domain's kinds of error
-(node_daemon.errors): NotFound, Invalid, Refused, and a journal that cannot be
-written. A servicer adds the few errors of its own (PermissionError for the
-caller's rights). Anything else is a bug: it is re-raised, so that gRPC logs
-its traceback and answers UNKNOWN; it never borrows a code that looks like a
-valid answer (a stray KeyError is not NOT_FOUND).
+(node_daemon.errors): NotFound, Invalid, Refused, Forbidden, and a journal
+that cannot be written. A servicer may add errors of its own. Anything else is
+a bug: it is re-raised, so that gRPC logs its traceback and answers UNKNOWN;
+it never borrows a code that looks like a valid answer (a stray KeyError is
+not NOT_FOUND, an OSError's PermissionError is not PERMISSION_DENIED).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import NoReturn
 
 import grpc
 
-from node_daemon.errors import Invalid, NotFound, Refused
+from node_daemon.errors import Forbidden, Invalid, NotFound, Refused
 from node_daemon.journal.event_journal import JournalError
 
 ErrorCodes = Sequence[tuple[type[BaseException], grpc.StatusCode]]
@@ -23,6 +23,7 @@ COMMON: ErrorCodes = (
     (NotFound, grpc.StatusCode.NOT_FOUND),
     (Invalid, grpc.StatusCode.INVALID_ARGUMENT),
     (Refused, grpc.StatusCode.FAILED_PRECONDITION),
+    (Forbidden, grpc.StatusCode.PERMISSION_DENIED),
     # A journal that cannot be written means nothing was done.
     (JournalError, grpc.StatusCode.UNAVAILABLE),
 )
