@@ -386,3 +386,23 @@ def test_a_key_error_from_a_bug_is_not_answered_not_found(node, monkeypatch, cap
     assert not released.active
     cancelled = stub.CancelWorkload(pb.CancelWorkloadRequest(workload_id=queued.id), timeout=5)
     assert cancelled.state == pb.WORKLOAD_STATE_CANCELLED
+
+
+def test_the_daemon_failing_to_read_a_file_is_not_the_caller_being_denied(
+    node, monkeypatch, caplog
+) -> None:
+    """An OSError's PermissionError is the daemon's problem, not PERMISSION_DENIED."""
+    daemon, stub = node
+    queued = submit(stub, ["sleep", "300"])
+
+    def unreadable(*_args: object) -> None:
+        raise PermissionError(13, "Permission denied", "/var/lib/gpufleet/workloads/output")
+
+    monkeypatch.setattr(daemon.workloads, "output", unreadable)
+    with pytest.raises(grpc.RpcError) as info:
+        stub.GetWorkloadOutput(pb.GetWorkloadOutputRequest(workload_id=queued.id), timeout=5)
+    assert info.value.code() == grpc.StatusCode.UNKNOWN, info.value.details()
+    assert any(r.exc_info and r.exc_info[0] is PermissionError for r in caplog.records)
+    monkeypatch.undo()
+    output = stub.GetWorkloadOutput(pb.GetWorkloadOutputRequest(workload_id=queued.id), timeout=5)
+    assert output.total_bytes == 0  # answered again, once the daemon can read it
