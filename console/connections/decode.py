@@ -12,6 +12,7 @@ import math
 from typing import Any
 
 import numpy as np
+from google.protobuf.message import Message
 
 from console.fleet.alerts import AlertRow, EventRow, Severity
 from console.fleet.audit import METHOD_PREFIX, AuditRow
@@ -59,7 +60,8 @@ def decode_batch(target: str, batch: pb.SampleBatch, gpu_count: int) -> SamplesU
     for s in batch.gpus:
         index = s.index
         if index < gpu_count:
-            rows[index] = [getattr(s, f) * scale if s.HasField(f) else math.nan
+            sample: Message = s  # HasField by a name the catalogue gives
+            rows[index] = [getattr(s, f) * scale if sample.HasField(f) else math.nan
                            for f, scale in FIELD_SCALES]  # fmt: skip
         health = _HEALTH.get(s.health, "unknown")
         processes = tuple(_process(p) for p in s.processes)
@@ -101,7 +103,7 @@ def decode_inventory(target: str, inventory: pb.Inventory) -> InventoryUpdate:
 
 def decode_caller(target: str, caller: pb.Caller) -> IdentityUpdate:
     """WhoAmI's answer; a role the console does not know reads as the least (viewer)."""
-    role = Role(caller.role) if caller.role in iter(Role) else Role.VIEWER
+    role = Role(caller.role) if caller.role in {r.value for r in Role} else Role.VIEWER
     identity = Identity(caller.user, role, tuple(caller.teams), caller.authenticated_by)
     return IdentityUpdate(target, identity)
 
@@ -110,8 +112,10 @@ _EVENT_PREFIX = "EVENT_KIND_"
 
 
 def decode_alert(target: str, a: pb.Alert) -> AlertRow:
+    message: Message = a
+
     def opt(field: str) -> Any:
-        return getattr(a, field) if a.HasField(field) else None
+        return getattr(a, field) if message.HasField(field) else None
 
     return AlertRow(
         target=target, id=a.id, key=a.key, rule=a.rule, severity=Severity(max(1, a.severity)),
@@ -163,8 +167,10 @@ _WORKLOAD_STATES = {
 
 
 def decode_workload(target: str, w: pb.Workload) -> WorkloadRow:
+    message: Message = w
+
     def opt(field: str) -> Any:
-        return getattr(w, field) if w.HasField(field) else None
+        return getattr(w, field) if message.HasField(field) else None
 
     return WorkloadRow(
         target=target, id=w.id, name=w.name, argv=tuple(w.argv), owner=w.owner,

@@ -323,7 +323,9 @@ class AlertEngine:
 
     # -- journal -------------------------------------------------------------
 
-    def _event(self, kind: int, gpu: int | None, summary: str, actor: str = "") -> pb.Event:
+    def _event(
+        self, kind: pb.EventKind.ValueType, gpu: int | None, summary: str, actor: str = ""
+    ) -> pb.Event:
         event = pb.Event(
             time_unix_ms=int(self._clock() * 1000), kind=kind, summary=summary, actor=actor
         )  # type: ignore[arg-type]
@@ -332,7 +334,7 @@ class AlertEngine:
         return event
 
     def _alert_event(
-        self, kind: int, alert: AlertRecord, summary: str = "", actor: str = ""
+        self, kind: pb.EventKind.ValueType, alert: AlertRecord, summary: str = "", actor: str = ""
     ) -> pb.Event:
         event = self._event(kind, alert.gpu_index, summary or alert.summary, actor)
         event.alert.CopyFrom(alert_message(alert))

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from google.protobuf.message import Message
+
 from gpufleet.v1 import node_pb2 as pb
 from node_daemon.alerts.model import AlertRecord, Severity
 
@@ -19,7 +21,7 @@ _PLAIN = (
 
 def alert_message(alert: AlertRecord) -> pb.Alert:
     message = pb.Alert(
-        severity=int(alert.severity),
+        severity=pb.Severity.ValueType(int(alert.severity)),
         state=pb.ALERT_STATE_FIRING if alert.firing else pb.ALERT_STATE_CLEARED,
         **{name: getattr(alert, name) for name in _PLAIN},
     )
@@ -31,8 +33,9 @@ def alert_message(alert: AlertRecord) -> pb.Alert:
 
 
 def alert_record(message: pb.Alert) -> AlertRecord:
+    any_message: Message = message  # HasField by name
     optional: dict[str, Any] = {
-        n: getattr(message, n) if message.HasField(n) else None for n in _OPTIONAL
+        n: getattr(message, n) if any_message.HasField(n) else None for n in _OPTIONAL
     }
     return AlertRecord(
         severity=Severity(message.severity),

@@ -163,11 +163,11 @@ class GpuReading:
                             ("xids", xids), ("_values", values)):  # fmt: skip
             object.__setattr__(self, name, value)
 
-    # Without protos/ on mypy's path GpuMetric is Any and the two signatures look alike.
+    # Overloads, not a TypeVar: a metric taken from GPU_METRICS (a union) must type-check too.
     @overload
     def __getitem__(self, metric: GpuMetric[int]) -> int | None: ...
     @overload
-    def __getitem__(self, metric: GpuMetric[float]) -> float | None: ...  # type: ignore[overload-cannot-match]
+    def __getitem__(self, metric: GpuMetric[float]) -> float | None: ...
     def __getitem__(self, metric: AnyMetric) -> Value | None:
         """The metric's value; None where the GPU did not report it."""
         return self._values[_POSITION[metric.field]]

@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from google.protobuf.message import Message
+
 from gpufleet.v1 import node_pb2 as pb
 from node_daemon.control.records import Reservation, Workload, WorkloadRequest, WorkloadState
 
@@ -75,8 +77,9 @@ def workload_messages(workloads: Iterable[Workload]) -> list[pb.Workload]:
 
 
 def workload_record(message: pb.Workload) -> Workload:
+    any_message: Message = message  # HasField by name
     optional: dict[str, Any] = {
-        name: getattr(message, name) if message.HasField(name) else None
+        name: getattr(message, name) if any_message.HasField(name) else None
         for name in _WORKLOAD_OPTIONAL
     }
     return Workload(

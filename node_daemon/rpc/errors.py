@@ -39,6 +39,12 @@ def bounded(message: str) -> str:
     )
 
 
+def abort(context: grpc.ServicerContext, code: grpc.StatusCode, message: str) -> NoReturn:
+    """End the call with `code`; context.abort raises, which the type checker cannot see."""
+    context.abort(code, bounded(message))
+    raise AssertionError("grpc.ServicerContext.abort returned")
+
+
 def abort_for(
     context: grpc.ServicerContext, exc: BaseException, codes: ErrorCodes = ()
 ) -> NoReturn:

@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 import grpc
 
 from gpufleet.v1 import node_pb2 as pb
-from node_daemon.rpc.errors import bounded
+from node_daemon.rpc.errors import abort
 from node_daemon.usage.amounts import TeamsOf
 from node_daemon.usage.query import BadUsageQuery, query_usage
 from node_daemon.usage.store import UsageStore, UsageStoreError
@@ -43,7 +43,7 @@ class UsageServicer:
         try:
             return query_usage(self._store, self._workloads(), self._teams_of, request, self._node)
         except BadUsageQuery as exc:
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, bounded(str(exc)))
+            abort(context, grpc.StatusCode.INVALID_ARGUMENT, str(exc))
         except UsageStoreError as exc:
             log.error("QueryUsage failed: %s", exc)
-            context.abort(grpc.StatusCode.UNAVAILABLE, bounded(f"{exc}; try again later"))
+            abort(context, grpc.StatusCode.UNAVAILABLE, f"{exc}; try again later")

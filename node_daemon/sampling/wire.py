@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from gpufleet.v1 import node_pb2 as pb
 from node_daemon.backends.readings import GpuHealth, GpuReading, GpuStatic, ProcessReading
@@ -28,9 +29,13 @@ _OPTIONAL_STATIC_FIELDS = (
 REPLAYED_SUFFIX = pb.SampleBatch(replayed=True).SerializeToString()
 
 
-def _optional_kwargs(source: object, names: Sequence[str]) -> dict[str, object]:
+def _optional_kwargs(source: object, names: Sequence[str]) -> dict[str, Any]:
     values = ((name, getattr(source, name)) for name in names)
     return {name: value for name, value in values if value is not None}
+
+
+def _metric_kwargs(reading: GpuReading) -> dict[str, Any]:
+    return {metric.field: value for metric, value in reading.available()}
 
 
 def process_message(process: ProcessReading) -> pb.GpuProcess:
@@ -45,7 +50,7 @@ def sample_message(reading: GpuReading, processes: Sequence[ProcessReading]) -> 
         xids=reading.xids,
         processes=[process_message(p) for p in processes],
         # The catalogue's metrics, each the GpuSample field of its name.
-        **{metric.field: value for metric, value in reading.available()},
+        **_metric_kwargs(reading),
     )
 
 
