@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# Lint, then the whole test suite, in the environment installer/dev-setup.sh made.
+# Lint and type-check, then the whole test suite, in the environment installer/dev-setup.sh made.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 venv="${VENV:-.venv}"
 export QT_QPA_PLATFORM=offscreen
 "$venv/bin/ruff" check . || exit 1
 "$venv/bin/ruff" format --check . || exit 1
+# Types are part of the check: a catalogue metric read with the wrong kind fails here.
+"$venv/bin/mypy" node_daemon console || exit 1
 "$venv/bin/pytest" "$@"
 rc=$?
 if [ "$rc" -eq 5 ]; then
