@@ -71,6 +71,9 @@ def stop(process: subprocess.Popen[Any]) -> None:
     except subprocess.TimeoutExpired:
         process.kill()
         process.wait()
+    for pipe in (process.stdin, process.stdout, process.stderr):
+        if pipe is not None:
+            pipe.close()  # wait() leaves them open: a ResourceWarning once collected
 
 
 @pytest.fixture

@@ -262,7 +262,8 @@ def test_bad_submissions(node) -> None:
         assert (
             info.value.code() == grpc.StatusCode.INVALID_ARGUMENT and words in info.value.details()
         )
-    assert stub.ListWorkloads(pb.ListWorkloadsRequest(), timeout=5) is not None
+    refused = stub.ListWorkloads(pb.ListWorkloadsRequest(include_ended=True), timeout=5)
+    assert list(refused.workloads) == []  # none of them was queued
 
 
 @pytest.mark.slow

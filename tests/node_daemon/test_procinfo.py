@@ -209,7 +209,10 @@ def test_fresh_child_start_time_is_now() -> None:
         assert start_ms is not None
         # btime has one-second precision; the start tick rounds down.
         assert before_ms - 2000 <= start_ms <= after_ms + 1000
-        assert procinfo.process_start_ticks(child.pid) is not None
+        # The start tick against the uptime (not btime): a child started within the minute.
+        ticks = procinfo.process_start_ticks(child.pid)
+        uptime_s = float(Path("/proc/uptime").read_text().split()[0])
+        assert ticks is not None and 0 <= uptime_s - ticks / os.sysconf("SC_CLK_TCK") < 60
     finally:
         child.kill()
         child.wait()

@@ -326,6 +326,9 @@ def test_a_stopped_clients_stream_is_freed_within_10_s(start_daemon: DaemonFacto
     finally:
         client.kill()  # SIGKILL ends a stopped process too
         client.wait(10)
+        for pipe in (client.stdin, client.stdout):
+            if pipe is not None:
+                pipe.close()  # wait() leaves them open: a ResourceWarning once collected
 
 
 def established(port: int) -> int:

@@ -231,8 +231,9 @@ def test_destructive_calls_are_refused_when_the_audit_log_is_full(secured) -> No
     submitted = len(
         stub.ListWorkloads(pb.ListWorkloadsRequest(), timeout=5, metadata=metadata("ada")).workloads
     )
-    with pytest.raises(grpc.RpcError):
+    with pytest.raises(grpc.RpcError) as again:
         stub.SubmitWorkload(huge, timeout=5, metadata=metadata("ada"))
+    assert again.value.code() == grpc.StatusCode.UNAVAILABLE, again.value.details()
     # Reads keep working, and the refused call changed nothing.
     after = stub.ListWorkloads(
         pb.ListWorkloadsRequest(), timeout=5, metadata=metadata("ada")

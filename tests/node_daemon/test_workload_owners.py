@@ -165,9 +165,10 @@ def test_viewers_see_the_command_not_the_environment_or_output(secured) -> None:
     assert refused.value.code() == grpc.StatusCode.PERMISSION_DENIED
     events = stub.StreamEvents(pb.StreamEventsRequest(), timeout=3, metadata=as_user("vera"))
     seen = []
-    with pytest.raises(grpc.RpcError):  # the deadline ends the stream after the replay
+    with pytest.raises(grpc.RpcError) as ended:  # the deadline ends the stream after the replay
         for event in events:
             seen.append(event)
+    assert ended.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED, ended.value.details()
     workload_events = [e for e in seen if e.HasField("workload") and e.workload.id == done.id]
     assert workload_events and all(not e.workload.env for e in workload_events)
     audit = stub.QueryAudit(pb.QueryAuditRequest(method="SubmitWorkload"), timeout=5,
