@@ -161,6 +161,8 @@ def test_real_prometheus_answers_the_dcgm_dashboard(prometheus: Prometheus, metr
         assert result, f"panel {title!r} has no data"
         if not title.startswith(("GPU Avg", "GPU Power Total")):
             assert {r["metric"]["gpu"] for r in result} == {"0", "1", "2"}, title
+        else:  # one series: the average, or the sum, over the 3 GPUs
+            assert len(result) == 1 and float(result[0]["value"][1]) > 0, (title, result)
     # Energy is a counter: rate() over two scrapes gives the power in mJ/s.
     wait_for(lambda: prometheus.query("rate(DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION[5s]) > 0"), 30)
     lost = prometheus.query("gpufleet_gpu_lost == 1")
