@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import subprocess
@@ -9,6 +10,14 @@ import sys
 from pathlib import Path
 
 from tests.conftest import wait_for
+
+PR_SET_PDEATHSIG = 1
+
+
+def _die_with_the_test() -> None:
+    """In the child: SIGKILL when the test process dies (a timeout, ^C, a crash), so
+    no daemon outlives its test and loads the machine for the tests after it."""
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 class DaemonProcess:
@@ -29,7 +38,9 @@ class DaemonProcess:
                 "--ready-file", str(self.ready), "--state-dir", str(self.workdir / "state"),
                 *self.args]  # fmt: skip
         with open(self.log, "ab") as log:
-            self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
+            self.proc = subprocess.Popen(
+                argv, stdout=log, stderr=subprocess.STDOUT, preexec_fn=_die_with_the_test
+            )
         wait_for(self._ready_or_dead, 30, "the daemon to serve")
         assert self.proc.poll() is None, self.log.read_text()
         self.address = self.ready.read_text().strip()
