@@ -586,7 +586,7 @@ class FuzzTarget:
             assert code == Code.PERMISSION_DENIED, outcome
             self._assert_denial_audited(method, outcome, records, user)
         elif method in MUTATING:
-            expected = "OK" if code == Code.OK else f"{code.name}: "
+            expected: str | tuple[str, ...] = "OK" if code == Code.OK else f"{code.name}: "
             if lost_details(outcome):  # the daemon's own refusal, which the client lost
                 expected = tuple(f"{c.name}: " for c in ALLOWED if c != Code.OK)
             assert len(results) == 2 and results[0] == "attempt", results
@@ -910,7 +910,12 @@ def test_a_workload_whose_command_is_missing_fails_and_the_rules_keep_running(
         assert output == f"gpufleet: cannot start {NOWHERE}missing: No such file or directory\n"
         evaluated: list[int] = []
         evaluate = daemon.alerts.evaluate
-        daemon.alerts.evaluate = lambda *a: (evaluated.append(1), evaluate(*a))[1]  # type: ignore[method-assign]
+
+        def counted(*args: Any) -> Any:
+            evaluated.append(1)
+            return evaluate(*args)
+
+        daemon.alerts.evaluate = counted  # type: ignore[method-assign,assignment]
         tick = daemon.history.latest_tick()
         wait_for(lambda: daemon.history.latest_tick() > tick + 3, what="three sweeps")
         # Sweeps tick+1 .. tick+3 ran all their after-sweep steps before tick+4 was kept.
@@ -949,7 +954,7 @@ def test_a_refused_call_writes_a_small_audit_record(start_daemon: DaemonFactory)
 LONG_ID = "\u00e9" * 4096  # 8 KiB of UTF-8: 24 KiB once percent-encoded in grpc-message
 WIDE_ID = "\U0001f525" * 4096  # 4 bytes a character: 12 bytes once percent-encoded
 # Each RPC that quotes a request field in its error: the request, its code, how it starts.
-ECHOES: dict[str, tuple[Callable[[str], Message], Code, str]] = {
+ECHOES: dict[str, tuple[Callable[[str], Message], grpc.StatusCode, str]] = {
     "ReleaseReservation": (lambda i: pb.ReleaseReservationRequest(reservation_id=i),
                            Code.NOT_FOUND, "no active reservation "),
     "CancelWorkload": (lambda i: pb.CancelWorkloadRequest(workload_id=i), Code.NOT_FOUND,
