@@ -413,14 +413,6 @@ BEARERS = st.one_of(
     ).map(lambda t: f"Bearer gft_{t}"),  # forged tokens
 )
 
-# The one daemon bug still open, tolerated here only in this exact form: error messages
-# are cut at 1,000 characters (node_daemon/rpc/errors.py, bounded), but the client's
-# limit is 8 KiB (soft; past it gRPC drops a growing share of answers) of the
-# percent-encoded grpc-message: 1,000 four-byte characters are 12 KB, and the client sees
-# this RESOURCE_EXHAUSTED instead of the daemon's code. The daemon's own code is in the
-# audit log (checked). Pinned by test_error_details_fit_the_clients_metadata_limit
-# (strict xfail): when it passes, remove this and lost_details.
-LOST_DETAILS = "Stream removed (received metadata size exceeds"
 
 # -- calling, and judging what came back ---------------------------------------------------
 
@@ -437,11 +429,6 @@ class Snapshot:
     audit_seq: int
     reservations: frozenset[str]
     workloads: frozenset[str]
-
-
-def lost_details(outcome: Outcome) -> bool:
-    """The client dropped the daemon's answer, its message too long (see LOST_DETAILS)."""
-    return outcome.code == Code.RESOURCE_EXHAUSTED and outcome.details.startswith(LOST_DETAILS)
 
 
 def refused_by_grpc(outcome: Outcome) -> bool:
@@ -545,7 +532,7 @@ class FuzzTarget:
         if request is None:
             undecodable = code == Code.INVALID_ARGUMENT and details.startswith(DECODE_FAILED)
             assert undecodable or refused, outcome
-        elif not refused and not lost_details(outcome):
+        elif not refused:
             allowed = ALLOWED | ({Code.DEADLINE_EXCEEDED} if method in STREAMS else set())
             admission = method in STREAMS and details.startswith(STREAM_REFUSED)
             assert code in allowed or (code == Code.RESOURCE_EXHAUSTED and admission), (
@@ -586,9 +573,7 @@ class FuzzTarget:
             assert code == Code.PERMISSION_DENIED, outcome
             self._assert_denial_audited(method, outcome, records, user)
         elif method in MUTATING:
-            expected: str | tuple[str, ...] = "OK" if code == Code.OK else f"{code.name}: "
-            if lost_details(outcome):  # the daemon's own refusal, which the client lost
-                expected = tuple(f"{c.name}: " for c in ALLOWED if c != Code.OK)
+            expected = "OK" if code == Code.OK else f"{code.name}: "
             assert len(results) == 2 and results[0] == "attempt", results
             assert results[1].startswith(expected), (outcome, results)
             assert {r.user for r in records} == {user}
@@ -999,11 +984,6 @@ def test_error_details_stay_short(start_daemon: DaemonFactory, method: str) -> N
     assert len(details) <= 1024
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open: node_daemon/rpc/errors.py bounded() cuts messages at 1,000 characters, "
-    "not at the client's 8 KiB of percent-encoded grpc-message (12 KB for 4-byte characters)",
-)
 @pytest.mark.parametrize("method", sorted(ECHOES))
 def test_error_details_fit_the_clients_metadata_limit(
     start_daemon: DaemonFactory, method: str
