@@ -72,13 +72,21 @@ AnyMetric: TypeAlias = "GpuMetric[int] | GpuMetric[float]"
 Value: TypeAlias = int | float  # a metric's value, of its `kind` (an int is a float's too)
 
 _POSITION: Final = {metric.field: position for position, metric in enumerate(GPU_METRICS)}
+# By the metric itself (hashed by identity): the backends' path, on every sweep.
+_POSITION_OF: Final[dict[AnyMetric, int]] = {
+    metric: position for position, metric in enumerate(GPU_METRICS)
+}
+_FIELDS: Final = tuple(metric.field for metric in GPU_METRICS)
 _UNSET: Final[tuple[Value | None, ...]] = (None,) * len(GPU_METRICS)
 
 
 def _checked(metric: AnyMetric, value: object) -> Value | None:
     """`value` if it is a value of the metric's kind, or None; anything else is a bug."""
-    if value is None:
-        return None
+    exact = type(value)  # the common cases first: this runs for every value of every sweep
+    if exact is int or value is None:
+        return value  # type: ignore[return-value]
+    if exact is float and metric.kind is float:
+        return value  # type: ignore[return-value]
     if isinstance(value, int) and not isinstance(value, bool):
         return value
     if isinstance(value, float) and metric.kind is float:
@@ -134,8 +142,13 @@ class GpuReading:
         cls, index: int, values: Mapping[AnyMetric, float | None], *, xids: tuple[int, ...] = ()
     ) -> GpuReading:
         """A healthy reading from values by metric: how the backends build theirs."""
-        named = ((metric.field, value) for metric, value in values.items())
-        return cls._made(index, GpuHealth.OK, "", xids, _in_catalogue_order(named))
+        ordered = list(_UNSET)
+        for metric, value in values.items():
+            position = _POSITION_OF.get(metric)
+            if position is None:
+                raise TypeError(f"GpuReading.of() got {metric!r}, not a catalogue metric")
+            ordered[position] = _checked(metric, value)
+        return cls._made(index, GpuHealth.OK, "", xids, tuple(ordered))
 
     @classmethod
     def _made(
@@ -170,7 +183,11 @@ class GpuReading:
     def __getitem__(self, metric: GpuMetric[float]) -> float | None: ...
     def __getitem__(self, metric: AnyMetric) -> Value | None:
         """The metric's value; None where the GPU did not report it."""
-        return self._values[_POSITION[metric.field]]
+        return self._values[_POSITION_OF[metric]]
+
+    def by_field(self) -> dict[str, Value]:
+        """The values it has, by GpuSample field name: for the wire, once per sweep."""
+        return {name: v for name, v in zip(_FIELDS, self._values, strict=True) if v is not None}
 
     def available(self) -> Iterator[tuple[AnyMetric, Value]]:
         """The metrics this reading has a value for, with it, in catalogue order."""

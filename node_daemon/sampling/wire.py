@@ -35,7 +35,7 @@ def _optional_kwargs(source: object, names: Sequence[str]) -> dict[str, Any]:
 
 
 def _metric_kwargs(reading: GpuReading) -> dict[str, Any]:
-    return {metric.field: value for metric, value in reading.available()}
+    return reading.by_field()
 
 
 def process_message(process: ProcessReading) -> pb.GpuProcess:
