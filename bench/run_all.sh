@@ -12,7 +12,7 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(dirname "$here")"
 # The entry points; the other bench/*.py files are their parts.
 benchmarks=(console_fleet console_growth alert_latency daemon_streams nvml_sweep fuzz_rpcs
-            hostile_memory stream_starvation silent_node)
+            hostile_memory stream_starvation silent_node sweep_encode)
 
 smoke=()
 case "${1:-}" in
