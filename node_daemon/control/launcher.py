@@ -33,6 +33,12 @@ from node_daemon.control.accounts import daemon_may_switch_users
 log = logging.getLogger(__name__)
 # How long a runner whose start could not be recorded gets to die after KILL.
 REAP_TIMEOUT_S = 10.0
+# Every runner this process started and has not reaped yet. A workload outlives
+# the WorkloadManager that started it (by design: a stopped daemon leaves its
+# workloads running, and in-process daemons stop without the process ending);
+# a Popen collected while its child runs would leave the child unreaped. Kept
+# here, each is reaped by release() or, once it has ended, by the next launch.
+_UNREAPED: list[subprocess.Popen[bytes]] = []
 
 
 @dataclass
@@ -181,10 +187,17 @@ class DirectLauncher:
             launched.popen.wait(REAP_TIMEOUT_S)
         except subprocess.TimeoutExpired:  # a zombie is reaped by the next poll
             log.warning("runner %d did not exit after KILL", launched.pid)
+        else:
+            _reap_ended()
+
+
+def _reap_ended() -> None:
+    _UNREAPED[:] = [popen for popen in _UNREAPED if popen.poll() is None]
 
 
 def launch(files: WorkloadFiles, spec: LaunchSpec) -> Launched:
     """Start the runner in its own session (process group); it becomes the workload."""
+    _reap_ended()
     files.prepare()
     command = [sys.executable, "-m", "node_daemon.control.runner", str(files.dir)]
     with open(files.output, "ab") as output:
@@ -192,6 +205,7 @@ def launch(files: WorkloadFiles, spec: LaunchSpec) -> Launched:
             command, stdout=output, stderr=subprocess.STDOUT, stdin=subprocess.PIPE,
             env=_runner_environment(), cwd=files.dir, start_new_session=True,
         )  # fmt: skip
+    _UNREAPED.append(popen)
     assert popen.stdin is not None
     with popen.stdin:
         popen.stdin.write(spec.to_json())
