@@ -44,6 +44,8 @@ def value_text(alert: AlertRow) -> str:
     if alert.value is None:
         return ""
     count = f" x{alert.occurrences}" if alert.occurrences > 1 else ""
+    if alert.unit == "xid":  # the value is the code: "Xid 13", not "13 xid"
+        return f"Xid {alert.value:.0f}{count}"
     return f"{alert.value:.0f} {alert.unit}{count}".strip()
 
 

@@ -31,6 +31,7 @@ from node_daemon.alerts.rules import (
     ThrottleSettings,
     TrendSettings,
 )
+from node_daemon.alerts.wording import counted
 from node_daemon.backends.readings import GpuHealth
 
 MIB = 1024**2
@@ -172,7 +173,8 @@ class EccDetector:
         uncorrected = gpu.reading[ECC_UNCORRECTED_TOTAL]
         if uncorrected:
             summary = (
-                f"GPU {gpu.index}: {uncorrected} uncorrectable ECC errors since the driver loaded"
+                f"GPU {gpu.index}: {counted(uncorrected, 'uncorrectable ECC error')} "
+                "since the driver loaded"
             )
             yield Finding(
                 gpu_key("ecc_uncorrectable", gpu.index),
@@ -187,7 +189,8 @@ class EccDetector:
         if recent >= self._settings.correctable_threshold:
             minutes = self._settings.correctable_window_s / 60
             summary = (
-                f"GPU {gpu.index}: {recent} correctable ECC errors in the last {minutes:.0f} min"
+                f"GPU {gpu.index}: {counted(recent, 'correctable ECC error')} "
+                f"in the last {minutes:.0f} min"
             )
             yield Finding(
                 gpu_key("ecc_correctable", gpu.index),
@@ -261,7 +264,8 @@ class IdleDetector:
     def _holder(gpu: GpuTick) -> str:
         if gpu.processes:
             users = sorted({p.user or "?" for p in gpu.processes})
-            return f"held by {len(gpu.processes)} process(es) of {', '.join(users)}"
+            held = counted(len(gpu.processes), "process", "processes")
+            return f"held by {held} of {', '.join(users)}"
         return f"reserved for {gpu.reserved_for}"
 
 

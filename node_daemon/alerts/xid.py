@@ -25,4 +25,6 @@ XID_MEANINGS: dict[int, str] = {
 
 
 def describe_xid(code: int) -> str:
-    return f"Xid {code} ({XID_MEANINGS.get(code, 'see NVIDIA Xid catalogue')})"
+    """`Xid 13: graphics engine exception`: the code and what it means."""
+    meaning = XID_MEANINGS.get(code, "not in our list: see NVIDIA's Xid catalogue")
+    return f"Xid {code}: {meaning}"

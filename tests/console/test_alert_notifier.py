@@ -7,6 +7,7 @@ from dataclasses import replace
 
 from console.fleet.alerts import AlertRow, EventRow, Severity
 from console.fleet.model import FleetModel
+from console.qt.alert_model import value_text
 from console.qt.alert_notifier import AlertNotifier
 
 TARGET = "n:1"
@@ -68,3 +69,10 @@ def test_acknowledged_or_silenced_alerts_stay_quiet() -> None:
     silenced = alert(Severity.CRITICAL, silenced_until_unix_ms=int(time.time() * 1000) + 60_000)
     _, sink2, _ = notifier_with([event(1, "alert_raised", silenced)])
     assert sink.shown == [] and sink2.shown == []
+
+
+def test_the_alert_table_names_an_xid_by_its_code() -> None:
+    xid = alert(Severity.WARNING, rule="xid", value=13.0, unit="xid")
+    assert value_text(xid) == "Xid 13"
+    assert value_text(replace(xid, occurrences=3)) == "Xid 13 x3"
+    assert value_text(alert(Severity.CRITICAL)) == "86 °C"

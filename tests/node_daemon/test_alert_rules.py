@@ -109,6 +109,7 @@ def test_ecc_uncorrectable_is_critical_and_correctable_rate_warns() -> None:
         for f in detector.evaluate(tick(60, ecc_uncorrected_total=2, ecc_corrected_total=15))
     }
     assert found["ecc_uncorrectable"].severity is C and found["ecc_uncorrectable"].value == 2
+    assert "GPU 0: 2 uncorrectable ECC errors since" in found["ecc_uncorrectable"].summary
     assert found["ecc_correctable"].severity is W and found["ecc_correctable"].value == 10
     # Ten minutes later the old errors have left the window.
     later = {
@@ -118,10 +119,29 @@ def test_ecc_uncorrectable_is_critical_and_correctable_rate_warns() -> None:
     assert later == {"ecc_uncorrectable"}
 
 
+def test_one_ecc_error_is_one_error_not_one_errors() -> None:
+    detector = EccDetector(EccSettings(correctable_threshold=1, correctable_window_s=600))
+    list(detector.evaluate(tick(0, ecc_uncorrected_total=0, ecc_corrected_total=0)))
+    found = {
+        f.rule: f.summary
+        for f in detector.evaluate(tick(60, ecc_uncorrected_total=1, ecc_corrected_total=1))
+    }
+    assert found == {
+        "ecc_uncorrectable": "GPU 0: 1 uncorrectable ECC error since the driver loaded",
+        "ecc_correctable": "GPU 0: 1 correctable ECC error in the last 10 min",
+    }
+
+
+def test_an_unlisted_xid_still_reads_as_a_sentence() -> None:
+    finding = next(XidDetector(XidSettings()).evaluate(tick(0, xids=(200,))))
+    assert finding.summary == "GPU 0: Xid 200: not in our list: see NVIDIA's Xid catalogue"
+
+
 def test_xids_are_counted_classified_and_clear_later() -> None:
     detector = XidDetector(XidSettings(clear_after_s=60))
     first = next(detector.evaluate(tick(0, xids=(13,))))
     assert first.severity is W and first.new_occurrences == 1 and "Xid 13" in first.summary
+    assert first.summary == "GPU 0: Xid 13: graphics engine exception"
     second = next(detector.evaluate(tick(1, xids=(79, 13))))
     assert second.severity is C and second.new_occurrences == 2  # counted, not latched
     quiet = next(detector.evaluate(tick(30)))
@@ -167,6 +187,8 @@ def test_idle_occupied_gpu_is_waste() -> None:
     held = leaky(1000)
     assert severities(detector, [tick(0, processes=held, util_gpu_pct=0)]) == [None]
     assert severities(detector, [tick(61, processes=held, util_gpu_pct=0)]) == [W]
+    summary = next(detector.evaluate(tick(62, processes=held, util_gpu_pct=0))).summary
+    assert summary.startswith("GPU 0 held by 1 process of bob but idle"), summary
     assert severities(detector, [tick(62, processes=(), util_gpu_pct=0)]) == [
         None
     ]  # nobody holds it
