@@ -16,7 +16,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Final, TypeAlias, overload
 
-from gpufleet.v1.gpu_metrics import GPU_METRICS, GpuMetric
+from gpufleet.v1.gpu_metrics import BY_FIELD, GPU_METRICS, GpuMetric
 
 
 class BackendKind(enum.Enum):
@@ -71,8 +71,7 @@ class ProcessReading:
 AnyMetric: TypeAlias = "GpuMetric[int] | GpuMetric[float]"
 Value: TypeAlias = int | float  # a metric's value, of its `kind` (an int is a float's too)
 
-_POSITION: Final = {metric.field: position for position, metric in enumerate(GPU_METRICS)}
-# By the metric itself (hashed by identity): the backends' path, on every sweep.
+# By the metric itself (hashed by identity): on every sweep.
 _POSITION_OF: Final[dict[AnyMetric, int]] = {
     metric: position for position, metric in enumerate(GPU_METRICS)
 }
@@ -97,15 +96,25 @@ def _checked(metric: AnyMetric, value: object) -> Value | None:
     )
 
 
-def _in_catalogue_order(named: Iterable[tuple[str, object]]) -> tuple[Value | None, ...]:
-    """Values by field name, checked, in a tuple in catalogue order (None where not given)."""
-    values = list(_UNSET)
-    for name, value in named:
-        position = _POSITION.get(name)
+def _in_catalogue_order(
+    values: Iterable[tuple[AnyMetric, object]],
+) -> tuple[Value | None, ...]:
+    """Values by metric, checked, in a tuple in catalogue order (None where not given)."""
+    ordered = list(_UNSET)
+    for metric, value in values:
+        position = _POSITION_OF.get(metric)
         if position is None:
-            raise TypeError(f"GpuReading() got an unexpected keyword argument {name!r}")
-        values[position] = _checked(GPU_METRICS[position], value)
-    return tuple(values)
+            raise TypeError(f"GpuReading got {metric!r}, not a catalogue metric")
+        ordered[position] = _checked(metric, value)
+    return tuple(ordered)
+
+
+def _named(name: str) -> AnyMetric:
+    """The catalogue metric a keyword names; another name is a TypeError, as for any call."""
+    metric = BY_FIELD.get(name)
+    if metric is None:
+        raise TypeError(f"GpuReading() got an unexpected keyword argument {name!r}")
+    return metric
 
 
 @dataclass(frozen=True, init=False, repr=False)  # value equality and hash, immutable
@@ -135,20 +144,15 @@ class GpuReading:
         xids: tuple[int, ...] = (),
         **metrics: float | None,
     ) -> None:
-        self._set(index, health, error, xids, _in_catalogue_order(metrics.items()))
+        named = ((_named(name), value) for name, value in metrics.items())
+        self._set(index, health, error, xids, _in_catalogue_order(named))
 
     @classmethod
     def of(
         cls, index: int, values: Mapping[AnyMetric, float | None], *, xids: tuple[int, ...] = ()
     ) -> GpuReading:
         """A healthy reading from values by metric: how the backends build theirs."""
-        ordered = list(_UNSET)
-        for metric, value in values.items():
-            position = _POSITION_OF.get(metric)
-            if position is None:
-                raise TypeError(f"GpuReading.of() got {metric!r}, not a catalogue metric")
-            ordered[position] = _checked(metric, value)
-        return cls._made(index, GpuHealth.OK, "", xids, tuple(ordered))
+        return cls._made(index, GpuHealth.OK, "", xids, _in_catalogue_order(values.items()))
 
     @classmethod
     def _made(
