@@ -35,6 +35,8 @@ def _optional_kwargs(source: object, names: Sequence[str]) -> dict[str, Any]:
 
 
 def _metric_kwargs(reading: GpuReading) -> dict[str, Any]:
+    """The reading's values as GpuSample keywords. Typed Any: the stub types each
+    keyword, and which field a name is only the catalogue (checked by the tests) knows."""
     return reading.by_field()
 
 
