@@ -7,7 +7,6 @@ thread decoded. Qt item models adapt it for views; it imports no Qt.
 from __future__ import annotations
 
 import enum
-import math
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,7 +15,7 @@ import numpy as np
 import numpy.typing as npt
 
 from console.fleet.alerts import AlertBook, EventRow, Severity
-from console.fleet.columns import COLUMN_COUNT, column
+from console.fleet.columns import COLUMN_COUNT, value
 from console.fleet.control import ControlBook, ReservationRow, WorkloadRow
 from console.fleet.identity import Identity, Role, role_refusal
 from console.fleet.ring import SampleRing
@@ -75,10 +74,8 @@ class NodeRecord:
 
     def value(self, gpu: int, metric: GpuMetric[Any]) -> float | None:
         """A GPU's newest value of a shown metric, in its shown unit; None: not available."""
-        if self.ring is None or gpu >= self.ring.gpu_count:
-            return None
-        found = self.ring.latest(gpu, column(metric))
-        return None if math.isnan(found) else found
+        newest = self.newest()
+        return value(newest[gpu], metric) if newest is not None and gpu < len(newest) else None
 
 
 @dataclass(frozen=True)

@@ -66,9 +66,3 @@ class SampleRing:
         if not self._size:
             return None
         return self._values[(self._next - 1) % self.capacity]
-
-    def latest(self, gpu: int, column: int) -> float:
-        """One GPU's newest value in a column; NaN when not available (or no tick yet)."""
-        if not self._size:
-            return float("nan")
-        return float(self._values[(self._next - 1) % self.capacity, gpu, column])
