@@ -15,7 +15,7 @@ import numpy as np
 import numpy.typing as npt
 
 from console.fleet.alerts import AlertBook, EventRow, Severity
-from console.fleet.columns import COLUMN_COUNT, value
+from console.fleet.columns import COLUMN_COUNT, Row, value
 from console.fleet.control import ControlBook, ReservationRow, WorkloadRow
 from console.fleet.identity import Identity, Role, role_refusal
 from console.fleet.ring import SampleRing
@@ -72,10 +72,14 @@ class NodeRecord:
         """The last tick's ring rows (gpus, columns), or None before the first sample."""
         return self.ring.newest() if self.ring is not None else None
 
+    def row(self, gpu: int) -> Row | None:
+        """One GPU's newest ring row, or None before its first sample."""
+        newest = self.newest()
+        return newest[gpu] if newest is not None and gpu < len(newest) else None
+
     def value(self, gpu: int, metric: GpuMetric[Any]) -> float | None:
         """A GPU's newest value of a shown metric, in its shown unit; None: not available."""
-        newest = self.newest()
-        return value(newest[gpu], metric) if newest is not None and gpu < len(newest) else None
+        return value(self.row(gpu), metric)
 
 
 @dataclass(frozen=True)

@@ -130,8 +130,7 @@ class FleetItemModel(QAbstractItemModel):
         if snap is None:
             return None
         if role == roles.METRIC_ROLE:
-            newest = node.newest()
-            return newest[gpu] if newest is not None and gpu < len(newest) else None
+            return node.row(gpu)
         if role == roles.HEALTH_ROLE:
             return snap.health
         if role == roles.PLACEMENT_ROLE:
