@@ -125,7 +125,7 @@ def decode_alert(target: str, a: pb.Alert) -> AlertRow:
         cleared_unix_ms=opt("cleared_unix_ms"), occurrences=a.occurrences,
         acknowledged_by=a.acknowledged_by, acknowledged_unix_ms=opt("acknowledged_unix_ms"),
         silenced_until_unix_ms=opt("silenced_until_unix_ms"), silenced_by=a.silenced_by,
-        silence_reason=a.silence_reason,
+        silence_reason=a.silence_reason, peak_value=opt("peak_value"), silence_id=a.silence_id,
     )  # fmt: skip
 
 

@@ -47,6 +47,10 @@ class AlertRow:
     silenced_until_unix_ms: int | None
     silenced_by: str
     silence_reason: str
+    # The highest value since raised (the daemon's `value` is the newest).
+    peak_value: float | None = None
+    # The matcher silence keeping it quiet, if any.
+    silence_id: str = ""
 
     @property
     def acknowledged(self) -> bool:

@@ -39,6 +39,11 @@ log = logging.getLogger(__name__)
 # warm up (durations, windows), so a restart does not clear and re-raise them.
 RESTART_GRACE_S = 30.0
 MAX_SILENCE_S = 7 * 24 * 3600
+# A new peak is announced (an ALERT_CHANGED event) when it beats the last one
+# announced by this much (in the alert's unit, or this fraction of it), and at
+# most once per PEAK_EVENT_MIN_S: consoles show a live peak without one
+# journal write per alert per tick.
+PEAK_STEP, PEAK_STEP_FRACTION, PEAK_EVENT_MIN_S = 1.0, 0.02, 5.0
 AlertListener = Callable[[list[AlertRecord]], None]
 
 
@@ -92,6 +97,7 @@ class AlertEngine:
         self._unkillable: dict[str, tuple[int, int, str]] = {}  # key -> (gpu, pid, summary)
         self._reserved_for: Callable[[int], str | None] = lambda _gpu: None
         self._listeners: list[AlertListener] = []
+        self._announced_peak: dict[str, tuple[float, float]] = {}  # key -> (peak, at s)
 
     # -- wiring --------------------------------------------------------------
 
@@ -190,9 +196,11 @@ class AlertEngine:
             self._carried.discard(key)
             if alert is None:
                 alert = self._active[key] = self._new_alert(finding, now_ms)
+                if finding.value is not None:
+                    self._announced_peak[key] = (finding.value, now_s)
                 events.append(self._alert_event(pb.EVENT_KIND_ALERT_RAISED, alert))
                 changed.append(alert)
-            elif self._update(alert, finding, now_ms):
+            elif self._update(alert, finding, now_ms) or self._new_peak(alert, now_s):
                 events.append(self._alert_event(pb.EVENT_KIND_ALERT_CHANGED, alert))
                 changed.append(alert)
         in_grace = now_s - self._started_s < RESTART_GRACE_S
@@ -201,6 +209,7 @@ class AlertEngine:
                 continue
             alert = self._active.pop(key)
             self._carried.discard(key)
+            self._announced_peak.pop(key, None)
             alert.firing, alert.cleared_unix_ms, alert.updated_unix_ms = False, now_ms, now_ms
             events.append(self._alert_event(pb.EVENT_KIND_ALERT_CLEARED, alert))
             changed.append(alert)
@@ -214,7 +223,7 @@ class AlertEngine:
             id=alert_id, key=finding.key, rule=finding.rule, severity=finding.severity,
             firing=True, gpu_index=finding.gpu_index, gpu_uuid=static.uuid if static else "",
             pid=finding.pid, value=finding.value, unit=finding.unit, summary=finding.summary,
-            started_unix_ms=now_ms, updated_unix_ms=now_ms,
+            started_unix_ms=now_ms, updated_unix_ms=now_ms, peak_value=finding.value,
             occurrences=max(1, finding.new_occurrences),
         )  # fmt: skip
 
@@ -222,12 +231,28 @@ class AlertEngine:
     def _update(alert: AlertRecord, finding: Finding, now_ms: int) -> bool:
         """Refresh the alert; True when the change is worth an event (severity, occurrences)."""
         alert.value, alert.summary = finding.value, finding.summary
+        if finding.value is not None and (
+            alert.peak_value is None or finding.value > alert.peak_value
+        ):
+            alert.peak_value = finding.value
         worth_an_event = finding.severity != alert.severity or finding.new_occurrences > 0
         alert.severity = finding.severity
         alert.occurrences += finding.new_occurrences
         if worth_an_event:
             alert.updated_unix_ms = now_ms
         return worth_an_event
+
+    def _new_peak(self, alert: AlertRecord, now_s: float) -> bool:
+        """True when the alert's peak beats the last one announced by enough, not too soon."""
+        if alert.peak_value is None:
+            return False
+        announced, at_s = self._announced_peak.get(alert.key, (alert.peak_value, now_s))
+        self._announced_peak.setdefault(alert.key, (announced, at_s))
+        step = max(PEAK_STEP, abs(announced) * PEAK_STEP_FRACTION)
+        if alert.peak_value < announced + step or now_s - at_s < PEAK_EVENT_MIN_S:
+            return False
+        self._announced_peak[alert.key] = (alert.peak_value, now_s)
+        return True
 
     def _gpu_health_events(self, readings: Iterable[GpuReading]) -> list[pb.Event]:
         events = []

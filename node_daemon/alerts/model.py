@@ -41,6 +41,8 @@ class AlertRecord:
     silenced_until_unix_ms: int | None = None
     silenced_by: str = ""
     silence_reason: str = ""
+    peak_value: float | None = None
+    silence_id: str = ""
 
     def silenced(self, now_unix_ms: int) -> bool:
         until = self.silenced_until_unix_ms

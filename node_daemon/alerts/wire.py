@@ -11,11 +11,12 @@ from node_daemon.alerts.model import AlertRecord, Severity
 
 _OPTIONAL = (
     "gpu_index", "pid", "value", "cleared_unix_ms", "acknowledged_unix_ms",
-    "silenced_until_unix_ms",
+    "silenced_until_unix_ms", "peak_value",
 )  # fmt: skip
 _PLAIN = (
     "id", "key", "rule", "gpu_uuid", "unit", "summary", "started_unix_ms", "updated_unix_ms",
     "occurrences", "acknowledged_by", "acknowledge_comment", "silenced_by", "silence_reason",
+    "silence_id",
 )  # fmt: skip
 
 

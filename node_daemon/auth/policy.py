@@ -18,8 +18,11 @@ METHOD_ROLES: dict[str, Role] = {
     "GetWorkloadOutput": Role.VIEWER,
     "WhoAmI": Role.VIEWER,
     "QueryUsage": Role.VIEWER,
+    "ListSilences": Role.VIEWER,
     "AcknowledgeAlert": Role.OPERATOR,
     "SilenceAlert": Role.OPERATOR,
+    "CreateSilence": Role.OPERATOR,
+    "ExpireSilence": Role.OPERATOR,
     "SubmitWorkload": Role.OPERATOR,
     "AssignWorkload": Role.OPERATOR,
     "CancelWorkload": Role.OPERATOR,
@@ -29,8 +32,8 @@ METHOD_ROLES: dict[str, Role] = {
     "QueryAudit": Role.ADMIN,
 }
 MUTATING = frozenset({
-    "AcknowledgeAlert", "SilenceAlert", "SubmitWorkload", "AssignWorkload", "CancelWorkload",
-    "Reserve", "ReleaseReservation", "KillProcess",
+    "AcknowledgeAlert", "SilenceAlert", "CreateSilence", "ExpireSilence", "SubmitWorkload",
+    "AssignWorkload", "CancelWorkload", "Reserve", "ReleaseReservation", "KillProcess",
 })  # fmt: skip
 
 

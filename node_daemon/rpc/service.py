@@ -71,6 +71,11 @@ def node_service_handler(
         "ListAlerts": _unary(alerts.ListAlerts, pb.ListAlertsRequest, pb.ListAlertsResponse),
         "AcknowledgeAlert": _unary(alerts.AcknowledgeAlert, pb.AcknowledgeAlertRequest, pb.Alert),
         "SilenceAlert": _unary(alerts.SilenceAlert, pb.SilenceAlertRequest, pb.Alert),
+        "CreateSilence": _unary(alerts.CreateSilence, pb.CreateSilenceRequest, pb.Silence),
+        "ListSilences": _unary(
+            alerts.ListSilences, pb.ListSilencesRequest, pb.ListSilencesResponse
+        ),
+        "ExpireSilence": _unary(alerts.ExpireSilence, pb.ExpireSilenceRequest, pb.Silence),
         "StreamEvents": grpc.unary_stream_rpc_method_handler(
             alerts.StreamEvents,
             request_deserializer=pb.StreamEventsRequest.FromString,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import pytest
@@ -58,16 +59,19 @@ def test_overheat_raises_warning_then_critical_then_clears(tmp_path: Path) -> No
     assert firing["gpu_temp"].gpu_uuid.startswith("GPU-")
     node.run(300)
     assert "gpu_temp" not in {a.rule for a in node.engine.firing()}
-    temp_events = [k for k, rule in node.kinds() if rule == "gpu_temp"]
+    temp = [e for e in node.journal.events_after(0) if e.alert.rule == "gpu_temp"]
     # It heats faster than the warning's 10 s: critical at once, then down to
-    # warning (hysteresis), then cleared.
-    assert temp_events == [
-        pb.EVENT_KIND_ALERT_RAISED, pb.EVENT_KIND_ALERT_CHANGED, pb.EVENT_KIND_ALERT_CLEARED,
-    ]  # fmt: skip
-    severities = [
-        e.alert.severity for e in node.journal.events_after(0) if e.alert.rule == "gpu_temp"
+    # warning (hysteresis), then cleared. (The other changes are new peaks.)
+    transitions = [(temp[0].kind, temp[0].alert.severity)] + [
+        (e.kind, e.alert.severity)
+        for before, e in itertools.pairwise(temp)
+        if e.alert.severity != before.alert.severity or e.kind != pb.EVENT_KIND_ALERT_CHANGED
     ]
-    assert severities == [pb.SEVERITY_CRITICAL, pb.SEVERITY_WARNING, pb.SEVERITY_WARNING]
+    assert transitions == [
+        (pb.EVENT_KIND_ALERT_RAISED, pb.SEVERITY_CRITICAL),
+        (pb.EVENT_KIND_ALERT_CHANGED, pb.SEVERITY_WARNING),
+        (pb.EVENT_KIND_ALERT_CLEARED, pb.SEVERITY_WARNING),
+    ]
     assert node.pushed  # listeners (Alertmanager) heard of it
 
 
@@ -176,3 +180,25 @@ def test_an_unkillable_process_raises_a_critical_alert_until_it_is_gone(tmp_path
     assert node.backend.remove_simulated_process(2, stuck.pid)
     node.run(1)
     assert [a for a in node.engine.firing() if a.rule == "unkillable"] == []
+
+
+def test_an_alert_carries_its_peak_and_announces_new_peaks_sparingly(tmp_path: Path) -> None:
+    """The row showed 85 °C (the value at raise) while the tile showed 98 °C."""
+    node = Node(tmp_path / "j.sqlite3", (1, 2, "overheat", None), (80, 2, "cool", None))
+    node.run(79)
+    alert = next(a for a in node.engine.firing() if a.rule == "gpu_temp")
+    temp = [e for e in node.journal.events_after(0) if e.alert.rule == "gpu_temp"]
+    raised_at = temp[0].alert.value
+    assert alert.peak_value is not None and alert.value is not None
+    assert alert.peak_value >= alert.value and alert.peak_value > raised_at + 1
+    # Each announcement is a higher peak, and they come at most every 5 s.
+    peaks = [e.alert.peak_value for e in temp]
+    assert peaks == sorted(peaks)
+    assert 0 <= alert.peak_value - temp[-1].alert.peak_value < max(1.0, 0.02 * alert.peak_value)
+    times = [e.time_unix_ms for e in temp[1:]]
+    assert all(b - a >= 5000 for a, b in itertools.pairwise(times))
+    assert len(temp) < 79 // 5 + 2
+    node.run(300)  # cooling: the peak stays, the value falls
+    cleared = [e for e in node.journal.events_after(0) if e.alert.rule == "gpu_temp"][-1]
+    assert cleared.kind == pb.EVENT_KIND_ALERT_CLEARED
+    assert cleared.alert.peak_value == alert.peak_value > cleared.alert.value

@@ -282,6 +282,24 @@ REQUESTS: dict[str, st.SearchStrategy[Message]] = {
         reason=STRINGS,
         actor=STRINGS,
     ),
+    "CreateSilence": st.builds(
+        pb.CreateSilenceRequest,
+        matchers=st.lists(
+            st.builds(
+                pb.SilenceMatcher,
+                label=st.one_of(st.sampled_from(["node", "alertname", "gpu", "severity"]), STRINGS),
+                pattern=st.one_of(st.sampled_from(["*", "gpu_*", "?", "3", "**"]), STRINGS),
+            ),
+            max_size=4,
+        ),
+        starts_unix_ms=st.one_of(st.just(0), INT64),
+        ends_unix_ms=st.one_of(st.just(0), INT64),
+        duration_s=SILENCE_S,
+        comment=STRINGS,
+        actor=STRINGS,
+    ),
+    "ListSilences": st.builds(pb.ListSilencesRequest, include_expired=BOOLS, limit=UINT32),
+    "ExpireSilence": st.builds(pb.ExpireSilenceRequest, silence_id=ids("s"), actor=STRINGS),
     "KillProcess": st.builds(
         pb.KillProcessRequest,
         gpu_index=GPU_INDEX,

@@ -61,6 +61,13 @@ def requests(caller: str) -> dict[str, Any]:
         "QueryUsage": pb.QueryUsageRequest(),
         "AcknowledgeAlert": pb.AcknowledgeAlertRequest(alert_id="a-999"),
         "SilenceAlert": pb.SilenceAlertRequest(alert_id="a-999", duration_s=60, reason="r"),
+        "CreateSilence": pb.CreateSilenceRequest(
+            matchers=[pb.SilenceMatcher(label="alertname", pattern="gpu_temp")],
+            duration_s=60,
+            comment="maintenance",
+        ),
+        "ListSilences": pb.ListSilencesRequest(),
+        "ExpireSilence": pb.ExpireSilenceRequest(silence_id="s-999"),
         "SubmitWorkload": pb.SubmitWorkloadRequest(argv=["true"], gpu_count=1, owner=caller),
         "AssignWorkload": pb.AssignWorkloadRequest(workload_id="w-999", gpu_indices=[0]),
         "CancelWorkload": pb.CancelWorkloadRequest(workload_id="w-999"),

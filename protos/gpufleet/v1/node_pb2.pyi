@@ -150,6 +150,9 @@ class _EventKindEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_EventKind.V
     EVENT_KIND_WORKLOAD_FINISHED: _EventKind.ValueType  # 16
     EVENT_KIND_WORKLOAD_FAILED: _EventKind.ValueType  # 17
     EVENT_KIND_WORKLOAD_CANCELLED: _EventKind.ValueType  # 18
+    EVENT_KIND_SILENCE_CREATED: _EventKind.ValueType  # 19
+    """A matcher silence was created, or ended (at its end time or by a person)."""
+    EVENT_KIND_SILENCE_EXPIRED: _EventKind.ValueType  # 20
 
 class EventKind(_EventKind, metaclass=_EventKindEnumTypeWrapper): ...
 
@@ -172,6 +175,9 @@ EVENT_KIND_WORKLOAD_STARTED: EventKind.ValueType  # 15
 EVENT_KIND_WORKLOAD_FINISHED: EventKind.ValueType  # 16
 EVENT_KIND_WORKLOAD_FAILED: EventKind.ValueType  # 17
 EVENT_KIND_WORKLOAD_CANCELLED: EventKind.ValueType  # 18
+EVENT_KIND_SILENCE_CREATED: EventKind.ValueType  # 19
+"""A matcher silence was created, or ended (at its end time or by a person)."""
+EVENT_KIND_SILENCE_EXPIRED: EventKind.ValueType  # 20
 Global___EventKind: _TypeAlias = EventKind  # noqa: Y015
 
 class _KillOutcome:
@@ -751,6 +757,8 @@ class Alert(_message.Message):
     SILENCED_UNTIL_UNIX_MS_FIELD_NUMBER: _builtins.int
     SILENCED_BY_FIELD_NUMBER: _builtins.int
     SILENCE_REASON_FIELD_NUMBER: _builtins.int
+    PEAK_VALUE_FIELD_NUMBER: _builtins.int
+    SILENCE_ID_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     """Unique on this node for the alert's whole life, e.g. "a-42"."""
     key: _builtins.str
@@ -784,6 +792,14 @@ class Alert(_message.Message):
     silenced_until_unix_ms: _builtins.int
     silenced_by: _builtins.str
     silence_reason: _builtins.str
+    peak_value: _builtins.float
+    """The highest value since the alert was raised, in `unit` (`value` is the
+    newest). Unset where the rule has no value.
+    """
+    silence_id: _builtins.str
+    """The matcher silence (Silence.id) that keeps this alert quiet, if any; the
+    silenced_* fields above then repeat its end, author and comment.
+    """
     def __init__(
         self,
         *,
@@ -808,10 +824,12 @@ class Alert(_message.Message):
         silenced_until_unix_ms: _builtins.int | None = ...,
         silenced_by: _builtins.str = ...,
         silence_reason: _builtins.str = ...,
+        peak_value: _builtins.float | None = ...,
+        silence_id: _builtins.str = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_acknowledged_unix_ms", b"_acknowledged_unix_ms", "_cleared_unix_ms", b"_cleared_unix_ms", "_gpu_index", b"_gpu_index", "_pid", b"_pid", "_silenced_until_unix_ms", b"_silenced_until_unix_ms", "_value", b"_value", "acknowledged_unix_ms", b"acknowledged_unix_ms", "cleared_unix_ms", b"cleared_unix_ms", "gpu_index", b"gpu_index", "pid", b"pid", "silenced_until_unix_ms", b"silenced_until_unix_ms", "value", b"value"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_acknowledged_unix_ms", b"_acknowledged_unix_ms", "_cleared_unix_ms", b"_cleared_unix_ms", "_gpu_index", b"_gpu_index", "_peak_value", b"_peak_value", "_pid", b"_pid", "_silenced_until_unix_ms", b"_silenced_until_unix_ms", "_value", b"_value", "acknowledged_unix_ms", b"acknowledged_unix_ms", "cleared_unix_ms", b"cleared_unix_ms", "gpu_index", b"gpu_index", "peak_value", b"peak_value", "pid", b"pid", "silenced_until_unix_ms", b"silenced_until_unix_ms", "value", b"value"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_acknowledged_unix_ms", b"_acknowledged_unix_ms", "_cleared_unix_ms", b"_cleared_unix_ms", "_gpu_index", b"_gpu_index", "_pid", b"_pid", "_silenced_until_unix_ms", b"_silenced_until_unix_ms", "_value", b"_value", "acknowledge_comment", b"acknowledge_comment", "acknowledged_by", b"acknowledged_by", "acknowledged_unix_ms", b"acknowledged_unix_ms", "cleared_unix_ms", b"cleared_unix_ms", "gpu_index", b"gpu_index", "gpu_uuid", b"gpu_uuid", "id", b"id", "key", b"key", "occurrences", b"occurrences", "pid", b"pid", "rule", b"rule", "severity", b"severity", "silence_reason", b"silence_reason", "silenced_by", b"silenced_by", "silenced_until_unix_ms", b"silenced_until_unix_ms", "started_unix_ms", b"started_unix_ms", "state", b"state", "summary", b"summary", "unit", b"unit", "updated_unix_ms", b"updated_unix_ms", "value", b"value"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_acknowledged_unix_ms", b"_acknowledged_unix_ms", "_cleared_unix_ms", b"_cleared_unix_ms", "_gpu_index", b"_gpu_index", "_peak_value", b"_peak_value", "_pid", b"_pid", "_silenced_until_unix_ms", b"_silenced_until_unix_ms", "_value", b"_value", "acknowledge_comment", b"acknowledge_comment", "acknowledged_by", b"acknowledged_by", "acknowledged_unix_ms", b"acknowledged_unix_ms", "cleared_unix_ms", b"cleared_unix_ms", "gpu_index", b"gpu_index", "gpu_uuid", b"gpu_uuid", "id", b"id", "key", b"key", "occurrences", b"occurrences", "peak_value", b"peak_value", "pid", b"pid", "rule", b"rule", "severity", b"severity", "silence_id", b"silence_id", "silence_reason", b"silence_reason", "silenced_by", b"silenced_by", "silenced_until_unix_ms", b"silenced_until_unix_ms", "started_unix_ms", b"started_unix_ms", "state", b"state", "summary", b"summary", "unit", b"unit", "updated_unix_ms", b"updated_unix_ms", "value", b"value"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__acknowledged_unix_ms: _TypeAlias = _typing.Literal["acknowledged_unix_ms"]  # noqa: Y015
     _WhichOneofArgType__acknowledged_unix_ms: _TypeAlias = _typing.Literal["_acknowledged_unix_ms", b"_acknowledged_unix_ms"]  # noqa: Y015
@@ -819,6 +837,8 @@ class Alert(_message.Message):
     _WhichOneofArgType__cleared_unix_ms: _TypeAlias = _typing.Literal["_cleared_unix_ms", b"_cleared_unix_ms"]  # noqa: Y015
     _WhichOneofReturnType__gpu_index: _TypeAlias = _typing.Literal["gpu_index"]  # noqa: Y015
     _WhichOneofArgType__gpu_index: _TypeAlias = _typing.Literal["_gpu_index", b"_gpu_index"]  # noqa: Y015
+    _WhichOneofReturnType__peak_value: _TypeAlias = _typing.Literal["peak_value"]  # noqa: Y015
+    _WhichOneofArgType__peak_value: _TypeAlias = _typing.Literal["_peak_value", b"_peak_value"]  # noqa: Y015
     _WhichOneofReturnType__pid: _TypeAlias = _typing.Literal["pid"]  # noqa: Y015
     _WhichOneofArgType__pid: _TypeAlias = _typing.Literal["_pid", b"_pid"]  # noqa: Y015
     _WhichOneofReturnType__silenced_until_unix_ms: _TypeAlias = _typing.Literal["silenced_until_unix_ms"]  # noqa: Y015
@@ -831,6 +851,8 @@ class Alert(_message.Message):
     def WhichOneof(self, oneof_group: _WhichOneofArgType__cleared_unix_ms) -> _WhichOneofReturnType__cleared_unix_ms | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__gpu_index) -> _WhichOneofReturnType__gpu_index | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__peak_value) -> _WhichOneofReturnType__peak_value | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__pid) -> _WhichOneofReturnType__pid | None: ...
     @_typing.overload
@@ -908,6 +930,7 @@ class Event(_message.Message):
     JOURNAL_ID_FIELD_NUMBER: _builtins.int
     RESERVATION_FIELD_NUMBER: _builtins.int
     WORKLOAD_FIELD_NUMBER: _builtins.int
+    SILENCE_FIELD_NUMBER: _builtins.int
     seq: _builtins.int
     """Node-local, strictly increasing, survives restarts."""
     time_unix_ms: _builtins.int
@@ -928,6 +951,10 @@ class Event(_message.Message):
 
     @_builtins.property
     def workload(self) -> Global___Workload: ...
+    @_builtins.property
+    def silence(self) -> Global___Silence:
+        """For silence events: the silence after the event."""
+
     def __init__(
         self,
         *,
@@ -942,10 +969,11 @@ class Event(_message.Message):
         journal_id: _builtins.str = ...,
         reservation: Global___Reservation | None = ...,
         workload: Global___Workload | None = ...,
+        silence: Global___Silence | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_gpu_index", b"_gpu_index", "alert", b"alert", "gpu_index", b"gpu_index", "reservation", b"reservation", "workload", b"workload"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_gpu_index", b"_gpu_index", "alert", b"alert", "gpu_index", b"gpu_index", "reservation", b"reservation", "silence", b"silence", "workload", b"workload"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_gpu_index", b"_gpu_index", "actor", b"actor", "alert", b"alert", "gpu_index", b"gpu_index", "journal_id", b"journal_id", "kind", b"kind", "replayed", b"replayed", "reservation", b"reservation", "seq", b"seq", "summary", b"summary", "time_unix_ms", b"time_unix_ms", "workload", b"workload"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_gpu_index", b"_gpu_index", "actor", b"actor", "alert", b"alert", "gpu_index", b"gpu_index", "journal_id", b"journal_id", "kind", b"kind", "replayed", b"replayed", "reservation", b"reservation", "seq", b"seq", "silence", b"silence", "summary", b"summary", "time_unix_ms", b"time_unix_ms", "workload", b"workload"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__gpu_index: _TypeAlias = _typing.Literal["gpu_index"]  # noqa: Y015
     _WhichOneofArgType__gpu_index: _TypeAlias = _typing.Literal["_gpu_index", b"_gpu_index"]  # noqa: Y015
@@ -1028,6 +1056,190 @@ class SilenceAlertRequest(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___SilenceAlertRequest: _TypeAlias = SilenceAlertRequest  # noqa: Y015
+
+@_typing.final
+class SilenceMatcher(_message.Message):
+    """One condition of a silence: the alert's label `label` matches `pattern`."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    LABEL_FIELD_NUMBER: _builtins.int
+    PATTERN_FIELD_NUMBER: _builtins.int
+    label: _builtins.str
+    """An Alertmanager label of the alert: node, alertname (the rule), severity
+    (info | warning | critical), gpu (the index), UUID, pid, or one of the
+    node's configured labels (cluster, site, rack, ...).
+    """
+    pattern: _builtins.str
+    """The value, exact, or a glob: `*` any run of characters, `?` one
+    character (gpu-node-0*, gpu_*). An alert without the label never matches.
+    """
+    def __init__(
+        self,
+        *,
+        label: _builtins.str = ...,
+        pattern: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["label", b"label", "pattern", b"pattern"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SilenceMatcher: _TypeAlias = SilenceMatcher  # noqa: Y015
+
+@_typing.final
+class Silence(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    MATCHERS_FIELD_NUMBER: _builtins.int
+    STARTS_UNIX_MS_FIELD_NUMBER: _builtins.int
+    ENDS_UNIX_MS_FIELD_NUMBER: _builtins.int
+    CREATED_BY_FIELD_NUMBER: _builtins.int
+    COMMENT_FIELD_NUMBER: _builtins.int
+    CREATED_UNIX_MS_FIELD_NUMBER: _builtins.int
+    EXPIRED_BY_FIELD_NUMBER: _builtins.int
+    id: _builtins.str
+    """Unique on this node, e.g. "s-7"."""
+    starts_unix_ms: _builtins.int
+    ends_unix_ms: _builtins.int
+    created_by: _builtins.str
+    """Who created it (from the token), and why."""
+    comment: _builtins.str
+    created_unix_ms: _builtins.int
+    expired_by: _builtins.str
+    """Set when a person ended it before its end time (ends_unix_ms is then when)."""
+    @_builtins.property
+    def matchers(self) -> _containers.RepeatedCompositeFieldContainer[Global___SilenceMatcher]:
+        """All must match (AND); at least one."""
+
+    def __init__(
+        self,
+        *,
+        id: _builtins.str = ...,
+        matchers: _abc.Iterable[Global___SilenceMatcher] | None = ...,
+        starts_unix_ms: _builtins.int = ...,
+        ends_unix_ms: _builtins.int = ...,
+        created_by: _builtins.str = ...,
+        comment: _builtins.str = ...,
+        created_unix_ms: _builtins.int = ...,
+        expired_by: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["comment", b"comment", "created_by", b"created_by", "created_unix_ms", b"created_unix_ms", "ends_unix_ms", b"ends_unix_ms", "expired_by", b"expired_by", "id", b"id", "matchers", b"matchers", "starts_unix_ms", b"starts_unix_ms"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Silence: _TypeAlias = Silence  # noqa: Y015
+
+@_typing.final
+class CreateSilenceRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MATCHERS_FIELD_NUMBER: _builtins.int
+    STARTS_UNIX_MS_FIELD_NUMBER: _builtins.int
+    ENDS_UNIX_MS_FIELD_NUMBER: _builtins.int
+    DURATION_S_FIELD_NUMBER: _builtins.int
+    COMMENT_FIELD_NUMBER: _builtins.int
+    ACTOR_FIELD_NUMBER: _builtins.int
+    starts_unix_ms: _builtins.int
+    """0: now. A later start makes a maintenance window."""
+    ends_unix_ms: _builtins.int
+    """The end: either ends_unix_ms or duration_s (from the start), not both;
+    at most 7 days after the start.
+    """
+    duration_s: _builtins.int
+    comment: _builtins.str
+    """Required: why these alerts may stay quiet."""
+    actor: _builtins.str
+    @_builtins.property
+    def matchers(self) -> _containers.RepeatedCompositeFieldContainer[Global___SilenceMatcher]: ...
+    def __init__(
+        self,
+        *,
+        matchers: _abc.Iterable[Global___SilenceMatcher] | None = ...,
+        starts_unix_ms: _builtins.int = ...,
+        ends_unix_ms: _builtins.int = ...,
+        duration_s: _builtins.int = ...,
+        comment: _builtins.str = ...,
+        actor: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["actor", b"actor", "comment", b"comment", "duration_s", b"duration_s", "ends_unix_ms", b"ends_unix_ms", "matchers", b"matchers", "starts_unix_ms", b"starts_unix_ms"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CreateSilenceRequest: _TypeAlias = CreateSilenceRequest  # noqa: Y015
+
+@_typing.final
+class ListSilencesRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    INCLUDE_EXPIRED_FIELD_NUMBER: _builtins.int
+    LIMIT_FIELD_NUMBER: _builtins.int
+    include_expired: _builtins.bool
+    """Also the expired ones, newest first, up to `limit` (default 200)."""
+    limit: _builtins.int
+    def __init__(
+        self,
+        *,
+        include_expired: _builtins.bool = ...,
+        limit: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["include_expired", b"include_expired", "limit", b"limit"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListSilencesRequest: _TypeAlias = ListSilencesRequest  # noqa: Y015
+
+@_typing.final
+class ListSilencesResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SILENCES_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def silences(self) -> _containers.RepeatedCompositeFieldContainer[Global___Silence]:
+        """Pending (not yet started) and active ones, then expired ones if asked."""
+
+    def __init__(
+        self,
+        *,
+        silences: _abc.Iterable[Global___Silence] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["silences", b"silences"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListSilencesResponse: _TypeAlias = ListSilencesResponse  # noqa: Y015
+
+@_typing.final
+class ExpireSilenceRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SILENCE_ID_FIELD_NUMBER: _builtins.int
+    ACTOR_FIELD_NUMBER: _builtins.int
+    silence_id: _builtins.str
+    actor: _builtins.str
+    def __init__(
+        self,
+        *,
+        silence_id: _builtins.str = ...,
+        actor: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["actor", b"actor", "silence_id", b"silence_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ExpireSilenceRequest: _TypeAlias = ExpireSilenceRequest  # noqa: Y015
 
 @_typing.final
 class KillProcessRequest(_message.Message):

@@ -65,6 +65,21 @@ class NodeServiceStub:
                 request_serializer=gpufleet_dot_v1_dot_node__pb2.SilenceAlertRequest.SerializeToString,
                 response_deserializer=gpufleet_dot_v1_dot_node__pb2.Alert.FromString,
                 _registered_method=True)
+        self.CreateSilence = channel.unary_unary(
+                '/gpufleet.v1.NodeService/CreateSilence',
+                request_serializer=gpufleet_dot_v1_dot_node__pb2.CreateSilenceRequest.SerializeToString,
+                response_deserializer=gpufleet_dot_v1_dot_node__pb2.Silence.FromString,
+                _registered_method=True)
+        self.ListSilences = channel.unary_unary(
+                '/gpufleet.v1.NodeService/ListSilences',
+                request_serializer=gpufleet_dot_v1_dot_node__pb2.ListSilencesRequest.SerializeToString,
+                response_deserializer=gpufleet_dot_v1_dot_node__pb2.ListSilencesResponse.FromString,
+                _registered_method=True)
+        self.ExpireSilence = channel.unary_unary(
+                '/gpufleet.v1.NodeService/ExpireSilence',
+                request_serializer=gpufleet_dot_v1_dot_node__pb2.ExpireSilenceRequest.SerializeToString,
+                response_deserializer=gpufleet_dot_v1_dot_node__pb2.Silence.FromString,
+                _registered_method=True)
         self.KillProcess = channel.unary_unary(
                 '/gpufleet.v1.NodeService/KillProcess',
                 request_serializer=gpufleet_dot_v1_dot_node__pb2.KillProcessRequest.SerializeToString,
@@ -176,6 +191,30 @@ class NodeServiceServicer:
     def SilenceAlert(self, request, context):
         """Silence an alert for a while (no notifications, no Alertmanager push);
         duration_s = 0 lifts a silence.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CreateSilence(self, request, context):
+        """Silences by matcher (maintenance windows): every alert whose labels match
+        all matchers of a silence is quiet from its start to its end — no desktop
+        popups, and silenced in Alertmanager too (its API v2 silences), so the
+        pager stops when the console says silenced. Shared by every console of
+        this node; created, listed and expired here, announced as events.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListSilences(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ExpireSilence(self, request, context):
+        """End a silence now (it stays listed as expired, with who ended it).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -297,6 +336,21 @@ def add_NodeServiceServicer_to_server(servicer, server):
                     servicer.SilenceAlert,
                     request_deserializer=gpufleet_dot_v1_dot_node__pb2.SilenceAlertRequest.FromString,
                     response_serializer=gpufleet_dot_v1_dot_node__pb2.Alert.SerializeToString,
+            ),
+            'CreateSilence': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateSilence,
+                    request_deserializer=gpufleet_dot_v1_dot_node__pb2.CreateSilenceRequest.FromString,
+                    response_serializer=gpufleet_dot_v1_dot_node__pb2.Silence.SerializeToString,
+            ),
+            'ListSilences': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListSilences,
+                    request_deserializer=gpufleet_dot_v1_dot_node__pb2.ListSilencesRequest.FromString,
+                    response_serializer=gpufleet_dot_v1_dot_node__pb2.ListSilencesResponse.SerializeToString,
+            ),
+            'ExpireSilence': grpc.unary_unary_rpc_method_handler(
+                    servicer.ExpireSilence,
+                    request_deserializer=gpufleet_dot_v1_dot_node__pb2.ExpireSilenceRequest.FromString,
+                    response_serializer=gpufleet_dot_v1_dot_node__pb2.Silence.SerializeToString,
             ),
             'KillProcess': grpc.unary_unary_rpc_method_handler(
                     servicer.KillProcess,
@@ -522,6 +576,87 @@ class NodeService:
             '/gpufleet.v1.NodeService/SilenceAlert',
             gpufleet_dot_v1_dot_node__pb2.SilenceAlertRequest.SerializeToString,
             gpufleet_dot_v1_dot_node__pb2.Alert.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreateSilence(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gpufleet.v1.NodeService/CreateSilence',
+            gpufleet_dot_v1_dot_node__pb2.CreateSilenceRequest.SerializeToString,
+            gpufleet_dot_v1_dot_node__pb2.Silence.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListSilences(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gpufleet.v1.NodeService/ListSilences',
+            gpufleet_dot_v1_dot_node__pb2.ListSilencesRequest.SerializeToString,
+            gpufleet_dot_v1_dot_node__pb2.ListSilencesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ExpireSilence(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gpufleet.v1.NodeService/ExpireSilence',
+            gpufleet_dot_v1_dot_node__pb2.ExpireSilenceRequest.SerializeToString,
+            gpufleet_dot_v1_dot_node__pb2.Silence.FromString,
             options,
             channel_credentials,
             insecure,

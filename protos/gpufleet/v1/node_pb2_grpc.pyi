@@ -62,6 +62,16 @@ class NodeServiceStub:
     """Silence an alert for a while (no notifications, no Alertmanager push);
     duration_s = 0 lifts a silence.
     """
+    CreateSilence: _grpc.UnaryUnaryMultiCallable[_node_pb2.CreateSilenceRequest, _node_pb2.Silence]
+    """Silences by matcher (maintenance windows): every alert whose labels match
+    all matchers of a silence is quiet from its start to its end — no desktop
+    popups, and silenced in Alertmanager too (its API v2 silences), so the
+    pager stops when the console says silenced. Shared by every console of
+    this node; created, listed and expired here, announced as events.
+    """
+    ListSilences: _grpc.UnaryUnaryMultiCallable[_node_pb2.ListSilencesRequest, _node_pb2.ListSilencesResponse]
+    ExpireSilence: _grpc.UnaryUnaryMultiCallable[_node_pb2.ExpireSilenceRequest, _node_pb2.Silence]
+    """End a silence now (it stays listed as expired, with who ended it)."""
     KillProcess: _grpc.UnaryUnaryMultiCallable[_node_pb2.KillProcessRequest, _node_pb2.KillProcessResponse]
     """Kill a process on a GPU, safely: only a process the daemon lists on that
     GPU, named by pid and start time (a reused pid is refused); TERM, then
@@ -121,6 +131,16 @@ class NodeServiceAsyncStub(NodeServiceStub):
     """Silence an alert for a while (no notifications, no Alertmanager push);
     duration_s = 0 lifts a silence.
     """
+    CreateSilence: _aio.UnaryUnaryMultiCallable[_node_pb2.CreateSilenceRequest, _node_pb2.Silence]  # type: ignore[assignment]
+    """Silences by matcher (maintenance windows): every alert whose labels match
+    all matchers of a silence is quiet from its start to its end — no desktop
+    popups, and silenced in Alertmanager too (its API v2 silences), so the
+    pager stops when the console says silenced. Shared by every console of
+    this node; created, listed and expired here, announced as events.
+    """
+    ListSilences: _aio.UnaryUnaryMultiCallable[_node_pb2.ListSilencesRequest, _node_pb2.ListSilencesResponse]  # type: ignore[assignment]
+    ExpireSilence: _aio.UnaryUnaryMultiCallable[_node_pb2.ExpireSilenceRequest, _node_pb2.Silence]  # type: ignore[assignment]
+    """End a silence now (it stays listed as expired, with who ended it)."""
     KillProcess: _aio.UnaryUnaryMultiCallable[_node_pb2.KillProcessRequest, _node_pb2.KillProcessResponse]  # type: ignore[assignment]
     """Kill a process on a GPU, safely: only a process the daemon lists on that
     GPU, named by pid and start time (a reused pid is refused); TERM, then
@@ -213,6 +233,34 @@ class NodeServiceServicer(metaclass=_abc_1.ABCMeta):
         """Silence an alert for a while (no notifications, no Alertmanager push);
         duration_s = 0 lifts a silence.
         """
+
+    @_abc_1.abstractmethod
+    def CreateSilence(
+        self,
+        request: _node_pb2.CreateSilenceRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_node_pb2.Silence, _abc.Awaitable[_node_pb2.Silence]]:
+        """Silences by matcher (maintenance windows): every alert whose labels match
+        all matchers of a silence is quiet from its start to its end — no desktop
+        popups, and silenced in Alertmanager too (its API v2 silences), so the
+        pager stops when the console says silenced. Shared by every console of
+        this node; created, listed and expired here, announced as events.
+        """
+
+    @_abc_1.abstractmethod
+    def ListSilences(
+        self,
+        request: _node_pb2.ListSilencesRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_node_pb2.ListSilencesResponse, _abc.Awaitable[_node_pb2.ListSilencesResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def ExpireSilence(
+        self,
+        request: _node_pb2.ExpireSilenceRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_node_pb2.Silence, _abc.Awaitable[_node_pb2.Silence]]:
+        """End a silence now (it stays listed as expired, with who ended it)."""
 
     @_abc_1.abstractmethod
     def KillProcess(
