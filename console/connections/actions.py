@@ -11,6 +11,8 @@ import getpass
 from console.connections.channel import CALL_DEADLINE_S
 from console.connections.manager import ConnectionManager
 from console.fleet.alerts import AlertRow
+from console.fleet.silence_draft import SilenceRequest
+from console.fleet.silences import SilenceRow, matchers_text
 from gpufleet.v1 import node_pb2 as pb
 
 
@@ -43,4 +45,32 @@ class AlertActions:
             alert.target,
             f"{verb} on {alert.target}",
             lambda stub: stub.SilenceAlert(request, timeout=CALL_DEADLINE_S),
+        )
+
+
+class SilenceActions:
+    """Matcher silences: created on each node they are meant for, expired one by one."""
+
+    def __init__(self, connections: ConnectionManager, actor: str | None = None) -> None:
+        self._connections = connections
+        self.actor = actor or default_actor()
+
+    def create(self, target: str, wanted: SilenceRequest) -> None:
+        request = pb.CreateSilenceRequest(
+            matchers=[pb.SilenceMatcher(label=m.label, pattern=m.pattern) for m in wanted.matchers],
+            starts_unix_ms=wanted.starts_unix_ms, ends_unix_ms=wanted.ends_unix_ms,
+            comment=wanted.comment, actor=self.actor,
+        )  # fmt: skip
+        self._connections.request(
+            target,
+            f"silence {matchers_text(wanted.matchers)} on {target}",
+            lambda stub: stub.CreateSilence(request, timeout=CALL_DEADLINE_S),
+        )
+
+    def expire(self, silence: SilenceRow) -> None:
+        request = pb.ExpireSilenceRequest(silence_id=silence.id, actor=self.actor)
+        self._connections.request(
+            silence.target,
+            f"expire silence {matchers_text(silence.matchers)} on {silence.target}",
+            lambda stub: stub.ExpireSilence(request, timeout=CALL_DEADLINE_S),
         )

@@ -19,6 +19,7 @@ from console.fleet.audit import METHOD_PREFIX, AuditRow
 from console.fleet.columns import COLUMN_COUNT, FIELD_SCALES
 from console.fleet.control import ReservationRow, WorkloadRow, WorkloadState
 from console.fleet.identity import Identity, Role
+from console.fleet.silences import SilenceListing, SilenceMatcher, SilenceRow
 from console.fleet.updates import (
     AlertsUpdate,
     ControlUpdate,
@@ -144,8 +145,22 @@ def decode_event(target: str, e: pb.Event) -> EventUpdate:
         reservation=(decode_reservation(target, e.reservation)
                      if e.HasField("reservation") else None),
         workload=decode_workload(target, e.workload) if e.HasField("workload") else None,
+        silence=decode_silence(target, e.silence) if e.HasField("silence") else None,
     )  # fmt: skip
     return EventUpdate(target, row, e.journal_id)
+
+
+def decode_silence(target: str, s: pb.Silence) -> SilenceRow:
+    return SilenceRow(
+        target=target, id=s.id, matchers=tuple(SilenceMatcher(m.label, m.pattern)
+                                               for m in s.matchers),
+        starts_unix_ms=s.starts_unix_ms, ends_unix_ms=s.ends_unix_ms, created_by=s.created_by,
+        comment=s.comment, created_unix_ms=s.created_unix_ms, expired_by=s.expired_by,
+    )  # fmt: skip
+
+
+def decode_silences(target: str, reply: pb.ListSilencesResponse) -> SilenceListing:
+    return SilenceListing(target, tuple(decode_silence(target, s) for s in reply.silences))
 
 
 def decode_reservation(target: str, r: pb.Reservation) -> ReservationRow:
@@ -226,6 +241,8 @@ def decode_reply(target: str, reply: Any, workload_id: str = "") -> tuple[str, P
         return "done", decode_alert(target, reply)
     if isinstance(reply, pb.Reservation):
         return "done", decode_reservation(target, reply)
+    if isinstance(reply, pb.Silence):
+        return "done", decode_silence(target, reply)
     if isinstance(reply, pb.Workload):
         row = decode_workload(target, reply)
         return row.state.value, row

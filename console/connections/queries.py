@@ -1,4 +1,4 @@
-"""Queries the console asks of nodes: the audit log and usage. Off the GUI thread.
+"""Queries the console asks of nodes: the audit log, usage, silences. Off the GUI thread.
 
 Like ControlActions, each call returns at once. The reply is decoded on the
 network thread and comes back as a QueryResult through the inbox, tagged with
@@ -8,14 +8,17 @@ the query id the asker gave (a QueryRound hands them out).
 from __future__ import annotations
 
 from console.connections.channel import CALL_DEADLINE_S
-from console.connections.decode import decode_audit, decode_usage
+from console.connections.decode import decode_audit, decode_silences, decode_usage
 from console.connections.manager import ConnectionManager
 from console.fleet.audit import AuditFilter
+from console.fleet.query_round import next_query_id
 from console.fleet.usage import GROUPINGS, UsageQuery
 from gpufleet.v1 import node_pb2 as pb
 
 # Reports over months of usage take longer than a click's deadline.
 QUERY_DEADLINE_S = max(CALL_DEADLINE_S, 30.0)
+# Expired silences listed too, so the Silences view shows what ended lately and who ended it.
+SILENCE_HISTORY = 100
 _GROUP_BY = {name: pb.UsageGrouping.Value(f"USAGE_GROUPING_{name.upper()}") for name in GROUPINGS}
 
 
@@ -54,4 +57,15 @@ class FleetQueries:
             lambda stub: stub.QueryUsage(request, timeout=QUERY_DEADLINE_S),
             decode_usage,
             query_id,
+        )
+
+    def silences(self, target: str) -> None:
+        """A node's silences; the answer (a SilenceListing) goes to the fleet model."""
+        request = pb.ListSilencesRequest(include_expired=True, limit=SILENCE_HISTORY)
+        self._connections.query(
+            target,
+            f"silences of {target}",
+            lambda stub: stub.ListSilences(request, timeout=CALL_DEADLINE_S),
+            decode_silences,
+            next_query_id(),
         )

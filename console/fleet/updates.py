@@ -15,6 +15,7 @@ import numpy.typing as npt
 from console.fleet.alerts import AlertRow, EventRow
 from console.fleet.control import ReservationRow, WorkloadRow
 from console.fleet.identity import Identity
+from console.fleet.silences import SilenceRow
 
 
 class LinkState(enum.Enum):
@@ -174,7 +175,9 @@ class WorkloadOutputText:
 
 
 # What an answer carries besides ok and message, by request.
-Payload = AlertRow | ReservationRow | WorkloadRow | KillReport | WorkloadOutputText | None
+Payload = (
+    AlertRow | ReservationRow | WorkloadRow | SilenceRow | KillReport | WorkloadOutputText | None
+)
 
 
 @dataclass(frozen=True)

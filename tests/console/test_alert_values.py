@@ -1,0 +1,86 @@
+"""An alert's Now and Peak from the console's sample ring, without Qt."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from console.fleet.alert_values import RULE_METRICS, live_metric, live_values
+from console.fleet.alerts import AlertRow, Severity
+from console.fleet.columns import COLUMN_COUNT, column, shown
+from console.fleet.model import FleetModel, NodeRecord
+from console.fleet.updates import GpuInfo, InventoryUpdate, NodeInfo, SamplesUpdate
+from gpufleet.v1.gpu_metrics import POWER_W, TEMP_GPU_C, TEMP_MEM_C
+
+TARGET = "127.0.0.1:1"
+
+
+def alert(rule: str = "gpu_temp", unit: str = "°C", **changes: object) -> AlertRow:
+    row = AlertRow(
+        TARGET, "a-1", f"{rule}/gpu1", rule, Severity.CRITICAL, True, 1, "GPU-b", None, 88.0,
+        unit, "GPU 1 temperature 88 °C", 10_000, 10_000, None, 1, "", None, None, "", "",
+        peak_value=90.0,
+    )  # fmt: skip
+    return dataclasses.replace(row, **changes)
+
+
+def node_with(temps: list[tuple[float, float]], gpus: int = 2) -> NodeRecord:
+    """A node whose GPU 1 reported these (time s, temperature) samples, a second apart."""
+    fleet = FleetModel(ring_capacity=8)
+    fleet.add_node(TARGET)
+    gpu_info = tuple(GpuInfo(i, f"GPU-{i}", "H100", None, None, None, 700.0) for i in range(gpus))
+    info = NodeInfo("node-a", "550", "12.4", "0.1", "simulated", True, "", 1.0, gpu_info)
+    fleet.apply(InventoryUpdate(TARGET, info))
+    for time_s, temp in temps:
+        rows = np.full((gpus, COLUMN_COUNT), np.nan, dtype=np.float32)
+        rows[1, column(TEMP_GPU_C)] = temp
+        rows[0, column(TEMP_GPU_C)] = 150.0  # another GPU's heat never counts
+        fleet.apply(SamplesUpdate(TARGET, time_s, rows, (), replayed=False))
+    return fleet.node(TARGET)
+
+
+def test_the_rules_map_to_catalogue_metrics_in_their_shown_units() -> None:
+    assert RULE_METRICS["gpu_temp"] is TEMP_GPU_C
+    assert RULE_METRICS["memory_temp"] is TEMP_MEM_C
+    assert RULE_METRICS["power"] is POWER_W
+    assert shown(TEMP_GPU_C).unit == "°C" and shown(POWER_W).unit == "W"
+    assert live_metric(alert("power", "W")) is POWER_W
+    assert live_metric(alert("memory_temp")) is TEMP_MEM_C
+
+
+def test_now_is_the_rings_newest_and_peak_the_higher_of_ring_and_daemon() -> None:
+    node = node_with([(9.0, 99.0), (10.0, 92.0), (11.0, 95.0), (12.0, 91.0)])
+    found = live_values(alert(), node)
+    assert found.live and found.now == 91.0
+    # 99 °C came before the alert started (10 s): only 92, 95, 91 and the daemon's 90 count.
+    assert found.peak == 95.0
+    higher = live_values(alert(peak_value=97.0), node)
+    assert higher.peak == 97.0
+
+
+def test_a_cleared_alerts_peak_ends_at_its_clearing() -> None:
+    node = node_with([(10.0, 92.0), (11.0, 96.0), (12.0, 99.0)])
+    found = live_values(alert(firing=False, cleared_unix_ms=11_000), node)
+    assert found.now == 99.0 and found.peak == 96.0
+
+
+def test_a_unit_that_is_not_the_metrics_keeps_the_daemons_value() -> None:
+    # temp_trend's value is the time left to the critical line, in seconds.
+    node = node_with([(10.0, 92.0)])
+    trend = alert("temp_trend", "s", value=240.0, peak_value=300.0)
+    assert live_metric(trend) is None
+    found = live_values(trend, node)
+    assert (found.now, found.peak, found.live) == (240.0, 300.0, False)
+
+
+def test_rules_without_a_metric_node_alerts_and_missing_samples_keep_the_daemons_value() -> None:
+    node = node_with([(10.0, 92.0)])
+    xid = alert("xid", "xid", value=79.0, peak_value=None)
+    assert live_values(xid, node) == live_values(xid, None)
+    assert live_values(xid, node).now == 79.0
+    node_alert = alert(gpu_index=None)
+    assert live_values(node_alert, node).live is False
+    power = alert("power", "W", value=710.0, peak_value=720.0)  # no power in these samples
+    assert (live_values(power, node).now, live_values(power, node).peak) == (710.0, 720.0)
+    assert live_values(alert(), node_with([])).now == 88.0  # no sample yet
