@@ -92,6 +92,7 @@ class AlertBook:
         self._alerts: dict[tuple[str, str], AlertRow] = {}
         self._events: list[EventRow] = []
         self._seen: dict[str, tuple[str, int]] = {}  # target -> (journal id, last seq)
+        self._local: set[tuple[str, str]] = set()  # alerts the console raised itself
         self._max_events = max_events
         self.version = 0  # bumped on every change, so views know when to refresh
 
@@ -129,7 +130,7 @@ class AlertBook:
         self, target: str, alerts: Iterable[AlertRow], journal_id: str, last_seq: int
     ) -> None:
         """A fresh listing from a node: it replaces what we held for that node."""
-        for key in [k for k in self._alerts if k[0] == target]:
+        for key in [k for k in self._alerts if k[0] == target and k not in self._local]:
             del self._alerts[key]
         self._alerts.update((a.uid, a) for a in alerts)
         previous = self._seen.get(target)
@@ -149,3 +150,16 @@ class AlertBook:
             self._alerts[event.alert.uid] = event.alert
         self.version += 1
         return True
+
+    def add_local_event(self, event: EventRow) -> None:
+        """An event of an alert the console raised itself (console.fleet.not_responding).
+
+        It is no part of the node's journal: it leaves the node's resume point
+        alone, and the node's next alert listing keeps its alert.
+        """
+        self._events.append(event)
+        del self._events[: -self._max_events]
+        if event.alert is not None:
+            self._alerts[event.alert.uid] = event.alert
+            self._local.add(event.alert.uid)
+        self.version += 1

@@ -7,19 +7,22 @@ thread decoded. Qt item models adapt it for views; it imports no Qt.
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable, Iterator
+import time
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from console.fleet.alerts import AlertBook, EventRow, Severity
+from console.fleet.alerts import AlertBook, AlertRow, EventRow, Severity
 from console.fleet.columns import COLUMN_COUNT, Row, value
 from console.fleet.control import ControlBook, ReservationRow, WorkloadRow
 from console.fleet.identity import Identity, Role, role_refusal
+from console.fleet.not_responding import NotRespondingAlarm, is_local
 from console.fleet.ring import SampleRing
 from console.fleet.silences import SilenceBook, SilenceListing, SilenceRow
+from console.fleet.staleness import DataWatchdog, Quiet
 from console.fleet.updates import (
     AlertsUpdate,
     CommandResult,
@@ -90,8 +93,17 @@ class GpuKey:
 
 
 class FleetModel:
-    def __init__(self, ring_capacity: int = DEFAULT_RING_CAPACITY) -> None:
+    def __init__(
+        self,
+        ring_capacity: int = DEFAULT_RING_CAPACITY,
+        clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], float] = time.time,
+    ) -> None:
         self._ring_capacity = ring_capacity
+        # Which nodes went quiet (by when their batches arrived), and the alert for it.
+        self.watchdog = DataWatchdog(clock)
+        self._alarm = NotRespondingAlarm(wall_clock)
+        self._quiet: dict[str, Quiet] = {}
         self._nodes: dict[str, NodeRecord] = {}
         self.alerts = AlertBook()
         self.control = ControlBook()
@@ -192,6 +204,7 @@ class FleetModel:
 
     def _apply_link(self, node: NodeRecord, update: LinkUpdate) -> Change:
         node.state, node.state_detail = update.state, update.detail
+        self.watchdog.link(node.target, update.state, update.detail)
         if update.state is LinkState.DENIED:
             node.identity = None  # whoever we were, the node no longer takes us
         return Change.DATA
@@ -222,6 +235,7 @@ class FleetModel:
     def _apply_inventory(self, node: NodeRecord, update: InventoryUpdate) -> Change:
         old_uuids = [g.uuid for g in node.info.gpus] if node.info else None
         node.info = update.info
+        self.watchdog.set_interval(node.target, update.info.sample_interval_s)
         if old_uuids == [g.uuid for g in update.info.gpus] and node.ring is not None:
             return Change.DATA  # same GPUs: keep the history across reconnects
         node.ring = SampleRing(self._ring_capacity, len(update.info.gpus), COLUMN_COUNT)
@@ -229,6 +243,7 @@ class FleetModel:
         return Change.STRUCTURE
 
     def _apply_samples(self, node: NodeRecord, update: SamplesUpdate) -> Change:
+        self.watchdog.batch(node.target, update.time_s)  # any batch: the node is alive
         if node.ring is None or node.info is None or len(update.rows) != node.ring.gpu_count:
             return Change.NONE  # decoded against an inventory that has since changed
         interval = node.info.sample_interval_s
@@ -238,6 +253,51 @@ class FleetModel:
         node.samples_received += 1
         return Change.DATA
 
+    # -- nodes gone quiet (console.fleet.staleness, console.fleet.not_responding) --
+
+    def check_staleness(self) -> dict[str, Change]:
+        """Judge every node's silence now (once per frame); raise or clear the console's
+        own not-responding alert. Returns the nodes whose staleness looks different."""
+        before, self._quiet = self._quiet, self.watchdog.quiet()
+        for event in self._alarm.update(self._quiet, self.name_of):
+            self._add_local_event(event)
+        shown = {t for t in before.keys() | self._quiet.keys()
+                 if _looks(before.get(t)) != _looks(self._quiet.get(t))}  # fmt: skip
+        return {t: Change.DATA for t in shown if t in self._nodes}
+
+    def quiet(self, target: str) -> Quiet | None:
+        """How long the node has been quiet, as of the last check; None: it is not."""
+        return self._quiet.get(target)
+
+    def acknowledge_local(self, alert: AlertRow, actor: str) -> bool:
+        """Acknowledge one of the console's own alerts here; False: not ours, ask the node."""
+        if not is_local(alert):
+            return False
+        event = self._alarm.acknowledge(alert, actor)
+        if event is not None:
+            self._add_local_event(event)
+        return True
+
+    def silence_local(self, alert: AlertRow, duration_s: int, actor: str, reason: str) -> bool:
+        """Silence one of the console's own alerts here; False: not ours, ask the node."""
+        if not is_local(alert):
+            return False
+        event = self._alarm.silence(alert, duration_s, actor, reason)
+        if event is not None:
+            self._add_local_event(event)
+        return True
+
+    def _add_local_event(self, event: EventRow) -> None:
+        self.alerts.add_local_event(event)
+        self._new_events.append(event)
+
     def snapshot(self, key: GpuKey) -> GpuSnapshot | None:
         node = self._nodes.get(key.target)
         return node.latest.get(key.index) if node else None
+
+
+def _looks(quiet: Quiet | None) -> tuple[bool, bool, int]:
+    """What a view shows of a node's silence: stale, not responding, the age in seconds."""
+    if quiet is None:
+        return False, False, 0
+    return quiet.stale, quiet.not_responding, int(quiet.silent_s) if quiet.stale else 0
