@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from node_daemon.alerts.am_settings import AlertmanagerSettings, parse_alertmanager
 from node_daemon.alerts.rules import AlertSettings, parse_alert_settings
 from node_daemon.auth.settings import AuthSettings, parse_auth
 from node_daemon.control.settings import WorkloadSettings, parse_workload_settings
@@ -46,6 +47,7 @@ class DaemonConfig:
     usage_flush_interval_s: float = 5.0
     auth: AuthSettings = field(default_factory=AuthSettings)
     alerts: AlertSettings = field(default_factory=AlertSettings)
+    alertmanager: AlertmanagerSettings = field(default_factory=AlertmanagerSettings)
     workloads: WorkloadSettings = field(default_factory=WorkloadSettings)
 
 
@@ -70,7 +72,12 @@ OPTIONS: dict[str, str] = {
     "hostname": "host name to report (default: this machine's)",
     "state_dir": "directory for the event journal (default: $STATE_DIRECTORY, "
     "else $XDG_STATE_HOME/gpufleet or ~/.local/state/gpufleet)",
-    "alertmanager_urls": "Alertmanager base URLs to push alerts to (API v2)",
+    "alertmanager_urls": "Alertmanager base URLs to push alerts to (API v2); added to "
+    "[alertmanager] urls, each URL once",
+    "alertmanager": "the [alertmanager] table: urls, labels (on every pushed alert), "
+    "resend_interval_s (30; 1 .. 3600), timeout_s (5), ca_file, cert_file, key_file, "
+    "basic_auth_user with basic_auth_password_file, or bearer_token_file, watchdog (true: "
+    "the GpufleetWatchdog heartbeat), critical_hold_s (86400: endsAt of a firing critical)",
     "allow_kill_job_processes": "let KillProcess signal processes of Slurm jobs (default: refuse)",
     "teams": "the [teams] table: team name = list of members (for reservations to team:NAME)",
     "metrics_listen": "HOST:PORT for Prometheus /metrics (dcgm-exporter names); off if unset",
@@ -141,7 +148,8 @@ def load_config_file(path: Path, base: DaemonConfig | None = None) -> DaemonConf
     table = data.get("daemon", {})
     if not isinstance(table, dict):
         raise ConfigError(f"{path}: [daemon] must be a table")
-    unknown_tables = sorted(set(data) - {"daemon", "alerts", "teams", "auth", "tls", "workloads"})
+    known_tables = {"daemon", "alerts", "alertmanager", "teams", "auth", "tls", "workloads"}
+    unknown_tables = sorted(set(data) - known_tables)
     if unknown_tables:
         raise ConfigError(f"{path}: unknown table(s) {', '.join(unknown_tables)}")
     unknown = sorted(set(table) - set(_TYPES))
@@ -155,6 +163,7 @@ def load_config_file(path: Path, base: DaemonConfig | None = None) -> DaemonConf
     values["teams"] = _teams(data.get("teams", {}), str(path))
     values["auth"] = parse_auth(data, str(path))
     values["workloads"] = parse_workload_settings(data.get("workloads", {}), str(path))
+    values["alertmanager"] = parse_alertmanager(data.get("alertmanager", {}), str(path))
     return validate(replace(base or DaemonConfig(), **values), str(path))
 
 
@@ -178,7 +187,16 @@ def validate(config: DaemonConfig, source: str = "options") -> DaemonConfig:
     for ok, key, expected in checks:
         if not ok:
             raise ConfigError(f"{source}: {key} must be {expected}, got {getattr(config, key)!r}")
+    try:
+        alertmanager_settings(config)  # the URLs of flags and [daemon] too
+    except ConfigError as exc:
+        raise ConfigError(f"{source}: {exc}") from None
     return config
+
+
+def alertmanager_settings(config: DaemonConfig) -> AlertmanagerSettings:
+    """[alertmanager] with the URLs of [daemon] alertmanager_urls (and --alertmanager) added."""
+    return config.alertmanager.with_urls(config.alertmanager_urls)
 
 
 def resolve_state_dir(config: DaemonConfig) -> Path:

@@ -170,10 +170,15 @@ class NodeDaemon:
         )  # fmt: skip
 
     def _build_alertmanager(self) -> AlertmanagerPusher | None:
-        if not self.config.alertmanager_urls:
+        # [alertmanager] urls and [daemon] alertmanager_urls (and --alertmanager) together.
+        settings = self.config.alertmanager.with_urls(self.config.alertmanager_urls)
+        if not settings.urls:
             return None
         node = self.config.hostname or socket.gethostname()
-        pusher = AlertmanagerPusher(self.config.alertmanager_urls, {"node": node})
+        pusher = AlertmanagerPusher(settings, settings.node_labels(node))
+        # Alerts reloaded from the journal are not announced again: push them from the start,
+        # so a restart neither lets them lapse nor lets the start-up sweep resolve them.
+        pusher.publish(self.alerts.firing())
         self.alerts.add_listener(pusher.publish)
         return pusher
 

@@ -1,27 +1,47 @@
-"""Push the node's alerts to Alertmanager (API v2), the way Prometheus does.
+"""Push the node's alerts to Alertmanager (API v2), the way Prometheus does, and more.
 
 The alert engine calls `AlertmanagerPusher.publish` with every alert whose state
 changed; the pusher's thread 'gpufleet-alertmanager' does all network work, so
-the engine never waits on a slow Alertmanager.
+the engine never waits on a slow Alertmanager. Settings (URLs, labels, resend,
+TLS, credentials) come from [alertmanager] (node_daemon.alerts.am_settings); the
+HTTP is node_daemon.alerts.am_client's.
 
-What goes over the wire, following Prometheus' own practice:
+What goes over the wire:
 
 - A firing alert is POSTed to `{url}/api/v2/alerts` at once, then re-sent every
-  `resend_s` while it fires, each time with `endsAt` = now + 4 x `resend_s`.
-  Alertmanager forgets an alert that stops being re-sent, so a dead daemon's
-  alerts resolve by themselves a few resends later.
+  resend interval while it fires, each time with `endsAt` = now + 4 x resend, so
+  a dead daemon's warnings resolve by themselves a few resends later, as
+  Prometheus' do. Every alert is annotated `last_confirmed`: when the daemon last
+  sent it.
+- A firing CRITICAL alert is sent with `endsAt` = now + `critical_hold_s` (a day
+  by default) instead: a critical must not look "resolved" merely because its
+  node died. It stays firing until the daemon says it cleared (after a restart
+  the engine reloads its firing alerts and clears those whose condition is gone);
+  a stale one is told by its `last_confirmed`, and by GpufleetWatchdog being gone.
 - A cleared alert is sent once more with `endsAt` = the time it cleared
-  (Alertmanager then notifies "resolved"), and forgotten.
+  (Alertmanager then notifies "resolved"), and forgotten once delivered; a URL
+  that fails keeps it for 4 resends (a critical's: for the whole hold).
+- At its first contact with each Alertmanager after the start, the pusher
+  resolves the alerts an earlier run of this node pushed that no longer fire
+  (cleared while the daemon was down, or whose resolution was lost): found by
+  the node's labels and the `last_confirmed` annotation only gpufleet sets.
+- GpufleetWatchdog (`severity="none"`), with the node's labels, fires while the
+  daemon lives: a dead-man's switch for a heartbeat receiver. It is the pusher's
+  own, not an alert of the engine (not journaled, not in consoles); it rides in
+  every POST, ends 4 resends after the last, and is resolved on a clean stop.
 - Labels identify an alert in Alertmanager, so they hold only what is stable for
   the alert's life: `alertname` (the rule), `severity`, the node's labels, and
   `gpu` / `UUID` (the names dcgm-exporter uses, so routes and inhibitions can
   match Prometheus' GPU alerts) and `pid` where the alert has them. When the
   engine changes an alert's severity, the old label set is resolved and the new
-  one fires. Value, unit and occurrences go into the annotations.
+  one fires. Value, peak, unit and occurrences go into the annotations.
 
-The console's acknowledge and silence are the operators' own view of the node
-and do NOT stop the push: the pager and chat are muted with Alertmanager's own
-silences (and inhibit rules), which is where on-call expects to find them.
+Silences: the daemon's silences (from `set_silence_source`) are mirrored into
+each Alertmanager's own (API v2), at start, on `silences_changed` and every
+resend, so the pager stops when the console says silenced. Only silences this
+node made are touched, known by a tag at the end of their comment
+(node_daemon.alerts.am_silences); reconciling by tag survives restarts without
+duplicates. A silenced alert is still pushed: Alertmanager shows it suppressed.
 
 Network failures are normal: a URL that fails is logged once per outage (and
 once more when it is back), keeps every alert, and is retried at the next
@@ -32,36 +52,39 @@ the others by at most one timeout per resend.
 
 from __future__ import annotations
 
-import http.client
-import json
 import logging
-import re
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
 
-from node_daemon.alerts.model import AlertRecord
+from node_daemon.alerts.am_client import AmClient, AmError, AmTransport
+from node_daemon.alerts.am_settings import (
+    ALERT_LABELS,
+    ENDS_AFTER_RESENDS,
+    AlertmanagerSettings,
+    validate_node_labels,
+)
+from node_daemon.alerts.am_silences import AmSilence, plan_silences
+from node_daemon.alerts.am_silences import rfc3339_ms as rfc3339
+from node_daemon.alerts.model import AlertRecord, Severity
+
+__all__ = [
+    "ALERT_LABELS", "ENDS_AFTER_RESENDS", "THREAD_NAME", "WATCHDOG_ALERTNAME",
+    "AlertmanagerPusher", "UrlStats", "alert_labels", "rfc3339", "validate_node_labels",
+]  # fmt: skip
 
 log = logging.getLogger(__name__)
 
 THREAD_NAME = "gpufleet-alertmanager"
-# endsAt = now + this many resend intervals, as Prometheus does (its default is 4).
-ENDS_AFTER_RESENDS = 4
-ALERT_LABELS = ("alertname", "severity", "gpu", "UUID", "pid")
-_LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
+WATCHDOG_ALERTNAME = "GpufleetWatchdog"
+WATCHDOG_SEVERITY = "none"
+# Only gpufleet sets it: how the start-up sweep tells this node's alerts from others'.
+CONFIRMED_ANNOTATION = "last_confirmed"
 
 Payload = dict[str, object]
 LabelKey = frozenset[tuple[str, str]]
-
-
-def rfc3339(unix_ms: float) -> str:
-    """`unix_ms` as RFC 3339 in UTC with milliseconds, e.g. 2024-05-01T12:00:00.000Z."""
-    moment = datetime.fromtimestamp(unix_ms / 1000, tz=UTC)
-    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+SilenceSource = Callable[[], Sequence[AmSilence]]
 
 
 def alert_labels(alert: AlertRecord, node_labels: Mapping[str, str]) -> dict[str, str]:
@@ -78,35 +101,53 @@ def alert_labels(alert: AlertRecord, node_labels: Mapping[str, str]) -> dict[str
     return labels
 
 
-def alert_annotations(alert: AlertRecord) -> dict[str, str]:
-    """Summary and a one-line description (rule, value with unit, occurrences)."""
+def alert_annotations(alert: AlertRecord, confirmed_unix_ms: float) -> dict[str, str]:
+    """Summary, a one-line description (rule, value and peak with unit, occurrences), when sent."""
     value = "" if alert.value is None else f", value {alert.value:g}{alert.unit}"
-    description = f"{alert.rule}{value}, occurrences {alert.occurrences}"
-    return {"summary": alert.summary, "description": description}
+    peak = "" if alert.peak_value is None else f", peak {alert.peak_value:g}{alert.unit}"
+    description = f"{alert.rule}{value}{peak}, occurrences {alert.occurrences}"
+    return {
+        "summary": alert.summary,
+        "description": description,
+        CONFIRMED_ANNOTATION: rfc3339(confirmed_unix_ms),
+    }
 
 
-def alert_payload(alert: AlertRecord, labels: Mapping[str, str], ends_unix_ms: float) -> Payload:
+def alert_payload(
+    alert: AlertRecord, labels: Mapping[str, str], ends_unix_ms: float, confirmed_unix_ms: float
+) -> Payload:
     """One element of the JSON list POSTed to /api/v2/alerts."""
     # Alertmanager rejects an alert that ends before it starts.
     ends_unix_ms = max(ends_unix_ms, alert.started_unix_ms)
     return {
         "labels": dict(labels),
-        "annotations": alert_annotations(alert),
+        "annotations": alert_annotations(alert, confirmed_unix_ms),
         "startsAt": rfc3339(alert.started_unix_ms),
         "endsAt": rfc3339(ends_unix_ms),
     }
 
 
-def validate_node_labels(node_labels: Mapping[str, str]) -> dict[str, str]:
-    """The node's labels, or ValueError naming what Alertmanager would reject or we overwrite."""
-    for name, value in node_labels.items():
-        if not _LABEL_NAME.fullmatch(name) or name.startswith("__"):
-            raise ValueError(f"invalid Alertmanager label name {name!r}")
-        if name in ALERT_LABELS:
-            raise ValueError(f"node label {name!r} clashes with an alert label {ALERT_LABELS}")
-        if not value:
-            raise ValueError(f"node label {name!r} has an empty value")
-    return dict(node_labels)
+def watchdog_labels(node_labels: Mapping[str, str]) -> dict[str, str]:
+    return {**node_labels, "alertname": WATCHDOG_ALERTNAME, "severity": WATCHDOG_SEVERITY}
+
+
+def watchdog_payload(
+    node_labels: Mapping[str, str], started_ms: float, ends_ms: float, now_ms: float
+) -> Payload:
+    """The heartbeat: firing while the daemon lives, ending by itself when it stops."""
+    node = node_labels.get("node", "?")
+    return {
+        "labels": watchdog_labels(node_labels),
+        "annotations": {
+            "summary": f"gpufleet daemon on {node} is alive",
+            "description": "Always firing while the node daemon runs (a dead-man's switch). "
+            "Route it to a heartbeat receiver that pages when it stops arriving: the daemon "
+            "is dead, hung or cut off from Alertmanager.",
+            CONFIRMED_ANNOTATION: rfc3339(now_ms),
+        },
+        "startsAt": rfc3339(started_ms),
+        "endsAt": rfc3339(max(ends_ms, started_ms)),
+    }
 
 
 @dataclass(frozen=True)
@@ -116,12 +157,18 @@ class UrlStats:
     sent_batches: int
     failed_batches: int
     down: bool
+    silence_syncs: int = 0
+    silences_down: bool = False
 
 
 @dataclass
 class _Firing:
     record: AlertRecord
     labels: dict[str, str]
+
+    @property
+    def held(self) -> bool:
+        return self.record.severity is Severity.CRITICAL
 
 
 @dataclass
@@ -133,12 +180,19 @@ class _Resolved:
 
 @dataclass
 class _Target:
-    url: str
-    endpoint: str
+    client: AmClient
     resolved: dict[LabelKey, _Resolved] = field(default_factory=dict)
     down: bool = False
     sent_batches: int = 0
     failed_batches: int = 0
+    swept: bool = False  # an earlier run's leftovers resolved
+    sweep_failures: int = 0
+    silences_down: bool = False
+    silence_syncs: int = 0
+
+    @property
+    def url(self) -> str:
+        return self.client.url
 
     def pending_resolved(self, now_monotonic: float) -> list[Payload]:
         expired = [key for key, r in self.resolved.items() if r.drop_at <= now_monotonic]
@@ -147,55 +201,41 @@ class _Target:
         return [r.payload for r in self.resolved.values()]
 
 
-def _target(url: str) -> _Target:
-    base = url.rstrip("/")
-    if not base.startswith(("http://", "https://")):
-        raise ValueError(f"Alertmanager URL must start with http:// or https://: {url!r}")
-    return _Target(url=base, endpoint=f"{base}/api/v2/alerts")
-
-
-def _describe(exc: Exception) -> str:
-    if isinstance(exc, urllib.error.HTTPError):
-        body = exc.read().decode(errors="replace").strip()
-        return f"HTTP {exc.code}: {body[:300]}"
-    if isinstance(exc, urllib.error.URLError):
-        return str(exc.reason)
-    return str(exc) or type(exc).__name__
-
-
 class AlertmanagerPusher:
-    """Sends the node's alerts to every Alertmanager in `urls` from thread 'gpufleet-alertmanager'.
+    """Sends the node's alerts to every Alertmanager of `settings` from 'gpufleet-alertmanager'.
 
     Args:
-        urls: base URLs, e.g. `http://127.0.0.1:9093` (the pusher adds `/api/v2/alerts`).
-        node_labels: labels added to every alert, e.g. `{"node": "gpu-node-01"}`.
-        resend_s: how often firing alerts are re-sent.
-        timeout_s: per-request timeout for each URL.
+        settings: URLs, resend interval, timeout, TLS and credentials, watchdog, hold.
+        node_labels: labels added to every alert; must hold `node`, e.g.
+            `settings.node_labels("gpu-node-01")`.
         clock: wall clock in Unix seconds, for `endsAt`; tests pass a fixed one.
     """
 
     def __init__(
         self,
-        urls: Sequence[str],
+        settings: AlertmanagerSettings,
         node_labels: Mapping[str, str],
-        resend_s: float = 30.0,
-        timeout_s: float = 5.0,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        if resend_s <= 0 or timeout_s <= 0:
-            raise ValueError("resend_s and timeout_s must be positive")
-        self._targets = [_target(url) for url in urls]
         self._node_labels = validate_node_labels(node_labels)
-        self._resend_s, self._timeout_s, self._clock = resend_s, timeout_s, clock
+        if "node" not in self._node_labels:
+            raise ValueError("the node's labels must include 'node' (its name)")
+        self._settings, self._clock = settings, clock
+        self._resend_s = settings.resend_interval_s
+        transport = AmTransport(settings)
+        self._targets = [_Target(AmClient(url, transport)) for url in settings.urls]
+        self._started_ms = clock() * 1000
         self._firing: dict[str, _Firing] = {}  # by AlertRecord.key; the thread's alone
         self._inbox: dict[str, AlertRecord] = {}  # by key: only the latest state matters
+        self._silence_source: SilenceSource | None = None
+        self._silences_dirty = False
         self._stopping = False
         self._wakeup = threading.Condition()
         self._thread = threading.Thread(target=self._run, name=THREAD_NAME, daemon=True)
 
     @property
     def sent_batches(self) -> int:
-        """POSTs that Alertmanager accepted, all URLs together."""
+        """POSTs of alerts that Alertmanager accepted, all URLs together."""
         return sum(t.sent_batches for t in self._targets)
 
     @property
@@ -204,13 +244,18 @@ class AlertmanagerPusher:
         return sum(t.failed_batches for t in self._targets)
 
     def url_stats(self) -> dict[str, UrlStats]:
-        return {t.url: UrlStats(t.sent_batches, t.failed_batches, t.down) for t in self._targets}
+        return {
+            t.url: UrlStats(
+                t.sent_batches, t.failed_batches, t.down, t.silence_syncs, t.silences_down
+            )
+            for t in self._targets
+        }
 
     def start(self) -> None:
         self._thread.start()
 
     def stop(self) -> None:
-        """Stop the thread (after the request in flight, if any); safe to call twice."""
+        """Stop the thread (after the request in flight, and the watchdog's farewell)."""
         with self._wakeup:
             self._stopping = True
             self._wakeup.notify()
@@ -226,80 +271,117 @@ class AlertmanagerPusher:
             self._inbox.update(copies)
             self._wakeup.notify()
 
+    def set_silence_source(self, source: SilenceSource) -> None:
+        """Where the silences to mirror come from; called on the pusher's thread, so it must be
+        thread-safe and quick (no network)."""
+        with self._wakeup:
+            self._silence_source = source
+            self._silences_dirty = True
+            self._wakeup.notify()
+
+    def silences_changed(self) -> None:
+        """The source's silences changed: bring every Alertmanager in step soon; never blocks."""
+        with self._wakeup:
+            self._silences_dirty = True
+            self._wakeup.notify()
+
+    # -- the thread -------------------------------------------------------------------------
+
     def _run(self) -> None:
-        next_resend = time.monotonic() + self._resend_s
-        while (records := self._next_records(next_resend)) is not None:
+        next_resend = time.monotonic()  # the first round at once: watchdog, sweep, silences
+        while (wake := self._next_wake(next_resend)) is not None:
+            records, silences_dirty = wake
             due = time.monotonic() >= next_resend
             if due:
                 next_resend = time.monotonic() + self._resend_s
-            if records or due:
-                self._handle_safely(records, due)
+            if records or due or silences_dirty:
+                self._handle_safely(records, due, silences_dirty)
+        self._farewell()
 
-    def _next_records(self, deadline: float) -> list[AlertRecord] | None:
-        """Alerts published since the last call (maybe none, at `deadline`); None when stopping."""
+    def _next_wake(self, deadline: float) -> tuple[list[AlertRecord], bool] | None:
+        """Alerts published since the last call and whether silences changed; None when stopping."""
         with self._wakeup:
             self._wakeup.wait_for(
-                lambda: self._stopping or self._inbox, max(0.0, deadline - time.monotonic())
+                lambda: self._stopping or self._inbox or self._silences_dirty,
+                max(0.0, deadline - time.monotonic()),
             )
             if self._stopping:
                 return None
             records, self._inbox = list(self._inbox.values()), {}
-            return records
+            dirty, self._silences_dirty = self._silences_dirty, False
+            return records, dirty
 
-    def _handle_safely(self, records: list[AlertRecord], due: bool) -> None:
+    def _handle_safely(self, records: list[AlertRecord], due: bool, silences: bool) -> None:
         try:
             for record in records:
                 self._apply(record)
-            self._send_round(due)
+            if records or due:
+                self._send_round(due)
+            if silences or due:
+                self._sync_silences(due)
         except Exception:
             # A bug in one round must not stop the push for good.
             log.exception("pushing alerts to Alertmanager failed")
 
+    # -- alerts ---------------------------------------------------------------------------
+
     def _apply(self, record: AlertRecord) -> None:
         labels = alert_labels(record, self._node_labels)
         old = self._firing.pop(record.key, None)
+        now_ms = self._clock() * 1000
         if old is not None and old.labels != labels:
             # A new label set is a new alert to Alertmanager: end the old one now.
-            changed_ms = record.updated_unix_ms
-            self._queue_resolved(old.labels, alert_payload(old.record, old.labels, changed_ms))
+            payload = alert_payload(old.record, old.labels, record.updated_unix_ms, now_ms)
+            self._queue_resolved(old.labels, payload, old.held)
+        firing = _Firing(record, labels)
         if record.firing:
-            self._firing[record.key] = _Firing(record, labels)
+            self._firing[record.key] = firing
             for target in self._targets:
                 target.resolved.pop(frozenset(labels.items()), None)
         else:
-            ended_ms = record.cleared_unix_ms or self._clock() * 1000
-            self._queue_resolved(labels, alert_payload(record, labels, ended_ms))
+            ended_ms = record.cleared_unix_ms or now_ms
+            self._queue_resolved(
+                labels, alert_payload(record, labels, ended_ms, now_ms), firing.held
+            )
 
-    def _queue_resolved(self, labels: dict[str, str], payload: Payload) -> None:
+    def _queue_resolved(self, labels: dict[str, str], payload: Payload, held: bool) -> None:
         key: LabelKey = frozenset(labels.items())
-        drop_at = time.monotonic() + ENDS_AFTER_RESENDS * self._resend_s
+        # A held critical's resolution is retried for as long as Alertmanager would hold it.
+        keep_s = self._settings.critical_hold_s if held else ENDS_AFTER_RESENDS * self._resend_s
+        drop_at = time.monotonic() + keep_s
         for target in self._targets:
             target.resolved[key] = _Resolved(payload, drop_at)
 
+    def _firing_payloads(self) -> list[Payload]:
+        now_ms = self._clock() * 1000
+        ends_ms = now_ms + ENDS_AFTER_RESENDS * self._resend_s * 1000
+        held_ms = now_ms + self._settings.critical_hold_s * 1000
+        payloads = [
+            alert_payload(f.record, f.labels, held_ms if f.held else ends_ms, now_ms)
+            for f in self._firing.values()
+        ]
+        if self._settings.watchdog:
+            payloads.append(watchdog_payload(self._node_labels, self._started_ms, ends_ms, now_ms))
+        return payloads
+
     def _send_round(self, due: bool) -> None:
         """Send every firing alert and the pending resolved ones; failing URLs only when due."""
-        ends_ms = (self._clock() + ENDS_AFTER_RESENDS * self._resend_s) * 1000
-        firing = [alert_payload(f.record, f.labels, ends_ms) for f in self._firing.values()]
+        firing = self._firing_payloads()
         for target in sorted(self._targets, key=lambda t: t.down):  # working URLs first
             if due or not target.down:
-                self._send_to(target, firing)
+                self._send_to(target, firing, due)
 
-    def _send_to(self, target: _Target, firing: list[Payload]) -> None:
+    def _send_to(self, target: _Target, firing: list[Payload], due: bool) -> None:
         body = firing + target.pending_resolved(time.monotonic())
         if body and self._post(target, body):
             target.resolved.clear()
+            if due and not target.swept:
+                self._sweep(target)
 
     def _post(self, target: _Target, body: list[Payload]) -> bool:
-        request = urllib.request.Request(
-            target.endpoint,
-            data=json.dumps(body).encode(),
-            headers={"Content-Type": "application/json"},
-            method="POST",
-        )
         try:
-            with urllib.request.urlopen(request, timeout=self._timeout_s) as response:
-                response.read()
-        except (OSError, http.client.HTTPException) as exc:  # URLError, timeouts are OSErrors
+            target.client.post_alerts(body)
+        except AmError as exc:
             self._record_failure(target, len(body), exc)
             return False
         self._record_success(target)
@@ -311,7 +393,7 @@ class AlertmanagerPusher:
             target.down = True
             log.warning(
                 "Alertmanager %s failed (%s); keeping %d alerts, retrying every %g s",
-                target.url, _describe(exc), count, self._resend_s,
+                target.url, exc, count, self._resend_s,
             )  # fmt: skip
 
     def _record_success(self, target: _Target) -> None:
@@ -319,3 +401,102 @@ class AlertmanagerPusher:
         if target.down:
             target.down = False
             log.warning("Alertmanager %s is back; alerts delivered", target.url)
+
+    def _sweep(self, target: _Target) -> None:
+        """Resolve what an earlier run of this node left firing there and no longer fires."""
+        try:
+            held = target.client.alerts(self._node_labels)
+            stale = self._stale(held)
+            if stale:
+                target.client.post_alerts(stale)
+                log.info("Alertmanager %s: resolved %d alerts of an earlier run that no longer "
+                         "fire", target.url, len(stale))  # fmt: skip
+        except AmError as exc:
+            target.sweep_failures += 1
+            if target.sweep_failures == 1:
+                log.warning("Alertmanager %s: cannot look for alerts of an earlier run (%s); "
+                            "retrying every %g s", target.url, exc, self._resend_s)  # fmt: skip
+            return
+        target.swept = True
+
+    def _stale(self, held: list[object]) -> list[Payload]:
+        live = {frozenset(f.labels.items()) for f in self._firing.values()}
+        if self._settings.watchdog:
+            live.add(frozenset(watchdog_labels(self._node_labels).items()))
+        now = rfc3339(self._clock() * 1000)
+        stale: list[Payload] = []
+        for alert in held:
+            if not isinstance(alert, dict):
+                continue
+            labels, annotations = alert.get("labels") or {}, alert.get("annotations") or {}
+            ours = (
+                CONFIRMED_ANNOTATION in annotations and self._node_labels.items() <= labels.items()
+            )
+            if ours and frozenset(labels.items()) not in live:
+                stale.append({"labels": labels, "annotations": {**annotations,
+                              CONFIRMED_ANNOTATION: now}, "startsAt": alert.get("startsAt"),
+                              "endsAt": now})  # fmt: skip
+        return stale
+
+    def _farewell(self) -> None:
+        """On a clean stop, end the watchdog at once where Alertmanager answers."""
+        if not self._settings.watchdog:
+            return
+        now_ms = self._clock() * 1000
+        farewell = [watchdog_payload(self._node_labels, self._started_ms, now_ms, now_ms)]
+        for target in self._targets:
+            if not target.down:
+                try:
+                    target.client.post_alerts(farewell)
+                except AmError as exc:
+                    log.info("Alertmanager %s: watchdog not ended (%s)", target.url, exc)
+
+    # -- silences -------------------------------------------------------------------------
+
+    def _sync_silences(self, due: bool) -> None:
+        with self._wakeup:
+            source = self._silence_source
+        if source is None:
+            return
+        try:
+            desired = list(source())
+        except Exception:
+            log.exception("the daemon's silences could not be read for Alertmanager")
+            return
+        for target in self._targets:
+            if due or not (target.down or target.silences_down):
+                self._sync_target(target, desired)
+
+    def _sync_target(self, target: _Target, desired: list[AmSilence]) -> None:
+        now_ms = int(self._clock() * 1000)
+        problem: AmError | None = None
+        try:
+            plan = plan_silences(
+                desired, target.client.silences(), self._node_labels["node"], now_ms
+            )
+        except AmError as exc:
+            self._silences_failed(target, exc)
+            return
+        for body in plan.create:
+            try:
+                target.client.create_silence(body)
+            except AmError as exc:
+                problem = problem or exc
+        for silence_id in plan.expire:
+            try:
+                target.client.expire_silence(silence_id)
+            except AmError as exc:
+                problem = problem or exc
+        if problem is not None:
+            self._silences_failed(target, problem)
+            return
+        target.silence_syncs += 1
+        if target.silences_down:
+            target.silences_down = False
+            log.warning("Alertmanager %s: silences in step again", target.url)
+
+    def _silences_failed(self, target: _Target, exc: AmError) -> None:
+        if not target.silences_down:
+            target.silences_down = True
+            log.warning("Alertmanager %s: silences not in step (%s); retrying every %g s",
+                        target.url, exc, self._resend_s)  # fmt: skip

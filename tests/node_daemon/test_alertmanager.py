@@ -7,198 +7,44 @@ test sees. Tests of timing details point the pusher at a recording HTTP server.
 
 from __future__ import annotations
 
-import json
 import logging
-import shutil
 import socket
-import subprocess
 import threading
 import time
-import urllib.request
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
+from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
 from node_daemon.alerts.alertmanager import THREAD_NAME, AlertmanagerPusher
-from node_daemon.alerts.model import AlertRecord, Severity
+from node_daemon.alerts.model import Severity
 from node_daemon.backends.simulated import SimulatedBackend
 from node_daemon.backends.simulated.scenario import Scenario, ScenarioEvent
+from node_daemon.errors import ConfigError
 from tests.conftest import DaemonFactory, wait_for
+from tests.node_daemon import alertmanager_harness as harness
+from tests.node_daemon.alertmanager_harness import (
+    EXPECTED_LABELS,
+    FIXED_NOW_S,
+    NODE,
+    Alertmanager,
+    Recorder,
+    active_in,
+    alerts_of,
+    cleared,
+    gpu_alert,
+    received,
+    settings,
+)
 from tests.tools import free_port
 
-# installer/dev-setup.sh unpacks Debian's package into .tools/root (no service is
-# installed or started); a system-wide install works too.
-_UNPACKED = Path(__file__).resolve().parents[2] / ".tools/root/usr/bin/prometheus-alertmanager"
-AM_BINARY = str(_UNPACKED) if _UNPACKED.exists() else "/usr/bin/prometheus-alertmanager"
-NODE = {"node": "gpu-node-01"}
-UUID = "GPU-5f3c1a2e-0000-4000-8000-000000000003"
-FIXED_NOW_S = 1_700_000_000.0  # 2023-11-14T22:13:20Z
+# The harness's fixtures, used by name.
+recorder, am_process, alertmanager = harness.recorder, harness.am_process, harness.alertmanager
+make_pusher = harness.make_pusher
 
 Json = Any
-
-
-class Recorder:
-    """An HTTP server on 127.0.0.1:0 (own thread) that records the JSON body of every POST."""
-
-    def __init__(self) -> None:
-        self.bodies: list[Json] = []
-        self._lock = threading.Lock()
-        recorder = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                with recorder._lock:
-                    recorder.bodies.append(body)
-                self.send_response(200)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def log_message(self, format: str, *args: object) -> None:
-                pass
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, args=(0.05,), name="test-recorder"
-        )
-        self._thread.start()
-        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
-
-    def snapshot(self) -> list[Json]:
-        with self._lock:
-            return list(self.bodies)
-
-    def close(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join()
-
-
-@dataclass
-class Alertmanager:
-    url: str
-    webhook: Recorder
-
-    def alerts(self) -> list[Json]:
-        """GET /api/v2/alerts: the alerts Alertmanager holds (active, silenced, inhibited)."""
-        with urllib.request.urlopen(f"{self.url}/api/v2/alerts", timeout=5) as response:
-            return json.loads(response.read())  # type: ignore[no-any-return]
-
-    def notified(self, status: str, labels: dict[str, str]) -> bool:
-        """Whether the webhook got a notification with an alert of `status` carrying `labels`."""
-        return any(
-            alert["status"] == status and labels.items() <= alert["labels"].items()
-            for body in self.webhook.snapshot()
-            for alert in body["alerts"]
-        )
-
-
-def am_config(webhook_url: str) -> str:
-    # group_by '...' makes every alert its own group, so each notifies at once.
-    return f"""
-route:
-  receiver: hook
-  group_by: ['...']
-  group_wait: 0s
-  group_interval: 1s
-  repeat_interval: 1h
-receivers:
-  - name: hook
-    webhook_configs:
-      - url: {webhook_url}/hook
-        send_resolved: true
-"""
-
-
-def is_ready(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(f"{url}/-/ready", timeout=1) as response:
-            return response.status == 200
-    except OSError:
-        return False
-
-
-@pytest.fixture
-def recorder() -> Iterator[Recorder]:
-    server = Recorder()
-    yield server
-    server.close()
-
-
-@pytest.fixture
-def alertmanager(tmp_path: Path, recorder: Recorder) -> Iterator[Alertmanager]:
-    """A real Alertmanager on loopback (no clustering) that notifies `recorder`."""
-    if shutil.which(AM_BINARY) is None:
-        pytest.skip(
-            f"!!! prometheus-alertmanager NOT INSTALLED: {AM_BINARY} missing, Alertmanager tests "
-            "SKIPPED. The project's test command (installer/dev-setup.sh test) installs it; "
-            "on non-Debian install it by hand !!!"
-        )
-    config = tmp_path / "alertmanager.yml"
-    config.write_text(am_config(recorder.url))
-    port = free_port()
-    log_path = tmp_path / "alertmanager.log"
-    with log_path.open("wb") as log_file:
-        process = subprocess.Popen(
-            [AM_BINARY, f"--config.file={config}", f"--storage.path={tmp_path / 'data'}",
-             f"--web.listen-address=127.0.0.1:{port}", "--cluster.listen-address="],
-            stdout=log_file, stderr=subprocess.STDOUT,
-        )  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_for(lambda: is_ready(url) or process.poll() is not None, 20, "Alertmanager ready")
-        assert process.poll() is None, f"Alertmanager exited:\n{log_path.read_text()}"
-        yield Alertmanager(url, recorder)
-    finally:
-        process.terminate()
-        try:
-            process.wait(10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-
-
-@pytest.fixture
-def make_pusher() -> Iterator[Callable[..., AlertmanagerPusher]]:
-    """Start pushers for a test; every one is stopped after it."""
-    pushers: list[AlertmanagerPusher] = []
-
-    def make(urls: list[str], **kwargs: Any) -> AlertmanagerPusher:
-        pusher = AlertmanagerPusher(urls, NODE, **kwargs)
-        pusher.start()
-        pushers.append(pusher)
-        return pusher
-
-    yield make
-    for pusher in pushers:
-        pusher.stop()
-
-
-def gpu_alert(now_s: float | None = None, **changes: Any) -> AlertRecord:
-    now_ms = int((time.time() if now_s is None else now_s) * 1000)
-    alert = AlertRecord(
-        id="alert-1", key=f"gpu_temp:{UUID}", rule="gpu_temp", severity=Severity.WARNING,
-        firing=True, gpu_index=3, gpu_uuid=UUID, pid=None, value=78.0, unit="°C",
-        summary="GPU 3 temperature 78 °C", started_unix_ms=now_ms - 5000, updated_unix_ms=now_ms,
-    )  # fmt: skip
-    return replace(alert, **changes)
-
-
-def cleared(alert: AlertRecord, at_ms: int) -> AlertRecord:
-    return replace(alert, firing=False, cleared_unix_ms=at_ms, updated_unix_ms=at_ms)
-
-
-EXPECTED_LABELS = {
-    "alertname": "gpu_temp", "severity": "warning", "node": "gpu-node-01", "gpu": "3", "UUID": UUID,
-}  # fmt: skip
-
-
-def active_in(am: Alertmanager, labels: dict[str, str]) -> bool:
-    return any(a["labels"] == labels and a["status"]["state"] == "active" for a in am.alerts())
+FIXED_NOW = "2023-11-14T22:13:20.000Z"
 
 
 # --- against a real Alertmanager -------------------------------------------------------------
@@ -236,7 +82,9 @@ def test_unreachable_url_does_not_hold_back_the_real_one(
     alertmanager: Alertmanager, caplog: pytest.LogCaptureFixture
 ) -> None:
     closed = f"http://127.0.0.1:{free_port()}"  # nothing listens there
-    pusher = AlertmanagerPusher([closed, alertmanager.url], NODE, resend_s=0.2, timeout_s=2.0)
+    pusher = AlertmanagerPusher(
+        settings([closed, alertmanager.url], resend_interval_s=0.2, timeout_s=2.0), NODE
+    )
     pusher.start()
     try:
         with caplog.at_level(logging.WARNING, logger="node_daemon.alerts.alertmanager"):
@@ -258,15 +106,11 @@ def test_unreachable_url_does_not_hold_back_the_real_one(
 # --- wire details, against a recording HTTP server -----------------------------------------
 
 
-def alerts_of(body: Json, labels: dict[str, str]) -> list[Json]:
-    return [a for a in body if a["labels"] == labels]
-
-
 def test_firing_alert_is_resent_with_a_moving_end(
     recorder: Recorder, make_pusher: Callable[..., AlertmanagerPusher]
 ) -> None:
     now = [FIXED_NOW_S]
-    pusher = make_pusher([recorder.url], resend_s=0.3, clock=lambda: now[0])
+    pusher = make_pusher([recorder.url], resend_interval_s=0.3, clock=lambda: now[0])
     pusher.publish([gpu_alert(FIXED_NOW_S)])
     wait_for(lambda: len(recorder.snapshot()) >= 1, 5, "first POST")
     now[0] += 10  # each resend must move endsAt with the clock
@@ -279,6 +123,7 @@ def test_firing_alert_is_resent_with_a_moving_end(
             "annotations": {
                 "summary": "GPU 3 temperature 78 °C",
                 "description": "gpu_temp, value 78°C, occurrences 1",
+                "last_confirmed": FIXED_NOW,
             },
             "startsAt": "2023-11-14T22:13:15.000Z",
             "endsAt": "2023-11-14T22:13:21.200Z",  # now + 4 x 0.3 s
@@ -295,7 +140,7 @@ def test_firing_alert_is_resent_with_a_moving_end(
 def test_cleared_alert_is_sent_once_resolved_then_forgotten(
     recorder: Recorder, make_pusher: Callable[..., AlertmanagerPusher]
 ) -> None:
-    pusher = make_pusher([recorder.url], resend_s=0.2, clock=lambda: FIXED_NOW_S)
+    pusher = make_pusher([recorder.url], resend_interval_s=0.2, clock=lambda: FIXED_NOW_S)
     hot = gpu_alert(FIXED_NOW_S)
     pusher.publish([hot])
     wait_for(lambda: len(recorder.snapshot()) >= 1, 5, "first POST")
@@ -333,12 +178,8 @@ def test_new_severity_resolves_the_old_label_set(
     [old] = alerts_of(body, EXPECTED_LABELS)
     [new] = alerts_of(body, {**EXPECTED_LABELS, "severity": "critical"})
     assert old["endsAt"] == "2023-11-14T22:13:21.000Z"  # resolved when it escalated
-    assert new["endsAt"] == "2023-11-14T22:15:20.000Z"  # firing: now + 4 x 30 s
+    assert new["endsAt"] == "2023-11-15T22:13:20.000Z"  # a firing critical: now + 1 day held
     assert new["startsAt"] == old["startsAt"]
-
-
-def received(recorder: Recorder, labels: dict[str, str]) -> Callable[[], bool]:
-    return lambda: any(alerts_of(body, labels) for body in recorder.snapshot())
 
 
 def test_publish_never_waits_for_a_stalled_alertmanager(
@@ -370,11 +211,13 @@ def test_publish_never_waits_for_a_stalled_alertmanager(
 
 def test_rejects_node_labels_alertmanager_would_refuse_or_we_would_overwrite() -> None:
     with pytest.raises(ValueError, match="clashes"):
-        AlertmanagerPusher(["http://127.0.0.1:9093"], {"severity": "x"})
+        AlertmanagerPusher(settings(["http://127.0.0.1:9093"]), {**NODE, "severity": "x"})
     with pytest.raises(ValueError, match="invalid"):
-        AlertmanagerPusher(["http://127.0.0.1:9093"], {"node-name": "x"})
-    with pytest.raises(ValueError, match="http"):
-        AlertmanagerPusher(["127.0.0.1:9093"], NODE)
+        AlertmanagerPusher(settings(["http://127.0.0.1:9093"]), {**NODE, "node-name": "x"})
+    with pytest.raises(ValueError, match="include 'node'"):
+        AlertmanagerPusher(settings(["http://127.0.0.1:9093"]), {"site": "x"})
+    with pytest.raises(ConfigError, match="http"):
+        AlertmanagerPusher(settings(["127.0.0.1:9093"]), NODE)
 
 
 def test_daemon_pushes_a_lost_gpu_and_its_recovery(
