@@ -88,6 +88,7 @@ class NodeDaemon:
         self.journal = EventJournal(resolve_state_dir(config) / JOURNAL_FILE)
         self.audit = AuditLog(resolve_state_dir(config) / AUDIT_FILE, anchor=self.journal)
         self.alerts = AlertEngine(self.journal, config.alerts)
+        self.alerts.set_node_labels(self._node_labels())
         self.reservations = ReservationLedger(self.journal, self._gpu_count)
         self.workloads = WorkloadManager(
             self.journal, resolve_state_dir(config) / "workloads", self.reservations,
@@ -168,6 +169,10 @@ class NodeDaemon:
             address, self.sampler, self.alerts, self.journal, backend.kind.value,
             self._hostname, self.config.metrics_hostname_label,
         )  # fmt: skip
+
+    def _node_labels(self) -> dict[str, str]:
+        """The node's Alertmanager labels: on every pushed alert, and what silences match."""
+        return {"node": self.config.hostname or socket.gethostname()}
 
     def _build_alertmanager(self) -> AlertmanagerPusher | None:
         # [alertmanager] urls and [daemon] alertmanager_urls (and --alertmanager) together.

@@ -3,6 +3,13 @@
 Runs on the sampler thread (after every sweep); acknowledge and silence come
 from RPC threads. One lock guards the alert state. Events reach subscribers
 only after the journal has them on disk.
+
+Silences: an alert is silenced by its own silence (SilenceAlert) or by the
+matcher silences (node_daemon.alerts.silences) that cover its Alertmanager
+labels, whichever ends last; its silenced_* fields and silence_id say which.
+That is worked out again on every tick and after every change of a silence,
+so a maintenance window starts and ends on time, and an alert raised inside
+one is raised silenced.
 """
 
 from __future__ import annotations
@@ -15,6 +22,8 @@ from dataclasses import replace
 
 from gpufleet.v1 import node_pb2 as pb
 from gpufleet.v1.gpu_metrics import TEMP_GPU_C, TEMP_MEM_C
+from node_daemon.alerts.alertmanager import alert_labels, rfc3339
+from node_daemon.alerts.am_silences import AmSilence
 from node_daemon.alerts.detectors import (
     EccDetector,
     IdleDetector,
@@ -28,10 +37,22 @@ from node_daemon.alerts.findings import Finding, GpuTick
 from node_daemon.alerts.model import AlertRecord, Severity
 from node_daemon.alerts.occurrence_detectors import LeakDetector, XidDetector
 from node_daemon.alerts.rules import AlertSettings
+from node_daemon.alerts.silence_book import SilenceBook
+from node_daemon.alerts.silence_wire import silence_message
+from node_daemon.alerts.silences import (
+    AlertSilence,
+    Silence,
+    SilenceState,
+    alert_silence_to_alertmanager,
+    check_matchers,
+    check_text,
+    check_window,
+    to_alertmanager,
+)
 from node_daemon.alerts.wire import alert_message, alert_record
 from node_daemon.backends.readings import GpuHealth, GpuReading, GpuStatic, ProcessReading
 from node_daemon.errors import Invalid, NotFound, Refused
-from node_daemon.journal.event_journal import EventJournal
+from node_daemon.journal.event_journal import EventJournal, StoredRecord
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +66,9 @@ MAX_SILENCE_S = 7 * 24 * 3600
 # journal write per alert per tick.
 PEAK_STEP, PEAK_STEP_FRACTION, PEAK_EVENT_MIN_S = 1.0, 0.02, 5.0
 AlertListener = Callable[[list[AlertRecord]], None]
+# (until ms, by, reason, silence id): an alert's silenced_* fields and silence_id.
+SilencedAs = tuple[int | None, str, str, str]
+NOT_SILENCED: SilencedAs = (None, "", "", "")
 
 
 class UnknownAlert(NotFound):
@@ -56,6 +80,14 @@ class AlertNotFiring(Refused):
 
 
 class BadAlertRequest(Invalid):
+    pass
+
+
+class UnknownSilence(NotFound):
+    pass
+
+
+class SilenceEnded(Refused):
     pass
 
 
@@ -98,12 +130,28 @@ class AlertEngine:
         self._reserved_for: Callable[[int], str | None] = lambda _gpu: None
         self._listeners: list[AlertListener] = []
         self._announced_peak: dict[str, tuple[float, float]] = {}  # key -> (peak, at s)
+        self._silences = SilenceBook(journal)
+        # Per-alert silences by alert key; after a restart, those the alerts show.
+        self._own = _own_silences(self._active.values())
+        self._node_labels: dict[str, str] = {}
+        self._silence_listeners: list[Callable[[], None]] = []
+        self._mirrored: list[AmSilence] = []
 
     # -- wiring --------------------------------------------------------------
 
     def add_listener(self, listener: AlertListener) -> None:
         """Called (outside the lock) with alerts whose state changed, after the journal has them."""
         self._listeners.append(listener)
+
+    def set_node_labels(self, labels: Mapping[str, str]) -> None:
+        """The node's Alertmanager labels (node, cluster, ...): what matchers see besides the
+        alert's own; the same the Alertmanager pusher sends."""
+        with self._lock:
+            self._node_labels = dict(labels)
+
+    def add_silence_listener(self, listener: Callable[[], None]) -> None:
+        """Called (outside the lock) when `am_silences()` may answer differently."""
+        self._silence_listeners.append(listener)
 
     def set_gpu_facts(self, gpus: Sequence[GpuStatic]) -> None:
         with self._lock:
@@ -139,8 +187,13 @@ class AlertEngine:
             findings = self._findings(now_s, readings, processes)
             events, changed = self._apply(now_s, findings)
             events += self._gpu_health_events(readings)
-            events += self._expired_silences(changed)
-        self._commit(events, changed)
+            ended, records = self._ended_silences(int(now_s * 1000))
+            updates = self._silence_updates(int(now_s * 1000))
+            for alert, _event in updates:
+                self._active[alert.key] = alert
+            events += ended + [event for _alert, event in updates]
+            changed = list({a.key: a for a in [*changed, *(a for a, _ in updates)]}.values())
+        self._commit(events, changed, records)
 
     def _findings(
         self,
@@ -196,6 +249,7 @@ class AlertEngine:
             self._carried.discard(key)
             if alert is None:
                 alert = self._active[key] = self._new_alert(finding, now_ms)
+                _set_silenced(alert, self._silenced_as(alert, now_ms))  # no popup in a window
                 if finding.value is not None:
                     self._announced_peak[key] = (finding.value, now_s)
                 events.append(self._alert_event(pb.EVENT_KIND_ALERT_RAISED, alert))
@@ -268,18 +322,171 @@ class AlertEngine:
                 events.append(self._event(pb.EVENT_KIND_GPU_RECOVERED, reading.index, summary))
         return events
 
-    def _expired_silences(self, changed: list[AlertRecord]) -> list[pb.Event]:
-        now_ms = int(self._clock() * 1000)
-        events = []
+    # -- silences ------------------------------------------------------------
+
+    def _silenced_as(self, alert: AlertRecord, now_ms: int) -> SilencedAs:
+        """What silences `alert` now: its own silence or the covering matcher silence that
+        ends last (a tie goes to the matcher silence, which every console lists)."""
+        own = self._own.get(alert.key)
+        if own is not None and own.until_unix_ms <= now_ms:
+            own = None
+        labels = alert_labels(alert, self._node_labels)
+        silence = self._silences.covering(labels, now_ms)
+        if silence is not None and (own is None or silence.ends_unix_ms >= own.until_unix_ms):
+            return (silence.ends_unix_ms, silence.created_by, silence.comment, silence.id)
+        if own is not None:
+            return (own.until_unix_ms, own.by, own.reason, "")
+        return NOT_SILENCED
+
+    def _silence_updates(self, now_ms: int, actor: str = "") -> list[tuple[AlertRecord, pb.Event]]:
+        """Alerts whose silence changed, as new copies, each with its event; nothing changes
+        until the caller stores them (a person's change may yet be refused)."""
+        for key in [k for k, own in self._own.items() if own.until_unix_ms <= now_ms]:
+            del self._own[key]
+        updates = []
         for alert in self._active.values():
-            until = alert.silenced_until_unix_ms
-            if until is not None and until <= now_ms:
-                alert.silenced_until_unix_ms, alert.updated_unix_ms = None, now_ms
-                events.append(
-                    self._alert_event(pb.EVENT_KIND_ALERT_UNSILENCED, alert, "silence expired")
+            wanted = self._silenced_as(alert, now_ms)
+            if wanted == _silenced(alert):
+                continue
+            updated = replace(alert, updated_unix_ms=now_ms)
+            _set_silenced(updated, wanted)
+            if wanted[0] is None:
+                kind, summary = pb.EVENT_KIND_ALERT_UNSILENCED, self._why_unsilenced(alert)
+            else:
+                kind, summary = pb.EVENT_KIND_ALERT_SILENCED, _silenced_summary(wanted)
+            updates.append((updated, self._alert_event(kind, updated, summary, actor)))
+        return updates
+
+    def _why_unsilenced(self, alert: AlertRecord) -> str:
+        silence = self._silences.get(alert.silence_id) if alert.silence_id else None
+        if silence is None:
+            return "silence expired"
+        if silence.expired_by:
+            return f"silence {silence.id} ended by {silence.expired_by}"
+        if silence.state(int(self._clock() * 1000)) is SilenceState.EXPIRED:
+            return f"silence {silence.id} ended"
+        return f"silence {silence.id} no longer matches"
+
+    def _ended_silences(self, now_ms: int) -> tuple[list[pb.Event], list[StoredRecord]]:
+        """SILENCE_EXPIRED for silences that reached their end time."""
+        events, records = [], []
+        for silence in self._silences.due(now_ms):
+            summary = f"silence {silence.id} ended at {rfc3339(silence.ends_unix_ms)}"
+            events.append(self._silence_event(pb.EVENT_KIND_SILENCE_EXPIRED, silence, summary))
+            records.append(SilenceBook.stored(silence, expiry_announced=True))
+            self._silences.announced(silence.id)
+        return events, records
+
+    def create_silence(
+        self,
+        matchers: Sequence[tuple[str, str]],
+        starts_unix_ms: int,
+        ends_unix_ms: int,
+        duration_s: int,
+        comment: str,
+        actor: str,
+    ) -> Silence:
+        """Store a matcher silence and silence what it covers; BadSilence if malformed."""
+        checked = check_matchers(matchers)
+        check_text(comment, actor)
+        with self._lock:
+            now_ms = int(self._clock() * 1000)
+            window = check_window(now_ms, starts_unix_ms, ends_unix_ms, duration_s)
+            silence = Silence(
+                self._silences.next_id(), checked, window.starts_unix_ms, window.ends_unix_ms,
+                actor, comment, now_ms,
+            )  # fmt: skip
+            event = self._silence_event(
+                pb.EVENT_KIND_SILENCE_CREATED, silence, f"{silence.describe()}", actor
+            )
+            self._silences.put(silence)
+            updated = self._store_silence_change(
+                now_ms, event, SilenceBook.stored(silence, expiry_announced=False), actor,
+                undo=lambda: self._silences.drop(silence.id),
+            )  # fmt: skip
+        self._after_silence_change(updated)
+        return silence
+
+    def expire_silence(self, silence_id: str, actor: str) -> Silence:
+        """End a pending or active silence now; UnknownSilence, SilenceEnded if it has."""
+        with self._lock:
+            silence = self._silences.get(silence_id)
+            if silence is None:
+                raise UnknownSilence(f"no silence {silence_id} on this node (see ListSilences)")
+            now_ms = int(self._clock() * 1000)
+            if silence.state(now_ms) is SilenceState.EXPIRED:
+                by = f" (ended by {silence.expired_by})" if silence.expired_by else ""
+                raise SilenceEnded(
+                    f"silence {silence_id} already expired at {rfc3339(silence.ends_unix_ms)}{by}"
                 )
-                changed.append(alert)
-        return events
+            ended = silence.expired(now_ms, actor)
+            event = self._silence_event(
+                pb.EVENT_KIND_SILENCE_EXPIRED, ended, f"silence {silence_id} ended by {actor}",
+                actor,
+            )  # fmt: skip
+            self._silences.put(ended)
+            updated = self._store_silence_change(
+                now_ms, event, SilenceBook.stored(ended, expiry_announced=True), actor,
+                undo=lambda: self._silences.put(silence),
+            )  # fmt: skip
+            self._silences.announced(silence_id)
+        self._after_silence_change(updated)
+        return ended
+
+    def _store_silence_change(
+        self, now_ms: int, event: pb.Event, record: StoredRecord, actor: str,
+        undo: Callable[[], None],
+    ) -> list[AlertRecord]:  # fmt: skip
+        """Journal a silence's change with the alerts it (un)silences, all or nothing."""
+        try:
+            updates = self._silence_updates(now_ms, actor)
+            alerts = [a for a, _ in updates]
+            self._journal.record(
+                [event, *(e for _, e in updates)], [alert_message(a) for a in alerts], [record]
+            )
+        except BaseException:
+            undo()
+            raise
+        for alert in alerts:
+            self._active[alert.key] = alert
+        return alerts
+
+    def _after_silence_change(self, updated: list[AlertRecord]) -> None:
+        self._notify([replace(a) for a in updated])
+        self._mirror_changed(force=True)
+
+    def silences(self, include_expired: bool, limit: int) -> list[Silence]:
+        """Pending and active silences (soonest end first), then expired ones, newest first."""
+        with self._lock:
+            now_ms = int(self._clock() * 1000)
+            live = self._silences.live(now_ms)
+            return live + (self._silences.expired(now_ms, limit) if include_expired else [])
+
+    def am_silences(self) -> list[AmSilence]:
+        """What Alertmanager should hold: pending and active matcher silences, and the own
+        silences of firing alerts (by the alert's exact label set)."""
+        with self._lock:
+            return self._am_view(int(self._clock() * 1000))
+
+    def _am_view(self, now_ms: int) -> list[AmSilence]:
+        mirrored = [to_alertmanager(s, self._node_labels) for s in self._silences.live(now_ms)]
+        for alert in self._active.values():
+            own = self._own.get(alert.key)
+            if own is not None and own.until_unix_ms > now_ms:
+                mirrored.append(alert_silence_to_alertmanager(
+                    alert.id, alert_labels(alert, self._node_labels), own.since_unix_ms,
+                    own.until_unix_ms, own.by, own.reason,
+                ))  # fmt: skip
+        return mirrored
+
+    def _mirror_changed(self, force: bool = False) -> None:
+        """Tell the silence listeners (the Alertmanager pusher) when the view changed."""
+        with self._lock:
+            view = self._am_view(int(self._clock() * 1000))
+            changed, self._mirrored = force or view != self._mirrored, view
+        if changed:
+            for listener in self._silence_listeners:
+                listener()
 
     # -- actions from people -------------------------------------------------
 
@@ -304,6 +511,8 @@ class AlertEngine:
         return replace(updated)
 
     def silence(self, alert_id: str, duration_s: int, reason: str, actor: str) -> AlertRecord:
+        """The alert's own silence: set for `duration_s`, or lifted (0). A matcher silence
+        that covers the alert and ends later still keeps it quiet."""
         if not 0 <= duration_s <= MAX_SILENCE_S:
             raise BadAlertRequest(
                 f"duration_s must be 0 (lift) .. {MAX_SILENCE_S} (7 days), got {duration_s}"
@@ -313,23 +522,30 @@ class AlertEngine:
         with self._lock:
             alert = self._firing(alert_id)
             now_ms = int(self._clock() * 1000)
-            until = now_ms + duration_s * 1000 if duration_s else None
-            updated = replace(
-                alert,
-                silenced_until_unix_ms=until,
-                silenced_by=actor if until else "",
-                silence_reason=reason if until else "",
-                updated_unix_ms=now_ms,
-            )
-            kind = pb.EVENT_KIND_ALERT_SILENCED if until else pb.EVENT_KIND_ALERT_UNSILENCED
+            before = self._own.pop(alert.key, None)
+            if duration_s:
+                own = AlertSilence(now_ms + duration_s * 1000, actor, reason, now_ms)
+                self._own[alert.key] = own
+            wanted = self._silenced_as(alert, now_ms)
+            updated = replace(alert, updated_unix_ms=now_ms)
+            _set_silenced(updated, wanted)
+            kind = pb.EVENT_KIND_ALERT_SILENCED if wanted[0] else pb.EVENT_KIND_ALERT_UNSILENCED
             summary = (
                 f"silenced by {actor} for {duration_s} s: {reason}"
-                if until
+                if duration_s
                 else f"silence lifted by {actor}"
             )
-            self._write_now([self._alert_event(kind, updated, summary, actor)], [updated])
+            if wanted[3]:
+                summary += f"; {_silenced_summary(wanted)}"
+            try:
+                self._write_now([self._alert_event(kind, updated, summary, actor)], [updated])
+            except BaseException:
+                self._own.pop(alert.key, None)
+                if before is not None:
+                    self._own[alert.key] = before
+                raise
             self._active[updated.key] = updated
-        self._notify([updated])
+        self._after_silence_change([updated])
         return replace(updated)
 
     def _firing(self, alert_id: str) -> AlertRecord:
@@ -365,18 +581,61 @@ class AlertEngine:
         event.alert.CopyFrom(alert_message(alert))
         return event
 
+    def _silence_event(
+        self, kind: pb.EventKind.ValueType, silence: Silence, summary: str, actor: str = ""
+    ) -> pb.Event:
+        event = self._event(kind, None, summary, actor)
+        event.silence.CopyFrom(silence_message(silence))
+        return event
+
     def _write_now(self, events: list[pb.Event], alerts: list[AlertRecord]) -> None:
         """For people's actions: written before the caller is told it worked."""
         self._journal.record(events, [alert_message(a) for a in alerts])
 
-    def _commit(self, events: list[pb.Event], changed: list[AlertRecord]) -> None:
+    def _commit(
+        self,
+        events: list[pb.Event],
+        changed: list[AlertRecord],
+        records: Sequence[StoredRecord] = (),
+    ) -> None:
         # The journal holds what it cannot write yet and writes it before anything
         # else once it can: held here, a reservation expiring after the disk had
         # room again would get a lower seq than the older alert events.
-        self._journal.record_or_hold(events, [alert_message(a) for a in changed])
+        self._journal.record_or_hold(events, [alert_message(a) for a in changed], records)
         self._notify([replace(a) for a in changed])
+        if self._silence_listeners:
+            self._mirror_changed()
 
     def _notify(self, alerts: list[AlertRecord]) -> None:
         if alerts:
             for listener in self._listeners:
                 listener(alerts)
+
+
+def _own_silences(alerts: Iterable[AlertRecord]) -> dict[str, AlertSilence]:
+    """Per-alert silences by alert key, as the journal's alerts show them after a restart."""
+    own = {}
+    for alert in alerts:
+        if alert.silenced_until_unix_ms is not None and not alert.silence_id:
+            own[alert.key] = AlertSilence(
+                alert.silenced_until_unix_ms, alert.silenced_by, alert.silence_reason,
+                alert.updated_unix_ms,
+            )  # fmt: skip
+    return own
+
+
+def _silenced(alert: AlertRecord) -> SilencedAs:
+    return (alert.silenced_until_unix_ms, alert.silenced_by, alert.silence_reason,
+            alert.silence_id)  # fmt: skip
+
+
+def _set_silenced(alert: AlertRecord, silenced: SilencedAs) -> None:
+    alert.silenced_until_unix_ms, alert.silenced_by, alert.silence_reason, alert.silence_id = (
+        silenced
+    )
+
+
+def _silenced_summary(silenced: SilencedAs) -> str:
+    until, by, reason, silence_id = silenced
+    what = f"silence {silence_id}" if silence_id else "its own silence"
+    return f"silenced until {rfc3339(until or 0)} by {what} of {by}: {reason}"

@@ -12,10 +12,11 @@ were made, before anything else once there is room, so that events in seq
 order stay in time order. The meta table also keeps a copy of the audit log's
 head (`save_audit_head`), so that `gpufleet audit verify` sees a shortened log.
 
-What it stores, and why events stay messages: reservations and workloads are
-opaque `StoredRecord` bodies here, serialized and read back by the layer that
-owns them (node_daemon.control.wire), so the journal needs no knowledge of
-their types. Events and alerts are kept as gpufleet.v1 messages, as they are
+What it stores, and why events stay messages: reservations, workloads and
+silences are opaque `StoredRecord` bodies here, serialized and read back by the
+layer that owns them (node_daemon.control.wire, node_daemon.alerts.silence_book),
+so the journal needs no knowledge of their types; `keep_inactive` bounds how
+many ended ones of a kind are kept. Events and alerts are kept as gpufleet.v1 messages, as they are
 stored and sent. An event is never changed once written, and StreamEvents
 sends each one to every subscriber as it comes out of SQLite: a typed event
 record would cost a conversion back to the message per subscriber per event,
@@ -73,11 +74,13 @@ AUDIT_HEAD_KEY = "audit_head"
 # at a few events a minute. Past this, events are dropped (counted, logged) but
 # the alerts' latest state is still kept, so nothing firing is forgotten.
 MAX_HELD_EVENTS = 10_000
+# N of a record id "<prefix>-N", in SQL.
+_ID_NUMBER = "CAST(substr(id, instr(id, '-') + 1) AS INTEGER)"
 
 
 @dataclass(frozen=True)
 class StoredRecord:
-    """A reservation or workload as stored next to the events that change it.
+    """A reservation, workload or silence as stored next to the events that change it.
 
     `body` is the record's serialized gpufleet.v1 message (the format state
     directories hold), made and read by node_daemon.control.wire only.
@@ -100,12 +103,18 @@ class HeldBatches:
 
     events: list[pb.Event] = field(default_factory=list)
     alerts: dict[str, pb.Alert] = field(default_factory=dict)  # latest state per alert
+    records: dict[tuple[str, str], StoredRecord] = field(default_factory=dict)  # likewise
     dropped: int = 0
 
     def __bool__(self) -> bool:
-        return bool(self.events or self.alerts)
+        return bool(self.events or self.alerts or self.records)
 
-    def add(self, events: Sequence[pb.Event], alerts: Sequence[pb.Alert]) -> None:
+    def add(
+        self,
+        events: Sequence[pb.Event],
+        alerts: Sequence[pb.Alert],
+        records: Sequence[StoredRecord] = (),
+    ) -> None:
         room = max(0, MAX_HELD_EVENTS - len(self.events))
         if len(events) > room and not self.dropped:
             log.error(
@@ -116,6 +125,7 @@ class HeldBatches:
         self.events.extend(events[:room])
         self.dropped += max(0, len(events) - room)
         self.alerts.update((a.id, a) for a in alerts)
+        self.records.update(((r.kind, r.id), r) for r in records)
 
 
 class EventJournal:
@@ -130,6 +140,7 @@ class EventJournal:
         self._held = HeldBatches()
         self._audit_head: tuple[int, str] | None = None
         self._audit_head_saved = True
+        self._keep_inactive: dict[str, int] = {}
         self.journal_id = uuid.uuid4().hex  # kept if the file has none yet
         with self._lock:
             self._state = StateDb(path, "event journal", self._prepare, SCHEMA, PROBE)
@@ -193,16 +204,28 @@ class EventJournal:
             except sqlite3.Error as exc:
                 raise JournalError(self._problem_text() or str(exc)) from exc
 
-    def record_or_hold(self, events: Sequence[pb.Event], alerts: Sequence[pb.Alert]) -> None:
+    def record_or_hold(
+        self,
+        events: Sequence[pb.Event],
+        alerts: Sequence[pb.Alert],
+        records: Sequence[StoredRecord] = (),
+    ) -> None:
         """Record what the node observed, or hold it in memory while the journal cannot be
         written; held batches are written first, in order, once it can (by any write)."""
         with self._lock:
-            if not events and not alerts and not self._held and not self._state.read_only:
+            nothing = not events and not alerts and not records
+            if nothing and not self._held and not self._state.read_only:
                 return
             try:
-                self._write_in_order(events, alerts, ())
+                self._write_in_order(events, alerts, records)
             except sqlite3.Error:
-                self._held.add(events, alerts)
+                self._held.add(events, alerts, records)
+
+    def keep_inactive(self, kind: str, newest: int) -> None:
+        """Bound the inactive records of `kind` (ids "<prefix>-N"): each write of that kind
+        keeps the `newest` by N and deletes older ones, in the same transaction."""
+        with self._lock:
+            self._keep_inactive[kind] = newest
 
     def _write_in_order(
         self,
@@ -236,7 +259,7 @@ class EventJournal:
         if not self._held:
             return False
         held = self._held
-        self._write(held.events, list(held.alerts.values()), ())
+        self._write(held.events, list(held.alerts.values()), list(held.records.values()))
         if held.dropped:
             log.error("%d events of the full-disk spell were dropped (alert states kept)",
                       held.dropped)  # fmt: skip
@@ -274,6 +297,13 @@ class EventJournal:
             "VALUES (?, ?, ?, ?, ?)",
             [(r.kind, r.id, int(r.active), r.updated_ms, r.body) for r in records],
         )
+        for kind in {r.kind for r in records if not r.active} & set(self._keep_inactive):
+            self._db.execute(
+                f"DELETE FROM records WHERE kind = ?1 AND active = 0 AND id NOT IN ("
+                f"SELECT id FROM records WHERE kind = ?1 AND active = 0 "
+                f"ORDER BY {_ID_NUMBER} DESC LIMIT ?2)",
+                (kind, self._keep_inactive[kind]),
+            )
         if not self._audit_head_saved and self._audit_head is not None:
             self._db.execute(
                 "INSERT OR REPLACE INTO meta VALUES (?, ?)",
@@ -332,6 +362,18 @@ class EventJournal:
         with self._lock:
             rows = self._db.execute(query + " ORDER BY updated_ms", (kind,)).fetchall()
         return [body for (body,) in rows]
+
+    def highest_record_number(self, kind: str) -> int:
+        """The largest N of the ids "<prefix>-N" of a kind's records, 0 if none.
+
+        keep_inactive deletes by N, oldest first, and never an active record, so the
+        largest N stays stored: numbers are never reused.
+        """
+        with self._lock:
+            row = self._db.execute(
+                f"SELECT MAX({_ID_NUMBER}) FROM records WHERE kind = ?", (kind,)
+            ).fetchone()
+        return int(row[0] or 0)
 
     def alert(self, alert_id: str) -> pb.Alert | None:
         """One stored alert, firing or cleared."""

@@ -1,9 +1,10 @@
-"""RPCs about alerts and events: list, stream the journal, acknowledge, silence.
+"""RPCs about alerts and events: list, stream the journal, acknowledge, silence, and
+matcher silences (create, list, expire).
 
 Thin: validation of the request, then the AlertEngine or the EventJournal;
-domain errors (UnknownAlert is a NotFound, AlertNotFiring a Refused,
-BadAlertRequest an Invalid) become status codes with a message that says what
-to do, through node_daemon.rpc.errors.
+domain errors (UnknownAlert and UnknownSilence are NotFound, AlertNotFiring and
+SilenceEnded Refused, BadAlertRequest and BadSilence Invalid) become status
+codes with a message that says what to do, through node_daemon.rpc.errors.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import grpc
 
 from gpufleet.v1 import node_pb2 as pb
 from node_daemon.alerts.engine import AlertEngine
+from node_daemon.alerts.silence_wire import silence_message
 from node_daemon.alerts.wire import alert_message
 from node_daemon.auth.identity import acting_user
 from node_daemon.journal.event_journal import EventJournal
@@ -23,6 +25,8 @@ from node_daemon.rpc.errors import abort, abort_for
 log = logging.getLogger(__name__)
 
 DEFAULT_CLEARED_LIMIT = 200
+DEFAULT_EXPIRED_LIMIT = 200
+MAX_LIMIT = 10_000
 MAX_TEXT = 1000
 _POLL_S = 1.0
 
@@ -46,7 +50,7 @@ class AlertServicer:
         last_seq = self._journal.last_seq
         alerts = [alert_message(a) for a in self._engine.firing()]
         if request.include_cleared:
-            limit = min(request.limit or DEFAULT_CLEARED_LIMIT, 10_000)
+            limit = min(request.limit or DEFAULT_CLEARED_LIMIT, MAX_LIMIT)
             alerts += self._journal.alerts(firing=False, limit=limit)
         return pb.ListAlertsResponse(
             alerts=alerts, last_seq=last_seq, journal_id=self._journal.journal_id
@@ -95,21 +99,46 @@ class AlertServicer:
         log.info("alert %s silence set by %s for %d s", request.alert_id, actor, request.duration_s)
         return alert_message(alert)
 
-    # Matcher silences: being built (issue #12); the method table already names them.
+    # -- matcher silences -----------------------------------------------------
+
     def CreateSilence(
         self, request: pb.CreateSilenceRequest, context: grpc.ServicerContext
     ) -> pb.Silence:
-        abort(context, grpc.StatusCode.FAILED_PRECONDITION, "matcher silences are not built yet")
+        _check_text(context, "actor", request.actor, 128)
+        actor = self._actor(request.actor)
+        matchers = [(m.label, m.pattern) for m in request.matchers]
+        try:
+            silence = self._engine.create_silence(
+                matchers, request.starts_unix_ms, request.ends_unix_ms, request.duration_s,
+                request.comment, actor,
+            )  # fmt: skip
+        except Exception as exc:
+            abort_for(context, exc)
+        log.info("%s created by %s", silence.id, actor)
+        return silence_message(silence)
 
     def ListSilences(
         self, request: pb.ListSilencesRequest, context: grpc.ServicerContext
     ) -> pb.ListSilencesResponse:
-        return pb.ListSilencesResponse()
+        limit = min(request.limit or DEFAULT_EXPIRED_LIMIT, MAX_LIMIT)
+        silences = self._engine.silences(request.include_expired, limit)
+        return pb.ListSilencesResponse(silences=[silence_message(s) for s in silences])
 
     def ExpireSilence(
         self, request: pb.ExpireSilenceRequest, context: grpc.ServicerContext
     ) -> pb.Silence:
-        abort(context, grpc.StatusCode.NOT_FOUND, f"no silence {request.silence_id!r} on this node")
+        if not request.silence_id:
+            abort(context, grpc.StatusCode.INVALID_ARGUMENT,
+                  "silence_id is required (see ListSilences)")  # fmt: skip
+        _check_text(context, "silence_id", request.silence_id, 64)
+        _check_text(context, "actor", request.actor, 128)
+        actor = self._actor(request.actor)
+        try:
+            silence = self._engine.expire_silence(request.silence_id, actor)
+        except Exception as exc:
+            abort_for(context, exc)
+        log.info("%s expired by %s", silence.id, actor)
+        return silence_message(silence)
 
     @staticmethod
     def _check_alert_request(context: grpc.ServicerContext, alert_id: str, actor: str) -> None:
