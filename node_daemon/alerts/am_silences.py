@@ -147,7 +147,9 @@ def rfc3339_ms(unix_ms: float) -> str:
     return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-_RFC3339 = re.compile(r"(?P<base>[^.Z+-]*T[0-9:]+)(?:\.(?P<frac>[0-9]+))?(?P<zone>Z|[+-][0-9:]+)\Z")
+_RFC3339 = re.compile(
+    r"(?P<base>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(?P<frac>\d+))?(?P<zone>Z|[+-]\d\d:\d\d)\Z"
+)
 
 
 def parse_rfc3339_ms(text: str) -> int:

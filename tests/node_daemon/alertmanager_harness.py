@@ -44,16 +44,19 @@ class Request:
     path: str
     headers: Mapping[str, str]
     body: Json
+    status: int = 200
 
 
 class Recorder:
     """An HTTP server on 127.0.0.1:0 (own thread) that records every request with a JSON body.
 
-    It answers POSTs with 200 and an empty body, as Alertmanager's /api/v2/alerts does.
+    It answers POSTs with 200 and an empty body, as Alertmanager's /api/v2/alerts does, or
+    with `failing` (an HTTP status) while that is set; a failed POST is recorded too.
     """
 
     def __init__(self) -> None:
         self.requests: list[Request] = []
+        self.failing: int | None = None
         self._lock = threading.Lock()
         recorder = self
 
@@ -61,10 +64,11 @@ class Recorder:
             def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 with recorder._lock:
+                    status = recorder.failing or 200
                     recorder.requests.append(
-                        Request("POST", self.path, dict(self.headers.items()), body)
+                        Request("POST", self.path, dict(self.headers.items()), body, status)
                     )
-                self.send_response(200)
+                self.send_response(status)
                 self.send_header("Content-Length", "0")
                 self.end_headers()
 
@@ -95,9 +99,9 @@ class Recorder:
         return self.snapshot()
 
     def snapshot(self) -> list[Json]:
-        """The bodies of the POSTs so far."""
+        """The bodies of the POSTs answered 200 so far."""
         with self._lock:
-            return [r.body for r in self.requests if r.method == "POST"]
+            return [r.body for r in self.requests if r.method == "POST" and r.status == 200]
 
     def recorded(self) -> list[Request]:
         with self._lock:
