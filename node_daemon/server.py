@@ -108,6 +108,9 @@ class NodeDaemon:
         )  # fmt: skip
         self.alerts.set_reservation_lookup(self._reserved_for)
         self._alertmanager = self._build_alertmanager()
+        if self._alertmanager is not None:  # the pager stops when the console says silenced
+            self._alertmanager.set_silence_source(self.alerts.am_silences)
+            self.alerts.add_silence_listener(self._alertmanager.silences_changed)
         self._hostname = config.hostname or socket.gethostname()
         self.metrics = self._build_metrics(backend)
         self._health = health.HealthServicer()
@@ -172,7 +175,9 @@ class NodeDaemon:
 
     def _node_labels(self) -> dict[str, str]:
         """The node's Alertmanager labels: on every pushed alert, and what silences match."""
-        return {"node": self.config.hostname or socket.gethostname()}
+        # The same labels the Alertmanager pusher sends (_build_alertmanager), so a silence
+        # matches here what it mutes there.
+        return self.config.alertmanager.node_labels(self.config.hostname or socket.gethostname())
 
     def _build_alertmanager(self) -> AlertmanagerPusher | None:
         # [alertmanager] urls and [daemon] alertmanager_urls (and --alertmanager) together.
