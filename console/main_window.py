@@ -20,6 +20,7 @@ from PySide6.QtWidgets import (
 )
 
 from console.fleet.alerts import AlertRow
+from console.fleet.notify_settings import NotifySettings
 from console.fleet.updates import CommandResult
 from console.qt.access_watcher import AccessWatcher
 from console.qt.alert_model import AlertTableModel
@@ -53,7 +54,12 @@ DOCK_HEIGHT = 210
 
 
 class MainWindow(QMainWindow):
-    def __init__(self, session: ConsoleSession, sinks: Sequence[NotificationSink] = ()) -> None:
+    def __init__(
+        self,
+        session: ConsoleSession,
+        sinks: Sequence[NotificationSink] = (),
+        notify: NotifySettings | None = None,
+    ) -> None:
         super().__init__()
         self.setObjectName("mainWindow")
         profile = f" — {session.profile}" if session.profile else ""
@@ -80,7 +86,9 @@ class MainWindow(QMainWindow):
         self.access = AccessWatcher(fleet)
         self.prompts = ControlPrompts(fleet, session.control, self, lambda: session.people)
         self.toast = Toast(self)
-        self.notifier = AlertNotifier(fleet, self.toast.show_alert, list(sinks), QApplication.beep)
+        self.notifier = AlertNotifier(
+            fleet, self.toast.show_alert, list(sinks), QApplication.beep, notify
+        )
         self.sinks = list(sinks)
         self.color_by = QComboBox()
         self.color_by.setObjectName("colorBy")
@@ -141,6 +149,8 @@ class MainWindow(QMainWindow):
         pump.fleetChanged.connect(self.alert_model.on_fleet_changed)
         pump.eventsArrived.connect(self.event_model.add_events)
         pump.eventsArrived.connect(self.notifier.on_events_arrived)
+        # Held popups are released by time, not events: a tick each frame with news.
+        pump.fleetChanged.connect(self.notifier.tick)
         pump.commandFinished.connect(self._on_command_finished)
         pump.fleetChanged.connect(self.inventory_model.on_fleet_changed)
         pump.fleetChanged.connect(self.workload_model.on_fleet_changed)

@@ -11,6 +11,10 @@ client_key = "~/.config/gpufleet/me.key"
 token_file = "~/.config/gpufleet/prod.token"  # optional, mode 0600: only without a keyring
 people = ["alice", "team:ml"]
 
+[notify]                          # what pops up, for every profile (docs/alerts.md)
+popup = { throttle_software = "critical", xid = "critical" }
+budget_per_hour = 10
+
 Tokens are never written here: `gpufleet console login --profile prod` puts
 them in the system keyring (console/credentials.py).
 
@@ -22,11 +26,13 @@ from __future__ import annotations
 
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import platformdirs
+
+from console.fleet.notify_settings import NotifySettings, NotifySettingsError, parse_notify_settings
 
 DEFAULT_PROFILE = "default"
 LOGIN_HINT = "store it with `gpufleet console login --profile NAME` (system keyring)"
@@ -48,6 +54,7 @@ class Profile:
     client_cert: Path | None = None
     client_key: Path | None = None
     token_file: Path | None = None
+    notify: NotifySettings = field(default_factory=NotifySettings)  # the file's [notify]
 
     @property
     def tls(self) -> bool:
@@ -61,6 +68,7 @@ class ConsoleSettings:
     default_profile: str | None = None
     profiles: Mapping[str, Profile] = field(default_factory=dict)
     path: Path | None = None
+    notify: NotifySettings = field(default_factory=NotifySettings)
 
     def profile(self, name: str | None = None) -> Profile:
         """The profile asked for, else the default one, else the top-level nodes.
@@ -70,7 +78,7 @@ class ConsoleSettings:
         """
         chosen = name or self.default_profile
         if chosen is None or (chosen == DEFAULT_PROFILE and chosen not in self.profiles):
-            return Profile(chosen or DEFAULT_PROFILE, self.nodes, self.people)
+            return Profile(chosen or DEFAULT_PROFILE, self.nodes, self.people, notify=self.notify)
         if chosen not in self.profiles:
             known = ", ".join(sorted(self.profiles)) or "none"
             where = self.path or default_settings_path()
@@ -100,8 +108,17 @@ def load_settings(path: Path | None = None) -> ConsoleSettings:
     default = data.get("profile")
     if default is not None and (not isinstance(default, str) or not default):
         raise SettingsError(f"{path}: 'profile' must be the name of a profile")
+    notify = _notify(data, path)
     profiles = _profiles(data.get("profiles", {}), path, people)
-    return ConsoleSettings(nodes, people, default, profiles, path)
+    profiles = {name: replace(p, notify=notify) for name, p in profiles.items()}
+    return ConsoleSettings(nodes, people, default, profiles, path, notify)
+
+
+def _notify(data: Mapping[str, Any], path: Path) -> NotifySettings:
+    try:
+        return parse_notify_settings(data.get("notify", {}), str(path))
+    except NotifySettingsError as exc:
+        raise SettingsError(str(exc)) from None
 
 
 def _nodes(data: Mapping[str, Any], where: str) -> tuple[str, ...]:

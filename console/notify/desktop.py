@@ -8,7 +8,9 @@ then waits for the bus daemon's reply, at most ``OWNER_TIMEOUT_MS``.
 An alert that is shown again replaces its notification (the server's id is kept per
 alert and sent back as replaces_id) instead of piling up a new one. A second
 ``show()`` while the first Notify is still unanswered is held and sent when the
-answer (and so the id) arrives; only the latest one is kept.
+answer (and so the id) arrives; only the latest one is kept. A notice that stands
+for several alerts (``show_notice``: grouped, flapping, the budget's summary) is
+kept by its own id the same way.
 
 The spec: https://specifications.freedesktop.org/notification-spec/latest/
 """
@@ -31,6 +33,7 @@ from PySide6.QtDBus import (
 )
 
 from console.fleet.alerts import AlertRow, Severity
+from console.fleet.notify_policy import Notice
 from console.notify import dbus_types, text
 
 log = logging.getLogger(__name__)
@@ -56,9 +59,11 @@ ICONS = {
 CALL_TIMEOUT_MS = 5000  # bounds how long an unanswered Notify holds the next update back
 OWNER_TIMEOUT_MS = 250  # the bus daemon answers in microseconds; this bounds pathology
 
-AlertUid = tuple[str, str]
+AlertUid = tuple[str, str]  # an alert's, or a notice's (node, "notice-N")
+# What a notification says: severity, headline, body.
+_Message = tuple[Severity, str, str]
 # What to do once the Notify in flight for an alert is answered: show this, withdraw, nothing.
-_Next = tuple[AlertRow, str] | Literal["withdraw"] | None
+_Next = _Message | Literal["withdraw"] | None
 
 
 class DesktopNotifier(QObject):
@@ -99,55 +104,69 @@ class DesktopNotifier(QObject):
 
     def show(self, alert: AlertRow, node_name: str) -> None:
         """Show `alert`, replacing the notification shown for it before, if any."""
-        if not (self._bus.isConnected() and self._types_ok):
-            return
-        if alert.uid in self._in_flight:
-            self._in_flight[alert.uid] = (alert, node_name)
-            return
-        self._send_notify(alert, node_name)
+        message = (alert.severity, text.headline(alert, node_name), text.body(alert))
+        self._show(alert.uid, message)
+
+    def show_notice(self, notice: Notice) -> None:
+        """Show a notice of several alerts (or none), in its own words."""
+        self._show(notice.uid, (notice.severity, notice.headline, notice.body))
 
     def withdraw(self, alert: AlertRow) -> None:
         """Close the notification of a cleared or acknowledged alert, if we showed one."""
-        if alert.uid in self._in_flight:
-            self._in_flight[alert.uid] = "withdraw"
-        else:
-            self._close(alert.uid)
+        self._withdraw(alert.uid)
 
-    def notification_id(self, alert: AlertRow) -> int | None:
-        """The server's id of the notification showing `alert`, if one is shown."""
+    def withdraw_notice(self, notice: Notice) -> None:
+        self._withdraw(notice.uid)
+
+    def notification_id(self, alert: AlertRow | Notice) -> int | None:
+        """The server's id of the notification showing `alert` (or a notice), if one is shown."""
         return self._ids.get(alert.uid)
 
     # -- sending -------------------------------------------------------------
 
-    def _send_notify(self, alert: AlertRow, node_name: str) -> None:
-        message = QDBusMessage.createMethodCall(SERVICE, PATH, INTERFACE, "Notify")
-        message.setArguments(self._notify_arguments(alert, node_name))
-        self._in_flight[alert.uid] = None
-        reply = self._bus.asyncCall(message, CALL_TIMEOUT_MS)
-        self._watch(reply, functools.partial(self._on_notify_finished, alert.uid))
+    def _show(self, uid: AlertUid, message: _Message) -> None:
+        if not (self._bus.isConnected() and self._types_ok):
+            return
+        if uid in self._in_flight:
+            self._in_flight[uid] = message
+            return
+        self._send_notify(uid, message)
 
-    def _notify_arguments(self, alert: AlertRow, node_name: str) -> list[Any]:
-        critical = alert.severity is Severity.CRITICAL
+    def _withdraw(self, uid: AlertUid) -> None:
+        if uid in self._in_flight:
+            self._in_flight[uid] = "withdraw"
+        else:
+            self._close(uid)
+
+    def _send_notify(self, uid: AlertUid, message: _Message) -> None:
+        call = QDBusMessage.createMethodCall(SERVICE, PATH, INTERFACE, "Notify")
+        call.setArguments(self._notify_arguments(uid, message))
+        self._in_flight[uid] = None
+        reply = self._bus.asyncCall(call, CALL_TIMEOUT_MS)
+        self._watch(reply, functools.partial(self._on_notify_finished, uid))
+
+    def _notify_arguments(self, uid: AlertUid, message: _Message) -> list[Any]:
+        severity, headline, body = message
         return [
             APP_NAME,
-            dbus_types.uint32(self._ids.get(alert.uid, 0)),  # replaces_id
-            ICONS.get(alert.severity, ""),
-            text.headline(alert, node_name),
-            text.body(alert),
+            dbus_types.uint32(self._ids.get(uid, 0)),  # replaces_id
+            ICONS.get(severity, ""),
+            headline,
+            body,
             list(ACTIONS),
-            self._hints(alert),
-            NEVER_EXPIRE if critical else SERVER_DEFAULT_EXPIRY,
+            self._hints(severity),
+            NEVER_EXPIRE if severity is Severity.CRITICAL else SERVER_DEFAULT_EXPIRY,
         ]
 
-    def _hints(self, alert: AlertRow) -> dict[str, Any]:
+    def _hints(self, severity: Severity) -> dict[str, Any]:
         hints: dict[str, Any] = {
-            "urgency": dbus_types.byte(URGENCY.get(alert.severity, 1)),
+            "urgency": dbus_types.byte(URGENCY.get(severity, 1)),
             "category": CATEGORY,
             "desktop-entry": DESKTOP_ENTRY,
         }
         if self.muted:
             hints["suppress-sound"] = True
-        elif alert.severity is Severity.CRITICAL:
+        elif severity is Severity.CRITICAL:
             hints["sound-name"] = CRITICAL_SOUND
         return hints
 
@@ -177,7 +196,7 @@ class DesktopNotifier(QObject):
         if queued == "withdraw":
             self._close(uid)
         elif isinstance(queued, tuple):
-            self._send_notify(*queued)
+            self._send_notify(uid, queued)
 
     def _on_close_finished(self, call: QDBusPendingCall) -> None:
         self._succeeded("CloseNotification", call)

@@ -1,27 +1,15 @@
-"""What a notification about an alert says: one headline, one body. Plain text, no Qt."""
+"""What a notification about one alert says: one headline, one body. Plain text, no Qt.
+
+Notifications that stand for several alerts say what console/fleet/notice_words.py says.
+"""
 
 from __future__ import annotations
 
 import time
 
 from console.fleet.alerts import AlertRow
+from console.fleet.notice_words import RULE_LABELS
 
-# Rule names as the daemon's detectors spell them, in words for a person.
-RULE_LABELS = {
-    "gpu_temp": "GPU temperature",
-    "memory_temp": "memory temperature",
-    "power": "power draw",
-    "throttle": "throttling",
-    "ecc_uncorrectable": "uncorrectable ECC errors",
-    "ecc_correctable": "correctable ECC errors",
-    "xid": "Xid error",
-    "gpu_lost": "GPU lost",
-    "memory_leak": "memory leak",
-    "idle": "idle GPU",
-    "temp_trend": "critical temperature in",
-    "backend_degraded": "GPU backend degraded",
-    "state_disk": "state disk full",
-}
 # Units whose value means nothing to a person at a glance.
 _UNSHOWN_UNITS = {"", "mask"}
 

@@ -1,30 +1,36 @@
-"""AlertNotifier: decides which events reach a person, and through which channels.
+"""AlertNotifier: puts what the notify policy lets through in front of a person.
 
-Every new warning or critical alert (and every escalation) that is neither
-acknowledged nor silenced goes to the in-window toast and to the first
+The policy (console/fleet/notify_policy.py) decides which alerts pop up, when,
+and grouped how; this shows each notice in the in-window toast and on the first
 available of the other channels: the desktop's notification server, else the
 system tray (on Linux the tray goes to the same server, so both would pop up
-twice). Critical ones make a sound unless muted: the notification server's,
-or a beep where the channel plays none. Clearing or acknowledging withdraws the desktop
-notification. An alert pops up when raised and when it escalates, once, replays included.
+twice). Critical ones make a sound unless muted: the notification server's, or
+a beep where the channel plays none. A notice is withdrawn from the desktop
+when every alert it stands for is cleared, acknowledged or silenced.
+
+Driven by the frame pump, never by a timer of its own: `on_events_arrived`
+with each frame's new events, and `tick` once a frame, so a held popup is
+released on time without new events. Nothing here waits on anything.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Protocol
 
 from PySide6.QtCore import QObject, Signal
 
 from console.fleet.alerts import AlertRow, EventRow, Severity
 from console.fleet.model import FleetModel
-
-_POPUP_KINDS = {"alert_raised", "alert_changed"}
-_WITHDRAW_KINDS = {"alert_cleared", "alert_acknowledged", "alert_silenced"}
+from console.fleet.notify_policy import Decisions, Notice, NoticeKind, NotifyPolicy
+from console.fleet.notify_settings import NotifySettings
 
 
 class NotificationSink(Protocol):
+    """A channel; one may also have `show_notice(Notice)`, `withdraw`, `muted`."""
+
     @property
     def available(self) -> bool: ...
 
@@ -32,10 +38,11 @@ class NotificationSink(Protocol):
 
 
 class AlertNotifier(QObject):
-    """Fed once per frame with new events (FramePump.eventsArrived)."""
+    """Fed once per frame with new events (FramePump.eventsArrived), ticked every frame."""
 
     activated = Signal(str, str)  # target, alert id: "open that GPU"
-    notified = Signal(object)  # AlertRow, after it was shown
+    notified = Signal(object)  # AlertRow, after it was shown (each alert of a notice)
+    noticeShown = Signal(object)  # Notice, after it was shown
 
     def __init__(
         self,
@@ -43,54 +50,76 @@ class AlertNotifier(QObject):
         show_toast: Callable[[AlertRow, str], None],
         sinks: list[NotificationSink],
         beep: Callable[[], None],
+        settings: NotifySettings | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         super().__init__()
         self.setObjectName("gpufleet-alert-notifier")
         self._fleet, self._show_toast, self._sinks, self._beep = fleet, show_toast, sinks, beep
-        # The highest severity shown per alert: a downgrade (critical -> warning) is no news.
-        self._shown: dict[tuple[str, str], Severity] = {}
+        self._clock = clock
+        current = lambda uid: fleet.alerts.alert(*uid)  # noqa: E731
+        self.policy = NotifyPolicy(settings or NotifySettings(), current, self.node_name)
         self.muted = False
 
     def on_events_arrived(self, events: list[EventRow]) -> None:
-        now_ms = int(time.time() * 1000)
-        for event in events:
-            if event.alert is None:
-                continue
-            # Judge by the alert as it is now: a replayed raise of an alert that
-            # has cleared since must not pop up.
-            current = self._fleet.alerts.alert(event.target, event.alert.id) or event.alert
-            if event.kind in _POPUP_KINDS and self._deserves_popup(current, now_ms):
-                self._popup(current)
-            elif event.kind in _WITHDRAW_KINDS:
-                self._withdraw(current)
+        self._carry_out(self.policy.feed(events, self._clock()))
 
-    def _deserves_popup(self, alert: AlertRow, now_ms: int) -> bool:
-        return (
-            alert.firing
-            and alert.severity >= Severity.WARNING
-            and not alert.acknowledged
-            and not alert.silenced(now_ms)
-            and alert.severity > self._shown.get(alert.uid, Severity.INFO)
-        )
+    def tick(self, *_frame: object) -> None:
+        """Once a frame (any argument a frame signal carries is ignored)."""
+        self._carry_out(self.policy.tick(self._clock()))
 
-    def _popup(self, alert: AlertRow) -> None:
-        self._shown[alert.uid] = max(alert.severity, self._shown.get(alert.uid, alert.severity))
-        node = self.node_name(alert.target)
-        self._show_toast(alert, self.title(alert, node))
+    def _carry_out(self, decisions: Decisions) -> None:
+        for notice in decisions.withdraw:
+            self._withdraw(notice)
+        for notice in decisions.show:
+            self._popup(notice)
+
+    def _popup(self, notice: Notice) -> None:
+        anchor = notice.anchor
+        node = self.node_name(anchor.target) if anchor is not None else ""
         sink = next((s for s in self._sinks if s.available), None)
-        if sink is not None:
-            sink.show(alert, node)
+        if notice.kind is NoticeKind.ALERT and anchor is not None:
+            self._show_toast(anchor, self.title(anchor, node))
+            if sink is not None:
+                sink.show(anchor, node)
+        else:
+            self._show_toast(self._stand_in(notice), notice.headline)
+            if sink is not None:
+                self._show_notice(sink, notice, node)
         # A channel with its own `muted` setting plays the sound itself.
         plays_sound = sink is not None and hasattr(sink, "muted")
-        if alert.severity is Severity.CRITICAL and not self.muted and not plays_sound:
+        if notice.severity is Severity.CRITICAL and not self.muted and not plays_sound:
             self._beep()
-        self.notified.emit(alert)
+        if notice.kind in (NoticeKind.ALERT, NoticeKind.GROUP):
+            for alert in notice.alerts:
+                self.notified.emit(alert)
+        self.noticeShown.emit(notice)
 
-    def _withdraw(self, alert: AlertRow) -> None:
+    def _show_notice(self, sink: NotificationSink, notice: Notice, node: str) -> None:
+        show_notice = getattr(sink, "show_notice", None)
+        if show_notice is not None:
+            show_notice(notice)
+        elif notice.anchor is not None:  # a channel that shows only alerts: the anchor's
+            sink.show(replace(notice.anchor, summary=f"{notice.headline}\n{notice.body}"), node)
+
+    def _withdraw(self, notice: Notice) -> None:
         for sink in self._sinks:
-            withdraw = getattr(sink, "withdraw", None)
-            if withdraw is not None and sink.available:
-                withdraw(alert)
+            if not sink.available:
+                continue
+            if notice.kind is NoticeKind.ALERT and notice.anchor is not None:
+                withdraw = getattr(sink, "withdraw", None)
+                if withdraw is not None:
+                    withdraw(notice.anchor)
+            elif (withdraw_notice := getattr(sink, "withdraw_notice", None)) is not None:
+                withdraw_notice(notice)
+
+    def _stand_in(self, notice: Notice) -> AlertRow:
+        """The toast shows an alert: the notice's first one, in the notice's words."""
+        anchor = notice.anchor or AlertRow(
+            "", notice.uid[1], "", "", notice.severity, True, None, "", None, None, "",
+            "", 0, 0, None, 0, "", None, None, "", "",
+        )  # fmt: skip
+        return replace(anchor, severity=notice.severity, summary=notice.body)
 
     def node_name(self, target: str) -> str:
         return self._fleet.name_of(target)
@@ -101,4 +130,5 @@ class AlertNotifier(QObject):
         return f"{alert.severity.label.upper()} · {where}"
 
     def on_sink_activated(self, target: str, alert_id: str) -> None:
-        self.activated.emit(target, alert_id)
+        """A click on a notification: a notice of several alerts opens its first GPU's."""
+        self.activated.emit(*(self.policy.anchor((target, alert_id)) or (target, alert_id)))

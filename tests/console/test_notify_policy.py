@@ -1,0 +1,400 @@
+"""The notify policy with a fake clock: hold, flap, group, budget, levels; criticals always."""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import replace
+
+import pytest
+
+from console.fleet.alerts import AlertBook, AlertRow, EventRow, Severity
+from console.fleet.notify_policy import Decisions, NoticeKind, NotifyPolicy
+from console.fleet.notify_settings import (
+    NotifySettings,
+    NotifySettingsError,
+    parse_notify_settings,
+)
+from console.settings import SettingsError, load_settings
+
+T0 = 1_800_000_000.0
+NAMES = {"10.0.0.3:50051": "gpu-node-03", "10.0.0.4:50051": "gpu-node-04",
+         "10.0.0.5:50051": "gpu-node-05"}  # fmt: skip
+NODE3, NODE4, NODE5 = NAMES
+HW = "hardware slowdown"
+SW = "software power cap"
+
+
+def throttle(target: str, gpu: int, reason: str = HW, number: int = 1) -> AlertRow:
+    ms = int(T0 * 1000)
+    return AlertRow(
+        target, f"a-{gpu}-{number}", f"throttle/gpu{gpu}", "throttle", Severity.WARNING, True,
+        gpu, f"GPU-{gpu}", None, None, "", f"GPU {gpu} throttled: {reason}", ms, ms, None, 1,
+        "", None, None, "", "",
+    )  # fmt: skip
+
+
+class Fleet:
+    """A real AlertBook and a policy over it; events go to the book first, as in the console."""
+
+    def __init__(self, settings: NotifySettings | None = None) -> None:
+        self.book = AlertBook()
+        self.now = T0
+        self.policy = NotifyPolicy(
+            settings or NotifySettings(), lambda uid: self.book.alert(*uid), NAMES.__getitem__
+        )
+        self._seq = itertools.count(1)
+        self.shown: list = []
+        self.withdrawn: list = []
+
+    def send(self, kind: str, *rows: AlertRow) -> Decisions:
+        events = [EventRow(r.target, next(self._seq), int(self.now * 1000), kind, r.gpu_index,
+                           r.summary, "", r, False) for r in rows]  # fmt: skip
+        for event in events:
+            self.book.add_event(event, "journal")
+        return self._keep(self.policy.feed(events, self.now))
+
+    def raise_(self, *rows: AlertRow) -> Decisions:
+        return self.send("alert_raised", *rows)
+
+    def clear(self, *rows: AlertRow) -> Decisions:
+        return self.send("alert_cleared", *(replace(r, firing=False) for r in rows))
+
+    def run(self, seconds: float, step_s: float = 0.05) -> None:
+        """Frames of `step_s` for `seconds`: the frame pump's ticks."""
+        end = self.now + seconds
+        while self.now < end:
+            self.now = min(end, self.now + step_s)
+            self._keep(self.policy.tick(self.now))
+
+    def _keep(self, decisions: Decisions) -> Decisions:
+        self.shown += decisions.show
+        self.withdrawn += decisions.withdraw
+        return decisions
+
+
+# -- levels ---------------------------------------------------------------------
+
+
+def test_power_cap_throttling_is_shown_on_tiles_but_never_pops_by_default() -> None:
+    fleet = Fleet()
+    fleet.raise_(throttle(NODE3, 0, SW))
+    fleet.run(60)
+    assert fleet.shown == []
+    assert fleet.book.alert(NODE3, "a-0-1") is not None  # the table still has it
+
+
+def test_a_setting_makes_power_cap_throttling_pop() -> None:
+    fleet = Fleet(parse_notify_settings({"popup": {"throttle_software": "warning"}}, "t"))
+    fleet.raise_(throttle(NODE3, 0, SW))
+    fleet.run(20)
+    assert [n.kind for n in fleet.shown] == [NoticeKind.ALERT]
+
+
+def test_a_hardware_reason_beside_the_power_cap_pops() -> None:
+    fleet = Fleet()
+    fleet.raise_(throttle(NODE3, 0, f"{SW}, {HW}"))
+    fleet.run(20)
+    assert len(fleet.shown) == 1
+
+
+def test_info_alerts_do_not_pop_by_default() -> None:
+    fleet = Fleet()
+    fleet.raise_(replace(throttle(NODE3, 0), severity=Severity.INFO))
+    fleet.run(60)
+    assert fleet.shown == []
+
+
+# -- hold -------------------------------------------------------------------------
+
+
+def test_a_warning_that_clears_within_the_hold_does_not_pop() -> None:
+    fleet = Fleet()
+    alert = throttle(NODE3, 2)
+    fleet.raise_(alert)
+    fleet.run(9)
+    fleet.clear(alert)
+    fleet.run(60)
+    assert fleet.shown == []
+
+
+def test_a_warning_that_holds_pops_after_the_hold_and_group_window() -> None:
+    fleet = Fleet()
+    fleet.raise_(throttle(NODE3, 2))
+    fleet.run(12.9)
+    assert fleet.shown == []
+    fleet.run(0.2)  # 10 s hold + 3 s group window
+    [notice] = fleet.shown
+    assert notice.kind is NoticeKind.ALERT and notice.uid == (NODE3, "a-2-1")
+
+
+def test_a_warning_shown_then_cleared_is_withdrawn() -> None:
+    fleet = Fleet()
+    alert = throttle(NODE3, 2)
+    fleet.raise_(alert)
+    fleet.run(20)
+    fleet.clear(alert)
+    assert [n.uid for n in fleet.withdrawn] == [alert.uid]
+
+
+# -- criticals ---------------------------------------------------------------------
+
+
+def test_criticals_pop_at_once_whatever_the_budget_and_flaps() -> None:
+    fleet = Fleet(replace(NotifySettings(), budget_per_hour=0))
+    for number in range(1, 6):  # a critical that flaps: every raise pops, in its own frame
+        critical = replace(throttle(NODE3, 1, number=number), severity=Severity.CRITICAL)
+        decisions = fleet.raise_(critical)
+        assert [n.severity for n in decisions.show] == [Severity.CRITICAL]
+        fleet.run(2)
+        fleet.clear(critical)
+        fleet.run(2)
+    assert len(fleet.shown) == 5
+
+
+def test_a_held_warning_that_escalates_pops_at_once_as_critical() -> None:
+    fleet = Fleet()
+    alert = throttle(NODE3, 1)
+    fleet.raise_(alert)
+    fleet.run(2)
+    decisions = fleet.send("alert_changed", replace(alert, severity=Severity.CRITICAL))
+    assert [n.severity for n in decisions.show] == [Severity.CRITICAL]
+    fleet.run(30)
+    assert len(fleet.shown) == 1  # the warning it was is not shown afterwards
+
+
+def test_node_not_responding_pops_immediately() -> None:
+    fleet = Fleet()
+    alert = replace(
+        throttle(NODE4, 0), rule="node_not_responding", key="node_not_responding",
+        severity=Severity.CRITICAL, gpu_index=None, summary="not responding",
+    )  # fmt: skip
+    decisions = fleet.raise_(alert)
+    assert [(n.kind, n.severity) for n in decisions.show] == [(NoticeKind.ALERT, Severity.CRITICAL)]
+
+
+def test_criticals_of_one_rule_in_one_frame_are_one_notice() -> None:
+    fleet = Fleet()
+    lost = [replace(throttle(t, 0), rule="gpu_lost", key="gpu_lost/gpu0", gpu_index=0,
+                    severity=Severity.CRITICAL) for t in (NODE3, NODE4, NODE5)]  # fmt: skip
+    [notice] = fleet.raise_(*lost).show
+    assert notice.headline == "CRITICAL · 3 nodes: 3 GPUs lost"
+    assert notice.body.splitlines()[:3] == [
+        "gpu-node-03: GPU 0",
+        "gpu-node-04: GPU 0",
+        "gpu-node-05: GPU 0",
+    ]
+
+
+# -- flap ---------------------------------------------------------------------------
+
+
+def flap(fleet: Fleet, target: str, gpu: int, times: int, up_s: float, down_s: float) -> None:
+    for number in range(1, times + 1):
+        alert = throttle(target, gpu, number=number)
+        fleet.raise_(alert)
+        fleet.run(up_s)
+        fleet.clear(alert)
+        fleet.run(down_s)
+
+
+def test_a_flapping_condition_is_reported_once_then_held_quiet() -> None:
+    fleet = Fleet()
+    flap(fleet, NODE3, 2, times=8, up_s=20, down_s=40)  # each raise outlasts the hold
+    flapping = [n for n in fleet.shown if n.kind is NoticeKind.FLAPPING]
+    [report] = flapping
+    assert report.headline == "WARNING · gpu-node-03 GPU 2: throttle flapping, 3 times in 10 min"
+    assert len(fleet.shown) == 3  # raises 1 and 2 popped (each held 20 s), then the report
+
+
+def test_a_flapping_condition_pops_again_only_after_a_calm_window() -> None:
+    fleet = Fleet()
+    flap(fleet, NODE3, 2, times=4, up_s=2, down_s=30)
+    [report] = fleet.shown
+    fleet.run(9 * 60)  # not yet ten minutes since the last raise
+    assert fleet.withdrawn == []
+    fleet.run(60)
+    assert fleet.withdrawn == [report]  # it stopped flapping
+    steady = throttle(NODE3, 2, number=9)
+    fleet.raise_(steady)
+    fleet.run(14)
+    assert [n.kind for n in fleet.shown] == [NoticeKind.FLAPPING, NoticeKind.ALERT]
+
+
+def test_a_flapping_alert_that_then_fires_steadily_pops_once_it_settles() -> None:
+    fleet = Fleet()
+    flap(fleet, NODE3, 2, times=2, up_s=2, down_s=30)
+    steady = throttle(NODE3, 2, number=3)
+    fleet.raise_(steady)  # the third raise: flapping; then it stays up
+    fleet.run(9 * 60)
+    assert [n.kind for n in fleet.shown] == [NoticeKind.FLAPPING]
+    fleet.run(65)
+    assert [n.kind for n in fleet.shown] == [NoticeKind.FLAPPING, NoticeKind.ALERT]
+    assert fleet.shown[1].uid == steady.uid
+
+
+def test_eight_gpus_flapping_are_one_flapping_notice() -> None:
+    fleet = Fleet()
+    for number in range(1, 11):
+        alerts = [throttle(NODE3, gpu, number=number) for gpu in range(8)]
+        fleet.raise_(*alerts)
+        fleet.run(2)
+        fleet.clear(*alerts)
+        fleet.run(28)
+    [report] = fleet.shown
+    assert report.headline == (
+        "WARNING · gpu-node-03: throttle flapping on 8 GPUs, 3 times each in 10 min"
+    )
+    assert report.body.startswith("gpu-node-03: GPUs 0, 1, 2, 3, 4, 5, 6, 7\n")
+
+
+def test_flap_damping_off() -> None:
+    fleet = Fleet(parse_notify_settings({"flap_count": 0}, "t"))
+    flap(fleet, NODE3, 2, times=4, up_s=20, down_s=40)
+    assert [n.kind for n in fleet.shown] == [NoticeKind.ALERT] * 4
+
+
+# -- group ---------------------------------------------------------------------------
+
+
+def test_a_burst_on_one_node_is_one_notice_listing_its_gpus() -> None:
+    fleet = Fleet()
+    for gpu in (7, 0, 3, 1, 5, 2):
+        fleet.raise_(throttle(NODE3, gpu))
+        fleet.run(0.4)
+    fleet.run(15)
+    [notice] = fleet.shown
+    assert notice.kind is NoticeKind.GROUP
+    assert notice.headline == "WARNING · gpu-node-03: 6 GPUs throttled (HW slowdown)"
+    assert notice.body.startswith("gpu-node-03: GPUs 0, 1, 2, 3, 5, 7\nsince ")
+    assert notice.anchor is not None and notice.anchor.gpu_index == 0  # a click opens GPU 0
+
+
+def test_a_burst_of_one_rule_across_nodes_is_one_notice() -> None:
+    fleet = Fleet()
+    fleet.raise_(throttle(NODE3, 0), throttle(NODE3, 4))
+    fleet.run(1)
+    fleet.raise_(throttle(NODE4, 1))
+    fleet.run(1)
+    fleet.raise_(throttle(NODE5, 6))
+    fleet.run(15)
+    [notice] = fleet.shown
+    assert notice.headline == "WARNING · 3 nodes: 4 GPUs throttled (HW slowdown)"
+    assert notice.body.splitlines()[:3] == [
+        "gpu-node-03: GPUs 0, 4",
+        "gpu-node-04: GPU 1",
+        "gpu-node-05: GPU 6",
+    ]
+
+
+def test_a_group_is_withdrawn_when_all_its_alerts_are_cleared_or_acknowledged() -> None:
+    fleet = Fleet()
+    alerts = [throttle(NODE3, gpu) for gpu in range(3)]
+    fleet.raise_(*alerts)
+    fleet.run(15)
+    [notice] = fleet.shown
+    fleet.clear(alerts[0])
+    fleet.send("alert_acknowledged", replace(alerts[1], acknowledged_by="erin",
+                                             acknowledged_unix_ms=1))  # fmt: skip
+    assert fleet.withdrawn == []
+    fleet.clear(alerts[2])
+    assert fleet.withdrawn == [notice]
+
+
+def test_members_that_cleared_before_the_window_closed_are_left_out() -> None:
+    fleet = Fleet()
+    first, second = throttle(NODE3, 0), throttle(NODE3, 1)
+    fleet.raise_(first)
+    fleet.run(2)
+    fleet.raise_(second)
+    fleet.run(10.5)  # first due at 10 s (window open until 13 s), second due at 12 s
+    fleet.clear(first)
+    fleet.run(5)
+    [notice] = fleet.shown
+    assert notice.kind is NoticeKind.ALERT and notice.uid == second.uid
+
+
+# -- budget --------------------------------------------------------------------------
+
+
+def test_beyond_the_budget_warnings_are_summed_up_and_criticals_still_pop() -> None:
+    fleet = Fleet(parse_notify_settings({"budget_per_hour": 2}, "t"))
+    for gpu in range(5):  # five separate warnings, far enough apart not to group
+        fleet.raise_(throttle(NODE3, gpu))
+        fleet.run(20)
+    kinds = [n.kind for n in fleet.shown]
+    assert kinds == [NoticeKind.ALERT, NoticeKind.ALERT, NoticeKind.SUMMARY]
+    assert fleet.shown[2].headline == "1 more warning in the last hour, see the alert table"
+    critical = replace(throttle(NODE4, 0), severity=Severity.CRITICAL)
+    assert [n.severity for n in fleet.raise_(critical).show] == [Severity.CRITICAL]
+    fleet.run(15 * 60)  # the next summary is due a quarter of an hour after the first
+    assert fleet.shown[-1].headline == "3 more warnings in the last hour, see the alert table"
+    assert "Held back: throttling 3" in fleet.shown[-1].body
+
+
+def test_the_budget_frees_up_an_hour_later() -> None:
+    fleet = Fleet(parse_notify_settings({"budget_per_hour": 1}, "t"))
+    fleet.raise_(throttle(NODE3, 0))
+    fleet.run(3600)
+    fleet.raise_(throttle(NODE3, 1))
+    fleet.run(20)
+    assert [n.kind for n in fleet.shown] == [NoticeKind.ALERT, NoticeKind.ALERT]
+
+
+# -- settings ------------------------------------------------------------------------
+
+
+def test_defaults_read_from_an_empty_table() -> None:
+    settings = parse_notify_settings({}, "t")
+    assert settings == NotifySettings()
+    assert settings.pops_from("throttle_software") is Severity.CRITICAL
+    assert settings.pops_from("idle") is Severity.CRITICAL
+    assert settings.pops_from("gpu_temp") is Severity.WARNING
+
+
+def test_settings_over_the_defaults() -> None:
+    settings = parse_notify_settings(
+        {"popup": {"xid": "critical", "idle": "warning"}, "hold_s": 5, "flap_window_min": 30,
+         "group_s": 1.5, "budget_per_hour": 20, "flap_count": 4}, "t",
+    )  # fmt: skip
+    assert settings.pops_from("xid") is Severity.CRITICAL
+    assert settings.pops_from("idle") is Severity.WARNING
+    assert settings.pops_from("throttle_software") is Severity.CRITICAL  # default kept
+    assert (settings.hold_s, settings.flap_window_s, settings.group_s) == (5, 1800, 1.5)
+    assert (settings.budget_per_hour, settings.flap_count) == (20, 4)
+
+
+@pytest.mark.parametrize(
+    ("table", "message"),
+    [
+        ({"popup": {"throttle": "never"}}, "notify.popup.throttle = 'never': give the lowest"),
+        ({"popup": {"throtle": "critical"}}, "unknown rule 'throtle' (rules: "),
+        ({"popup": "critical"}, "notify.popup must be a table"),
+        ({"hold_s": -1}, "notify.hold_s must be a number from 0 to 300, got -1"),
+        ({"hold_s": "10s"}, "notify.hold_s must be a number from 0 to 300, got '10s'"),
+        ({"budget_per_hour": 2.5}, "notify.budget_per_hour must be a whole number"),
+        ({"flap_count": True}, "notify.flap_count must be a whole number"),
+        ({"quiet": 1}, "unknown key(s) in [notify]: quiet (known: popup, hold_s"),
+    ],
+)
+def test_bad_values_are_refused_with_what_is_wrong(table: dict, message: str) -> None:
+    with pytest.raises(NotifySettingsError) as refused:
+        parse_notify_settings(table, "console.toml")
+    assert str(refused.value).startswith("console.toml: ")
+    assert message in str(refused.value)
+
+
+def test_the_settings_file_carries_notify_to_every_profile(tmp_path) -> None:
+    path = tmp_path / "console.toml"
+    path.write_text('profile = "prod"\n[profiles.prod]\nnodes = ["a:1"]\n'
+                    '[notify]\npopup = { xid = "critical" }\nbudget_per_hour = 4\n')  # fmt: skip
+    settings = load_settings(path)
+    for profile in (settings.profile(), settings.profile("default")):
+        assert profile.notify.pops_from("xid") is Severity.CRITICAL
+        assert profile.notify.budget_per_hour == 4
+
+
+def test_a_bad_notify_value_names_the_file(tmp_path) -> None:
+    path = tmp_path / "console.toml"
+    path.write_text('[notify]\npopup = { gpu_temp = "loud" }\n')
+    with pytest.raises(SettingsError, match=rf"^{path}: notify.popup.gpu_temp = 'loud'"):
+        load_settings(path)
