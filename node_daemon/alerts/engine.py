@@ -22,7 +22,7 @@ from dataclasses import replace
 
 from gpufleet.v1 import node_pb2 as pb
 from gpufleet.v1.gpu_metrics import TEMP_GPU_C, TEMP_MEM_C
-from node_daemon.alerts.alertmanager import alert_labels, rfc3339
+from node_daemon.alerts.alertmanager import rfc3339
 from node_daemon.alerts.am_silences import AmSilence
 from node_daemon.alerts.detectors import (
     EccDetector,
@@ -43,12 +43,11 @@ from node_daemon.alerts.silences import (
     AlertSilence,
     Silence,
     SilenceState,
-    alert_silence_to_alertmanager,
     check_matchers,
     check_text,
     check_window,
-    to_alertmanager,
 )
+from node_daemon.alerts.silencing import Silencing, describe_silenced, set_silenced
 from node_daemon.alerts.wire import alert_message, alert_record
 from node_daemon.backends.readings import GpuHealth, GpuReading, GpuStatic, ProcessReading
 from node_daemon.errors import Invalid, NotFound, Refused
@@ -66,9 +65,6 @@ MAX_SILENCE_S = 7 * 24 * 3600
 # journal write per alert per tick.
 PEAK_STEP, PEAK_STEP_FRACTION, PEAK_EVENT_MIN_S = 1.0, 0.02, 5.0
 AlertListener = Callable[[list[AlertRecord]], None]
-# (until ms, by, reason, silence id): an alert's silenced_* fields and silence_id.
-SilencedAs = tuple[int | None, str, str, str]
-NOT_SILENCED: SilencedAs = (None, "", "", "")
 
 
 class UnknownAlert(NotFound):
@@ -130,10 +126,7 @@ class AlertEngine:
         self._reserved_for: Callable[[int], str | None] = lambda _gpu: None
         self._listeners: list[AlertListener] = []
         self._announced_peak: dict[str, tuple[float, float]] = {}  # key -> (peak, at s)
-        self._silences = SilenceBook(journal)
-        # Per-alert silences by alert key; after a restart, those the alerts show.
-        self._own = _own_silences(self._active.values())
-        self._node_labels: dict[str, str] = {}
+        self._silencing = Silencing(journal, self._active.values())
         self._silence_listeners: list[Callable[[], None]] = []
         self._mirrored: list[AmSilence] = []
 
@@ -147,7 +140,7 @@ class AlertEngine:
         """The node's Alertmanager labels (node, cluster, ...): what matchers see besides the
         alert's own; the same the Alertmanager pusher sends."""
         with self._lock:
-            self._node_labels = dict(labels)
+            self._silencing.node_labels = dict(labels)
 
     def add_silence_listener(self, listener: Callable[[], None]) -> None:
         """Called (outside the lock) when `am_silences()` may answer differently."""
@@ -249,7 +242,8 @@ class AlertEngine:
             self._carried.discard(key)
             if alert is None:
                 alert = self._active[key] = self._new_alert(finding, now_ms)
-                _set_silenced(alert, self._silenced_as(alert, now_ms))  # no popup in a window
+                # Raised inside a maintenance window: raised silenced, no popup.
+                set_silenced(alert, self._silencing.silenced_as(alert, now_ms))
                 if finding.value is not None:
                     self._announced_peak[key] = (finding.value, now_s)
                 events.append(self._alert_event(pb.EVENT_KIND_ALERT_RAISED, alert))
@@ -324,57 +318,20 @@ class AlertEngine:
 
     # -- silences ------------------------------------------------------------
 
-    def _silenced_as(self, alert: AlertRecord, now_ms: int) -> SilencedAs:
-        """What silences `alert` now: its own silence or the covering matcher silence that
-        ends last (a tie goes to the matcher silence, which every console lists)."""
-        own = self._own.get(alert.key)
-        if own is not None and own.until_unix_ms <= now_ms:
-            own = None
-        labels = alert_labels(alert, self._node_labels)
-        silence = self._silences.covering(labels, now_ms)
-        if silence is not None and (own is None or silence.ends_unix_ms >= own.until_unix_ms):
-            return (silence.ends_unix_ms, silence.created_by, silence.comment, silence.id)
-        if own is not None:
-            return (own.until_unix_ms, own.by, own.reason, "")
-        return NOT_SILENCED
-
     def _silence_updates(self, now_ms: int, actor: str = "") -> list[tuple[AlertRecord, pb.Event]]:
-        """Alerts whose silence changed, as new copies, each with its event; nothing changes
-        until the caller stores them (a person's change may yet be refused)."""
-        for key in [k for k, own in self._own.items() if own.until_unix_ms <= now_ms]:
-            del self._own[key]
-        updates = []
-        for alert in self._active.values():
-            wanted = self._silenced_as(alert, now_ms)
-            if wanted == _silenced(alert):
-                continue
-            updated = replace(alert, updated_unix_ms=now_ms)
-            _set_silenced(updated, wanted)
-            if wanted[0] is None:
-                kind, summary = pb.EVENT_KIND_ALERT_UNSILENCED, self._why_unsilenced(alert)
-            else:
-                kind, summary = pb.EVENT_KIND_ALERT_SILENCED, _silenced_summary(wanted)
-            updates.append((updated, self._alert_event(kind, updated, summary, actor)))
-        return updates
-
-    def _why_unsilenced(self, alert: AlertRecord) -> str:
-        silence = self._silences.get(alert.silence_id) if alert.silence_id else None
-        if silence is None:
-            return "silence expired"
-        if silence.expired_by:
-            return f"silence {silence.id} ended by {silence.expired_by}"
-        if silence.state(int(self._clock() * 1000)) is SilenceState.EXPIRED:
-            return f"silence {silence.id} ended"
-        return f"silence {silence.id} no longer matches"
+        """Alerts whose silence changed (new copies, not applied yet), each with its event."""
+        return [
+            (c.alert, self._alert_event(c.kind, c.alert, c.summary, actor))
+            for c in self._silencing.changes(self._active.values(), now_ms)
+        ]
 
     def _ended_silences(self, now_ms: int) -> tuple[list[pb.Event], list[StoredRecord]]:
         """SILENCE_EXPIRED for silences that reached their end time."""
         events, records = [], []
-        for silence in self._silences.due(now_ms):
+        for silence in self._silencing.ended(now_ms):
             summary = f"silence {silence.id} ended at {rfc3339(silence.ends_unix_ms)}"
             events.append(self._silence_event(pb.EVENT_KIND_SILENCE_EXPIRED, silence, summary))
             records.append(SilenceBook.stored(silence, expiry_announced=True))
-            self._silences.announced(silence.id)
         return events, records
 
     def create_silence(
@@ -393,16 +350,16 @@ class AlertEngine:
             now_ms = int(self._clock() * 1000)
             window = check_window(now_ms, starts_unix_ms, ends_unix_ms, duration_s)
             silence = Silence(
-                self._silences.next_id(), checked, window.starts_unix_ms, window.ends_unix_ms,
+                self._silencing.book.next_id(), checked, window.starts_unix_ms, window.ends_unix_ms,
                 actor, comment, now_ms,
             )  # fmt: skip
             event = self._silence_event(
                 pb.EVENT_KIND_SILENCE_CREATED, silence, f"{silence.describe()}", actor
             )
-            self._silences.put(silence)
+            self._silencing.book.put(silence)
             updated = self._store_silence_change(
                 now_ms, event, SilenceBook.stored(silence, expiry_announced=False), actor,
-                undo=lambda: self._silences.drop(silence.id),
+                undo=lambda: self._silencing.book.drop(silence.id),
             )  # fmt: skip
         self._after_silence_change(updated)
         return silence
@@ -410,7 +367,7 @@ class AlertEngine:
     def expire_silence(self, silence_id: str, actor: str) -> Silence:
         """End a pending or active silence now; UnknownSilence, SilenceEnded if it has."""
         with self._lock:
-            silence = self._silences.get(silence_id)
+            silence = self._silencing.book.get(silence_id)
             if silence is None:
                 raise UnknownSilence(f"no silence {silence_id} on this node (see ListSilences)")
             now_ms = int(self._clock() * 1000)
@@ -424,12 +381,12 @@ class AlertEngine:
                 pb.EVENT_KIND_SILENCE_EXPIRED, ended, f"silence {silence_id} ended by {actor}",
                 actor,
             )  # fmt: skip
-            self._silences.put(ended)
+            self._silencing.book.put(ended)
             updated = self._store_silence_change(
                 now_ms, event, SilenceBook.stored(ended, expiry_announced=True), actor,
-                undo=lambda: self._silences.put(silence),
+                undo=lambda: self._silencing.book.put(silence),
             )  # fmt: skip
-            self._silences.announced(silence_id)
+            self._silencing.book.announced(silence_id)
         self._after_silence_change(updated)
         return ended
 
@@ -459,30 +416,19 @@ class AlertEngine:
         """Pending and active silences (soonest end first), then expired ones, newest first."""
         with self._lock:
             now_ms = int(self._clock() * 1000)
-            live = self._silences.live(now_ms)
-            return live + (self._silences.expired(now_ms, limit) if include_expired else [])
+            live = self._silencing.book.live(now_ms)
+            return live + (self._silencing.book.expired(now_ms, limit) if include_expired else [])
 
     def am_silences(self) -> list[AmSilence]:
         """What Alertmanager should hold: pending and active matcher silences, and the own
         silences of firing alerts (by the alert's exact label set)."""
         with self._lock:
-            return self._am_view(int(self._clock() * 1000))
-
-    def _am_view(self, now_ms: int) -> list[AmSilence]:
-        mirrored = [to_alertmanager(s, self._node_labels) for s in self._silences.live(now_ms)]
-        for alert in self._active.values():
-            own = self._own.get(alert.key)
-            if own is not None and own.until_unix_ms > now_ms:
-                mirrored.append(alert_silence_to_alertmanager(
-                    alert.id, alert_labels(alert, self._node_labels), own.since_unix_ms,
-                    own.until_unix_ms, own.by, own.reason,
-                ))  # fmt: skip
-        return mirrored
+            return self._silencing.am_view(self._active.values(), int(self._clock() * 1000))
 
     def _mirror_changed(self, force: bool = False) -> None:
         """Tell the silence listeners (the Alertmanager pusher) when the view changed."""
         with self._lock:
-            view = self._am_view(int(self._clock() * 1000))
+            view = self._silencing.am_view(self._active.values(), int(self._clock() * 1000))
             changed, self._mirrored = force or view != self._mirrored, view
         if changed:
             for listener in self._silence_listeners:
@@ -522,13 +468,11 @@ class AlertEngine:
         with self._lock:
             alert = self._firing(alert_id)
             now_ms = int(self._clock() * 1000)
-            before = self._own.pop(alert.key, None)
-            if duration_s:
-                own = AlertSilence(now_ms + duration_s * 1000, actor, reason, now_ms)
-                self._own[alert.key] = own
-            wanted = self._silenced_as(alert, now_ms)
+            own = AlertSilence(now_ms + duration_s * 1000, actor, reason, now_ms)
+            before = self._silencing.set_own(alert.key, own if duration_s else None)
+            wanted = self._silencing.silenced_as(alert, now_ms)
             updated = replace(alert, updated_unix_ms=now_ms)
-            _set_silenced(updated, wanted)
+            set_silenced(updated, wanted)
             kind = pb.EVENT_KIND_ALERT_SILENCED if wanted[0] else pb.EVENT_KIND_ALERT_UNSILENCED
             summary = (
                 f"silenced by {actor} for {duration_s} s: {reason}"
@@ -536,13 +480,11 @@ class AlertEngine:
                 else f"silence lifted by {actor}"
             )
             if wanted[3]:
-                summary += f"; {_silenced_summary(wanted)}"
+                summary += f"; {describe_silenced(wanted)}"
             try:
                 self._write_now([self._alert_event(kind, updated, summary, actor)], [updated])
             except BaseException:
-                self._own.pop(alert.key, None)
-                if before is not None:
-                    self._own[alert.key] = before
+                self._silencing.set_own(alert.key, before)
                 raise
             self._active[updated.key] = updated
         self._after_silence_change([updated])
@@ -610,32 +552,3 @@ class AlertEngine:
         if alerts:
             for listener in self._listeners:
                 listener(alerts)
-
-
-def _own_silences(alerts: Iterable[AlertRecord]) -> dict[str, AlertSilence]:
-    """Per-alert silences by alert key, as the journal's alerts show them after a restart."""
-    own = {}
-    for alert in alerts:
-        if alert.silenced_until_unix_ms is not None and not alert.silence_id:
-            own[alert.key] = AlertSilence(
-                alert.silenced_until_unix_ms, alert.silenced_by, alert.silence_reason,
-                alert.updated_unix_ms,
-            )  # fmt: skip
-    return own
-
-
-def _silenced(alert: AlertRecord) -> SilencedAs:
-    return (alert.silenced_until_unix_ms, alert.silenced_by, alert.silence_reason,
-            alert.silence_id)  # fmt: skip
-
-
-def _set_silenced(alert: AlertRecord, silenced: SilencedAs) -> None:
-    alert.silenced_until_unix_ms, alert.silenced_by, alert.silence_reason, alert.silence_id = (
-        silenced
-    )
-
-
-def _silenced_summary(silenced: SilencedAs) -> str:
-    until, by, reason, silence_id = silenced
-    what = f"silence {silence_id}" if silence_id else "its own silence"
-    return f"silenced until {rfc3339(until or 0)} by {what} of {by}: {reason}"
