@@ -19,7 +19,9 @@ from PySide6.QtWidgets import (
     QToolBar,
 )
 
+from console.connections.actions import SilenceActions
 from console.fleet.alerts import AlertRow
+from console.fleet.not_responding import is_local
 from console.fleet.notify_settings import NotifySettings
 from console.fleet.updates import CommandResult
 from console.qt.access_watcher import AccessWatcher
@@ -30,10 +32,12 @@ from console.qt.drop_rules import TileDropRules
 from console.qt.event_model import EventLogModel
 from console.qt.inventory_model import InventoryTableModel
 from console.qt.people_model import PeopleListModel
+from console.qt.silence_model import SilenceListings, SilenceReminder, SilenceTableModel
 from console.qt.usage_model import UsageTableModel
 from console.qt.workload_model import WorkloadTableModel
 from console.session import ConsoleSession
 from console.views.alert_panel import AlertPanel
+from console.views.alerts_tab import AlertsTab
 from console.views.audit_panel import AuditPanel
 from console.views.control_prompts import ControlPrompts
 from console.views.event_log import EventLog
@@ -44,6 +48,8 @@ from console.views.grid_layout import GROUPINGS
 from console.views.inventory_panel import InventoryPanel
 from console.views.people_panel import PeoplePanel
 from console.views.silence_dialog import SilenceDialog
+from console.views.silence_panel import SilencePanel
+from console.views.silence_prompts import SilencePrompts
 from console.views.tile_colors import STOPS
 from console.views.toast import Toast
 from console.views.usage_panel import UsagePanel
@@ -71,6 +77,13 @@ class MainWindow(QMainWindow):
         self.summary = FleetSummary(fleet)
         self.alert_model = AlertTableModel(fleet)
         self.alert_panel = AlertPanel(self.alert_model)
+        self.silence_model = SilenceTableModel(fleet)
+        self.silence_panel = SilencePanel(self.silence_model)
+        self.alerts_tab = AlertsTab(self.alert_panel, self.silence_panel)
+        self.silence_listings = SilenceListings(fleet, session.queries)
+        self.silence_reminder = SilenceReminder(fleet)
+        silences = SilenceActions(session.connections, session.actions.actor)
+        self.silence_prompts = SilencePrompts(fleet, silences, self)
         self.event_model = EventLogModel(self._node_name)
         self.event_log = EventLog(self.event_model)
         self.inventory_model = InventoryTableModel(fleet)
@@ -115,7 +128,7 @@ class MainWindow(QMainWindow):
         splitter.setSizes([960, 640])
         self.setCentralWidget(splitter)
         self.tabs.setObjectName("bottomTabs")
-        self.tabs.addTab(self.alert_panel, "Alerts")
+        self.tabs.addTab(self.alerts_tab, "Alerts")
         self.tabs.addTab(self.event_log, "Events")
         self.tabs.addTab(self.workload_panel, "Workloads")
         self.tabs.addTab(self.people_panel, "People")
@@ -147,6 +160,8 @@ class MainWindow(QMainWindow):
         pump.fleetChanged.connect(self.detail.on_fleet_changed)
         pump.fleetChanged.connect(self.summary.on_fleet_changed)
         pump.fleetChanged.connect(self.alert_model.on_fleet_changed)
+        pump.fleetChanged.connect(self.silence_model.on_fleet_changed)
+        pump.fleetChanged.connect(self.silence_listings.on_fleet_changed)
         pump.eventsArrived.connect(self.event_model.add_events)
         pump.eventsArrived.connect(self.notifier.on_events_arrived)
         # Held popups are released by time, not events: a tick each frame with news.
@@ -165,6 +180,7 @@ class MainWindow(QMainWindow):
         self.access.changed.connect(self.detail.refresh)
         self.access.adminChanged.connect(self._on_access_admin_changed)
         self.access.operatorRefusalChanged.connect(self.alert_panel.set_action_refusal)
+        self.access.operatorRefusalChanged.connect(self.silence_panel.set_action_refusal)
         self.access.operatorRefusalChanged.connect(self.workload_panel.set_action_refusal)
         # Reports: the panels ask, the models query the nodes off the GUI thread.
         self.usage_panel.refreshRequested.connect(self.usage_model.refresh)
@@ -183,6 +199,12 @@ class MainWindow(QMainWindow):
         # People's actions go to the daemons; answers come back as CommandResults.
         self.alert_panel.acknowledgeRequested.connect(self.session.actions.acknowledge)
         self.alert_panel.silenceRequested.connect(self._on_alert_panel_silence_requested)
+        # Silences: the panel and an alert's Silence… ask SilencePrompts; reminders toast.
+        self.silence_panel.newRequested.connect(self.silence_prompts.ask_new)
+        self.silence_panel.expireRequested.connect(self.silence_prompts.ask_expire)
+        self.silence_prompts.message.connect(self.show_message)
+        self.silence_reminder.reminderDue.connect(self._on_silence_reminder_due)
+        self.toast.noticeClicked.connect(self._on_toast_notice_clicked)
         # Control: drops and menus ask ControlPrompts, which confirms where needed and sends.
         self.grid.workloadDropped.connect(self.prompts.assign)
         self.grid.holderDropped.connect(self.prompts.ask_reserve)
@@ -210,12 +232,23 @@ class MainWindow(QMainWindow):
         alert = self.session.fleet.alerts.alert(target, alert_id)
         if alert is not None and alert.gpu_index is not None:
             self.open_gpu(target, alert.gpu_index)
-        self.tabs.setCurrentWidget(self.alert_panel)
+        self.tabs.setCurrentWidget(self.alerts_tab)
+        self.alerts_tab.show_alerts()
 
     def _on_alert_panel_silence_requested(self, alert: AlertRow) -> None:
+        if not is_local(alert):  # a node's alert: a matcher silence, prefilled from it
+            self.silence_prompts.ask_new(alert)
+            return
         dialog = SilenceDialog(alert.summary, self)
         if dialog.exec() == QDialog.DialogCode.Accepted:
             self.session.actions.silence(alert, dialog.duration_s, dialog.reason.text().strip())
+
+    def _on_silence_reminder_due(self, text: str) -> None:
+        self.toast.show_notice("Silence ending", text, "silences")
+
+    def _on_toast_notice_clicked(self, _topic: str) -> None:
+        self.tabs.setCurrentWidget(self.alerts_tab)
+        self.alerts_tab.show_silences()
 
     def _on_access_admin_changed(self, admin: bool) -> None:
         self.tabs.setTabVisible(self.tabs.indexOf(self.audit_panel), admin)

@@ -1,4 +1,9 @@
-"""AlertTableModel: every node's alerts as rows; AlertFilterProxy: what the panel shows."""
+"""AlertTableModel: every node's alerts as rows; AlertFilterProxy: what the panel shows.
+
+"Now" and "Peak" are live where the rule watches a metric the console samples
+(console.fleet.alert_values): they move with every frame that brought samples,
+not only when the daemon sends a changed alert.
+"""
 
 from __future__ import annotations
 
@@ -13,12 +18,14 @@ from PySide6.QtCore import (
 )
 from PySide6.QtGui import QColor
 
+from console.fleet.alert_values import LiveValues, live_metric, live_values
 from console.fleet.alerts import AlertRow, Severity
-from console.fleet.model import Change, FleetModel
+from console.fleet.model import Change, FleetModel, NodeRecord
 from console.qt.row_table import SORT_ROLE, RowTableModel, SortKeyProxy
 
 Index = QModelIndex | QPersistentModelIndex
-COLUMNS = ("Severity", "Node", "GPU", "Rule", "Value", "Since", "State", "Summary")
+COLUMNS = ("Severity", "Node", "GPU", "Rule", "Now", "Peak", "Since", "State", "Summary")
+NOW, PEAK = 4, 5
 ALERT_ROLE = int(Qt.ItemDataRole.UserRole) + 1
 REFRESH_MS = 250
 SEVERITY_COLORS = {
@@ -40,13 +47,25 @@ def state_text(alert: AlertRow, now_ms: int) -> str:
     return ", ".join(parts)
 
 
-def value_text(alert: AlertRow) -> str:
-    if alert.value is None:
+def number_text(value: float | None, unit: str) -> str:
+    """ "98 °C", "712 W"; "" when there is no value."""
+    return "" if value is None else f"{value:.0f} {unit}".strip()
+
+
+def value_text(alert: AlertRow, value: float | None = None) -> str:
+    """The alert's value (or `value`, its live one) with unit and count."""
+    shown = alert.value if value is None else value
+    if shown is None:
         return ""
     count = f" x{alert.occurrences}" if alert.occurrences > 1 else ""
     if alert.unit == "xid":  # the value is the code: "Xid 13", not "13 xid"
-        return f"Xid {alert.value:.0f}{count}"
-    return f"{alert.value:.0f} {alert.unit}{count}".strip()
+        return f"Xid {shown:.0f}{count}"
+    return f"{number_text(shown, alert.unit)}{count}"
+
+
+def peak_text(alert: AlertRow, peak: float | None) -> str:
+    # An Xid's "peak" would be its highest code: no measure of anything.
+    return "" if alert.unit == "xid" else number_text(peak, alert.unit)
 
 
 class AlertTableModel(RowTableModel):
@@ -61,12 +80,15 @@ class AlertTableModel(RowTableModel):
         self._timer.setObjectName("gpufleet-alert-table-timer")
         self._timer.setSingleShot(True)
         self._timer.timeout.connect(self.refresh)
+        # Now/Peak per alert, worked out at most once per frame (sorting asks often).
+        self._live: dict[tuple[str, str], LiveValues] = {}
         self.refresh()
 
     def refresh(self) -> None:
         if self._fleet.alerts.version == self._version:
             return
         self.beginResetModel()
+        self._live.clear()
         self._version = self._fleet.alerts.version
         self._rows = sorted(
             self._fleet.alerts.alerts(),
@@ -74,11 +96,26 @@ class AlertTableModel(RowTableModel):
         )
         self.endResetModel()
 
-    def on_fleet_changed(self, _changes: dict[str, Change]) -> None:
+    def on_fleet_changed(self, changes: dict[str, Change]) -> None:
         # A storm changes alerts several times a second; a reset (re-sort,
         # re-filter) per frame was the pump's biggest cost after ten minutes.
         if self._fleet.alerts.version != self._version and not self._timer.isActive():
             self._timer.start(REFRESH_MS)
+        # The live columns only, and only where a node with a live alert sent samples.
+        if any(a.target in changes and live_metric(a) is not None for a in self._rows):
+            self._live.clear()
+            self.dataChanged.emit(self.index(0, NOW), self.index(len(self._rows) - 1, PEAK))
+
+    def live(self, alert: AlertRow) -> LiveValues:
+        """The alert's Now and Peak as of this frame."""
+        found = self._live.get(alert.uid)
+        if found is None:
+            try:
+                node: NodeRecord | None = self._fleet.node(alert.target)
+            except KeyError:  # a node no longer watched
+                node = None
+            found = self._live[alert.uid] = live_values(alert, node)
+        return found
 
     def alert(self, row: int) -> AlertRow:
         return self._rows[row]
@@ -96,16 +133,26 @@ class AlertTableModel(RowTableModel):
         if role == Qt.ItemDataRole.ForegroundRole and index.column() == 0:
             return SEVERITY_COLORS.get(alert.severity)
         if role == Qt.ItemDataRole.ToolTipRole:
-            return alert.summary
+            return self._tooltip(alert, index.column())
         return None
+
+    def _tooltip(self, alert: AlertRow, column: int) -> str:
+        if column in (NOW, PEAK) and live_metric(alert) is not None:
+            live = self.live(alert).live
+            source = "live, from the console's samples" if live else "the daemon's last value"
+            return f"{alert.summary}\n{COLUMNS[column]}: {source}"
+        return alert.summary
 
     def _text(self, alert: AlertRow, column: int) -> str:
         now_ms = int(time.time() * 1000)
         node = self._node_name(alert.target)
         since = time.strftime("%H:%M:%S", time.localtime(alert.started_unix_ms / 1000))
         gpu = "" if alert.gpu_index is None else str(alert.gpu_index)
+        if column in (NOW, PEAK):
+            live = self.live(alert)
+            return value_text(alert, live.now) if column == NOW else peak_text(alert, live.peak)
         cells = (
-            alert.severity.label.upper(), node, gpu, alert.rule, value_text(alert), since,
+            alert.severity.label.upper(), node, gpu, alert.rule, "", "", since,
             state_text(alert, now_ms), alert.summary,
         )  # fmt: skip
         return cells[column]
@@ -113,15 +160,16 @@ class AlertTableModel(RowTableModel):
     def _node_name(self, target: str) -> str:
         return self._fleet.name_of(target)
 
-    @staticmethod
-    def _sort_key(alert: AlertRow, column: int) -> Any:
+    def _sort_key(self, alert: AlertRow, column: int) -> Any:
         if column == 0:
             return int(alert.severity)
         if column == 2:
             return -1 if alert.gpu_index is None else alert.gpu_index
-        if column == 4:
-            return alert.value if alert.value is not None else float("-inf")
-        if column == 5:
+        if column in (NOW, PEAK):
+            live = self.live(alert)
+            found = live.now if column == NOW else live.peak
+            return found if found is not None else float("-inf")
+        if column == 6:
             return alert.started_unix_ms
         return None
 

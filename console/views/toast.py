@@ -1,4 +1,4 @@
-"""Toast: an in-window alert popup, bottom right; click it to open the GPU."""
+"""Toast: an in-window popup, bottom right: an alert (click: open the GPU) or a notice."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ class Toast(QFrame):
     """One toast at a time: a newer alert replaces the text. Critical ones stay until clicked."""
 
     clicked = Signal(str, str)  # target, alert id
+    noticeClicked = Signal(str)  # the notice's topic, e.g. "silences"
 
     def __init__(self, parent: QWidget) -> None:
         super().__init__(parent)
@@ -34,23 +35,35 @@ class Toast(QFrame):
         self._timer.setSingleShot(True)
         self._timer.timeout.connect(self.hide)
         self.alert: AlertRow | None = None
+        self.topic = ""  # what a shown notice is about, "" for an alert
         self.hide()
 
     def show_alert(self, alert: AlertRow, title: str) -> None:
-        self.alert = alert
+        self.alert, self.topic = alert, ""
+        self._pop(title, alert.summary, alert.severity.label)
+        if alert.severity is Severity.CRITICAL:
+            self._timer.stop()
+        else:
+            self._timer.start(SHOW_MS)
+
+    def show_notice(self, title: str, body: str, topic: str) -> None:
+        """A notice that is no alert (a silence about to end); it goes by itself."""
+        if self.isVisible() and self.alert is not None and self.alert.severity is Severity.CRITICAL:
+            return  # a critical alert stays in view until clicked
+        self.alert, self.topic = None, topic
+        self._pop(title, body, "info")
+        self._timer.start(SHOW_MS)
+
+    def _pop(self, title: str, body: str, severity: str) -> None:
         self.title.setText(title)
-        self.body.setText(alert.summary)
-        self.setProperty("severity", alert.severity.label)
+        self.body.setText(body)
+        self.setProperty("severity", severity)
         self.style().unpolish(self)
         self.style().polish(self)
         self.adjustSize()
         self._place()
         self.show()
         self.raise_()
-        if alert.severity is Severity.CRITICAL:
-            self._timer.stop()
-        else:
-            self._timer.start(SHOW_MS)
 
     def _place(self) -> None:
         parent = self.parentWidget()
@@ -60,4 +73,6 @@ class Toast(QFrame):
     def mousePressEvent(self, event: QMouseEvent) -> None:
         if self.alert is not None:
             self.clicked.emit(self.alert.target, self.alert.id)
+        elif self.topic:
+            self.noticeClicked.emit(self.topic)
         self.hide()

@@ -1,0 +1,244 @@
+"""SilenceTableModel: the fleet's silences as rows (a silence on several nodes is one row).
+
+Also SilenceListings, which asks each node for its silences whenever it
+(re)connects, and SilenceReminders' Qt side, which says once when an active
+silence is about to end.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from PySide6.QtCore import (
+    QModelIndex,
+    QObject,
+    QPersistentModelIndex,
+    QSortFilterProxyModel,
+    Qt,
+    QTimer,
+    Signal,
+)
+from PySide6.QtGui import QColor
+
+from console.connections.queries import FleetQueries
+from console.fleet.model import Change, FleetModel
+from console.fleet.silences import (
+    MINUTE_MS,
+    SilenceGroup,
+    SilenceReminders,
+    SilenceState,
+    countdown_text,
+    matchers_text,
+    reminder_text,
+)
+from console.fleet.updates import LinkState
+from console.qt.row_table import SORT_ROLE, RowTableModel, SortKeyProxy
+
+Index = QModelIndex | QPersistentModelIndex
+COLUMNS = ("Matchers", "Nodes", "Starts", "Ends", "Author", "Comment", "State", "Silencing")
+ENDS, STATE, SILENCING = 3, 6, 7
+SILENCE_ROLE = int(Qt.ItemDataRole.UserRole) + 1
+# Countdowns move by the minute and states change on the second: a tick a second.
+TICK_MS = 1000
+# Silences ending this soon are highlighted (before they end, not after).
+ENDING_SOON_MS = 10 * MINUTE_MS
+ENDING_SOON_COLOR = QColor("#fbd38d")
+STATE_COLORS = {
+    SilenceState.ACTIVE: QColor("#2f855a"),
+    SilenceState.PENDING: QColor("#2b6cb0"),
+    SilenceState.EXPIRED: QColor("#718096"),
+}
+NAMES_SHOWN = 3
+
+
+def _clock_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def time_text(unix_ms: int, now_unix_ms: int) -> str:
+    """ "14:05" today, "Thu 3 Dec 14:05" on another day."""
+    when, now = time.localtime(unix_ms / 1000), time.localtime(now_unix_ms / 1000)
+    same_day = (when.tm_year, when.tm_yday) == (now.tm_year, now.tm_yday)
+    return time.strftime("%H:%M" if same_day else "%a %d %b %H:%M", when)
+
+
+class SilenceTableModel(RowTableModel):
+    headers = COLUMNS
+
+    def __init__(self, fleet: FleetModel, clock: Callable[[], int] = _clock_ms) -> None:
+        super().__init__()
+        self._fleet, self._clock = fleet, clock
+        self._rows: list[SilenceGroup] = []
+        self._counts: list[int] = []
+        self._version = (-1, -1)
+        self._timer = QTimer(self)
+        self._timer.setObjectName("gpufleet-silence-table-timer")
+        self._timer.setInterval(TICK_MS)
+        self._timer.timeout.connect(self._on_timer_timeout)
+        self._timer.start()
+        self.refresh()
+
+    def group(self, row: int) -> SilenceGroup:
+        return self._rows[row]
+
+    def live_count(self) -> int:
+        """Silences pending or active now."""
+        now = self._clock()
+        return sum(1 for g in self._rows if g.state(now) is not SilenceState.EXPIRED)
+
+    def now(self) -> int:
+        """The model's clock, ms (the tests set it)."""
+        return self._clock()
+
+    def on_fleet_changed(self, _changes: dict[str, Change]) -> None:
+        self.refresh()
+
+    def refresh(self) -> None:
+        version = (self._fleet.silences.version, self._fleet.alerts.version)
+        if version == self._version:
+            return
+        if version[0] != self._version[0]:
+            self.beginResetModel()
+            self._rows = self._fleet.silences.groups()
+            self._count_silenced()
+            self.endResetModel()
+        else:  # only alerts moved: the counts may have
+            self._count_silenced()
+            self._emit_changed(SILENCING, SILENCING)
+        self._version = version
+
+    def _count_silenced(self) -> None:
+        alerts = self._fleet.alerts.alerts()
+        self._counts = [g.silencing(alerts) for g in self._rows]
+
+    def _on_timer_timeout(self) -> None:
+        self._emit_changed(0, len(COLUMNS) - 1)  # countdowns, states and highlights move on
+
+    def _emit_changed(self, first: int, last: int) -> None:
+        if self._rows:
+            self.dataChanged.emit(self.index(0, first), self.index(len(self._rows) - 1, last))
+
+    def data(self, index: Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
+        if not index.isValid():
+            return None
+        group, column = self._rows[index.row()], index.column()
+        now = self._clock()
+        if role == SILENCE_ROLE:
+            return group
+        if role == Qt.ItemDataRole.DisplayRole:
+            return self._text(index.row(), group, column, now)
+        if role == SORT_ROLE:
+            return self._sort_key(index.row(), group, column)
+        if role == Qt.ItemDataRole.BackgroundRole and group.ending_within(now, ENDING_SOON_MS):
+            return ENDING_SOON_COLOR
+        if role == Qt.ItemDataRole.ForegroundRole and column == STATE:
+            return STATE_COLORS[group.state(now)]
+        if role == Qt.ItemDataRole.ToolTipRole:
+            return self._tooltip(group, now)
+        return None
+
+    def _text(self, row: int, group: SilenceGroup, column: int, now: int) -> str:
+        if column == 0:
+            return matchers_text(group.first.matchers)
+        if column == 1:
+            return self._names(group)
+        if column == 2:
+            return time_text(group.starts_unix_ms, now)
+        if column == ENDS:
+            return f"{time_text(group.ends_unix_ms, now)} · {countdown_text(group, now)}"
+        if column == 4:
+            return group.first.created_by
+        if column == 5:
+            return group.first.comment
+        if column == STATE:
+            state = group.state(now).value
+            return f"{state} (by {group.expired_by})" if group.expired_by else state
+        return str(self._counts[row]) if row < len(self._counts) else ""
+
+    def _names(self, group: SilenceGroup) -> str:
+        names = [self._fleet.name_of(t) for t in group.targets]
+        if len(names) <= NAMES_SHOWN:
+            return ", ".join(names)
+        return f"{', '.join(names[:NAMES_SHOWN])} +{len(names) - NAMES_SHOWN}"
+
+    def _sort_key(self, row: int, group: SilenceGroup, column: int) -> Any:
+        if column == 2:
+            return group.starts_unix_ms
+        if column == ENDS:
+            return group.ends_unix_ms
+        if column == SILENCING and row < len(self._counts):
+            return self._counts[row]
+        return None
+
+    def _tooltip(self, group: SilenceGroup, now: int) -> str:
+        nodes = ", ".join(self._fleet.name_of(t) for t in group.targets)
+        created = time_text(group.created_unix_ms, now)
+        return f"{matchers_text(group.first.matchers)}\non {nodes}\ncreated {created}"
+
+
+class SilenceFilterProxy(SortKeyProxy):
+    """Pending and active silences (expired ones on request), filtered by free text."""
+
+    def __init__(self, clock: Callable[[], int] = _clock_ms) -> None:
+        super().__init__()
+        self.show_expired = False
+        self._clock = clock
+
+    def set_show_expired(self, show: bool) -> None:
+        self.beginFilterChange()  # Qt 6.10: invalidateFilter() is deprecated
+        self.show_expired = show
+        self.endFilterChange(QSortFilterProxyModel.Direction.Rows)
+
+    def filterAcceptsRow(self, source_row: int, source_parent: Index) -> bool:
+        group: SilenceGroup = (
+            self.sourceModel().index(source_row, 0, source_parent).data(SILENCE_ROLE)
+        )
+        if not self.show_expired and group.state(self._clock()) is SilenceState.EXPIRED:
+            return False
+        return super().filterAcceptsRow(source_row, source_parent)
+
+
+class SilenceListings(QObject):
+    """Asks a node for its silences each time it (re)connects; events keep them current."""
+
+    def __init__(self, fleet: FleetModel, queries: FleetQueries) -> None:
+        super().__init__()
+        self.setObjectName("gpufleet-silence-listings")
+        self._fleet, self._queries = fleet, queries
+        self._connected: set[str] = set()
+
+    def on_fleet_changed(self, changes: dict[str, Change]) -> None:
+        for target in changes:
+            connected = self._fleet.node(target).state is LinkState.CONNECTED
+            if connected and target not in self._connected:
+                self._fleet.silences.listing_asked(target)
+                self._queries.silences(target)
+            if connected:
+                self._connected.add(target)
+            else:
+                self._connected.discard(target)
+
+
+class SilenceReminder(QObject):
+    """Says once, a few minutes before an active silence ends, that it will end."""
+
+    reminderDue = Signal(str)  # "Silence of gpu-node-0* throttle by erin ends in 5 min"
+
+    def __init__(self, fleet: FleetModel, clock: Callable[[], int] = _clock_ms) -> None:
+        super().__init__()
+        self.setObjectName("gpufleet-silence-reminder")
+        self._fleet, self._clock = fleet, clock
+        self.reminders = SilenceReminders()
+        self._timer = QTimer(self)
+        self._timer.setObjectName("gpufleet-silence-reminder-timer")
+        self._timer.setInterval(TICK_MS)
+        self._timer.timeout.connect(self.check)
+        self._timer.start()
+
+    def check(self) -> None:
+        now = self._clock()
+        names = {n.target: n.name for n in self._fleet}
+        for group in self.reminders.due(self._fleet.silences.groups(), now):
+            self.reminderDue.emit(reminder_text(group, now, names))
