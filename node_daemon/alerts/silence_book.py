@@ -12,6 +12,8 @@ Not thread-safe: the AlertEngine calls it under its lock.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from gpufleet.v1 import node_pb2 as pb
 from node_daemon.alerts.silence_wire import silence_message, silence_record
 from node_daemon.alerts.silences import Silence, SilenceState
@@ -19,6 +21,11 @@ from node_daemon.journal.event_journal import EventJournal, StoredRecord
 
 KIND = "silence"
 MAX_EXPIRED = 1000
+# Label sets whose matching open silences are remembered (every tick asks for each firing
+# alert's; matching is worked out again only when the silences change). Past this many,
+# the memo starts afresh: alerts come and go.
+MAX_MEMO = 4096
+LabelKey = frozenset[tuple[str, str]]
 
 
 def _number(silence_id: str) -> int:
@@ -28,64 +35,75 @@ def _number(silence_id: str) -> int:
 class SilenceBook:
     def __init__(self, journal: EventJournal) -> None:
         journal.keep_inactive(KIND, MAX_EXPIRED)
-        self._silences: dict[str, Silence] = {}
-        self._announced: set[str] = set()  # ids whose expiry the journal has
+        # Not yet announced as expired (pending, active, or just past their end) ...
+        self._open: dict[str, Silence] = {}
+        # ... and announced: kept for listing only, so each tick looks at the open ones.
+        self._ended: dict[str, Silence] = {}
+        open_ids = {_parse(body).id for body in journal.records(KIND, active_only=True)}
         for body in journal.records(KIND, active_only=False):
-            silence = silence_record(pb.Silence.FromString(body))
-            self._silences[silence.id] = silence
-        active = {silence_record(pb.Silence.FromString(b)).id for b in journal.records(KIND, True)}
-        self._announced = set(self._silences) - active
+            silence = _parse(body)
+            (self._open if silence.id in open_ids else self._ended)[silence.id] = silence
         self._next = journal.highest_record_number(KIND) + 1
+        self._matching: dict[LabelKey, tuple[Silence, ...]] = {}
 
     def next_id(self) -> str:
         return f"s-{self._next}"
 
     def put(self, silence: Silence) -> None:
-        """Add a new silence (with next_id()) or replace one by id."""
-        self._silences[silence.id] = silence
+        """Add a new silence (with next_id()) or replace an open one by id."""
+        self._open[silence.id] = silence
         self._next = max(self._next, _number(silence.id) + 1)
+        self._matching.clear()
 
     def drop(self, silence_id: str) -> None:
         """Forget a new silence that could not be stored; its number is free again."""
-        self._silences.pop(silence_id, None)
+        self._open.pop(silence_id, None)
         if _number(silence_id) == self._next - 1:
             self._next -= 1
+        self._matching.clear()
 
     def get(self, silence_id: str) -> Silence | None:
-        return self._silences.get(silence_id)
+        return self._open.get(silence_id) or self._ended.get(silence_id)
 
     def due(self, now_ms: int) -> list[Silence]:
-        """Silences past their end whose expiry is not announced yet."""
-        return [
-            s for s in self._silences.values()
-            if s.id not in self._announced and s.state(now_ms) is SilenceState.EXPIRED
-        ]  # fmt: skip
+        """Open silences past their end: their expiry is to be announced."""
+        return [s for s in self._open.values() if s.state(now_ms) is SilenceState.EXPIRED]
 
     def announced(self, silence_id: str) -> None:
         """Its SILENCE_EXPIRED event is written (or held for the journal)."""
-        self._announced.add(silence_id)
-        expired = sorted(self._announced, key=_number)
-        for old in expired[: max(0, len(expired) - MAX_EXPIRED)]:
-            self._announced.discard(old)
-            self._silences.pop(old, None)
+        silence = self._open.pop(silence_id, None)
+        if silence is None:
+            return
+        self._matching.clear()
+        self._ended[silence_id] = silence
+        if len(self._ended) > MAX_EXPIRED:
+            for old in sorted(self._ended, key=_number)[: len(self._ended) - MAX_EXPIRED]:
+                del self._ended[old]
 
     def live(self, now_ms: int) -> list[Silence]:
         """Pending and active silences, the soonest to end first."""
         return sorted(
-            (s for s in self._silences.values() if s.state(now_ms) is not SilenceState.EXPIRED),
+            (s for s in self._open.values() if s.state(now_ms) is not SilenceState.EXPIRED),
             key=lambda s: (s.ends_unix_ms, _number(s.id)),
         )
 
     def expired(self, now_ms: int, limit: int) -> list[Silence]:
         """Expired silences, the latest to end first, at most `limit`."""
-        ended = [s for s in self._silences.values() if s.state(now_ms) is SilenceState.EXPIRED]
+        ended = [*self._ended.values(), *self.due(now_ms)]
         ended.sort(key=lambda s: (s.ends_unix_ms, _number(s.id)), reverse=True)
         return ended[:limit]
 
-    def covering(self, labels: dict[str, str], now_ms: int) -> Silence | None:
+    def covering(self, labels: Mapping[str, str], now_ms: int) -> Silence | None:
         """The active silence matching `labels` that ends last, if any."""
+        key = frozenset(labels.items())
+        matching = self._matching.get(key)
+        if matching is None:
+            if len(self._matching) >= MAX_MEMO:
+                self._matching.clear()
+            matching = tuple(s for s in self._open.values() if s.matches(labels))
+            self._matching[key] = matching
         return max(
-            (s for s in self._silences.values() if s.covers(labels, now_ms)),
+            (s for s in matching if s.state(now_ms) is SilenceState.ACTIVE),
             key=lambda s: (s.ends_unix_ms, _number(s.id)),
             default=None,
         )
@@ -96,3 +114,7 @@ class SilenceBook:
             KIND, silence.id, not expiry_announced, silence.ends_unix_ms,
             silence_message(silence).SerializeToString(),
         )  # fmt: skip
+
+
+def _parse(body: bytes) -> Silence:
+    return silence_record(pb.Silence.FromString(body))
