@@ -37,7 +37,7 @@ from node_daemon.alerts.findings import Finding, GpuTick
 from node_daemon.alerts.model import AlertRecord, Severity
 from node_daemon.alerts.occurrence_detectors import LeakDetector, XidDetector
 from node_daemon.alerts.rules import AlertSettings
-from node_daemon.alerts.silence_book import SilenceBook
+from node_daemon.alerts.silence_book import MAX_OPEN, SilenceBook
 from node_daemon.alerts.silence_wire import silence_message
 from node_daemon.alerts.silences import (
     AlertSilence,
@@ -84,6 +84,10 @@ class UnknownSilence(NotFound):
 
 
 class SilenceEnded(Refused):
+    pass
+
+
+class TooManySilences(Refused):
     pass
 
 
@@ -349,6 +353,11 @@ class AlertEngine:
         with self._lock:
             now_ms = int(self._clock() * 1000)
             window = check_window(now_ms, starts_unix_ms, ends_unix_ms, duration_s)
+            if self._silencing.book.open_count >= MAX_OPEN:
+                raise TooManySilences(
+                    f"this node has {MAX_OPEN} pending or active silences already, the most it "
+                    "keeps: expire some (ListSilences) or widen one's matchers"
+                )
             silence = Silence(
                 self._silencing.book.next_id(), checked, window.starts_unix_ms, window.ends_unix_ms,
                 actor, comment, now_ms,

@@ -21,6 +21,8 @@ from node_daemon.journal.event_journal import EventJournal, StoredRecord
 
 KIND = "silence"
 MAX_EXPIRED = 1000
+# Pending and active silences at once: more is a script gone wrong, not a maintenance plan.
+MAX_OPEN = 1000
 # Label sets whose matching open silences are remembered (every tick asks for each firing
 # alert's; matching is worked out again only when the silences change). Past this many,
 # the memo starts afresh: alerts come and go.
@@ -45,6 +47,10 @@ class SilenceBook:
             (self._open if silence.id in open_ids else self._ended)[silence.id] = silence
         self._next = journal.highest_record_number(KIND) + 1
         self._matching: dict[LabelKey, tuple[Silence, ...]] = {}
+
+    @property
+    def open_count(self) -> int:
+        return len(self._open)
 
     def next_id(self) -> str:
         return f"s-{self._next}"

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from gpufleet.v1 import node_pb2 as pb
-from node_daemon.alerts import silence_book
-from node_daemon.alerts.engine import SilenceEnded, UnknownSilence
+from node_daemon.alerts import engine, silence_book
+from node_daemon.alerts.engine import SilenceEnded, TooManySilences, UnknownSilence
 from node_daemon.alerts.model import AlertRecord
 from node_daemon.alerts.silences import BadSilence
 from node_daemon.journal.event_journal import JournalError
@@ -251,6 +251,17 @@ def test_expired_silences_are_kept_up_to_a_bound(tmp_path: Path, monkeypatch) ->
     assert [s.id for s in again.engine.silences(include_expired=True, limit=100)] == listed
     # The limit is on the expired ones; the live ones are all listed.
     assert [s.id for s in again.engine.silences(include_expired=True, limit=2)] == listed[:3]
+
+
+def test_open_silences_are_bounded(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(engine, "MAX_OPEN", 2)
+    n = node(tmp_path)
+    first = create(n, ("gpu", "1"))
+    create(n, ("gpu", "2"), starts=now_ms(n) + 60_000)  # pending ones count too
+    with pytest.raises(TooManySilences, match="2 pending or active silences already"):
+        create(n, ("gpu", "3"))
+    n.engine.expire_silence(first, "bob")
+    assert create(n, ("gpu", "3")) == "s-3"
 
 
 def test_bad_silences_are_refused_before_anything_is_written(tmp_path: Path) -> None:
