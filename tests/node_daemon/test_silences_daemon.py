@@ -326,3 +326,24 @@ def test_a_silenced_alert_is_suppressed_in_alertmanager(
         }  # fmt: skip
         stub.ExpireSilence(pb.ExpireSilenceRequest(silence_id=made.id), timeout=5)
         wait_for(lambda: am_state(alertmanager, labels) == "active", 15, "active again")
+
+
+def test_a_per_alert_silence_is_suppressed_in_alertmanager_until_lifted(
+    alertmanager: Alertmanager, start_daemon: DaemonFactory
+) -> None:
+    daemon = start_daemon(backend=lost_gpu_backend(), hostname=HOST,
+                          alertmanager_urls=(alertmanager.url,))  # fmt: skip
+    with grpc.insecure_channel(str(daemon.address)) as channel:
+        stub = pb_grpc.NodeServiceStub(channel)
+        alert = wait_lost(stub)
+        labels = {"alertname": "gpu_lost", "severity": "critical", "node": HOST, "gpu": "1",
+                  "UUID": alert.gpu_uuid}  # fmt: skip
+        wait_for(lambda: am_state(alertmanager, labels) == "active", 15, "active in Alertmanager")
+        silence = pb.SilenceAlertRequest(alert_id=alert.id, duration_s=600, reason="card swap")
+        stub.SilenceAlert(silence, timeout=5)
+        wait_for(lambda: am_state(alertmanager, labels) == "suppressed", 15, "suppressed there")
+        mirrored = [s for s in alertmanager.silences() if s["status"]["state"] == "active"]
+        assert [{m["name"]: m["value"] for m in s["matchers"]} for s in mirrored] == [labels]
+        assert not any(m["isRegex"] for m in mirrored[0]["matchers"])
+        stub.SilenceAlert(pb.SilenceAlertRequest(alert_id=alert.id, duration_s=0), timeout=5)
+        wait_for(lambda: am_state(alertmanager, labels) == "active", 15, "active again")
