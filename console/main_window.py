@@ -197,7 +197,7 @@ class MainWindow(QMainWindow):
             if activated is not None:
                 activated.connect(self.notifier.on_sink_activated)
         # People's actions go to the daemons; answers come back as CommandResults.
-        self.alert_panel.acknowledgeRequested.connect(self.session.actions.acknowledge)
+        self.alert_panel.acknowledgeRequested.connect(self._on_alert_panel_acknowledge_requested)
         self.alert_panel.silenceRequested.connect(self._on_alert_panel_silence_requested)
         # Silences: the panel and an alert's Silence… ask SilencePrompts; reminders toast.
         self.silence_panel.newRequested.connect(self.silence_prompts.ask_new)
@@ -235,13 +235,20 @@ class MainWindow(QMainWindow):
         self.tabs.setCurrentWidget(self.alerts_tab)
         self.alerts_tab.show_alerts()
 
+    def _on_alert_panel_acknowledge_requested(self, alert: AlertRow) -> None:
+        # The console's own alerts (a node not responding) are acknowledged here only.
+        if not self.session.fleet.acknowledge_local(alert, self.session.actions.actor):
+            self.session.actions.acknowledge(alert)
+
     def _on_alert_panel_silence_requested(self, alert: AlertRow) -> None:
         if not is_local(alert):  # a node's alert: a matcher silence, prefilled from it
             self.silence_prompts.ask_new(alert)
             return
         dialog = SilenceDialog(alert.summary, self)
         if dialog.exec() == QDialog.DialogCode.Accepted:
-            self.session.actions.silence(alert, dialog.duration_s, dialog.reason.text().strip())
+            reason, actor = dialog.reason.text().strip(), self.session.actions.actor
+            if not self.session.fleet.silence_local(alert, dialog.duration_s, actor, reason):
+                self.session.actions.silence(alert, dialog.duration_s, reason)
 
     def _on_silence_reminder_due(self, text: str) -> None:
         self.toast.show_notice("Silence ending", text, "silences")

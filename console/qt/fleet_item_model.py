@@ -10,6 +10,7 @@ from PySide6.QtCore import QAbstractItemModel, QModelIndex, QPersistentModelInde
 from console.fleet.alerts import Severity
 from console.fleet.identity import Role
 from console.fleet.model import Change, FleetModel, NodeRecord
+from console.fleet.staleness import Quiet
 from console.qt import roles
 
 Index = QModelIndex | QPersistentModelIndex
@@ -19,10 +20,12 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
-def node_tooltip(node: NodeRecord) -> str:
+def node_tooltip(node: NodeRecord, quiet: Quiet | None = None) -> str:
     """The node, its link and who we are on it: "signed in as otto (operator) by token"."""
     state = f"{node.state.value}: {node.state_detail}" if node.state_detail else node.state.value
     lines = [f"{node.name} ({node.target}): {state}"]
+    if quiet is not None and quiet.stale:
+        lines.append(f"no data for {quiet.silent_s:.0f} s (stale after {quiet.stale_after_s:g} s)")
     if node.identity is not None:
         lines.append(f"signed in as {node.identity.describe()}")
     return "\n".join(lines)
@@ -92,9 +95,11 @@ class FleetItemModel(QAbstractItemModel):
             return self._node_alert(node)
         if role == roles.OPERATOR_REFUSAL_ROLE:
             return self._fleet.role_refusal(node.target, Role.OPERATOR)
+        if role == roles.QUIET_ROLE:
+            return self._fleet.quiet(node.target)
         values = {
             Qt.ItemDataRole.DisplayRole: node.name,
-            Qt.ItemDataRole.ToolTipRole: node_tooltip(node),
+            Qt.ItemDataRole.ToolTipRole: node_tooltip(node, self._fleet.quiet(node.target)),
             roles.KIND_ROLE: "node",
             roles.TARGET_ROLE: node.target,
             roles.LINK_STATE_ROLE: node.state,
@@ -117,6 +122,8 @@ class FleetItemModel(QAbstractItemModel):
             return gpu
         if role == roles.LINK_STATE_ROLE:
             return node.state
+        if role == roles.QUIET_ROLE:
+            return self._fleet.quiet(node.target)
         if role == roles.MODEL_NAME_ROLE:
             return node.info.gpus[gpu].name if node.info else None
         if role == roles.ALERT_ROLE:

@@ -1,4 +1,8 @@
-"""FramePump: hands network updates to the GUI at a frame rate, never per message."""
+"""FramePump: hands network updates to the GUI at a frame rate, never per message.
+
+Each frame also asks the fleet model which nodes have gone quiet (its data
+watchdog), so a node that stops sending is noticed within a frame of its deadline.
+"""
 
 from __future__ import annotations
 
@@ -54,6 +58,11 @@ class FramePump(QObject):
         results = [u for u in updates if isinstance(u, CommandResult)]
         answers = [u for u in updates if isinstance(u, QueryResult)]
         changes = self._fleet.apply_all(updates)
+        if not self._inbox:
+            # Judged only with every batch that arrived applied: a backlog in the
+            # inbox is the console's delay, not the nodes' silence.
+            for target, change in self._fleet.check_staleness().items():
+                changes.setdefault(target, change)
         if changes:
             self.fleetChanged.emit(changes)
         events = self._fleet.take_new_events()

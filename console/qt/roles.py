@@ -26,6 +26,9 @@ RESERVATION_ROLE = ROLE_BASE + 14  # GPU: the ReservationRow in force on it, or 
 WORKLOAD_ROLE = ROLE_BASE + 15  # GPU: the WorkloadRow running on it, or None
 # Node or GPU: why our role on the node refuses operator actions (kill, reserve...), or None
 OPERATOR_REFUSAL_ROLE = ROLE_BASE + 16
+# Node or GPU: how long the node has been quiet (console.fleet.staleness.Quiet: stale,
+# not responding, seconds since its last batch), or None while its data flows.
+QUIET_ROLE = ROLE_BASE + 17
 
 
 def value(index: QModelIndex | QPersistentModelIndex, metric: GpuMetric[Any]) -> float | None:

@@ -11,6 +11,7 @@ from console.fleet.alerts import Severity
 from console.fleet.columns import Row, coloured_by, value
 from console.fleet.control import ReservationRow, WorkloadRow
 from console.fleet.placement import duration_text
+from console.fleet.staleness import Quiet
 from console.fleet.updates import LinkState
 from console.qt import roles
 from console.views.grid_layout import PAD
@@ -39,6 +40,10 @@ LINK_COLORS = {
 }
 BLOCK_FILL = QColor("#262a31")
 TEXT = QColor("#f7fafc")
+# A stale tile (its node sent nothing within its deadline): grey, its numbers dimmed.
+STALE_FILL = QColor("#4a5059")
+STALE_TEXT = QColor("#a0aec0")
+NOT_RESPONDING = QColor("#ff3b3b")
 RESERVED = QColor("#d6bcfa")  # lock, holder and the stripe of a reserved GPU
 RUNNING = QColor("#9ae6b4")  # a workload the daemon runs on the GPU
 
@@ -67,9 +72,12 @@ class TilePainter:
         dot = QRect(rect.x() + PAD, rect.y() + 8, 9, 9)
         painter.setPen(Qt.PenStyle.NoPen)
         painter.setBrush(LINK_COLORS.get(state, QColor("#a0aec0")))
+        quiet: Quiet | None = node.data(roles.QUIET_ROLE)
+        if quiet is not None and quiet.not_responding:
+            painter.setBrush(NOT_RESPONDING)
         painter.drawEllipse(dot)
         model_name = (node.data(roles.MODEL_NAME_ROLE) or "").removeprefix("NVIDIA ")
-        status = "" if state is LinkState.CONNECTED else f"  [{state.value}]"
+        status = _node_status(state, quiet)
         self._header_text(painter, rect, dot.right() + 6, f"{node.data()}  {model_name}{status}")
         self._slurm(painter, rect, node.data(roles.SLURM_ROLE))
 
@@ -100,14 +108,16 @@ class TilePainter:
     ) -> None:
         health = gpu.data(roles.HEALTH_ROLE)
         row = gpu.data(roles.METRIC_ROLE)  # one read for every number the tile shows
-        fill = self._fill(gpu, health, row)
+        quiet: Quiet | None = gpu.data(roles.QUIET_ROLE)
+        stale = quiet is not None and quiet.stale
+        fill = STALE_FILL if stale else self._fill(gpu, health, row)
         painter.setPen(QPen(QColor("#ffffff"), 2) if selected else Qt.PenStyle.NoPen)
         painter.setBrush(fill)
         painter.drawRoundedRect(tile.adjusted(1, 1, -1, -1), 4, 4)
         inner = tile.adjusted(6, 3, -6, -3)
         middle = self._control(painter, tile, inner, gpu)
         self._alert(painter, tile, gpu.data(roles.ALERT_ROLE), beside=middle)
-        painter.setPen(TEXT)
+        painter.setPen(STALE_TEXT if stale else TEXT)
         painter.setFont(self.small)
         top = Qt.AlignmentFlag.AlignTop
         elided = painter.fontMetrics().elidedText(
@@ -118,7 +128,21 @@ class TilePainter:
             painter.setFont(self.big)
             painter.drawText(inner, Qt.AlignmentFlag.AlignCenter, "LOST")
             return
+        if quiet is not None and stale:
+            self._age(painter, row, inner, quiet)
+            return
         self._values(painter, row, inner)
+
+    def _age(self, painter: QPainter, row: Row | None, inner: QRect, quiet: Quiet) -> None:
+        """A stale tile: its last temperature, dimmed, and how old it is ("no data 7 s")."""
+        temp = value(row, TEMP_GPU_C)
+        painter.setFont(self.big)
+        top_right = Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignTop
+        painter.drawText(inner, top_right, "n/a" if temp is None else f"{temp:.0f}°C")
+        painter.setPen(TEXT)
+        painter.setFont(self.small)
+        bottom = Qt.AlignmentFlag.AlignBottom | Qt.AlignmentFlag.AlignHCenter
+        painter.drawText(inner, bottom, f"no data {age_text(quiet.silent_s)}")
 
     def _fill(self, gpu: QModelIndex, health: str | None, row: Row | None) -> QColor:
         if health == "lost":
@@ -212,6 +236,20 @@ class TilePainter:
         painter.setPen(QColor("#ffffff"))
         painter.setFont(self.big)
         painter.drawText(badge, Qt.AlignmentFlag.AlignCenter, "!")
+
+
+def age_text(seconds: float) -> str:
+    """How old a stale node's data is: "7 s", "4 min", "2 h"."""
+    if seconds < 60:
+        return f"{int(seconds)} s"
+    return f"{int(seconds // 60)} min" if seconds < 3600 else f"{int(seconds // 3600)} h"
+
+
+def _node_status(state: LinkState, quiet: Quiet | None) -> str:
+    """What a node's header says after its name: "[not responding: no data 7 s]"."""
+    if quiet is not None and quiet.not_responding:
+        return f"  [not responding: no data {age_text(quiet.silent_s)}]"
+    return "" if state is LinkState.CONNECTED else f"  [{state.value}]"
 
 
 def _compact_duration(seconds: float) -> str:
