@@ -41,6 +41,7 @@ TARGET_FIELDS = (
     "workload_id",
     "reservation_id",
     "alert_id",
+    "silence_id",
     "holder",
 )
 Behavior = Callable[[Any, grpc.ServicerContext], Any]

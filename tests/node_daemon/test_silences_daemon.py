@@ -203,6 +203,8 @@ def test_the_author_is_the_token_and_create_and_expire_are_audited(
     ]  # fmt: skip
     create_params = next(r.params for r in records if r.method.endswith("CreateSilence"))
     assert '"pattern": "0"' in create_params and "firmware update" in create_params
+    expire = next(r for r in records if r.method.endswith("ExpireSilence"))
+    assert made.id in expire.target  # the audit names the silence it ended
     assert verify(daemon.audit.path) == []
 
 
