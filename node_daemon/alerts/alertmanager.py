@@ -158,6 +158,7 @@ class UrlStats:
     failed_batches: int
     down: bool
     silence_syncs: int = 0
+    silence_failures: int = 0
     silences_down: bool = False
 
 
@@ -189,6 +190,7 @@ class _Target:
     sweep_failures: int = 0
     silences_down: bool = False
     silence_syncs: int = 0
+    silence_failures: int = 0
 
     @property
     def url(self) -> str:
@@ -244,12 +246,12 @@ class AlertmanagerPusher:
         return sum(t.failed_batches for t in self._targets)
 
     def url_stats(self) -> dict[str, UrlStats]:
-        return {
-            t.url: UrlStats(
-                t.sent_batches, t.failed_batches, t.down, t.silence_syncs, t.silences_down
-            )
-            for t in self._targets
-        }
+        return {t.url: self._stats(t) for t in self._targets}
+
+    @staticmethod
+    def _stats(t: _Target) -> UrlStats:
+        return UrlStats(t.sent_batches, t.failed_batches, t.down, t.silence_syncs,
+                        t.silence_failures, t.silences_down)  # fmt: skip
 
     def start(self) -> None:
         self._thread.start()
@@ -496,6 +498,7 @@ class AlertmanagerPusher:
             log.warning("Alertmanager %s: silences in step again", target.url)
 
     def _silences_failed(self, target: _Target, exc: AmError) -> None:
+        target.silence_failures += 1
         if not target.silences_down:
             target.silences_down = True
             log.warning("Alertmanager %s: silences not in step (%s); retrying every %g s",
