@@ -286,11 +286,18 @@ def duration_text(ms: int) -> str:
     return f"{days} d {hours} h" if hours else f"{days} d"
 
 
-def countdown_text(group: SilenceGroup, now_unix_ms: int) -> str:
-    """ "starts in 2 h", "ends in 12 min", "ended 5 min ago"."""
+def start_countdown(group: SilenceGroup, now_unix_ms: int) -> str:
+    """ "in 2 h" for a silence not begun yet; "" once it has."""
+    if group.state(now_unix_ms) is SilenceState.PENDING:
+        return f"in {duration_text(group.starts_unix_ms - now_unix_ms)}"
+    return ""
+
+
+def end_countdown(group: SilenceGroup, now_unix_ms: int) -> str:
+    """ "lasts 4 h" (not begun), "ends in 12 min", "ended 5 min ago"."""
     state = group.state(now_unix_ms)
     if state is SilenceState.PENDING:
-        return f"starts in {duration_text(group.starts_unix_ms - now_unix_ms)}"
+        return f"lasts {duration_text(group.ends_unix_ms - group.starts_unix_ms)}"
     if state is SilenceState.ACTIVE:
         return f"ends in {duration_text(group.ends_unix_ms - now_unix_ms)}"
     return f"ended {duration_text(now_unix_ms - group.ends_unix_ms)} ago"

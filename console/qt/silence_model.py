@@ -29,9 +29,10 @@ from console.fleet.silences import (
     SilenceGroup,
     SilenceReminders,
     SilenceState,
-    countdown_text,
+    end_countdown,
     matchers_text,
     reminder_text,
+    start_countdown,
 )
 from console.fleet.updates import LinkState
 from console.qt.row_table import SORT_ROLE, RowTableModel, SortKeyProxy
@@ -45,6 +46,7 @@ TICK_MS = 1000
 # Silences ending this soon are highlighted (before they end, not after).
 ENDING_SOON_MS = 10 * MINUTE_MS
 ENDING_SOON_COLOR = QColor("#fbd38d")
+ENDING_SOON_TEXT = QColor("#1a202c")  # dark on amber, in the light theme and the dark
 STATE_COLORS = {
     SilenceState.ACTIVE: QColor("#2f855a"),
     SilenceState.PENDING: QColor("#2b6cb0"),
@@ -131,10 +133,13 @@ class SilenceTableModel(RowTableModel):
             return self._text(index.row(), group, column, now)
         if role == SORT_ROLE:
             return self._sort_key(index.row(), group, column)
-        if role == Qt.ItemDataRole.BackgroundRole and group.ending_within(now, ENDING_SOON_MS):
+        ending_soon = group.ending_within(now, ENDING_SOON_MS)
+        if role == Qt.ItemDataRole.BackgroundRole and ending_soon:
             return ENDING_SOON_COLOR
-        if role == Qt.ItemDataRole.ForegroundRole and column == STATE:
-            return STATE_COLORS[group.state(now)]
+        if role == Qt.ItemDataRole.ForegroundRole:
+            if ending_soon:
+                return ENDING_SOON_TEXT
+            return STATE_COLORS[group.state(now)] if column == STATE else None
         if role == Qt.ItemDataRole.ToolTipRole:
             return self._tooltip(group, now)
         return None
@@ -145,9 +150,10 @@ class SilenceTableModel(RowTableModel):
         if column == 1:
             return self._names(group)
         if column == 2:
-            return time_text(group.starts_unix_ms, now)
+            when, countdown = time_text(group.starts_unix_ms, now), start_countdown(group, now)
+            return f"{when} · {countdown}" if countdown else when
         if column == ENDS:
-            return f"{time_text(group.ends_unix_ms, now)} · {countdown_text(group, now)}"
+            return f"{time_text(group.ends_unix_ms, now)} · {end_countdown(group, now)}"
         if column == 4:
             return group.first.created_by
         if column == 5:

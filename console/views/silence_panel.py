@@ -65,8 +65,14 @@ class SilencePanel(QWidget):
         self.show_expired.toggled.connect(self.proxy.set_show_expired)
         self.table.selectionModel().selectionChanged.connect(self._on_selection_changed)
         self.model.modelReset.connect(self._on_selection_changed)
+        self.model.modelReset.connect(self._on_model_reset)
         self.new.clicked.connect(self.newRequested)
         self.expire.clicked.connect(self._on_expire_clicked)
+
+    def _on_model_reset(self) -> None:
+        # Fit every column but the last, which stretches to the table's edge.
+        for column in range(self.model.columnCount() - 1):
+            self.table.resizeColumnToContents(column)
 
     def selected(self) -> SilenceGroup | None:
         rows = self.table.selectionModel().selectedRows()

@@ -19,12 +19,13 @@ from console.fleet.silences import (
     SilenceRow,
     SilenceState,
     alert_labels,
-    countdown_text,
     duration_text,
+    end_countdown,
     glob_matches,
     group_silences,
     matchers_text,
     reminder_text,
+    start_countdown,
 )
 from console.fleet.updates import CommandResult, EventUpdate, QueryResult
 from gpufleet.v1 import node_pb2 as pb
@@ -137,9 +138,10 @@ def test_countdowns_and_durations_for_a_person() -> None:
     assert [duration_text(ms) for ms in spans] == ["45 s", "12 min", "3 h 20 min", "2 d 2 h"]
     (group,) = group_silences([silence(starts_unix_ms=T0 + 2 * 60 * MINUTE_MS,
                                        ends_unix_ms=T0 + 3 * 60 * MINUTE_MS)])  # fmt: skip
-    assert countdown_text(group, T0) == "starts in 2 h"
-    assert countdown_text(group, T0 + 168 * MINUTE_MS) == "ends in 12 min"
-    assert countdown_text(group, T0 + 185 * MINUTE_MS) == "ended 5 min ago"
+    assert (start_countdown(group, T0), end_countdown(group, T0)) == ("in 2 h", "lasts 1 h")
+    assert start_countdown(group, T0 + 168 * MINUTE_MS) == ""
+    assert end_countdown(group, T0 + 168 * MINUTE_MS) == "ends in 12 min"
+    assert end_countdown(group, T0 + 185 * MINUTE_MS) == "ended 5 min ago"
 
 
 def test_a_reminder_once_five_minutes_before_an_active_silence_ends() -> None:

@@ -40,6 +40,7 @@ from console.qt.access_watcher import AccessWatcher
 from console.qt.alert_model import NOW, PEAK, AlertTableModel
 from console.qt.silence_model import (
     ENDING_SOON_COLOR,
+    ENDING_SOON_TEXT,
     SilenceReminder,
     SilenceTableModel,
 )
@@ -159,6 +160,7 @@ def test_the_silences_view_counts_down_and_highlights_the_last_ten_minutes(qtbot
     assert texts[1] == "gpu-node-01, gpu-node-02"
     assert texts[3].endswith("· ends in 1 h")
     assert texts[4:] == ["erin", "rack 4 swap", "active", "1"]
+    assert texts[2] == model.index(0, 2).data() and "·" not in texts[2]  # begun: just the time
     assert model.index(0, 0).data(Qt.ItemDataRole.BackgroundRole) is None
     clock.ms = T0 + 48 * MINUTE_MS
     with qtbot.waitSignal(model.dataChanged, timeout=3000):  # the view's own tick
@@ -167,6 +169,7 @@ def test_the_silences_view_counts_down_and_highlights_the_last_ten_minutes(qtbot
     assert model.index(0, 0).data(Qt.ItemDataRole.BackgroundRole) is None
     clock.ms = T0 + 51 * MINUTE_MS  # the last ten minutes: highlighted before it ends
     assert model.index(0, 0).data(Qt.ItemDataRole.BackgroundRole) == ENDING_SOON_COLOR
+    assert model.index(0, 6).data(Qt.ItemDataRole.ForegroundRole) == ENDING_SOON_TEXT  # readable
     clock.ms = T0 + 61 * MINUTE_MS
     with qtbot.waitSignal(model.dataChanged, timeout=3000):
         pass
