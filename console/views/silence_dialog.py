@@ -1,7 +1,13 @@
-"""SilenceDialog: how long an alert may stay quiet, and why (the reason is required)."""
+"""SilenceDialog: how long one alert may stay quiet, and why (the reason is required).
+
+For the console's own alerts (a node not responding); a node's alerts get a
+matcher silence (NewSilenceDialog). Focus starts in the reason, the field to
+fill; the alert's summary is shown, not focusable.
+"""
 
 from __future__ import annotations
 
+from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (
     QComboBox,
     QDialog,
@@ -30,7 +36,9 @@ class SilenceDialog(QDialog):
             QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel
         )
         form = QFormLayout(self)
-        form.addRow("Alert", QLineEdit(alert_summary, readOnly=True))
+        summary = QLineEdit(alert_summary, readOnly=True)
+        summary.setFocusPolicy(Qt.FocusPolicy.NoFocus)
+        form.addRow("Alert", summary)
         form.addRow("For", self.duration)
         form.addRow("Reason", self.reason)
         form.addRow(self.buttons)
@@ -38,6 +46,7 @@ class SilenceDialog(QDialog):
         self.buttons.rejected.connect(self.reject)
         self.reason.textChanged.connect(self._on_reason_text_changed)
         self._on_reason_text_changed("")
+        self.reason.setFocus()
 
     def _on_reason_text_changed(self, text: str) -> None:
         ok = self.buttons.button(QDialogButtonBox.StandardButton.Ok)

@@ -47,6 +47,7 @@ from console.qt.silence_model import (
 from console.session import ConsoleSession
 from console.views.alert_panel import AlertPanel
 from console.views.new_silence_dialog import NewSilenceDialog
+from console.views.silence_dialog import SilenceDialog
 from console.views.silence_panel import SilencePanel
 from console.views.silence_prompts import SilencePrompts
 from console.views.toast import Toast
@@ -323,3 +324,12 @@ def test_an_alerts_silence_button_opens_the_new_dialog_prefilled(qtbot) -> None:
         "gpu-node-01", "throttle", "2")  # fmt: skip
     assert window.alerts_tab.pages.tabText(1) == "Silences"
     dialog.reject()
+
+
+def test_the_single_alert_silence_dialog_starts_in_the_reason(qtbot) -> None:
+    dialog = SilenceDialog("gpu-node-03 is not responding")
+    qtbot.addWidget(dialog)
+    dialog.show()
+    qtbot.waitExposed(dialog)
+    dialog.activateWindow()
+    qtbot.waitUntil(lambda: QApplication.focusWidget() is dialog.reason, timeout=2000)
