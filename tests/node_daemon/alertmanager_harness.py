@@ -196,6 +196,7 @@ class AlertmanagerProcess:
     web_config: str | None = None
     context: ssl.SSLContext | None = None
     headers: dict[str, str] = field(default_factory=dict)
+    config: str | None = None  # Alertmanager's YAML; default am_config(webhook.url)
     port: int = field(default_factory=free_port)
     _process: subprocess.Popen[bytes] | None = None
 
@@ -206,11 +207,11 @@ class AlertmanagerProcess:
 
     def start(self) -> Alertmanager:
         require_alertmanager()
-        config = self.directory / "alertmanager.yml"
-        config.write_text(am_config(self.webhook.url))
+        config_path = self.directory / "alertmanager.yml"
+        config_path.write_text(self.config or am_config(self.webhook.url))
         storage = self.directory / "data"
         listen = f"--web.listen-address=127.0.0.1:{self.port}"
-        args = [AM_BINARY, f"--config.file={config}", f"--storage.path={storage}", listen,
+        args = [AM_BINARY, f"--config.file={config_path}", f"--storage.path={storage}", listen,
                 "--cluster.listen-address="]  # fmt: skip
         if self.web_config is not None:
             web = self.directory / "web.yml"
