@@ -59,6 +59,15 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from node_daemon.alerts.am_client import AmClient, AmError, AmTransport
+from node_daemon.alerts.am_payloads import (
+    WATCHDOG_ALERTNAME,
+    alert_labels,
+    alert_payload,
+    rfc3339,
+    stale_payloads,
+    watchdog_labels,
+    watchdog_payload,
+)
 from node_daemon.alerts.am_settings import (
     ALERT_LABELS,
     ENDS_AFTER_RESENDS,
@@ -66,7 +75,6 @@ from node_daemon.alerts.am_settings import (
     validate_node_labels,
 )
 from node_daemon.alerts.am_silences import AmSilence, plan_silences
-from node_daemon.alerts.am_silences import rfc3339_ms as rfc3339
 from node_daemon.alerts.model import AlertRecord, Severity
 
 __all__ = [
@@ -77,77 +85,9 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 THREAD_NAME = "gpufleet-alertmanager"
-WATCHDOG_ALERTNAME = "GpufleetWatchdog"
-WATCHDOG_SEVERITY = "none"
-# Only gpufleet sets it: how the start-up sweep tells this node's alerts from others'.
-CONFIRMED_ANNOTATION = "last_confirmed"
-
 Payload = dict[str, object]
 LabelKey = frozenset[tuple[str, str]]
 SilenceSource = Callable[[], Sequence[AmSilence]]
-
-
-def alert_labels(alert: AlertRecord, node_labels: Mapping[str, str]) -> dict[str, str]:
-    """The label set that identifies `alert` in Alertmanager."""
-    labels = dict(node_labels)
-    labels["alertname"] = alert.rule
-    labels["severity"] = alert.severity.label
-    if alert.gpu_index is not None:
-        labels["gpu"] = str(alert.gpu_index)
-    if alert.gpu_uuid:
-        labels["UUID"] = alert.gpu_uuid
-    if alert.pid is not None:
-        labels["pid"] = str(alert.pid)
-    return labels
-
-
-def alert_annotations(alert: AlertRecord, confirmed_unix_ms: float) -> dict[str, str]:
-    """Summary, a one-line description (rule, value and peak with unit, occurrences), when sent."""
-    value = "" if alert.value is None else f", value {alert.value:g}{alert.unit}"
-    peak = "" if alert.peak_value is None else f", peak {alert.peak_value:g}{alert.unit}"
-    description = f"{alert.rule}{value}{peak}, occurrences {alert.occurrences}"
-    return {
-        "summary": alert.summary,
-        "description": description,
-        CONFIRMED_ANNOTATION: rfc3339(confirmed_unix_ms),
-    }
-
-
-def alert_payload(
-    alert: AlertRecord, labels: Mapping[str, str], ends_unix_ms: float, confirmed_unix_ms: float
-) -> Payload:
-    """One element of the JSON list POSTed to /api/v2/alerts."""
-    # Alertmanager rejects an alert that ends before it starts.
-    ends_unix_ms = max(ends_unix_ms, alert.started_unix_ms)
-    return {
-        "labels": dict(labels),
-        "annotations": alert_annotations(alert, confirmed_unix_ms),
-        "startsAt": rfc3339(alert.started_unix_ms),
-        "endsAt": rfc3339(ends_unix_ms),
-    }
-
-
-def watchdog_labels(node_labels: Mapping[str, str]) -> dict[str, str]:
-    return {**node_labels, "alertname": WATCHDOG_ALERTNAME, "severity": WATCHDOG_SEVERITY}
-
-
-def watchdog_payload(
-    node_labels: Mapping[str, str], started_ms: float, ends_ms: float, now_ms: float
-) -> Payload:
-    """The heartbeat: firing while the daemon lives, ending by itself when it stops."""
-    node = node_labels.get("node", "?")
-    return {
-        "labels": watchdog_labels(node_labels),
-        "annotations": {
-            "summary": f"gpufleet daemon on {node} is alive",
-            "description": "Always firing while the node daemon runs (a dead-man's switch). "
-            "Route it to a heartbeat receiver that pages when it stops arriving: the daemon "
-            "is dead, hung or cut off from Alertmanager.",
-            CONFIRMED_ANNOTATION: rfc3339(now_ms),
-        },
-        "startsAt": rfc3339(started_ms),
-        "endsAt": rfc3339(max(ends_ms, started_ms)),
-    }
 
 
 @dataclass(frozen=True)
@@ -407,7 +347,8 @@ class AlertmanagerPusher:
     def _sweep(self, target: _Target) -> None:
         """Resolve what an earlier run of this node left firing there and no longer fires."""
         try:
-            held = target.client.alerts(self._node_labels)
+            # By node alone: alerts of an earlier run with other [alertmanager] labels too.
+            held = target.client.alerts({"node": self._node_labels["node"]})
             stale = self._stale(held)
             if stale:
                 target.client.post_alerts(stale)
@@ -425,20 +366,7 @@ class AlertmanagerPusher:
         live = {frozenset(f.labels.items()) for f in self._firing.values()}
         if self._settings.watchdog:
             live.add(frozenset(watchdog_labels(self._node_labels).items()))
-        now = rfc3339(self._clock() * 1000)
-        stale: list[Payload] = []
-        for alert in held:
-            if not isinstance(alert, dict):
-                continue
-            labels, annotations = alert.get("labels") or {}, alert.get("annotations") or {}
-            ours = (
-                CONFIRMED_ANNOTATION in annotations and self._node_labels.items() <= labels.items()
-            )
-            if ours and frozenset(labels.items()) not in live:
-                stale.append({"labels": labels, "annotations": {**annotations,
-                              CONFIRMED_ANNOTATION: now}, "startsAt": alert.get("startsAt"),
-                              "endsAt": now})  # fmt: skip
-        return stale
+        return stale_payloads(held, self._node_labels["node"], live, self._clock() * 1000)
 
     def _farewell(self) -> None:
         """On a clean stop, end the watchdog at once where Alertmanager answers."""

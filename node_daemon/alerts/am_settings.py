@@ -129,6 +129,11 @@ def check_url(url: str, auth: BasicAuth | BearerToken | None) -> None:
     """ConfigError for a URL that is not http(s), or that would carry credentials in the clear."""
     if not isinstance(url, str) or not url.startswith(("http://", "https://")):
         raise ConfigError(f"{TABLE} urls: a URL must start with http:// or https://: {url!r}")
+    if "@" in urllib.parse.urlsplit(url).netloc:
+        raise ConfigError(
+            f"{TABLE}: an Alertmanager URL must not hold credentials (they would be logged): "
+            "use basic_auth_user and basic_auth_password_file"
+        )
     if auth is not None and url.startswith("http://") and not is_loopback_url(url):
         kind = "basic_auth_user" if isinstance(auth, BasicAuth) else "bearer_token_file"
         raise ConfigError(

@@ -27,6 +27,7 @@ from tests.conftest import DaemonFactory, wait_for
 from tests.node_daemon import alertmanager_harness as harness
 from tests.node_daemon.alertmanager_harness import (
     EXPECTED_LABELS,
+    NODE,
     Alertmanager,
     AlertmanagerProcess,
     Recorder,
@@ -257,14 +258,21 @@ def test_start_up_resolves_what_an_earlier_run_left_firing(
     first.publish([critical, gpu_alert(key="still", gpu_index=6)])
     other_node = make_pusher([alertmanager.url], node_labels={"node": "gpu-node-02"})
     other_node.publish([critical])
+    # A run before that, with other [alertmanager] labels (rack moved since).
+    older = make_pusher([alertmanager.url], node_labels={**NODE, "rack": "r9"})
+    older.publish([critical])
+    older_labels = {**critical_labels, "rack": "r9"}
     wait_for(lambda: active_in(alertmanager, critical_labels), 10, "the first run's critical")
+    wait_for(lambda: active_in(alertmanager, older_labels), 10, "the older run's critical")
     first.stop()
+    older.stop()
 
     still_labels = {**EXPECTED_LABELS, "gpu": "6"}
     second = make_pusher([alertmanager.url], watchdog=True)
     second.publish([gpu_alert(key="still", gpu_index=6)])  # what the engine reloaded
     wait_for(lambda: not active_in(alertmanager, critical_labels), 10, "the leftover resolved")
     wait_for(lambda: alertmanager.notified("resolved", critical_labels), 10, "and notified so")
+    wait_for(lambda: not active_in(alertmanager, older_labels), 10, "the older one resolved")
     assert active_in(alertmanager, still_labels), "an alert that still fires stays"
     assert active_in(alertmanager, {**critical_labels, "node": "gpu-node-02"}), "not ours"
 

@@ -89,6 +89,7 @@ def test_command_line_urls_join_the_config_file_s(tmp_path: Path) -> None:
         ("watchdog = 1", "watchdog must be true or false"),
         ('urls = "http://x:9093"', "urls must be a list of http(s):// URLs"),
         ('urls = ["x:9093"]', "must start with http:// or https://: 'x:9093'"),
+        ('urls = ["https://u:p@x:9093"]', "must not hold credentials"),
         ('labels = { severity = "x" }', "labels: node label 'severity' clashes"),
         ('labels = { "rack-no" = "x" }', "labels: invalid Alertmanager label name 'rack-no'"),
         ('labels = { rack = "" }', "labels: node label 'rack' must have a non-empty"),
