@@ -94,7 +94,10 @@ class NotifyPolicy:
         self._buckets: dict[tuple[NoticeKind, str], _Bucket] = {}
         self._flaps = FlapTracker(settings.flap_count, settings.flap_window_s)
         self._budget = PopupBudget(settings.budget_per_hour, settings.summary_every_s)
-        self._open: dict[AlertUid, Notice] = {}  # shown and not withdrawn
+        # Shown and not withdrawn: notices of alerts, indexed by alert; flapping ones apart.
+        self._open: dict[AlertUid, Notice] = {}
+        self._notices_of: dict[AlertUid, set[AlertUid]] = {}
+        self._flap_notices: dict[AlertUid, Notice] = {}
         self._anchors: dict[AlertUid, AlertUid] = {}  # notice -> the alert a click opens
         self._numbers = itertools.count(1)
 
@@ -187,18 +190,20 @@ class NotifyPolicy:
 
     def _release_settled(self, now_s: float) -> list[Notice]:
         """Conditions that stopped flapping: a steady one pops now; their flap notice goes."""
-        for _key, uid in self._flaps.settled(now_s):
+        settled = self._flaps.settled(now_s)
+        for _key, uid in settled:
             alert = self._current(uid)
             if alert is not None and self._eligible(alert, now_s):
                 self._bucket(NoticeKind.ALERT, alert, now_s).alerts[uid] = 1
+        if not settled:
+            return []  # a flap notice can only calm down when one of its conditions settles
         calm = [
             notice
-            for notice in self._open.values()
-            if notice.kind is NoticeKind.FLAPPING
-            and not any(self._flaps.flapping((a.target, a.key)) for a in notice.alerts)
+            for notice in self._flap_notices.values()
+            if not any(self._flaps.flapping((a.target, a.key)) for a in notice.alerts)
         ]
         for notice in calm:
-            del self._open[notice.uid]
+            del self._flap_notices[notice.uid]
         return calm
 
     def _bucket(self, kind: NoticeKind, alert: AlertRow, due_s: float) -> _Bucket:
@@ -245,15 +250,14 @@ class NotifyPolicy:
 
     def _withdrawable(self, uid: AlertUid, now_s: float) -> list[Notice]:
         """Notices of this alert whose every alert is cleared, acknowledged or silenced."""
-        gone = [
-            notice
-            for notice in self._open.values()
-            if notice.kind in (NoticeKind.ALERT, NoticeKind.GROUP)
-            and any(a.uid == uid for a in notice.alerts)
-            and all(self._quiet(a.uid, now_s) for a in notice.alerts)
-        ]
+        notices = (self._open[n] for n in self._notices_of.get(uid, ()))
+        gone = [n for n in notices if all(self._quiet(a.uid, now_s) for a in n.alerts)]
         for notice in gone:
             del self._open[notice.uid]
+            for alert in notice.alerts:
+                self._notices_of[alert.uid].discard(notice.uid)
+                if not self._notices_of[alert.uid]:
+                    del self._notices_of[alert.uid]
         return gone
 
     def _quiet(self, uid: AlertUid, now_s: float) -> bool:
@@ -301,7 +305,12 @@ class NotifyPolicy:
             self._shown[alert.uid] = max(alert.severity, self._shown.get(alert.uid, alert.severity))
 
     def _opened(self, notice: Notice) -> Notice:
-        self._open[notice.uid] = notice
+        if notice.kind is NoticeKind.FLAPPING:
+            self._flap_notices[notice.uid] = notice
+        elif notice.kind is not NoticeKind.SUMMARY:  # the summary is never withdrawn
+            self._open[notice.uid] = notice
+            for alert in notice.alerts:
+                self._notices_of.setdefault(alert.uid, set()).add(notice.uid)
         if notice.anchor is not None:
             self._anchors[notice.uid] = notice.anchor.uid
             while len(self._anchors) > MAX_ANCHORS:
