@@ -214,8 +214,8 @@ class AlertmanagerPusher:
             self._wakeup.notify()
 
     def set_silence_source(self, source: SilenceSource) -> None:
-        """Where the silences to mirror come from; called on the pusher's thread, so it must be
-        thread-safe and quick (no network)."""
+        """Where the silences to mirror come from. `source` is called on the pusher's thread at
+        each reconcile, so it must be thread-safe and quick (no network)."""
         with self._wakeup:
             self._silence_source = source
             self._silences_dirty = True

@@ -13,6 +13,7 @@ from dataclasses import fields, replace
 from pathlib import Path
 
 from console.settings import load_settings
+from node_daemon.alerts.am_settings import AlertmanagerSettings
 from node_daemon.alerts.rules import AlertSettings
 from node_daemon.auth.settings import TlsSettings
 from node_daemon.config import DaemonConfig, load_config_file
@@ -53,12 +54,15 @@ def documented_keys(text: str) -> dict[str, set[str]]:
 def test_every_option_and_alert_rule_is_documented() -> None:
     keys = documented_keys(DAEMON_TOML.read_text(encoding="utf-8"))
     # DaemonConfig fields that are tables of their own
-    tables = {"alerts", "teams", "auth", "workloads"}
+    tables = {"alerts", "alertmanager", "teams", "auth", "workloads"}
     options = {f.name for f in fields(DaemonConfig)} - tables
     assert options - keys["daemon"] == set(), "add these options to installer/config/daemon.toml"
     assert {"teams", "auth.users", "tls"} <= set(keys)
     assert {f.name for f in fields(TlsSettings)} <= keys["tls"]
     assert {f.name for f in fields(WorkloadSettings)} <= keys["workloads"]
+    am_keys = {f.name for f in fields(AlertmanagerSettings)} - {"auth"}
+    am_keys |= {"basic_auth_user", "basic_auth_password_file", "bearer_token_file"}
+    assert am_keys <= keys["alertmanager"], "document these keys under [alertmanager]"
     for rule in fields(AlertSettings):
         rule_keys = {f.name for f in fields(getattr(AlertSettings(), rule.name))} - {"models"}
         missing = rule_keys - keys.get(f"alerts.{rule.name}", set())
