@@ -149,8 +149,10 @@ class NotifyPolicy:
         key: FlapKey = (alert.target, alert.key)
         flaps = self._flaps.raised(key, alert.uid, now_s) if kind == "alert_raised" else None
         if not self._eligible(alert, now_s):
-            # A flap is news even when its latest raise has cleared by the time we hear of it.
-            if flaps is not None and self._may_pop(alert, now_s):
+            # A flap is news even when its latest raise has cleared by the time we hear of it
+            # (a critical's every raise popped: its flapping is no news).
+            critical = alert.severity is Severity.CRITICAL
+            if flaps is not None and not critical and self._may_pop(alert, now_s):
                 self._bucket(NoticeKind.FLAPPING, alert, now_s).alerts[alert.uid] = flaps
         elif alert.severity is Severity.CRITICAL:
             self._held.pop(alert.uid, None)

@@ -398,3 +398,17 @@ def test_a_bad_notify_value_names_the_file(tmp_path) -> None:
     path.write_text('[notify]\npopup = { gpu_temp = "loud" }\n')
     with pytest.raises(SettingsError, match=rf"^{path}: notify.popup.gpu_temp = 'loud'"):
         load_settings(path)
+
+
+def test_a_critical_raised_and_cleared_in_one_frame_is_never_reported_as_flapping() -> None:
+    fleet = Fleet()
+    for number in range(1, 6):
+        critical = replace(throttle(NODE3, 1, number=number), severity=Severity.CRITICAL)
+        rows = [("alert_raised", critical), ("alert_cleared", replace(critical, firing=False))]
+        events = [EventRow(NODE3, 100 * number + i, 0, kind, 1, "", "", row, False)
+                  for i, (kind, row) in enumerate(rows)]  # fmt: skip
+        for event in events:
+            fleet.book.add_event(event, "journal")
+        fleet._keep(fleet.policy.feed(events, fleet.now))  # both in one frame
+        fleet.run(20)
+    assert fleet.shown == []  # cleared before it was judged; a critical's flapping is no news
