@@ -12,6 +12,7 @@ from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QApplication
 
 from console.connections.security import LinkSecurity
+from console.fleet.notify_settings import NotifySettings
 from console.main_window import MainWindow
 from console.notify.desktop import DesktopNotifier
 from console.notify.tray import TrayNotifier
@@ -49,11 +50,12 @@ def build_window(
     people: Sequence[str] = (),
     security: LinkSecurity | None = None,
     profile: str = "",
+    notify: NotifySettings | None = None,
 ) -> MainWindow:
     session = ConsoleSession(targets, people=people, security=security, profile=profile)
     # Desktop notifications first; the tray only where no notification server runs.
     sinks: list[NotificationSink] = [DesktopNotifier(), TrayNotifier()]
-    window = MainWindow(session, sinks=sinks)
+    window = MainWindow(session, sinks=sinks, notify=notify)
     window.resize(1600, 900)
     session.start()
     return window
@@ -67,10 +69,11 @@ def run_console(
     people: Sequence[str] = (),
     security: LinkSecurity | None = None,
     profile: str = "",
+    notify: NotifySettings | None = None,
 ) -> int:
     """Show the console until closed; with `screenshot`, render offscreen, save, exit."""
     app = qt_application(offscreen=screenshot is not None)
-    window = build_window(targets, people, security, profile)
+    window = build_window(targets, people, security, profile, notify)
     if on_ready is not None:
         on_ready(window)
     if screenshot is not None:

@@ -96,8 +96,10 @@ def run_console_command(args: argparse.Namespace) -> int:
         "profile %s: %d nodes, %s, token: %s", profile.name, len(nodes),
         "mutual TLS" if profile.client_cert else "TLS" if profile.tls else "plaintext", source,
     )  # fmt: skip
+    logging.getLogger("gpufleet.console").info("popups: %s", profile.notify.describe())
     return run_console(nodes, screenshot=args.screenshot, people=profile.people,
-                       security=security, profile=profile.name)  # fmt: skip
+                       security=security, profile=profile.name,
+                       notify=profile.notify)  # fmt: skip
 
 
 def add_login_command(commands: argparse._SubParsersAction) -> None:

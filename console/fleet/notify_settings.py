@@ -66,6 +66,17 @@ class NotifySettings:
     # While the budget is spent, a summary pops at most this often.
     summary_every_s: float = 900.0
 
+    def describe(self) -> str:
+        """One line for the log: what this console will pop up, and how often."""
+        quiet = ", ".join(f"{rule} (pops at {level.label})" for rule, level in self.popup)
+        flap = (f"flapping after {self.flap_count} raises in {self.flap_window_s / 60:g} min"
+                if self.flap_count else "no flap damping")  # fmt: skip
+        return (
+            f"criticals always; warnings after {self.hold_s:g} s, grouped over "
+            f"{self.group_s:g} s, {flap}, at most {self.budget_per_hour} an hour; "
+            f"quieter: {quiet or 'none'}"
+        )
+
     def pops_from(self, popup_rule: str) -> Severity:
         return next((level for rule, level in self.popup if rule == popup_rule), Severity.WARNING)
 

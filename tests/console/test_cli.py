@@ -48,6 +48,26 @@ def test_demo_screenshot_shows_four_nodes_and_a_plot(tmp_path: Path) -> None:
     assert not [pid for pid in pids if Path(f"/proc/{pid}").exists()]
 
 
+def test_console_uses_the_notify_settings_of_its_file(tmp_path: Path) -> None:
+    settings = tmp_path / "console.toml"
+    settings.write_text('nodes = ["127.0.0.1:1"]\n[notify]\nhold_s = 0\nbudget_per_hour = 3\n'
+                        'popup = { xid = "critical" }\n')  # fmt: skip
+    result = run("console", "--config", str(settings), "--screenshot", str(tmp_path / "x.png"),
+                 env=NO_KEYRING)  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "warnings after 0 s" in result.stderr and "at most 3 an hour" in result.stderr
+    assert "xid (pops at critical)" in result.stderr
+
+
+def test_console_refuses_a_bad_notify_setting(tmp_path: Path) -> None:
+    settings = tmp_path / "console.toml"
+    settings.write_text('nodes = ["127.0.0.1:1"]\n[notify]\npopup = { throttle = "never" }\n')
+    result = run("console", "--config", str(settings), "--screenshot", str(tmp_path / "x.png"),
+                 env=NO_KEYRING)  # fmt: skip
+    assert result.returncode == 2
+    assert "notify.popup.throttle" in result.stderr and '"critical"' in result.stderr
+
+
 # The subprocess must never see the user's real keyring.
 NO_KEYRING = {"PYTHON_KEYRING_BACKEND": "keyring.backends.fail.Keyring"}
 
