@@ -163,3 +163,9 @@ class AlertBook:
             self._alerts[event.alert.uid] = event.alert
             self._local.add(event.alert.uid)
         self.version += 1
+
+    def put_local(self, alert: AlertRow) -> None:
+        """A new value of one of the console's own alerts, no news (how long a node is quiet)."""
+        if alert.uid in self._local:
+            self._alerts[alert.uid] = alert
+            self.version += 1

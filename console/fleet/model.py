@@ -261,6 +261,8 @@ class FleetModel:
         before, self._quiet = self._quiet, self.watchdog.quiet()
         for event in self._alarm.update(self._quiet, self.name_of):
             self._add_local_event(event)
+        for alert in self._alarm.refresh(self._quiet):
+            self.alerts.put_local(alert)  # "Now": how long it has been quiet, every second
         shown = {t for t in before.keys() | self._quiet.keys()
                  if _looks(before.get(t)) != _looks(self._quiet.get(t))}  # fmt: skip
         return {t: Change.DATA for t in shown if t in self._nodes}

@@ -26,6 +26,7 @@ from console.fleet.updates import LinkState
 RULE = "node_not_responding"
 LOCAL_ID_PREFIX = "console-stale"
 CONSOLE_ACTOR = "console"
+DETAIL_CHARS = 80  # of the link's error, in the summary
 
 
 def is_local(alert: AlertRow) -> bool:
@@ -39,6 +40,7 @@ class NotRespondingAlarm:
     def __init__(self, wall_clock: Callable[[], float] = time.time) -> None:
         self._wall_clock = wall_clock
         self._firing: dict[str, AlertRow] = {}  # target -> its alert while not responding
+        self._silent_at_raise: dict[str, float] = {}  # target -> seconds quiet when raised
         self._outages = itertools.count(1)
         self._seqs = itertools.count(-1, -1)
 
@@ -56,9 +58,21 @@ class NotRespondingAlarm:
         events += [self._clear(target, name_of(target)) for target in back]
         return events
 
+    def refresh(self, quiet: dict[str, Quiet]) -> list[AlertRow]:
+        """Firing alerts whose value (seconds without data) has grown by a whole second."""
+        fresh = []
+        for target, alert in self._firing.items():
+            q = quiet.get(target)
+            if q is not None and alert.value is not None and int(q.silent_s) > alert.value:
+                now = float(int(q.silent_s))
+                fresh.append(replace(alert, value=now, peak_value=now))
+        self._firing.update((a.target, a) for a in fresh)
+        return fresh
+
     def forget(self, targets: Iterable[str]) -> None:
         for target in targets:
             self._firing.pop(target, None)
+            self._silent_at_raise.pop(target, None)
 
     def acknowledge(self, alert: AlertRow, actor: str) -> EventRow | None:
         """Acknowledge in this console only; None if the alert is not one of ours firing."""
@@ -88,24 +102,24 @@ class NotRespondingAlarm:
     def _raise(self, quiet: Quiet, name: str) -> EventRow:
         now_ms = self._now_ms()
         summary = f"{name} not responding: {_why(quiet)}"
+        self._silent_at_raise[quiet.target] = quiet.silent_s
         alert = AlertRow(
             target=quiet.target, id=f"{LOCAL_ID_PREFIX}-{next(self._outages)}", key=RULE,
             rule=RULE, severity=Severity.CRITICAL, firing=True, gpu_index=None, gpu_uuid="",
-            pid=None, value=round(quiet.silent_s, 1), unit="s", summary=summary,
+            pid=None, value=float(int(quiet.silent_s)), unit="s", summary=summary,
             started_unix_ms=now_ms, updated_unix_ms=now_ms, cleared_unix_ms=None,
             occurrences=1, acknowledged_by="", acknowledged_unix_ms=None,
             silenced_until_unix_ms=None, silenced_by="", silence_reason="",
-            peak_value=round(quiet.silent_s, 1),
+            peak_value=float(int(quiet.silent_s)),
         )  # fmt: skip
         return self._event(alert, "alert_raised", summary)
 
     def _clear(self, target: str, name: str) -> EventRow:
         alert = self._firing[target]
         now_ms = self._now_ms()
-        assert alert.value is not None
-        quiet_s = (now_ms - alert.started_unix_ms) / 1000 + alert.value
+        quiet_s = (now_ms - alert.started_unix_ms) / 1000 + self._silent_at_raise.pop(target, 0.0)
         cleared = replace(alert, firing=False, cleared_unix_ms=now_ms, updated_unix_ms=now_ms,
-                          peak_value=round(quiet_s, 1))  # fmt: skip
+                          value=round(quiet_s, 1), peak_value=round(quiet_s, 1))  # fmt: skip
         return self._event(cleared, "alert_cleared", f"{name} responding again after "
                            f"{quiet_s:.0f} s without data")  # fmt: skip
 
@@ -132,8 +146,8 @@ def _why(quiet: Quiet) -> str:
     """ "no data for 4 s (last batch 15:02:11); link reconnecting (UNAVAILABLE: ...)"."""
     last = time.strftime("%H:%M:%S", time.localtime(quiet.last_batch_unix_s))
     link = f"link {quiet.link.value}"
-    if quiet.link_detail:
-        link += f" ({quiet.link_detail})"
+    if quiet.link_detail:  # gRPC's first clause says it; the rest is addresses and codes
+        link += f" ({quiet.link_detail.split(';')[0][:DETAIL_CHARS]})"
     if quiet.stale:
         data = f"no data for {quiet.silent_s:.0f} s (last batch {last})"
         return data if quiet.link is LinkState.CONNECTED else f"{data}; {link}"

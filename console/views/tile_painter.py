@@ -77,6 +77,8 @@ class TilePainter:
             painter.setBrush(NOT_RESPONDING)
         painter.drawEllipse(dot)
         model_name = (node.data(roles.MODEL_NAME_ROLE) or "").removeprefix("NVIDIA ")
+        if quiet is not None and quiet.not_responding:
+            model_name = ""  # room for what matters more: "not responding: no data 7 s"
         status = _node_status(state, quiet)
         self._header_text(painter, rect, dot.right() + 6, f"{node.data()}  {model_name}{status}")
         self._slurm(painter, rect, node.data(roles.SLURM_ROLE))
@@ -248,7 +250,7 @@ def age_text(seconds: float) -> str:
 def _node_status(state: LinkState, quiet: Quiet | None) -> str:
     """What a node's header says after its name: "[not responding: no data 7 s]"."""
     if quiet is not None and quiet.not_responding:
-        return f"  [not responding: no data {age_text(quiet.silent_s)}]"
+        return f"not responding: no data {age_text(quiet.silent_s)}"
     return "" if state is LinkState.CONNECTED else f"  [{state.value}]"
 
 

@@ -167,11 +167,14 @@ def test_the_summary_names_the_link_when_it_is_down(clock: FakeClock) -> None:
         "for 2 s; last batch "
     )
     clock.step(2.0)  # and once the data is stale too, both
-    dog.link(TARGET, LinkState.UNREACHABLE, "UNAVAILABLE: Connection refused")
+    refused = "UNAVAILABLE: failed to connect to all addresses; last error: UNKNOWN: ipv4:..."
+    dog.link(TARGET, LinkState.UNREACHABLE, refused)
     alarm.update({}, name_of)  # (cleared, to raise anew with the new words)
     again = alarm.update(dog.quiet(), name_of)[0].alert
     assert again is not None
-    assert again.summary.endswith("; link unreachable (UNAVAILABLE: Connection refused)")
+    assert again.summary.endswith(
+        "; link unreachable (UNAVAILABLE: failed to connect to all addresses)"
+    )  # gRPC's first clause only
     assert "no data for 4 s" in again.summary
 
 
@@ -285,3 +288,23 @@ def test_the_link_state_reaches_the_watchdog(clock: FakeClock) -> None:
         "gpu-node-03 not responding: link reconnecting (UNAVAILABLE: Socket closed) for 2 s; "
         "last batch "
     )
+
+
+def test_the_alerts_value_is_how_long_the_node_has_been_quiet(clock: FakeClock) -> None:
+    fleet = streaming_fleet(clock)
+    clock.step(3.5)
+    fleet.check_staleness()
+    assert local_alert(fleet).value == 3.0
+    version = fleet.alerts.version
+    clock.step(0.3)
+    fleet.check_staleness()
+    assert fleet.alerts.version == version  # the same whole second: no news for the table
+    clock.step(2.5)
+    fleet.check_staleness()
+    assert (local_alert(fleet).value, local_alert(fleet).peak_value) == (6.0, 6.0)
+    fleet.take_new_events()
+    feed(fleet, clock, TARGET)
+    fleet.check_staleness()
+    cleared = local_alert(fleet)
+    assert not cleared.firing and cleared.value == cleared.peak_value == pytest.approx(6.3)
+    assert fleet.take_new_events()[0].kind == "alert_cleared"  # the refreshes were no events
