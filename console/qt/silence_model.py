@@ -69,8 +69,16 @@ def time_text(unix_ms: int, now_unix_ms: int) -> str:
 class SilenceTableModel(RowTableModel):
     headers = COLUMNS
 
-    def __init__(self, fleet: FleetModel, clock: Callable[[], int] = _clock_ms) -> None:
+    def __init__(
+        self,
+        fleet: FleetModel,
+        clock: Callable[[], int] = _clock_ms,
+        parent: QObject | None = None,
+    ) -> None:
         super().__init__()
+        # Owned by the window: its ticking timer must not outlive it (PySide then
+        # calls the tick on a Python object already torn down).
+        self.setParent(parent)
         self._fleet, self._clock = fleet, clock
         self._rows: list[SilenceGroup] = []
         self._counts: list[int] = []
@@ -164,7 +172,7 @@ class SilenceTableModel(RowTableModel):
         return str(self._counts[row]) if row < len(self._counts) else ""
 
     def _names(self, group: SilenceGroup) -> str:
-        names = [self._fleet.name_of(t) for t in group.targets]
+        names = sorted(self._fleet.name_of(t) for t in group.targets)
         if len(names) <= NAMES_SHOWN:
             return ", ".join(names)
         return f"{', '.join(names[:NAMES_SHOWN])} +{len(names) - NAMES_SHOWN}"
@@ -209,8 +217,10 @@ class SilenceFilterProxy(SortKeyProxy):
 class SilenceListings(QObject):
     """Asks a node for its silences each time it (re)connects; events keep them current."""
 
-    def __init__(self, fleet: FleetModel, queries: FleetQueries) -> None:
-        super().__init__()
+    def __init__(
+        self, fleet: FleetModel, queries: FleetQueries, parent: QObject | None = None
+    ) -> None:
+        super().__init__(parent)
         self.setObjectName("gpufleet-silence-listings")
         self._fleet, self._queries = fleet, queries
         self._connected: set[str] = set()
@@ -232,8 +242,13 @@ class SilenceReminder(QObject):
 
     reminderDue = Signal(str)  # "Silence of gpu-node-0* throttle by erin ends in 5 min"
 
-    def __init__(self, fleet: FleetModel, clock: Callable[[], int] = _clock_ms) -> None:
-        super().__init__()
+    def __init__(
+        self,
+        fleet: FleetModel,
+        clock: Callable[[], int] = _clock_ms,
+        parent: QObject | None = None,
+    ) -> None:
+        super().__init__(parent)  # owned by the window, like the table's timer
         self.setObjectName("gpufleet-silence-reminder")
         self._fleet, self._clock = fleet, clock
         self.reminders = SilenceReminders()

@@ -29,6 +29,8 @@ class SilencePanel(QWidget):
         super().__init__(parent)
         self.setObjectName("silencePanel")
         self.model = model
+        if model.parent() is None:  # a model nobody owns lives (and ticks) as long as its view
+            model.setParent(self)
         self.proxy = SilenceFilterProxy(model.now)
         self.proxy.setSourceModel(model)
         self.filter = QLineEdit(placeholderText="Filter: matcher, node, author, comment…")

@@ -284,7 +284,7 @@ def test_a_silence_about_to_end_is_announced_once_in_the_window(qtbot) -> None:
     parent.resize(800, 600)
     parent.show()
     toast = Toast(parent)
-    reminder = SilenceReminder(fleet, clock)
+    reminder = SilenceReminder(fleet, clock, parent)
     notices: list[str] = []
     reminder.reminderDue.connect(notices.append)
     reminder.reminderDue.connect(lambda text: toast.show_notice("Silence ending", text, "s"))
