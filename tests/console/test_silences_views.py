@@ -37,7 +37,7 @@ from console.fleet.updates import (
 )
 from console.main_window import MainWindow
 from console.qt.access_watcher import AccessWatcher
-from console.qt.alert_model import NOW, PEAK, AlertTableModel
+from console.qt.alert_model import NOW, PEAK, AlertTableModel, state_text
 from console.qt.silence_model import (
     ENDING_SOON_COLOR,
     ENDING_SOON_TEXT,
@@ -333,3 +333,10 @@ def test_the_single_alert_silence_dialog_starts_in_the_reason(qtbot) -> None:
     qtbot.waitExposed(dialog)
     dialog.activateWindow()
     qtbot.waitUntil(lambda: QApplication.focusWidget() is dialog.reason, timeout=2000)
+
+
+def test_a_silenced_alert_says_by_whom_for_how_long_and_why() -> None:
+    silenced = alert(silenced_until_unix_ms=T0 + 42 * MINUTE_MS + 5000, silenced_by="erin",
+                     silence_reason="rack 4 swap", silence_id="s-3")  # fmt: skip
+    assert state_text(silenced, T0) == "firing, silenced by erin for 42 min (rack 4 swap)"
+    assert state_text(silenced, T0 + 43 * MINUTE_MS) == "firing"
