@@ -103,10 +103,14 @@ class AlertTableModel(RowTableModel):
         # re-filter) per frame was the pump's biggest cost after ten minutes.
         if self._fleet.alerts.version != self._version and not self._timer.isActive():
             self._timer.start(REFRESH_MS)
-        # The live columns only, and only where a node with a live alert sent samples.
-        if any(a.target in changes and live_metric(a) is not None for a in self._rows):
-            self._live.clear()
-            self.dataChanged.emit(self.index(0, NOW), self.index(len(self._rows) - 1, PEAK))
+        # The live columns only, of the rows whose node sent samples: every changed
+        # row is re-filtered by the proxy, so a fleet-wide signal costs per frame.
+        moved = [r for r, a in enumerate(self._rows)
+                 if a.target in changes and live_metric(a) is not None]  # fmt: skip
+        for first, last in _runs(moved):
+            for row in range(first, last + 1):
+                self._live.pop(self._rows[row].uid, None)
+            self.dataChanged.emit(self.index(first, NOW), self.index(last, PEAK))
 
     def live(self, alert: AlertRow) -> LiveValues:
         """The alert's Now and Peak as of this frame."""
@@ -174,6 +178,17 @@ class AlertTableModel(RowTableModel):
         if column == 6:
             return alert.started_unix_ms
         return None
+
+
+def _runs(rows: list[int]) -> list[tuple[int, int]]:
+    """Ascending row numbers as (first, last) runs of consecutive ones."""
+    runs: list[tuple[int, int]] = []
+    for row in rows:
+        if runs and runs[-1][1] == row - 1:
+            runs[-1] = (runs[-1][0], row)
+        else:
+            runs.append((row, row))
+    return runs
 
 
 class AlertFilterProxy(SortKeyProxy):
