@@ -366,3 +366,25 @@ def test_dunst_shows_a_stopped_node_as_critical_and_closes_it_when_back(
         QDBusConnection.disconnectFromBus(DUNST_BUS)
         for process in reversed(processes):
             stop(process)
+
+
+def test_acknowledging_the_consoles_alert_stays_in_the_console(qtbot, node, watch) -> None:
+    """The node never raised it, so nothing goes to the node: acknowledged here, popup gone."""
+    watching = watch(node.address)
+    sent: list[object] = []
+    watching.window.session.pump.commandFinished.connect(sent.append)
+    assert node.proc is not None
+    os.kill(node.proc.pid, signal.SIGSTOP)
+    qtbot.waitUntil(lambda: watching.firing() is not None, timeout=RAISED_WITHIN_MS)
+    panel = watching.window.alert_panel
+    qtbot.waitUntil(lambda: panel.proxy.rowCount() == 1, timeout=5000)  # refreshed at 4 Hz
+    panel.table.selectRow(0)
+    assert panel.acknowledge.isEnabled()
+    panel.acknowledge.click()
+    alert = watching.firing()
+    assert alert is not None and alert.acknowledged
+    assert alert.acknowledged_by == watching.window.session.actions.actor
+    qtbot.waitUntil(lambda: any(a.uid == alert.uid for a in watching.sink.withdrawn), timeout=5000)
+    os.kill(node.proc.pid, signal.SIGCONT)
+    qtbot.waitUntil(lambda: watching.firing() is None, timeout=BACK_WITHIN_MS)
+    assert sent == []  # no acknowledge went to the node (nor failed there)
