@@ -340,3 +340,24 @@ def test_a_silenced_alert_says_by_whom_for_how_long_and_why() -> None:
                      silence_reason="rack 4 swap", silence_id="s-3")  # fmt: skip
     assert state_text(silenced, T0) == "firing, silenced by erin for 42 min (rack 4 swap)"
     assert state_text(silenced, T0 + 43 * MINUTE_MS) == "firing"
+
+
+def test_only_the_rows_of_nodes_that_sent_samples_are_signalled(qtbot) -> None:
+    fleet = fleet_of(A, B)
+    for target in (A, B):
+        sample(fleet, target, T0 / 1000, 92.0)
+    fleet.apply(AlertsUpdate(A, (alert(A),), "j", 0))
+    fleet.apply(AlertsUpdate(B, (alert(B, id="a-9"),), "j", 0))
+    model = AlertTableModel(fleet)
+    row_of_b = next(r for r in range(model.rowCount()) if model.alert(r).target == B)
+    changed: list[tuple[int, int, int, int]] = []
+    model.dataChanged.connect(
+        lambda top, bottom, *_: changed.append(
+            (top.row(), bottom.row(), top.column(), bottom.column())
+        )
+    )
+    sample(fleet, B, T0 / 1000 + 1, 97.0)
+    model.on_fleet_changed({B: Change.DATA})
+    assert changed == [(row_of_b, row_of_b, NOW, PEAK)]
+    assert model.index(row_of_b, NOW).data() == "97 °C"
+    assert model.index(1 - row_of_b, NOW).data() == "92 °C"
