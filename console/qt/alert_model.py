@@ -13,6 +13,7 @@ from typing import Any
 from PySide6.QtCore import (
     QModelIndex,
     QPersistentModelIndex,
+    QSortFilterProxyModel,
     Qt,
     QTimer,
 )
@@ -201,8 +202,9 @@ class AlertFilterProxy(SortKeyProxy):
         self.setFilterKeyColumn(-1)
 
     def set_show_cleared(self, show: bool) -> None:
+        self.beginFilterChange()  # Qt 6.10: invalidateFilter() is deprecated
         self.show_cleared = show
-        self.invalidateFilter()
+        self.endFilterChange(QSortFilterProxyModel.Direction.Rows)
 
     def filterAcceptsRow(self, source_row: int, source_parent: Index) -> bool:
         source = self.sourceModel()

@@ -361,3 +361,13 @@ def test_only_the_rows_of_nodes_that_sent_samples_are_signalled(qtbot) -> None:
     assert changed == [(row_of_b, row_of_b, NOW, PEAK)]
     assert model.index(row_of_b, NOW).data() == "97 °C"
     assert model.index(1 - row_of_b, NOW).data() == "92 °C"
+
+
+def test_show_cleared_adds_the_history(qtbot) -> None:
+    fleet = fleet_of(A)
+    fleet.apply(AlertsUpdate(A, (alert(), alert(id="a-0", firing=False)), "j", 0))
+    panel = AlertPanel(AlertTableModel(fleet))
+    qtbot.addWidget(panel)
+    assert panel.proxy.rowCount() == 1
+    panel.show_cleared.setChecked(True)  # warns (and so fails) where a deprecated call is used
+    assert panel.proxy.rowCount() == 2
