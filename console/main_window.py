@@ -229,6 +229,9 @@ class MainWindow(QMainWindow):
         self.raise_()
 
     def open_alert(self, target: str, alert_id: str) -> None:
+        if not target and alert_id.startswith("reminder-"):  # AlertNotifier.remind's notices
+            self._on_toast_notice_clicked("silences")
+            return
         alert = self.session.fleet.alerts.alert(target, alert_id)
         if alert is not None and alert.gpu_index is not None:
             self.open_gpu(target, alert.gpu_index)
@@ -252,6 +255,7 @@ class MainWindow(QMainWindow):
 
     def _on_silence_reminder_due(self, text: str) -> None:
         self.toast.show_notice("Silence ending", text, "silences")
+        self.notifier.remind("Silence ending", text)
 
     def _on_toast_notice_clicked(self, _topic: str) -> None:
         self.tabs.setCurrentWidget(self.alerts_tab)

@@ -43,6 +43,7 @@ class NoticeKind(enum.Enum):
     GROUP = "group"  # several alerts of one rule
     FLAPPING = "flapping"  # conditions raised and cleared again and again
     SUMMARY = "summary"  # what the popup budget held back
+    REMINDER = "reminder"  # not an alert: e.g. a silence about to end
 
 
 @dataclass(frozen=True)

@@ -60,6 +60,21 @@ class AlertNotifier(QObject):
         current = lambda uid: fleet.alerts.alert(*uid)  # noqa: E731
         self.policy = NotifyPolicy(settings or NotifySettings(), current, self.node_name)
         self.muted = False
+        self._reminders = 0
+
+    def remind(self, headline: str, body: str) -> None:
+        """A notice that is no alert (a silence about to end) on the desktop; no sound.
+
+        The caller shows its own toast; the tray, a channel of alerts only, gets none.
+        """
+        self._reminders += 1
+        notice = Notice(("", f"reminder-{self._reminders}"), NoticeKind.REMINDER,
+                        Severity.WARNING, headline, body, ())  # fmt: skip
+        sink = next((s for s in self._sinks if s.available), None)
+        show_notice = getattr(sink, "show_notice", None)
+        if show_notice is not None:
+            show_notice(notice)
+            self.noticeShown.emit(notice)
 
     def on_events_arrived(self, events: list[EventRow]) -> None:
         self._carry_out(self.policy.feed(events, self._clock()))

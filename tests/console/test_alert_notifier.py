@@ -208,3 +208,19 @@ def test_the_alert_table_names_an_xid_by_its_code() -> None:
     assert value_text(xid) == "Xid 13"
     assert value_text(replace(xid, occurrences=3)) == "Xid 13 x3"
     assert value_text(alert(Severity.CRITICAL)) == "86 °C"
+
+
+def test_a_reminder_reaches_the_desktop_without_sound_and_not_the_tray() -> None:
+    """A silence about to end is said on the desktop too, not only in the window."""
+    desktop = Harness(DesktopLike())
+    desktop.notifier.remind("Silence ending", "Silence of gpu-node-0* by erin ends in 5 min")
+    assert isinstance(desktop.sink, DesktopLike)
+    [notice] = desktop.sink.notices
+    assert notice.kind is NoticeKind.REMINDER and notice.alerts == ()
+    assert (notice.headline, notice.body) == (
+        "Silence ending", "Silence of gpu-node-0* by erin ends in 5 min",
+    )  # fmt: skip
+    assert desktop.beeps == 0 and desktop.toasts == []  # the window shows its own toast
+    tray = Harness()
+    tray.notifier.remind("Silence ending", "…")
+    assert tray.sink.shown == [] and tray.beeps == 0
