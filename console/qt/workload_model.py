@@ -10,6 +10,7 @@ from PySide6.QtCore import (
     QMimeData,
     QModelIndex,
     QPersistentModelIndex,
+    QSortFilterProxyModel,
     Qt,
 )
 from PySide6.QtGui import QColor
@@ -136,8 +137,9 @@ class WorkloadFilterProxy(SortKeyProxy):
         self.setFilterKeyColumn(-1)
 
     def set_show_ended(self, show: bool) -> None:
+        self.beginFilterChange()  # Qt 6.10: invalidateFilter() is deprecated
         self.show_ended = show
-        self.invalidateFilter()
+        self.endFilterChange(QSortFilterProxyModel.Direction.Rows)
 
     def filterAcceptsRow(self, source_row: int, source_parent: Index) -> bool:
         workload = self.sourceModel().index(source_row, 0, source_parent).data(WORKLOAD_ROLE)

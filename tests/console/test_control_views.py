@@ -17,7 +17,7 @@ from console.qt.drop_rules import TileDropRules
 from console.qt.fleet_item_model import FleetItemModel
 from console.qt.mime import read_process, read_workload
 from console.qt.process_model import ProcessTableModel
-from console.qt.workload_model import WorkloadTableModel
+from console.qt.workload_model import WorkloadFilterProxy, WorkloadTableModel
 from console.views.fleet_grid import FleetGrid
 from console.views.kill_dialog import KillDialog
 from console.views.kill_zone import KillZone
@@ -49,6 +49,19 @@ def test_queued_rows_drag_and_carry_their_names() -> None:
     assert not model.flags(model.index(1, 0)) & Qt.ItemFlag.ItemIsDragEnabled
     assert read_workload(model.mimeData([model.index(0, 3)])) == (A, "w-1")
     assert read_workload(model.mimeData([model.index(1, 0)])) is None
+
+
+def test_show_ended_hides_and_shows_ended_workloads() -> None:
+    fleet = fleet_with(A)
+    fleet.control.apply(workload("w-1"))
+    fleet.control.apply(workload("w-2", WorkloadState.FINISHED))
+    proxy = WorkloadFilterProxy()
+    proxy.setSourceModel(WorkloadTableModel(fleet))
+    assert proxy.rowCount() == 2
+    proxy.set_show_ended(False)  # warnings are errors: the deprecated invalidateFilter() failed
+    assert proxy.rowCount() == 1
+    proxy.set_show_ended(True)
+    assert proxy.rowCount() == 2
 
 
 def test_process_row_carries_what_a_kill_names() -> None:
