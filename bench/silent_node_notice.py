@@ -181,7 +181,9 @@ class Watch:
     def __init__(self, window: MainWindow, target: str) -> None:
         self.window, self.target = window, target
         self.notified: dict[str, float] = {}  # alert id -> when the notifier showed it
+        self.link_lost: float | None = None  # when the frame pump first showed it down
         window.notifier.notified.connect(self._on_notifier_notified)
+        window.session.pump.fleetChanged.connect(self._on_pump_fleet_changed)
 
     @property
     def fleet(self) -> FleetModel:
@@ -190,6 +192,10 @@ class Watch:
     def _on_notifier_notified(self, alert: AlertRow) -> None:
         if is_local(alert):
             self.notified.setdefault(alert.id, time.time())
+
+    def _on_pump_fleet_changed(self, _changes: object) -> None:
+        if self.link_lost is None and self.link_down():
+            self.link_lost = time.time()
 
     def firing(self) -> AlertRow | None:
         alerts = self.fleet.alerts.alerts()
@@ -212,22 +218,19 @@ def trial(watch: Watch, daemon: Daemon, fault: str, dunst: Dunst | None) -> dict
     faulted = time.time()
     daemon.signal(signal.SIGSTOP if fault == "sigstop" else signal.SIGKILL)
     found: dict[str, Any] = {"fault": fault}
-    link_lost, alert = None, None
-    while time.time() - faulted < GIVE_UP_S and (alert := watch.firing()) is None:
-        wait_until(lambda: watch.firing() is not None or watch.link_down(), 1.0, POLL_MS)
-        if link_lost is None and watch.link_down():
-            link_lost = time.time()
-    if alert is None:
+    watch.link_lost = None
+    if not wait_until(lambda: watch.firing() is not None, GIVE_UP_S, POLL_MS):
         raise RuntimeError(f"{fault}: no alert within {GIVE_UP_S} s")
+    alert = watch.firing()
+    assert alert is not None
     wait_until(lambda: alert.id in watch.notified, 10, POLL_MS)
     if dunst is not None:
         wait_until(lambda: len(dunst.shown()) > shown_before, 10, POLL_MS)
         new = dunst.shown()[shown_before:]
         found["dunst_s"] = round(new[0][0] - faulted, 3) if new else None
         found["dunst_urgency"] = new[0][1] if new else None
-    wait_until(watch.link_down, 10, POLL_MS)  # for the link's number, where it came later
-    if link_lost is None and watch.link_down():
-        link_lost = time.time()
+    wait_until(lambda: watch.link_lost is not None, 10, POLL_MS)  # where it comes later
+    link_lost = watch.link_lost
     found.update(
         link_s=round(link_lost - faulted, 3) if link_lost else None,
         raised_s=round(alert.started_unix_ms / 1000 - faulted, 3),
