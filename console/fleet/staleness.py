@@ -62,6 +62,7 @@ class _Watch:
     link: LinkState = LinkState.CONNECTING
     link_detail: str = ""
     down_since_s: float | None = None
+    deadline_s: float = max(MIN_STALE_S, STALE_INTERVALS * DEFAULT_INTERVAL_S)
 
 
 class DataWatchdog:
@@ -75,7 +76,9 @@ class DataWatchdog:
 
     def set_interval(self, target: str, interval_s: float) -> None:
         """The node's sampling interval, as its inventory states it (0: unknown)."""
-        self._watch(target).interval_s = interval_s
+        watch = self._watch(target)
+        watch.interval_s = interval_s
+        watch.deadline_s = _deadline_s(watch)
 
     def batch(self, target: str, batch_unix_s: float) -> None:
         """A batch of the node arrived now; `batch_unix_s` is its own timestamp."""
@@ -84,6 +87,8 @@ class DataWatchdog:
         if batch_unix_s > watch.last_batch_unix_s:
             watch.last_batch_unix_s = batch_unix_s
             watch.stamps.append(batch_unix_s)
+            if watch.interval_s <= 0:
+                watch.deadline_s = _deadline_s(watch)
 
     def link(self, target: str, state: LinkState, detail: str = "") -> None:
         watch = self._watch(target)
@@ -100,7 +105,7 @@ class DataWatchdog:
 
     def stale_after_s(self, target: str) -> float:
         """How long the node may send nothing before it is stale."""
-        return _deadline_s(self._watch(target))
+        return self._watch(target).deadline_s
 
     def quiet(self) -> dict[str, Quiet]:
         """Every node that is stale or whose link is down, now; fresh nodes are absent.
@@ -113,6 +118,8 @@ class DataWatchdog:
         for target, watch in self._watches.items():
             if watch.arrived_s is None:
                 continue
+            if watch.link is LinkState.CONNECTED and now - watch.arrived_s <= watch.deadline_s:
+                continue  # the common case, every frame for every node: kept cheap
             verdict = self._judge(target, watch, now)
             if verdict.stale or verdict.link is not LinkState.CONNECTED:
                 found[target] = verdict
@@ -121,7 +128,7 @@ class DataWatchdog:
     def _judge(self, target: str, watch: _Watch, now: float) -> Quiet:
         assert watch.arrived_s is not None
         silent_s = now - watch.arrived_s
-        deadline = _deadline_s(watch)
+        deadline = watch.deadline_s
         stale = silent_s > deadline
         down_s = None if watch.down_since_s is None else now - watch.down_since_s
         down = down_s is not None and down_s >= LINK_GRACE_S
