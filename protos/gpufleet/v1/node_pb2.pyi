@@ -1781,12 +1781,30 @@ class Caller(_message.Message):
     ROLE_FIELD_NUMBER: _builtins.int
     TEAMS_FIELD_NUMBER: _builtins.int
     AUTHENTICATED_BY_FIELD_NUMBER: _builtins.int
+    CREDENTIAL_EXPIRES_UNIX_MS_FIELD_NUMBER: _builtins.int
+    ALLOW_KILL_JOB_PROCESSES_FIELD_NUMBER: _builtins.int
+    TOKEN_ISSUER_FIELD_NUMBER: _builtins.int
+    TOKEN_ID_FIELD_NUMBER: _builtins.int
     user: _builtins.str
     role: Global___Role.ValueType
     authenticated_by: _builtins.str
-    """How the caller was identified: "token", "client-certificate", or
-    "none" where the daemon runs without authentication (loopback demo).
+    """How the caller was identified: "token" (a static per-node token), "jwt"
+    (a signed token checked against the node's JWKS), "client-certificate",
+    or "none" where the daemon runs without authentication (loopback demo).
     """
+    credential_expires_unix_ms: _builtins.int
+    """When the caller's credential stops working (a JWT's `exp`, a static
+    token's `expires`); unset when it does not expire.
+    """
+    allow_kill_job_processes: _builtins.bool
+    """This node's kill policy: whether KillProcess may signal processes that
+    belong to a Slurm job (`allow_kill_job_processes`).
+    """
+    token_issuer: _builtins.str
+    """The JWT's issuer and id (`iss`, `jti`), for "signed in as" displays and
+    revocation; empty for other credentials.
+    """
+    token_id: _builtins.str
     @_builtins.property
     def teams(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     def __init__(
@@ -1796,12 +1814,18 @@ class Caller(_message.Message):
         role: Global___Role.ValueType = ...,
         teams: _abc.Iterable[_builtins.str] | None = ...,
         authenticated_by: _builtins.str = ...,
+        credential_expires_unix_ms: _builtins.int | None = ...,
+        allow_kill_job_processes: _builtins.bool = ...,
+        token_issuer: _builtins.str = ...,
+        token_id: _builtins.str = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_credential_expires_unix_ms", b"_credential_expires_unix_ms", "credential_expires_unix_ms", b"credential_expires_unix_ms"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["authenticated_by", b"authenticated_by", "role", b"role", "teams", b"teams", "user", b"user"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_credential_expires_unix_ms", b"_credential_expires_unix_ms", "allow_kill_job_processes", b"allow_kill_job_processes", "authenticated_by", b"authenticated_by", "credential_expires_unix_ms", b"credential_expires_unix_ms", "role", b"role", "teams", b"teams", "token_id", b"token_id", "token_issuer", b"token_issuer", "user", b"user"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
+    _WhichOneofReturnType__credential_expires_unix_ms: _TypeAlias = _typing.Literal["credential_expires_unix_ms"]  # noqa: Y015
+    _WhichOneofArgType__credential_expires_unix_ms: _TypeAlias = _typing.Literal["_credential_expires_unix_ms", b"_credential_expires_unix_ms"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__credential_expires_unix_ms) -> _WhichOneofReturnType__credential_expires_unix_ms | None: ...
 
 Global___Caller: _TypeAlias = Caller  # noqa: Y015
 

@@ -283,7 +283,8 @@ class NodeServiceServicer:
 
     def WhoAmI(self, request, context):
         """Who the daemon takes the caller for (from the token or client certificate),
-        and the caller's role: viewer < operator < admin.
+        the caller's role (viewer < operator < admin) and teams, when the
+        credential expires, and this node's kill policy: what the caller may do here.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -93,7 +93,8 @@ class NodeServiceStub:
     GetWorkloadOutput: _grpc.UnaryUnaryMultiCallable[_node_pb2.GetWorkloadOutputRequest, _node_pb2.WorkloadOutput]
     WhoAmI: _grpc.UnaryUnaryMultiCallable[_node_pb2.WhoAmIRequest, _node_pb2.Caller]
     """Who the daemon takes the caller for (from the token or client certificate),
-    and the caller's role: viewer < operator < admin.
+    the caller's role (viewer < operator < admin) and teams, when the
+    credential expires, and this node's kill policy: what the caller may do here.
     """
     QueryAudit: _grpc.UnaryUnaryMultiCallable[_node_pb2.QueryAuditRequest, _node_pb2.QueryAuditResponse]
     """The audit log (admin): every mutating and every denied call, hash-chained."""
@@ -162,7 +163,8 @@ class NodeServiceAsyncStub(NodeServiceStub):
     GetWorkloadOutput: _aio.UnaryUnaryMultiCallable[_node_pb2.GetWorkloadOutputRequest, _node_pb2.WorkloadOutput]  # type: ignore[assignment]
     WhoAmI: _aio.UnaryUnaryMultiCallable[_node_pb2.WhoAmIRequest, _node_pb2.Caller]  # type: ignore[assignment]
     """Who the daemon takes the caller for (from the token or client certificate),
-    and the caller's role: viewer < operator < admin.
+    the caller's role (viewer < operator < admin) and teams, when the
+    credential expires, and this node's kill policy: what the caller may do here.
     """
     QueryAudit: _aio.UnaryUnaryMultiCallable[_node_pb2.QueryAuditRequest, _node_pb2.QueryAuditResponse]  # type: ignore[assignment]
     """The audit log (admin): every mutating and every denied call, hash-chained."""
@@ -342,7 +344,8 @@ class NodeServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_node_pb2.Caller, _abc.Awaitable[_node_pb2.Caller]]:
         """Who the daemon takes the caller for (from the token or client certificate),
-        and the caller's role: viewer < operator < admin.
+        the caller's role (viewer < operator < admin) and teams, when the
+        credential expires, and this node's kill policy: what the caller may do here.
         """
 
     @_abc_1.abstractmethod
