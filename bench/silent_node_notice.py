@@ -1,6 +1,6 @@
 """Benchmark: time for the console to notice a silent node and say so (issue #12).
 
-    .venv/bin/python bench/silent_node_notice.py              # 12 trials per fault (~3 min)
+    .venv/bin/python bench/silent_node_notice.py              # 15 trials per fault (~5 min)
     .venv/bin/python bench/silent_node_notice.py --trials 30
     .venv/bin/python bench/silent_node_notice.py --smoke      # 1 trial per fault, nothing written
 
@@ -10,7 +10,11 @@ trial waits until the node streams, waits a random part of a tick (a fault
 comes at any phase of the sampling), then silences the node:
 
 - ``sigstop``: the daemon is stopped (a hung host: TCP still acknowledged);
+- ``blackhole``: the forwarder between console and daemon stops forwarding and
+  closes nothing (tests/console/tcp_blackhole.py: a link cut without a reset);
 - ``sigkill``: the daemon is killed (its sockets reset).
+
+The console always reaches the daemon through that loopback forwarder.
 
 Timed from the fault, on the console's wall clock: the link shown not
 connected (keepalive or reset), the console's own critical alert
@@ -18,7 +22,7 @@ connected (keepalive or reset), the console's own critical alert
 notification channel (the notifier's ``notified``), and, where dunst, Xvfb and
 dbus-daemon are installed, dunst showing it (dunst runs a script of ours for
 each notification, which writes the time; ``--no-dunst`` to skip). Then the
-node comes back (SIGCONT, or a restart on the same port) and the next trial
+node comes back (SIGCONT, forwarding again, or a restart on the same port) and the next trial
 waits until the alert has cleared. Reported: p50, p99 and max per fault.
 Goal: every trial's popup < 5 s.
 
@@ -56,12 +60,15 @@ from console.notify.desktop import DesktopNotifier
 from console.qt.alert_notifier import NotificationSink
 from console.session import ConsoleSession
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the forwarder is the tests'
+from tests.console.tcp_blackhole import BlackHoleProxy
+
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
 RESULTS = BENCH / "results"
 GOAL_S = 5.0
 GIVE_UP_S = 60.0
-FAULTS = ("sigstop", "sigkill")
+FAULTS = ("sigstop", "blackhole", "sigkill")
 POLL_MS = 5
 DUNSTRC = "[global]\n    font = Monospace 8\n[every_notification]\n    script = {script}\n"
 DUNST_SCRIPT = '#!/bin/sh\necho "$(date +%s.%N)|$DUNST_URGENCY|$DUNST_SUMMARY" >> {seen}\n'
@@ -209,14 +216,19 @@ class Watch:
         return self.fleet.node(self.target).state is not LinkState.CONNECTED
 
 
-def trial(watch: Watch, daemon: Daemon, fault: str, dunst: Dunst | None) -> dict[str, Any]:
+def trial(
+    watch: Watch, daemon: Daemon, proxy: BlackHoleProxy, fault: str, dunst: Dunst | None
+) -> dict[str, Any]:
     samples = watch.fleet.node(watch.target).samples_received
     if not wait_until(lambda: watch.streaming(samples) and watch.firing() is None, GIVE_UP_S):
         raise RuntimeError("the node did not stream again")
     wait_until(None, random.uniform(0, 1.0))  # any phase of the 1 s tick
     shown_before = len(dunst.shown()) if dunst else 0
     faulted = time.time()
-    daemon.signal(signal.SIGSTOP if fault == "sigstop" else signal.SIGKILL)
+    if fault == "blackhole":
+        proxy.hold()
+    else:
+        daemon.signal(signal.SIGSTOP if fault == "sigstop" else signal.SIGKILL)
     found: dict[str, Any] = {"fault": fault}
     watch.link_lost = None
     if not wait_until(lambda: watch.firing() is not None, GIVE_UP_S, POLL_MS):
@@ -240,6 +252,8 @@ def trial(watch: Watch, daemon: Daemon, fault: str, dunst: Dunst | None) -> dict
     )  # fmt: skip
     if fault == "sigstop":
         daemon.signal(signal.SIGCONT)
+    elif fault == "blackhole":
+        proxy.resume()
     else:
         daemon.start()
     if not wait_until(lambda: watch.firing() is None, GIVE_UP_S):
@@ -295,7 +309,7 @@ def markdown(result: dict[str, Any]) -> str:
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--trials", type=int, default=12, help="per fault")
+    parser.add_argument("--trials", type=int, default=15, help="per fault")
     parser.add_argument("--no-dunst", action="store_true", help="time to the channel only")
     parser.add_argument("--smoke", action="store_true", help="one trial per fault, no files")
     parser.add_argument("--seed", type=int, default=1)
@@ -322,19 +336,20 @@ def run(args: argparse.Namespace, workdir: Path) -> list[dict[str, Any]]:
     sinks: list[NotificationSink] = [DesktopNotifier(dunst.bus)] if dunst else [RecordingSink()]
     if not wait_until(lambda: sinks[0].available, 10):
         raise RuntimeError("dunst did not take the notification service's name")
-    window = MainWindow(ConsoleSession([daemon.start()]), sinks=sinks)
-    stop: list[Callable[[], None]] = [window.session.stop, daemon.stop]
+    proxy = BlackHoleProxy(daemon.start())
+    window = MainWindow(ConsoleSession([proxy.address]), sinks=sinks)
+    stop: list[Callable[[], None]] = [window.session.stop, proxy.close, daemon.stop]
     if dunst is not None:
         stop.append(dunst.stop)
     try:
         window.resize(1400, 900)
         window.session.start()
         window.show()
-        watch = Watch(window, daemon.listen)
+        watch = Watch(window, proxy.address)
         found = []
         for number in range(args.trials):
             for fault in FAULTS:
-                found.append(trial(watch, daemon, fault, dunst))
+                found.append(trial(watch, daemon, proxy, fault, dunst))
                 print(f"trial {number + 1} {fault}: {found[-1]}", flush=True)
         return found
     finally:
