@@ -81,7 +81,8 @@ OPTIONS: dict[str, str] = {
     "allow_kill_job_processes": "let KillProcess signal processes of Slurm jobs (default: refuse)",
     "teams": "the [teams] table: team name = list of members (for reservations to team:NAME)",
     "metrics_listen": "HOST:PORT for Prometheus /metrics (dcgm-exporter names); off if unset",
-    "auth": "the [[auth.users]] (name, role, teams, token_sha256) and [tls] tables",
+    "auth": "the [auth] table (jwks_file, issuer, audience, leeway_s, user_claim, revoked_jti, "
+    "revoked_users), [[auth.users]] (name, role, teams, token_sha256, token_expires) and [tls]",
     "usage_flush_interval_s": "seconds between writes of usage accounting to disk; a crash "
     "loses at most this much usage (1 .. 300)",
     "metrics_hostname_label": "label carrying the host name: Hostname (dcgm-exporter) or hostname",

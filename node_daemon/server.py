@@ -133,13 +133,14 @@ class NodeDaemon:
         workers = self.config.max_streams + UNARY_WORKERS
         self._executor = futures.ThreadPoolExecutor(workers, thread_name_prefix="gpufleet-rpc")
         self.guard = RpcGuard(self.streams)
+        self.auth_interceptor = AuthInterceptor(self.config.auth, self.audit)
         server = grpc.server(
             self._executor,
             options=SERVER_OPTIONS,
             maximum_concurrent_rpcs=workers + QUEUED_CALLS,
             interceptors=[  # the guard first: undecodable bytes and excess streams end there
                 self.guard,
-                AuthInterceptor(self.config.auth.users, self.audit, self.config.auth.enabled),
+                self.auth_interceptor,
             ],
         )
         self.slurm = SlurmWatcher(self.config.hostname)
@@ -155,9 +156,9 @@ class NodeDaemon:
             self.usage_store, lambda: workload_messages(self.workloads.workloads(True)),
             lambda user: teams_of(self.config, user), self._hostname, self.usage.flush,
         )  # fmt: skip
-        handler = node_service_handler(
-            servicer, alert_servicer, control, AuthServicer(self.audit), usage
-        )
+        # WhoAmI reports the kill policy of the config in force (a reload replaces it).
+        auth = AuthServicer(self.audit, lambda: self.config.allow_kill_job_processes)
+        handler = node_service_handler(servicer, alert_servicer, control, auth, usage)
         server.add_generic_rpc_handlers((handler,))
         health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
         names = (SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME)

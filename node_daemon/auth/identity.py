@@ -35,8 +35,13 @@ class Caller:
     user: str
     role: Role
     teams: tuple[str, ...]
-    authenticated_by: str  # "token", "client-certificate", "none"
+    authenticated_by: str  # "token", "jwt", "client-certificate", "none"
     peer: str = ""
+    # Unix seconds after which the credential stops working (a JWT's exp, a static
+    # token's token_expires); None: it does not expire.
+    expires_unix_s: float | None = None
+    token_issuer: str = ""  # a JWT's iss and jti; empty for other credentials
+    token_id: str = ""
 
     @property
     def holders(self) -> tuple[str, ...]:

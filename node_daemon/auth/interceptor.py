@@ -11,8 +11,8 @@ call is refused (reads keep working).
 from __future__ import annotations
 
 import logging
-import time
-from collections.abc import Callable, Iterator, Mapping
+import threading
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import grpc
@@ -20,17 +20,17 @@ from google.protobuf import json_format
 from google.protobuf.message import Message
 
 from node_daemon.auth.audit import AuditError, AuditLog
+from node_daemon.auth.auth_state import AuthState, Denied
 from node_daemon.auth.certificate import BadCertificateName, certificate_user_name, check_name
 from node_daemon.auth.identity import (
     LOCAL_ADMIN,
     Caller,
     Role,
-    User,
     reset_current_caller,
     set_current_caller,
 )
 from node_daemon.auth.policy import METHOD_ROLES, MUTATING, is_open, method_name
-from node_daemon.auth.tokens import token_hash
+from node_daemon.auth.settings import AuthSettings
 
 log = logging.getLogger(__name__)
 
@@ -45,12 +45,6 @@ TARGET_FIELDS = (
     "holder",
 )
 Behavior = Callable[[Any, grpc.ServicerContext], Any]
-
-
-class Denied(Exception):
-    def __init__(self, code: grpc.StatusCode, message: str) -> None:
-        super().__init__(message)
-        self.code = code
 
 
 MAX_TARGET_VALUE = 64
@@ -83,14 +77,32 @@ def describe_params(request: Message) -> str:
 
 
 class AuthInterceptor(grpc.ServerInterceptor):
-    def __init__(self, users: tuple[User, ...], audit: AuditLog, enabled: bool) -> None:
-        self._by_hash: Mapping[str, User] = {u.token_sha256: u for u in users if u.token_sha256}
-        self._by_name: Mapping[str, User] = {u.name: u for u in users}
-        self._audit, self._enabled = audit, enabled
+    def __init__(self, settings: AuthSettings, audit: AuditLog) -> None:
+        self._state = AuthState(settings)
+        self._reconfiguring = threading.Lock()
+        self._audit = audit
         # Guarded handlers per method, built once: grpc's handler constructors import
         # lazily, and an import on every call (Qt's import hook in the console tests,
         # where daemon and console share a process) is cost and risk for nothing.
         self._guarded: dict[str, Any] = {}
+
+    @property
+    def settings(self) -> AuthSettings:
+        return self._state.settings
+
+    def reconfigure(self, settings: AuthSettings) -> None:
+        """Judge every call from now on by `settings` (users, JWKS, issuer, revocations).
+
+        Thread-safe: the state is replaced whole in one assignment, so a call sees the
+        old state or the new, never a mix. Calls already admitted (open streams) keep
+        running; the TLS settings are not applied (they belong to the listening port).
+        """
+        state = AuthState(settings)  # built before the swap: a call never waits for it
+        with self._reconfiguring:
+            self._state = state
+        log.info("auth reconfigured: %d users, %s, %d revoked ids, %d revoked users",
+                 len(settings.users), _keys_note(settings), len(settings.revoked_jti),
+                 len(settings.revoked_users))  # fmt: skip
 
     def intercept_service(self, continuation: Callable[..., Any], details: Any) -> Any:
         guarded = self._guarded.get(details.method)
@@ -202,17 +214,18 @@ class AuthInterceptor(grpc.ServerInterceptor):
     # -- identity ----------------------------------------------------------------
 
     def _identify(self, context: grpc.ServicerContext) -> Caller:
-        if not self._enabled:
+        state = self._state  # one state for the whole of this call's identification
+        if not state.enabled:
             return Caller(LOCAL_ADMIN.user, LOCAL_ADMIN.role, (), "none", context.peer())
         token = self._bearer(context)
         if token is not None:
-            return self._by_token(token, context.peer())
-        certificate_user = self._certificate_user(context)
+            return state.caller_for_token(token, context.peer())
+        certificate_user = self._certificate_user(state, context)
         if certificate_user is not None:
             return certificate_user
         raise Denied(grpc.StatusCode.UNAUTHENTICATED,
                      "no credentials: send gRPC metadata 'authorization: Bearer <token>' "
-                     "(gpufleet token new), or a client certificate")  # fmt: skip
+                     "(gpufleet token new, or a JWT), or a client certificate")  # fmt: skip
 
     @staticmethod
     def _bearer(context: grpc.ServicerContext) -> str | None:
@@ -225,20 +238,8 @@ class AuthInterceptor(grpc.ServerInterceptor):
                 return token.strip()
         return None
 
-    def _by_token(self, token: str, peer: str) -> Caller:
-        user = self._by_hash.get(token_hash(token))
-        if user is None:
-            raise Denied(
-                grpc.StatusCode.UNAUTHENTICATED, "unknown token (revoked, or for another node?)"
-            )
-        if user.token_expires_unix_s is not None and time.time() > user.token_expires_unix_s:
-            day = time.strftime("%Y-%m-%d", time.gmtime(user.token_expires_unix_s))
-            raise Denied(
-                grpc.StatusCode.UNAUTHENTICATED, f"the token of {user.name} expired on {day}"
-            )
-        return Caller(user.name, user.role, user.teams, "token", peer)
-
-    def _certificate_user(self, context: grpc.ServicerContext) -> Caller | None:
+    @staticmethod
+    def _certificate_user(state: AuthState, context: grpc.ServicerContext) -> Caller | None:
         auth = context.auth_context() or {}
         names = auth.get("x509_common_name") or []
         if not names:
@@ -255,10 +256,11 @@ class AuthInterceptor(grpc.ServerInterceptor):
             raise Denied(grpc.StatusCode.UNAUTHENTICATED,
                          f"client certificate name {actual!r} does not match what the TLS "
                          f"layer reported ({name!r}): refused")  # fmt: skip
-        user = self._by_name.get(name)
+        user = state.by_name.get(name)
         if user is None:
             message = f"client certificate for {name!r}, who is not a user of this node"
             raise Denied(grpc.StatusCode.PERMISSION_DENIED, message)
+        state.check_revoked(user.name)
         return Caller(user.name, user.role, user.teams, "client-certificate", context.peer())
 
     def _claimed_user(self, context: grpc.ServicerContext) -> str:
@@ -266,6 +268,13 @@ class AuthInterceptor(grpc.ServerInterceptor):
             return self._identify(context).user
         except Denied:
             return "(unauthenticated)"
+
+
+def _keys_note(settings: AuthSettings) -> str:
+    if settings.jwks is None:
+        return "no JWKS"
+    kids = ", ".join(k.kid or "(no kid)" for k in settings.jwks.keys)
+    return f"JWKS {settings.jwks_file} ({kids})"
 
 
 def _raw(value: bytes | str) -> bytes:

@@ -1,4 +1,13 @@
-"""[auth] and [tls] of the daemon's config: users with roles and token hashes; certificates.
+"""[auth] and [tls] of the daemon's config: users, signed tokens (JWKS), revocation, TLS.
+
+[auth]
+jwks_file = "/etc/gpufleet/jwks.json"   # optional: accept JWTs signed by these keys
+issuer = "https://idp.example.org/realms/gpufleet"   # optional: iss must be this
+audience = "gpufleet"             # optional: aud must include this (or one of a list)
+leeway_s = 30                     # clock skew allowed on exp and nbf
+user_claim = "sub"                # the claim that names the user
+revoked_jti = ["5f0c…"]           # JWT ids refused from now on
+revoked_users = ["mallory"]       # users refused, whatever their credential
 
 [[auth.users]]
 name = "alice"
@@ -22,7 +31,12 @@ from pathlib import Path
 from typing import Any
 
 from node_daemon.auth.identity import Role, User
+from node_daemon.auth.jwks import Jwks, load_jwks
 from node_daemon.errors import ConfigError
+
+AUTH_KEYS = frozenset({"users", "jwks_file", "issuer", "audience", "leeway_s", "user_claim",
+                       "revoked_jti", "revoked_users"})  # fmt: skip
+MAX_LEEWAY_S = 300
 
 
 @dataclass(frozen=True)
@@ -35,12 +49,26 @@ class TlsSettings:
 
 @dataclass(frozen=True)
 class AuthSettings:
+    """Who may call: a frozen value, swapped whole by a reload (AuthInterceptor.reconfigure).
+
+    `jwks` is the parsed `jwks_file`, read when the config was parsed: a bad key set
+    rejects the config that names it.
+    """
+
     users: tuple[User, ...] = ()
     tls: TlsSettings | None = None
+    jwks_file: Path | None = None
+    jwks: Jwks | None = None
+    issuer: str | None = None
+    audience: tuple[str, ...] = ()
+    leeway_s: float = 30.0
+    revoked_jti: frozenset[str] = frozenset()
+    revoked_users: frozenset[str] = frozenset()
+    user_claim: str = "sub"
 
     @property
     def enabled(self) -> bool:
-        return bool(self.users)
+        return bool(self.users) or self.jwks is not None
 
 
 def _expiry(value: Any, where: str) -> float | None:
@@ -82,13 +110,57 @@ def _tls(raw: Any, source: str) -> TlsSettings | None:
                        bool(raw.get("require_client_cert", False)))  # fmt: skip
 
 
+def _names(auth: dict[str, Any], key: str, source: str) -> tuple[str, ...]:
+    value = auth.get(key, [])
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+        raise ConfigError(f"{source}: [auth] {key} must be a list of non-empty strings")
+    return tuple(value)
+
+
+def _optional_text(auth: dict[str, Any], key: str, source: str) -> str | None:
+    value = auth.get(key)
+    if value is not None and (not isinstance(value, str) or not value):
+        raise ConfigError(f"{source}: [auth] {key} must be a non-empty string")
+    return value
+
+
+def _leeway(auth: dict[str, Any], source: str) -> float:
+    value = auth.get("leeway_s", 30)
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ConfigError(f"{source}: [auth] leeway_s must be a number of seconds")
+    if not 0 <= value <= MAX_LEEWAY_S:
+        raise ConfigError(f"{source}: [auth] leeway_s must be 0 .. {MAX_LEEWAY_S}, got {value}")
+    return float(value)
+
+
+def _jwks(auth: dict[str, Any], source: str) -> tuple[Path | None, Jwks | None]:
+    name = _optional_text(auth, "jwks_file", source)
+    if name is None:
+        return None, None
+    return Path(name), load_jwks(Path(name), f"{source}: [auth]")
+
+
 def parse_auth(data: dict[str, Any], source: str) -> AuthSettings:
     auth = data.get("auth", {})
     if not isinstance(auth, dict):
         raise ConfigError(f"{source}: [auth] must be a table")
+    unknown = sorted(set(auth) - AUTH_KEYS)
+    if unknown:
+        raise ConfigError(f"{source}: unknown key(s) {', '.join(unknown)} in [auth]")
     raw_users = auth.get("users", [])
+    if not isinstance(raw_users, list):
+        raise ConfigError(f"{source}: users in [auth] must be [[auth.users]] tables")
     users = tuple(_user(u, f"{source}: auth.users[{i}]") for i, u in enumerate(raw_users))
     names = [u.name for u in users]
     if len(set(names)) != len(names):
         raise ConfigError(f"{source}: a user name appears twice in [[auth.users]]")
-    return AuthSettings(users, _tls(data.get("tls"), source))
+    jwks_file, jwks = _jwks(auth, source)
+    return AuthSettings(
+        users, _tls(data.get("tls"), source), jwks_file, jwks,
+        _optional_text(auth, "issuer", source), _names(auth, "audience", source),
+        _leeway(auth, source), frozenset(_names(auth, "revoked_jti", source)),
+        frozenset(_names(auth, "revoked_users", source)),
+        _optional_text(auth, "user_claim", source) or "sub",
+    )  # fmt: skip

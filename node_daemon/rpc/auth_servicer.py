@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import grpc
 
 from gpufleet.v1 import node_pb2 as pb
@@ -12,13 +14,22 @@ MAX_AUDIT_ROWS = 10_000
 
 
 class AuthServicer:
-    def __init__(self, audit: AuditLog) -> None:
+    def __init__(self, audit: AuditLog, kill_job_processes: Callable[[], bool] = bool) -> None:
+        """`kill_job_processes` reads the node's live allow_kill_job_processes."""
         self._audit = audit
+        self._kill_job_processes = kill_job_processes
 
     def WhoAmI(self, request: pb.WhoAmIRequest, context: grpc.ServicerContext) -> pb.Caller:
+        """Who the caller is here, until when, and the node's kill policy."""
         caller = current_caller()
-        return pb.Caller(user=caller.user, role=int(caller.role), teams=caller.teams,  # type: ignore[arg-type]
-                         authenticated_by=caller.authenticated_by)  # fmt: skip
+        expires = caller.expires_unix_s
+        return pb.Caller(
+            user=caller.user, role=int(caller.role), teams=caller.teams,  # type: ignore[arg-type]
+            authenticated_by=caller.authenticated_by,
+            credential_expires_unix_ms=None if expires is None else int(expires * 1000),
+            allow_kill_job_processes=self._kill_job_processes(),
+            token_issuer=caller.token_issuer, token_id=caller.token_id,
+        )  # fmt: skip
 
     def QueryAudit(
         self, request: pb.QueryAuditRequest, context: grpc.ServicerContext
