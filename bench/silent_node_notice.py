@@ -139,7 +139,7 @@ class Daemon:
 class Dunst:
     """dunst on a private session bus and an Xvfb display; `shown()`: its records so far."""
 
-    def __init__(self, workdir: Path) -> None:
+    def __init__(self, workdir: Path, undo: list[Callable[[], None]]) -> None:
         self.seen = workdir / "dunst-seen.txt"
         (workdir / "bus.conf").write_text(BUS_CONFIG.format(tmpdir=workdir), encoding="utf-8")
         script = workdir / "record.sh"
@@ -147,6 +147,8 @@ class Dunst:
         script.chmod(0o755)
         (workdir / "dunstrc").write_text(DUNSTRC.format(script=script), encoding="utf-8")
         self._procs: list[subprocess.Popen[str]] = []
+        self._bus_open = False
+        undo.append(self.stop)  # from the first process on
         bus = self._spawn("dbus-daemon", f"--config-file={workdir / 'bus.conf'}", "--nofork",
                           "--print-address=1")  # fmt: skip
         self.address = _first_line(bus)
@@ -155,6 +157,7 @@ class Dunst:
         argv = ["dunst", "-config", str(workdir / "dunstrc")]
         self._procs.append(subprocess.Popen(argv, env=env, stderr=subprocess.DEVNULL, text=True))
         self.bus = QDBusConnection.connectToBus(self.address, "gpufleet-bench-bus")
+        self._bus_open = True
 
     def _spawn(self, *argv: str) -> subprocess.Popen[str]:
         proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
@@ -169,7 +172,8 @@ class Dunst:
         return [(float(t), u, s) for t, u, s in (line.split("|", 2) for line in lines)]
 
     def stop(self) -> None:
-        QDBusConnection.disconnectFromBus("gpufleet-bench-bus")
+        if self._bus_open:
+            QDBusConnection.disconnectFromBus("gpufleet-bench-bus")
         for proc in reversed(self._procs):
             proc.terminate()
             proc.wait(10)
@@ -331,17 +335,18 @@ def have_dunst() -> bool:
 
 def run(args: argparse.Namespace, workdir: Path) -> list[dict[str, Any]]:
     app = qt_application(offscreen=True)
-    dunst = Dunst(workdir) if have_dunst() and not args.no_dunst else None
-    daemon = Daemon(workdir)
-    sinks: list[NotificationSink] = [DesktopNotifier(dunst.bus)] if dunst else [RecordingSink()]
-    if not wait_until(lambda: sinks[0].available, 10):
-        raise RuntimeError("dunst did not take the notification service's name")
-    proxy = BlackHoleProxy(daemon.start())
-    window = MainWindow(ConsoleSession([proxy.address]), sinks=sinks)
-    stop: list[Callable[[], None]] = [window.session.stop, proxy.close, daemon.stop]
-    if dunst is not None:
-        stop.append(dunst.stop)
+    undo: list[Callable[[], None]] = []  # what to stop, newest first, however far it got
     try:
+        dunst = Dunst(workdir, undo) if have_dunst() and not args.no_dunst else None
+        daemon = Daemon(workdir)
+        undo.append(daemon.stop)
+        sinks: list[NotificationSink] = [DesktopNotifier(dunst.bus)] if dunst else [RecordingSink()]
+        if not wait_until(lambda: sinks[0].available, 10):
+            raise RuntimeError("dunst did not take the notification service's name")
+        proxy = BlackHoleProxy(daemon.start())
+        undo.append(proxy.close)
+        window = MainWindow(ConsoleSession([proxy.address]), sinks=sinks)
+        undo += [window.close, window.session.stop]
         window.resize(1400, 900)
         window.session.start()
         window.show()
@@ -353,9 +358,8 @@ def run(args: argparse.Namespace, workdir: Path) -> list[dict[str, Any]]:
                 print(f"trial {number + 1} {fault}: {found[-1]}", flush=True)
         return found
     finally:
-        for step in stop:
+        for step in reversed(undo):
             step()
-        window.close()
         app.processEvents()
 
 
