@@ -12,7 +12,8 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(dirname "$here")"
 # The entry points; the other bench/*.py files are their parts.
 benchmarks=(console_fleet console_growth alert_latency daemon_streams nvml_sweep fuzz_rpcs
-            hostile_memory stream_starvation silent_node sweep_encode)
+            hostile_memory stream_starvation silent_node silent_node_notice popup_budget
+            sweep_encode)
 
 smoke=()
 case "${1:-}" in

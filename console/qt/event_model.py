@@ -45,6 +45,7 @@ class EventLogModel(RowTableModel):
         stamp = time.strftime("%H:%M:%S", time.localtime(e.time_unix_ms / 1000))
         cells = (
             stamp, self._node_name(e.target), "" if e.gpu_index is None else str(e.gpu_index),
-            e.kind.replace("_", " "), e.summary, e.actor, str(e.seq),
+            e.kind.replace("_", " "), e.summary, e.actor,
+            str(e.seq) if e.seq > 0 else "console",  # the console's own events (negative seqs)
         )  # fmt: skip
         return cells[index.column()]

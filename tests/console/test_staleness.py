@@ -21,6 +21,7 @@ from console.fleet.updates import (
     LinkState,
     LinkUpdate,
 )
+from console.qt.event_model import COLUMNS, EventLogModel
 from tests.console.test_fleet_model import TARGET, info, samples
 
 OTHER = "127.0.0.1:2"
@@ -308,3 +309,12 @@ def test_the_alerts_value_is_how_long_the_node_has_been_quiet(clock: FakeClock) 
     cleared = local_alert(fleet)
     assert not cleared.firing and cleared.value == cleared.peak_value == pytest.approx(6.3)
     assert fleet.take_new_events()[0].kind == "alert_cleared"  # the refreshes were no events
+
+
+def test_the_events_tab_names_the_consoles_own_events_as_such() -> None:
+    model = EventLogModel()
+    node_event = EventRow(TARGET, 12, 1_800_000_000_000, "alert_raised", None, "hot", "", None,
+                          False)  # fmt: skip
+    model.add_events([node_event, replace(node_event, seq=-1, summary="not responding")])
+    seq = COLUMNS.index("Seq")
+    assert [model.index(r, seq).data() for r in range(2)] == ["console", "12"]
