@@ -103,9 +103,24 @@ def decode_inventory(target: str, inventory: pb.Inventory) -> InventoryUpdate:
 
 
 def decode_caller(target: str, caller: pb.Caller) -> IdentityUpdate:
-    """WhoAmI's answer; a role the console does not know reads as the least (viewer)."""
+    """WhoAmI's answer: who, how signed in, until when, and the node's kill policy.
+
+    A role the console does not know reads as the least (viewer).
+    """
     role = Role(caller.role) if caller.role in {r.value for r in Role} else Role.VIEWER
-    identity = Identity(caller.user, role, tuple(caller.teams), caller.authenticated_by)
+    expires = (
+        caller.credential_expires_unix_ms if caller.HasField("credential_expires_unix_ms") else None
+    )
+    identity = Identity(
+        caller.user,
+        role,
+        tuple(caller.teams),
+        caller.authenticated_by,
+        expires_unix_ms=expires,
+        allow_kill_job_processes=caller.allow_kill_job_processes,
+        token_issuer=caller.token_issuer,
+        token_id=caller.token_id,
+    )
     return IdentityUpdate(target, identity)
 
 

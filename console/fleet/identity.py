@@ -1,7 +1,8 @@
-"""Who the console is on each node (WhoAmI), and what that role lets it do.
+"""Who the console is on each node (WhoAmI), and what that role and the node's policy allow.
 
-The console greys out or hides what the caller's role does not allow, so a
-person is told before asking; the daemon still decides every call.
+The console greys out or hides what the caller's role does not allow, and
+refuses a kill the node's kill policy forbids, so a person is told before
+asking; the daemon still decides every call.
 """
 
 from __future__ import annotations
@@ -22,14 +23,25 @@ class Role(enum.IntEnum):
         return self.name.lower()
 
 
+_HOW = {"none": "without authentication", "client-certificate": "by client certificate"}
+
+
 @dataclass(frozen=True)
 class Identity:
-    """The caller as a node sees it."""
+    """The caller as a node sees it, and that node's kill policy."""
 
     user: str
     role: Role
     teams: tuple[str, ...] = ()
-    authenticated_by: str = "token"  # "token", "client-certificate" or "none"
+    # "token" (static), "jwt" (signed, checked against the node's JWKS),
+    # "client-certificate" or "none".
+    authenticated_by: str = "token"
+    # When the credential stops working on this node; None: it does not expire.
+    expires_unix_ms: int | None = None
+    # The node's allow_kill_job_processes: may KillProcess signal a Slurm job's process?
+    allow_kill_job_processes: bool = False
+    token_issuer: str = ""  # a JWT's iss, "" for other credentials
+    token_id: str = ""  # a JWT's jti
 
     @property
     def holders(self) -> tuple[str, ...]:
@@ -39,14 +51,21 @@ class Identity:
     def may_act_for(self, owner: str | None) -> bool:
         return self.role >= Role.ADMIN or owner in self.holders
 
-    def describe(self) -> str:
-        """ "otto (operator; teams ml) by token"."""
+    def describe(self, now_unix_ms: int | None = None) -> str:
+        """ "alice (operator; teams ml) by jwt from https://sso.example.com, expires in 6 h".
+
+        Without `now_unix_ms` the expiry is left out (a text that does not age).
+        """
         teams = f"; teams {', '.join(self.teams)}" if self.teams else ""
-        how = {
-            "none": "without authentication",
-            "client-certificate": "by client certificate",
-        }.get(self.authenticated_by, f"by {self.authenticated_by}")
-        return f"{self.user} ({self.role.label}{teams}) {how}"
+        how = _HOW.get(self.authenticated_by, f"by {self.authenticated_by}")
+        issuer = f" from {self.token_issuer}" if self.token_issuer else ""
+        text = f"{self.user} ({self.role.label}{teams}) {how}{issuer}"
+        if now_unix_ms is not None and self.expires_unix_ms is not None:
+            text += f", {expiry_text(self.expires_unix_ms, now_unix_ms)}"
+        return text
+
+    def expired(self, now_unix_ms: int) -> bool:
+        return self.expires_unix_ms is not None and now_unix_ms >= self.expires_unix_ms
 
 
 def role_refusal(identity: Identity | None, needed: Role, node_name: str) -> str | None:
@@ -59,3 +78,37 @@ def role_refusal(identity: Identity | None, needed: Role, node_name: str) -> str
         return None
     return (f"needs the {needed.label} role ({identity.user} is {identity.role.label} "
             f"on {node_name})")  # fmt: skip
+
+
+def job_kill_refusal(identity: Identity | None, node_name: str) -> str | None:
+    """Why the node will not kill a process of a Slurm job; None when its policy allows it.
+
+    Exact, from the node's own word (WhoAmI's allow_kill_job_processes); an
+    unknown identity refuses nothing here: the node decides.
+    """
+    if identity is None or identity.allow_kill_job_processes:
+        return None
+    return (f"{node_name} refuses to kill processes of Slurm jobs "
+            "(allow_kill_job_processes = false)")  # fmt: skip
+
+
+def expiry_text(expires_unix_ms: int, now_unix_ms: int) -> str:
+    """ "expires in 6 h", "expires in 14 min", "expired 3 min ago"."""
+    left_s = (expires_unix_ms - now_unix_ms) / 1000
+    if left_s <= 0:
+        return f"expired {span_text(-left_s)} ago"
+    return f"expires in {span_text(left_s)}"
+
+
+def span_text(seconds: float) -> str:
+    """A span as a person says it: "40 s", "14 min", "2 h 05 min", "6 h", "3 d 4 h"."""
+    whole = int(seconds)
+    if whole < 60:
+        return f"{whole} s"
+    minutes, hours, days = whole // 60, whole // 3600, whole // 86400
+    if hours < 1:
+        return f"{minutes} min"
+    if days < 1:
+        rest = minutes % 60
+        return f"{hours} h" if hours >= 6 or rest == 0 else f"{hours} h {rest:02d} min"
+    return f"{days} d" if hours % 24 == 0 else f"{days} d {hours % 24} h"

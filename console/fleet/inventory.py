@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import io
 import re
+import time
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -36,6 +37,8 @@ class InventoryRow:
     backend: str
     # Who we are on the node (WhoAmI): "otto (operator) by token"; None until known.
     signed_in_as: str | None = None
+    # When that credential stops working there: "2026-12-01 22:17", "does not expire".
+    credential_expires: str | None = None
 
 
 @dataclass(frozen=True)
@@ -58,6 +61,7 @@ COLUMNS: tuple[Column, ...] = (
     Column("daemon_version", "Daemon"),
     Column("backend", "Backend"),
     Column("signed_in_as", "Signed in as"),
+    Column("credential_expires", "Credential expires"),
 )
 # Node-wide values, compared node against node (a node's GPUs share them).
 NODE_DRIFT_KEYS = ("driver_version", "cuda_version", "daemon_version")
@@ -103,7 +107,18 @@ def _row(node: NodeRecord, info: NodeInfo, gpu: GpuInfo) -> InventoryRow:
         daemon_version=info.daemon_version or None,
         backend=info.backend,
         signed_in_as=node.identity.describe() if node.identity else None,
+        credential_expires=_expires_text(node),
     )
+
+
+def _expires_text(node: NodeRecord) -> str | None:
+    """An absolute local time: the table does not age, and a CSV keeps its meaning."""
+    if node.identity is None:
+        return None
+    expires = node.identity.expires_unix_ms
+    if expires is None:
+        return "does not expire"
+    return time.strftime("%Y-%m-%d %H:%M", time.localtime(expires / 1000))
 
 
 def cell_text(row: InventoryRow, key: str) -> str:

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from console.fleet.columns import shown
 from console.fleet.control import WorkloadRow, WorkloadState, is_team
 from console.fleet.control_requests import KillTarget
-from console.fleet.identity import Role
+from console.fleet.identity import Role, job_kill_refusal
 from console.fleet.model import FleetModel, NodeRecord
 from console.fleet.updates import LinkState
 from gpufleet.v1.gpu_metrics import MEM_TOTAL_BYTES, MEM_USED_BYTES
@@ -270,7 +270,11 @@ def can_reserve(
 
 
 def can_kill(victim: KillTarget, fleet: FleetModel) -> Verdict:
-    """May this process be killed from here? Only one the node still lists on that GPU."""
+    """May this process be killed from here? Only one the node still lists on that GPU.
+
+    A Slurm job's process only where the node's kill policy allows it
+    (allow_kill_job_processes, as WhoAmI reports it).
+    """
     place = ((victim.target, victim.gpu),)
     refusal = _node_refusal(fleet, victim.target, victim.gpu)
     if refusal is not None:
@@ -290,6 +294,15 @@ def can_kill(victim: KillTarget, fleet: FleetModel) -> Verdict:
     )
     if refusal is not None:
         return Verdict(False, refusal, place)
+    job = victim.process.slurm_job_id
+    if job:
+        # The node's own kill policy (WhoAmI), not a guess: it refuses these itself.
+        node = fleet.node(victim.target)
+        refusal = job_kill_refusal(node.identity, node.name)
+        if refusal is not None:
+            why = f"{refusal}: pid {victim.pid} belongs to Slurm job {job}; cancel it with scancel"
+            return Verdict(False, why, place)
+        return Verdict(True, f"kill {describe_process(victim)} of Slurm job {job}", place)
     return Verdict(True, f"kill {describe_process(victim)}", place)
 
 

@@ -20,14 +20,18 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
-def node_tooltip(node: NodeRecord, quiet: Quiet | None = None) -> str:
-    """The node, its link and who we are on it: "signed in as otto (operator) by token"."""
+def node_tooltip(node: NodeRecord, quiet: Quiet | None = None, now_ms: int | None = None) -> str:
+    """The node, its link and who we are on it, until when.
+
+    "signed in as alice (operator; teams ml) by jwt from https://sso…, expires in 6 h".
+    """
     state = f"{node.state.value}: {node.state_detail}" if node.state_detail else node.state.value
     lines = [f"{node.name} ({node.target}): {state}"]
     if quiet is not None and quiet.stale:
         lines.append(f"no data for {quiet.silent_s:.0f} s (stale after {quiet.stale_after_s:g} s)")
     if node.identity is not None:
-        lines.append(f"signed in as {node.identity.describe()}")
+        when = _now_ms() if now_ms is None else now_ms
+        lines.append(f"signed in as {node.identity.describe(when)}")
     return "\n".join(lines)
 
 

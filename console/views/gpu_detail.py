@@ -6,6 +6,9 @@ row onto the kill zone; either way `killRequested` asks for a confirmation first
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
+
 from PySide6.QtCore import QPoint, Qt, Signal
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -25,13 +28,22 @@ from console.views.gpu_plots import GpuPlots
 from console.views.kill_zone import KillZone
 
 
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
 class GpuDetailPanel(QWidget):
     killRequested = Signal(object)  # KillTarget, to confirm and send
 
-    def __init__(self, fleet: FleetModel, parent: QWidget | None = None) -> None:
+    def __init__(
+        self,
+        fleet: FleetModel,
+        parent: QWidget | None = None,
+        clock: Callable[[], int] = _now_ms,  # unix ms: "signed in as …, expires in 6 h"
+    ) -> None:
         super().__init__(parent)
         self.setObjectName("gpuDetail")
-        self._fleet = fleet
+        self._fleet, self._clock = fleet, clock
         self.key: GpuKey | None = None
         self.kill_refusal: str | None = None  # why our role may not kill on the node shown
         self.title = QLabel("Click a GPU tile to see it here.")
@@ -99,9 +111,12 @@ class GpuDetailPanel(QWidget):
         menu.setObjectName("processMenu")
         victim = self.processes.kill_target(row)
         if victim is not None:
-            refusal = f" ({self.kill_refusal})" if self.kill_refusal else ""
+            # The same verdict as the kill zone's: role, ownership, the node's kill policy.
+            verdict = can_kill(victim, self._fleet)
+            refusal = "" if verdict.ok else f" ({verdict.reason})"
             action = menu.addAction(f"Kill pid {victim.pid}…{refusal}")
-            action.setEnabled(self.kill_refusal is None)
+            action.setEnabled(verdict.ok)
+            action.setToolTip(verdict.reason)
             action.triggered.connect(lambda: self.killRequested.emit(victim))
         return menu
 
@@ -118,7 +133,7 @@ class GpuDetailPanel(QWidget):
         info, snap = node.info, node.latest.get(key.index)
         parts = [f"{node.target} ({node.state.value})"]
         if node.identity is not None:
-            parts.append(f"signed in as {node.identity.describe()}")
+            parts.append(f"signed in as {node.identity.describe(self._clock())}")
         if info is not None:
             gpu = info.gpus[key.index] if key.index < len(info.gpus) else None
             parts.append(
