@@ -4,19 +4,16 @@ from __future__ import annotations
 
 from PySide6.QtCore import QModelIndex, Qt, Signal
 from PySide6.QtWidgets import (
-    QAbstractItemView,
     QCheckBox,
-    QHBoxLayout,
-    QHeaderView,
     QLineEdit,
     QPushButton,
     QTableView,
-    QVBoxLayout,
     QWidget,
 )
 
 from console.fleet.alerts import AlertRow
 from console.qt.alert_model import ALERT_ROLE, AlertFilterProxy, AlertTableModel
+from console.views.row_table_panel import bar_over_table, set_up_row_table
 
 
 class AlertPanel(QWidget):
@@ -48,17 +45,9 @@ class AlertPanel(QWidget):
         self.table.setModel(self.proxy)
         self.table.setSortingEnabled(True)
         self.table.sortByColumn(0, Qt.SortOrder.DescendingOrder)
-        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
-        self.table.verticalHeader().hide()
-        self.table.horizontalHeader().setStretchLastSection(True)
-        self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
-        bar = QHBoxLayout()
-        for widget in (self.filter, self.show_cleared, self.acknowledge, self.silence):
-            bar.addWidget(widget)
-        layout = QVBoxLayout(self)
-        layout.setContentsMargins(4, 4, 4, 4)
-        layout.addLayout(bar)
-        layout.addWidget(self.table)
+        set_up_row_table(self.table)
+        bar_over_table(self, (self.filter, self.show_cleared, self.acknowledge, self.silence),
+                       self.table)  # fmt: skip
 
     def _wire(self) -> None:
         self.filter.textChanged.connect(self.proxy.setFilterFixedString)

@@ -7,20 +7,17 @@ from pathlib import Path
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
-    QAbstractItemView,
-    QHBoxLayout,
-    QHeaderView,
     QLabel,
     QLineEdit,
     QPushButton,
     QTableView,
-    QVBoxLayout,
     QWidget,
 )
 
 from console.fleet.inventory import drift_summary, inventory_csv
 from console.qt.inventory_model import InventoryFilterProxy, InventoryTableModel
 from console.views.csv_export import ask_csv_path, write_csv
+from console.views.row_table_panel import bar_over_table, set_up_row_table
 
 
 class InventoryPanel(QWidget):
@@ -52,18 +49,8 @@ class InventoryPanel(QWidget):
         self.table.setModel(self.proxy)
         self.table.setSortingEnabled(True)
         self.table.sortByColumn(0, Qt.SortOrder.AscendingOrder)
-        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
-        self.table.verticalHeader().hide()
-        self.table.horizontalHeader().setStretchLastSection(True)
-        self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
-        bar = QHBoxLayout()
-        bar.addWidget(self.filter, 1)
-        bar.addWidget(self.summary)
-        bar.addWidget(self.export)
-        layout = QVBoxLayout(self)
-        layout.setContentsMargins(4, 4, 4, 4)
-        layout.addLayout(bar)
-        layout.addWidget(self.table)
+        set_up_row_table(self.table)
+        bar_over_table(self, ((self.filter, 1), self.summary, self.export), self.table)
 
     def _wire(self) -> None:
         self.filter.textChanged.connect(self.proxy.setFilterFixedString)

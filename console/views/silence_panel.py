@@ -6,17 +6,15 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QCheckBox,
-    QHBoxLayout,
-    QHeaderView,
     QLineEdit,
     QPushButton,
     QTableView,
-    QVBoxLayout,
     QWidget,
 )
 
 from console.fleet.silences import SilenceGroup
 from console.qt.silence_model import ENDS, SILENCE_ROLE, SilenceFilterProxy, SilenceTableModel
+from console.views.row_table_panel import bar_over_table, set_up_row_table
 
 
 class SilencePanel(QWidget):
@@ -49,18 +47,9 @@ class SilencePanel(QWidget):
         self.table.setModel(self.proxy)
         self.table.setSortingEnabled(True)
         self.table.sortByColumn(ENDS, Qt.SortOrder.AscendingOrder)  # ending soonest first
-        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        set_up_row_table(self.table)
         self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
-        self.table.verticalHeader().hide()
-        self.table.horizontalHeader().setStretchLastSection(True)
-        self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
-        bar = QHBoxLayout()
-        for widget in (self.filter, self.show_expired, self.new, self.expire):
-            bar.addWidget(widget)
-        layout = QVBoxLayout(self)
-        layout.setContentsMargins(4, 4, 4, 4)
-        layout.addLayout(bar)
-        layout.addWidget(self.table)
+        bar_over_table(self, (self.filter, self.show_expired, self.new, self.expire), self.table)
 
     def _wire(self) -> None:
         self.filter.textChanged.connect(self.proxy.setFilterFixedString)

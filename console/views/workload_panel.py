@@ -6,18 +6,16 @@ from PySide6.QtCore import QModelIndex, Signal
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QCheckBox,
-    QHBoxLayout,
-    QHeaderView,
     QLabel,
     QLineEdit,
     QPushButton,
     QTableView,
-    QVBoxLayout,
     QWidget,
 )
 
 from console.fleet.control import WorkloadRow, WorkloadState
 from console.qt.workload_model import WORKLOAD_ROLE, WorkloadFilterProxy, WorkloadTableModel
+from console.views.row_table_panel import bar_over_table, set_up_row_table
 
 HINT = "Drag a queued workload onto a GPU tile to start it there."
 
@@ -53,23 +51,14 @@ class WorkloadPanel(QWidget):
         self.table.setObjectName("workloadTable")
         self.table.setModel(self.proxy)
         self.table.setSortingEnabled(False)  # the model's order is the queue's order
-        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        set_up_row_table(self.table)
         self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
         self.table.setDragEnabled(True)
         self.table.setDragDropMode(QAbstractItemView.DragDropMode.DragOnly)
-        self.table.verticalHeader().hide()
-        self.table.horizontalHeader().setStretchLastSection(True)
-        self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
         hint = QLabel(HINT)
         hint.setObjectName("dragHint")
-        bar = QHBoxLayout()
-        for widget in (self.filter, self.show_ended, self.submit, self.cancel, self.output):
-            bar.addWidget(widget)
-        layout = QVBoxLayout(self)
-        layout.setContentsMargins(4, 4, 4, 4)
-        layout.addLayout(bar)
-        layout.addWidget(self.table)
-        layout.addWidget(hint)
+        bar = (self.filter, self.show_ended, self.submit, self.cancel, self.output)
+        bar_over_table(self, bar, self.table).addWidget(hint)
 
     def _wire(self) -> None:
         self.filter.textChanged.connect(self.proxy.setFilterFixedString)

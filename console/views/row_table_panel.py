@@ -1,0 +1,41 @@
+"""How the console's row tables look and sit: one place for every panel of them.
+
+The alert, silence, workload and inventory panels are each a bar of controls
+over a table of rows; they differ in their models and actions, not in this.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QHBoxLayout,
+    QHeaderView,
+    QTableView,
+    QVBoxLayout,
+    QWidget,
+)
+
+
+def set_up_row_table(table: QTableView) -> None:
+    """Whole rows selected, no row numbers, columns resizable with the last one stretching."""
+    table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+    table.verticalHeader().hide()
+    table.horizontalHeader().setStretchLastSection(True)
+    table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
+
+
+def bar_over_table(
+    panel: QWidget, bar: Iterable[QWidget | tuple[QWidget, int]], table: QWidget
+) -> QVBoxLayout:
+    """Lay out `panel`: the bar's widgets (a pair gives a stretch factor) above `table`."""
+    row = QHBoxLayout()
+    for item in bar:
+        widget, stretch = item if isinstance(item, tuple) else (item, 0)
+        row.addWidget(widget, stretch)
+    layout = QVBoxLayout(panel)
+    layout.setContentsMargins(4, 4, 4, 4)
+    layout.addLayout(row)
+    layout.addWidget(table)
+    return layout
