@@ -102,6 +102,15 @@ class UrlStats:
     silences_down: bool = False
 
 
+@dataclass(frozen=True)
+class _Retarget:
+    """New settings for the pusher's thread to take over (`reconfigure`)."""
+
+    settings: AlertmanagerSettings
+    node_labels: dict[str, str]
+    transport: AmTransport
+
+
 @dataclass
 class _Firing:
     record: AlertRecord
@@ -159,9 +168,7 @@ class AlertmanagerPusher:
         node_labels: Mapping[str, str],
         clock: Callable[[], float] = time.time,
     ) -> None:
-        self._node_labels = validate_node_labels(node_labels)
-        if "node" not in self._node_labels:
-            raise ValueError("the node's labels must include 'node' (its name)")
+        self._node_labels = self._checked_labels(node_labels)
         self._settings, self._clock = settings, clock
         self._resend_s = settings.resend_interval_s
         transport = AmTransport(settings)
@@ -171,9 +178,17 @@ class AlertmanagerPusher:
         self._inbox: dict[str, AlertRecord] = {}  # by key: only the latest state matters
         self._silence_source: SilenceSource | None = None
         self._silences_dirty = False
+        self._retarget: _Retarget | None = None
         self._stopping = False
         self._wakeup = threading.Condition()
         self._thread = threading.Thread(target=self._run, name=THREAD_NAME, daemon=True)
+
+    @staticmethod
+    def _checked_labels(node_labels: Mapping[str, str]) -> dict[str, str]:
+        labels = validate_node_labels(node_labels)
+        if "node" not in labels:
+            raise ValueError("the node's labels must include 'node' (its name)")
+        return labels
 
     @property
     def sent_batches(self) -> int:
@@ -221,6 +236,24 @@ class AlertmanagerPusher:
             self._silences_dirty = True
             self._wakeup.notify()
 
+    def reconfigure(self, settings: AlertmanagerSettings, node_labels: Mapping[str, str]) -> None:
+        """Push by `settings` from now on (a reload); never blocks on the network.
+
+        The pusher's thread takes them over between rounds, keeping what it knows: the
+        firing alerts go on firing (to new URLs at once), resolutions not yet delivered
+        stay queued for the URLs that stay, and the silences are mirrored again (by tag,
+        so without duplicates). A URL no longer configured is left as a clean stop leaves
+        it: the watchdog ended there, the rest left to lapse by its endsAt. New node
+        labels are new alerts to Alertmanager: the old label sets are resolved.
+        ConfigError (here, not on the thread) if the TLS files cannot be loaded.
+        """
+        labels = self._checked_labels(node_labels)
+        retarget = _Retarget(settings, labels, AmTransport(settings))
+        with self._wakeup:
+            self._retarget = retarget
+            self._silences_dirty = True
+            self._wakeup.notify()
+
     def silences_changed(self) -> None:
         """The source's silences changed: bring every Alertmanager in step soon; never blocks."""
         with self._wakeup:
@@ -232,16 +265,25 @@ class AlertmanagerPusher:
     def _run(self) -> None:
         next_resend = time.monotonic()  # the first round at once: watchdog, sweep, silences
         while (wake := self._next_wake(next_resend)) is not None:
-            records, silences_dirty = wake
+            records, silences_dirty, retarget = wake
+            if retarget is not None:
+                try:
+                    self._take_over(retarget)
+                except Exception:  # as in _handle_safely: the push must go on
+                    log.exception("taking over the reloaded Alertmanager settings failed")
+                next_resend = time.monotonic()  # a full round at once, to the new URLs too
             due = time.monotonic() >= next_resend
             if due:
                 next_resend = time.monotonic() + self._resend_s
             if records or due or silences_dirty:
                 self._handle_safely(records, due, silences_dirty)
-        self._farewell()
+        self._farewell(self._targets, self._node_labels, self._settings.watchdog)
 
-    def _next_wake(self, deadline: float) -> tuple[list[AlertRecord], bool] | None:
-        """Alerts published since the last call and whether silences changed; None when stopping."""
+    def _next_wake(
+        self, deadline: float
+    ) -> tuple[list[AlertRecord], bool, _Retarget | None] | None:
+        """Alerts published since the last call, whether silences changed and new settings;
+        None when stopping."""
         with self._wakeup:
             self._wakeup.wait_for(
                 lambda: self._stopping or self._inbox or self._silences_dirty,
@@ -251,7 +293,26 @@ class AlertmanagerPusher:
                 return None
             records, self._inbox = list(self._inbox.values()), {}
             dirty, self._silences_dirty = self._silences_dirty, False
-            return records, dirty
+            retarget, self._retarget = self._retarget, None
+            return records, dirty, retarget
+
+    def _take_over(self, new: _Retarget) -> None:
+        """Switch to `new` settings, keeping the firing alerts and each staying URL's state."""
+        old_labels, old_watchdog = self._node_labels, self._settings.watchdog
+        staying = {t.url: t for t in self._targets}
+        kept = [staying[url] for url in new.settings.urls if url in staying]
+        targets = []
+        for url in new.settings.urls:
+            target = staying.pop(url, None) or _Target(AmClient(url, new.transport))
+            target.client = AmClient(url, new.transport)
+            targets.append(target)
+        self._farewell(list(staying.values()), old_labels, old_watchdog)  # URLs gone
+        if new.node_labels != old_labels or not new.settings.watchdog:
+            self._farewell(kept, old_labels, old_watchdog)  # the old watchdog's label set
+        self._targets, self._settings = targets, new.settings
+        self._resend_s, self._node_labels = new.settings.resend_interval_s, new.node_labels
+        for firing in list(self._firing.values()):
+            self._apply(firing.record)  # a new label set resolves the old one
 
     def _handle_safely(self, records: list[AlertRecord], due: bool, silences: bool) -> None:
         try:
@@ -368,13 +429,16 @@ class AlertmanagerPusher:
             live.add(frozenset(watchdog_labels(self._node_labels).items()))
         return stale_payloads(held, self._node_labels["node"], live, self._clock() * 1000)
 
-    def _farewell(self) -> None:
-        """On a clean stop, end the watchdog at once where Alertmanager answers."""
-        if not self._settings.watchdog:
+    def _farewell(
+        self, targets: list[_Target], node_labels: dict[str, str], watchdog: bool
+    ) -> None:
+        """On a clean stop (and for URLs a reload removes), end the watchdog at once where
+        Alertmanager answers."""
+        if not watchdog:
             return
         now_ms = self._clock() * 1000
-        farewell = [watchdog_payload(self._node_labels, self._started_ms, now_ms, now_ms)]
-        for target in self._targets:
+        farewell = [watchdog_payload(node_labels, self._started_ms, now_ms, now_ms)]
+        for target in targets:
             if not target.down:
                 try:
                     target.client.post_alerts(farewell)

@@ -19,6 +19,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
+from typing import Any, TypeVar, cast
 
 from gpufleet.v1 import node_pb2 as pb
 from gpufleet.v1.gpu_metrics import TEMP_GPU_C, TEMP_MEM_C
@@ -36,7 +37,17 @@ from node_daemon.alerts.detectors import (
 from node_daemon.alerts.findings import Finding, GpuTick
 from node_daemon.alerts.model import AlertRecord, Severity
 from node_daemon.alerts.occurrence_detectors import LeakDetector, XidDetector
-from node_daemon.alerts.rules import AlertSettings
+from node_daemon.alerts.rules import (
+    AlertSettings,
+    EccSettings,
+    IdleSettings,
+    LeakSettings,
+    PowerSettings,
+    ThresholdSettings,
+    ThrottleSettings,
+    TrendSettings,
+    XidSettings,
+)
 from node_daemon.alerts.silence_book import MAX_OPEN, SilenceBook
 from node_daemon.alerts.silence_wire import silence_message
 from node_daemon.alerts.silences import (
@@ -65,6 +76,7 @@ MAX_SILENCE_S = 7 * 24 * 3600
 # journal write per alert per tick.
 PEAK_STEP, PEAK_STEP_FRACTION, PEAK_EVENT_MIN_S = 1.0, 0.02, 5.0
 AlertListener = Callable[[list[AlertRecord]], None]
+_S = TypeVar("_S")
 
 
 class UnknownAlert(NotFound):
@@ -91,18 +103,54 @@ class TooManySilences(Refused):
     pass
 
 
-def build_detectors(settings: AlertSettings) -> list:  # type: ignore[type-arg]
+class LiveRules:
+    """The rule settings in force, repointed by `AlertEngine.reconfigure`.
+
+    Each detector reads its rule through a view of this (`rule_view`), not a copy: a
+    reload changes the lines, durations and windows it judges by from the next tick,
+    while its per-GPU state (how long a condition has held, the level reached and its
+    hysteresis, the windows of ECC counts, memory and temperature) stays. So an alert
+    whose condition still holds under the new rules is neither cleared nor re-raised,
+    and a reload resets nothing.
+    """
+
+    def __init__(self, settings: AlertSettings) -> None:
+        self.settings = settings
+
+
+class _RuleView:
+    """One rule of `LiveRules`, attribute by attribute, as the settings in force say now."""
+
+    def __init__(self, rules: LiveRules, name: str) -> None:
+        self._rules, self._name = rules, name
+
+    def __getattr__(self, key: str) -> Any:
+        return getattr(getattr(self._rules.settings, self._name), key)
+
+
+def rule_view(rules: LiveRules, name: str, kind: type[_S]) -> _S:
+    """The live settings of rule `name`, typed as the detectors expect them."""
+    return cast(_S, _RuleView(rules, name))
+
+
+def build_detectors(rules: LiveRules) -> list:  # type: ignore[type-arg]
+    def view(name: str, kind: type[_S]) -> _S:
+        return rule_view(rules, name, kind)
+
+    gpu_temp = view("gpu_temp", ThresholdSettings)
     return [
-        ThresholdDetector("gpu_temp", "temperature", settings.gpu_temp, TEMP_GPU_C),
-        ThresholdDetector("memory_temp", "memory temperature", settings.memory_temp, TEMP_MEM_C),
-        PowerDetector(settings.power),
-        ThrottleDetector(settings.throttle),
-        EccDetector(settings.ecc),
-        XidDetector(settings.xid),
+        ThresholdDetector("gpu_temp", "temperature", gpu_temp, TEMP_GPU_C),
+        ThresholdDetector(
+            "memory_temp", "memory temperature", view("memory_temp", ThresholdSettings), TEMP_MEM_C
+        ),
+        PowerDetector(view("power", PowerSettings)),
+        ThrottleDetector(view("throttle", ThrottleSettings)),
+        EccDetector(view("ecc", EccSettings)),
+        XidDetector(view("xid", XidSettings)),
         LostDetector(),
-        LeakDetector(settings.memory_leak),
-        IdleDetector(settings.idle),
-        TrendDetector(settings.temp_trend, settings.gpu_temp),
+        LeakDetector(view("memory_leak", LeakSettings)),
+        IdleDetector(view("idle", IdleSettings)),
+        TrendDetector(view("temp_trend", TrendSettings), gpu_temp),
     ]
 
 
@@ -114,7 +162,8 @@ class AlertEngine:
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._journal, self._clock = journal, clock
-        self._detectors = build_detectors(settings or AlertSettings())
+        self._rules = LiveRules(settings or AlertSettings())
+        self._detectors = build_detectors(self._rules)
         self._lock = threading.Lock()
         self._active: dict[str, AlertRecord] = {}
         for message in journal.alerts(firing=True):
@@ -167,6 +216,12 @@ class AlertEngine:
         """A process survived KILL: a critical alert while it stays on the GPU."""
         with self._lock:
             self._unkillable[f"unkillable/gpu{gpu}/pid{pid}"] = (gpu, pid, summary)
+
+    def reconfigure(self, settings: AlertSettings) -> None:
+        """Judge by `settings` from the next tick on, keeping every detector's state (see
+        LiveRules): firing alerts stay firing while their condition holds."""
+        with self._lock:
+            self._rules.settings = settings
 
     def record_start(self, summary: str) -> None:
         self._commit([self._event(pb.EVENT_KIND_DAEMON_STARTED, None, summary)], [])
