@@ -16,14 +16,13 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from node_daemon import __version__
-from node_daemon.alerts.alertmanager import AlertmanagerPusher
+from node_daemon.alertmanager_link import AlertmanagerLink
 from node_daemon.alerts.engine import AlertEngine
 from node_daemon.auth.audit import AuditLog
 from node_daemon.auth.interceptor import AuthInterceptor
-from node_daemon.auth.tls import server_credentials
 from node_daemon.backends.base import GpuBackend
 from node_daemon.backends.readings import GpuReading, ProcessReading
-from node_daemon.config import DaemonConfig, resolve_state_dir, teams_of
+from node_daemon.config import DaemonConfig, alertmanager_settings, resolve_state_dir, teams_of
 from node_daemon.control.kill_service import ProcessKiller
 from node_daemon.control.reservations import ReservationLedger
 from node_daemon.control.wire import workload_messages
@@ -31,6 +30,7 @@ from node_daemon.control.workloads import NodeView, WorkloadManager
 from node_daemon.journal.event_journal import EventJournal, JournalError
 from node_daemon.listen import ListenAddress, parse_listen_address
 from node_daemon.metrics.exporter import MetricsExporter
+from node_daemon.metrics.reloads import ReloadStats
 from node_daemon.rpc.alert_servicer import AlertServicer
 from node_daemon.rpc.auth_servicer import AuthServicer
 from node_daemon.rpc.control_servicer import ControlServicer
@@ -42,6 +42,7 @@ from node_daemon.rpc.usage_servicer import UsageServicer
 from node_daemon.sampling.history import SampleHistory
 from node_daemon.sampling.sampler import BackendStatus, Sampler
 from node_daemon.sampling.slurm import SlurmWatcher
+from node_daemon.server_tls import ReloadableServerCredentials
 from node_daemon.usage import USAGE_FILE, UsageMeter, UsageStore
 
 log = logging.getLogger(__name__)
@@ -92,13 +93,13 @@ class NodeDaemon:
         self.reservations = ReservationLedger(self.journal, self._gpu_count)
         self.workloads = WorkloadManager(
             self.journal, resolve_state_dir(config) / "workloads", self.reservations,
-            self._node_view, lambda user: teams_of(config, user),
+            self._node_view, lambda user: teams_of(self.config, user),
             hooks=backend if hasattr(backend, "attach_process") else None,  # type: ignore[arg-type]
             settings=config.workloads,
         )  # fmt: skip
         self.usage_store = UsageStore(resolve_state_dir(config) / USAGE_FILE)
         self.usage = UsageMeter(
-            self.usage_store, config.sample_interval_s, lambda user: teams_of(config, user),
+            self.usage_store, config.sample_interval_s, lambda user: teams_of(self.config, user),
             config.usage_flush_interval_s,
         )  # fmt: skip
         self.killer = ProcessKiller(
@@ -107,11 +108,12 @@ class NodeDaemon:
             backend if hasattr(backend, "remove_simulated_process") else None,  # type: ignore[arg-type]
         )  # fmt: skip
         self.alerts.set_reservation_lookup(self._reserved_for)
-        self._alertmanager = self._build_alertmanager()
-        if self._alertmanager is not None:  # the pager stops when the console says silenced
-            self._alertmanager.set_silence_source(self.alerts.am_silences)
-            self.alerts.add_silence_listener(self._alertmanager.silences_changed)
         self._hostname = config.hostname or socket.gethostname()
+        self.alertmanager = AlertmanagerLink(self.alerts, self._hostname)
+        # [alertmanager] urls and [daemon] alertmanager_urls (and --alertmanager) together.
+        self.alertmanager.configure(alertmanager_settings(config))
+        self._tls: ReloadableServerCredentials | None = None
+        self.reloads = ReloadStats(time.time())  # SIGHUP's results, on /metrics
         self.metrics = self._build_metrics(backend)
         self._health = health.HealthServicer()
         self._server = self._build_server(backend)
@@ -126,7 +128,32 @@ class NodeDaemon:
         tls = self.config.auth.tls
         if tls is None:
             return self._server.add_insecure_port(str(address))
-        return self._server.add_secure_port(str(address), server_credentials(tls))
+        self._tls = ReloadableServerCredentials(tls)
+        return self._server.add_secure_port(str(address), self._tls.credentials)
+
+    def reconfigure(self, config: DaemonConfig) -> None:
+        """Apply a reloaded config (node_daemon.reload.plan_reload's `config`, whose
+        restart-only settings are those in force) without dropping a call or a stream.
+
+        What can fail (certificate files, Alertmanager's TLS) is tried first: ConfigError
+        then, and nothing has changed. The rest cannot fail, and every new call is judged
+        by the new users, keys and revocations; open streams keep running.
+        """
+        tls, certificate = self._tls, None
+        if tls is not None and config.auth.tls is not None:
+            # Read again even when the paths are the same: a certificate renewed in place.
+            certificate = tls.prepare(config.auth.tls)
+        self.alertmanager.configure(alertmanager_settings(config))
+        if tls is not None and certificate is not None:
+            tls.use(certificate)
+        self.alerts.set_node_labels(config.alertmanager.node_labels(self._hostname))
+        self.alerts.reconfigure(config.alerts)
+        self.auth_interceptor.reconfigure(config.auth)
+        # ProcessKiller and WorkloadManager read these per kill and per launch; neither has
+        # a setter yet (control/ is outside this change): the attributes they read.
+        self.killer._allow_jobs = config.allow_kill_job_processes
+        self.workloads._settings = config.workloads
+        self.config = config  # teams, WhoAmI's kill policy: read through self.config
 
     def _build_server(self, backend: GpuBackend) -> grpc.Server:
         self.streams = StreamAdmission(self.config.max_streams, self.config.max_streams_per_client)
@@ -171,27 +198,14 @@ class NodeDaemon:
         address = parse_listen_address(self.config.metrics_listen)
         return MetricsExporter(
             address, self.sampler, self.alerts, self.journal, backend.kind.value,
-            self._hostname, self.config.metrics_hostname_label,
+            self._hostname, self.config.metrics_hostname_label, self.reloads,
         )  # fmt: skip
 
     def _node_labels(self) -> dict[str, str]:
         """The node's Alertmanager labels: on every pushed alert, and what silences match."""
-        # The same labels the Alertmanager pusher sends (_build_alertmanager), so a silence
+        # The same labels the Alertmanager pusher sends (AlertmanagerLink), so a silence
         # matches here what it mutes there.
         return self.config.alertmanager.node_labels(self.config.hostname or socket.gethostname())
-
-    def _build_alertmanager(self) -> AlertmanagerPusher | None:
-        # [alertmanager] urls and [daemon] alertmanager_urls (and --alertmanager) together.
-        settings = self.config.alertmanager.with_urls(self.config.alertmanager_urls)
-        if not settings.urls:
-            return None
-        node = self.config.hostname or socket.gethostname()
-        pusher = AlertmanagerPusher(settings, settings.node_labels(node))
-        # Alerts reloaded from the journal are not announced again: push them from the start,
-        # so a restart neither lets them lapse nor lets the start-up sweep resolve them.
-        pusher.publish(self.alerts.firing())
-        self.alerts.add_listener(pusher.publish)
-        return pusher
 
     def start(self) -> None:
         self._set_health(self.sampler.status)
@@ -199,8 +213,7 @@ class NodeDaemon:
         self.sampler.add_status_listener(self._on_backend_status)
         self.sampler.add_sweep_listener(self._on_sweep)
         self.alerts.record_start(f"daemon {__version__} started on {self.address}")
-        if self._alertmanager is not None:
-            self._alertmanager.start()
+        self.alertmanager.start()
         if self.metrics is not None:
             self.metrics.start()
         self.slurm.start()
@@ -275,8 +288,7 @@ class NodeDaemon:
         self.slurm.stop()
         if self.metrics is not None:
             self.metrics.stop()
-        if self._alertmanager is not None:
-            self._alertmanager.stop()
+        self.alertmanager.stop()
         self.audit.close()  # first: its summary of denials at stop anchors in the journal
         self.journal.close()
 

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import logging
 import select
 import signal
 import socket
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from importlib.metadata import entry_points
 from pathlib import Path
@@ -24,6 +25,7 @@ from node_daemon import __version__
 from node_daemon.backends.simulated import ScenarioError
 from node_daemon.commands.auth import add_auth_commands
 from node_daemon.commands.backend_choice import build_backend
+from node_daemon.commands.config_reload import check_config, reload_daemon
 from node_daemon.commands.submit import add_submit_command
 from node_daemon.commands.usage import add_usage_command
 from node_daemon.config import OPTIONS, ConfigError, DaemonConfig, load_config_file, validate
@@ -51,7 +53,11 @@ def add_daemon_command(subparsers: argparse._SubParsersAction) -> None:
     arg("--listen", metavar="HOST:PORT", help=OPTIONS["listen"] + " (default 127.0.0.1:50051)")
     arg("--interval", type=float, dest="sample_interval_s", metavar="SECONDS",
         help=OPTIONS["sample_interval_s"] + " (default 1)")  # fmt: skip
-    arg("--config", type=Path, metavar="FILE", help="daemon TOML config ([daemon] table)")
+    arg("--config", type=Path, metavar="FILE", help="daemon TOML config ([daemon] table); "
+        "SIGHUP (systemctl reload) re-reads it")  # fmt: skip
+    arg("--check-config", type=Path, metavar="FILE",
+        help="check FILE (and the JWKS, secret and certificate files it names) as the "
+        "daemon would read it, then exit: 0 and 'FILE: OK', or 2 and the reason")  # fmt: skip
     arg("--insecure", action="store_true", default=None, help=OPTIONS["insecure"])
     arg("--ready-file", type=Path, metavar="FILE", help=OPTIONS["ready_file"])
     arg("--hostname", help=OPTIONS["hostname"])
@@ -76,6 +82,8 @@ def daemon_config(args: argparse.Namespace) -> DaemonConfig:
 
 def run_daemon(args: argparse.Namespace) -> int:
     _setup_logging(args.verbose)
+    if args.check_config is not None:
+        return _check_config(args)
     try:
         config = daemon_config(args)
         address = parse_listen_address(config.listen)
@@ -84,26 +92,51 @@ def run_daemon(args: argparse.Namespace) -> int:
     except (ConfigError, ListenAddressError, ScenarioError, ValueError, OSError) as exc:
         print(f"gpufleet daemon: {exc}", file=sys.stderr)
         return 2
-    wakeup = _stop_on_signals(daemon)
+    wakeup, hangup = _stop_on_signals(daemon)
     daemon.start()
     if config.insecure and not address.is_loopback and config.auth.tls is None:
         _start_insecure_nagger(daemon)
-    _wait_for_stop(daemon, wakeup)
+
+    def reload() -> None:
+        source = str(args.config) if args.config is not None else "the command line (no --config)"
+        check = functools.partial(_check_exposure, loopback=address.is_loopback)
+        reload_daemon(daemon, lambda: daemon_config(args), check, source)
+
+    _wait_for_stop(daemon, wakeup, hangup, reload)
     return 0
 
 
-def _wait_for_stop(daemon: NodeDaemon, wakeup: socket.socket) -> None:
-    """Sleep on the signal wakeup socket until a stop begins, then until it is done.
+def _check_config(args: argparse.Namespace) -> int:
+    """--check-config FILE: the file in place of --config, with the other flags given."""
+    args.config = args.check_config
+
+    def check(config: DaemonConfig) -> None:
+        _check_exposure(config, parse_listen_address(config.listen).is_loopback)
+
+    return check_config(args.check_config, lambda: daemon_config(args), check)
+
+
+def _wait_for_stop(
+    daemon: NodeDaemon, wakeup: socket.socket, hangup: threading.Event, reload: Callable[[], None]
+) -> None:
+    """Sleep on the signal wakeup socket until a stop begins, then until it is done;
+    reload the config when woken by SIGHUP.
 
     A process signal may be delivered to any thread. Python runs its handler
     only in the main thread, the next time that runs bytecode: a main thread
     asleep on a lock would sleep through a SIGTERM that another thread took.
-    The wakeup socket is written by whichever thread takes the signal.
+    The wakeup socket is written by whichever thread takes the signal. The
+    reload runs here, on the main thread, not in the handler: it reads files
+    and takes locks that the interrupted code may hold. Hangups that arrive
+    during a reload are one more reload after it, not one each.
     """
     while not daemon.wait_stopped(0):
         select.select([wakeup], [], [], 60.0)
         with contextlib.suppress(BlockingIOError):
             wakeup.recv(4096)
+        if hangup.is_set() and not daemon.wait_stopped(0):
+            hangup.clear()
+            reload()
     daemon.wait()
 
 
@@ -134,8 +167,9 @@ def _start_insecure_nagger(daemon: NodeDaemon) -> None:
     threading.Thread(target=nag, name="gpufleet-insecure-warning", daemon=True).start()
 
 
-def _stop_on_signals(daemon: NodeDaemon) -> socket.socket:
-    """Install the handlers; the returned socket wakes the main thread on any signal."""
+def _stop_on_signals(daemon: NodeDaemon) -> tuple[socket.socket, threading.Event]:
+    """Install the handlers: the returned socket wakes the main thread on any signal, the
+    event says a SIGHUP asked for a reload."""
     wakeup, wakeup_writer = socket.socketpair()
     wakeup.setblocking(False)
     wakeup_writer.setblocking(False)
@@ -149,13 +183,14 @@ def _stop_on_signals(daemon: NodeDaemon) -> socket.socket:
     signal.signal(signal.SIGTERM, handle)
     signal.signal(signal.SIGINT, handle)
 
-    def ignore_hangup(_signum: int, _frame: FrameType | None) -> None:
-        # A reload would be expected here; there is none yet, and HUP must not kill us.
-        log.warning("SIGHUP ignored: the configuration is read at start; restart to apply changes")
+    hangup = threading.Event()
 
-    signal.signal(signal.SIGHUP, ignore_hangup)
+    def reload_on_hangup(_signum: int, _frame: FrameType | None) -> None:
+        hangup.set()  # only that: the main thread, woken by the wakeup socket, reloads
+
+    signal.signal(signal.SIGHUP, reload_on_hangup)
     _keep[wakeup_writer.fileno()] = wakeup_writer  # the fd must outlive this function
-    return wakeup
+    return wakeup, hangup
 
 
 _keep: dict[int, socket.socket] = {}

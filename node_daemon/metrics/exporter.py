@@ -12,6 +12,7 @@ from node_daemon.journal.event_journal import EventJournal
 from node_daemon.listen import ListenAddress
 from node_daemon.metrics.dcgm import DcgmLabels, render
 from node_daemon.metrics.native import NativeCollector
+from node_daemon.metrics.reloads import ReloadCollector, ReloadStats
 from node_daemon.metrics.server import MetricsServer
 from node_daemon.sampling.sampler import Sampler
 
@@ -28,10 +29,13 @@ class MetricsExporter:
         backend: str,
         hostname: str,
         hostname_label: str = "Hostname",
+        reloads: ReloadStats | None = None,
     ) -> None:
         self._sampler, self._hostname, self._hostname_label = sampler, hostname, hostname_label
         self._registry = CollectorRegistry(auto_describe=False)
         self._registry.register(NativeCollector(sampler, alerts, journal, backend, self._gpus))
+        if reloads is not None:
+            self._registry.register(ReloadCollector(reloads))
         self.server = MetricsServer(address, self.render)
         if not address.is_loopback:
             log.warning(

@@ -1,0 +1,80 @@
+"""Reloading the running daemon's config (SIGHUP), and checking a config offline.
+
+Both read the config as the start does (defaults, the file, the flags, which
+still win) and check what the start would: a config the daemon would refuse to
+start with is refused here too, with the reason (file and key) and the old one
+kept. Never called from a signal handler: the main thread runs a reload after
+the handler has woken it (node_daemon.commands.main).
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from node_daemon.alerts.am_client import AmTransport
+from node_daemon.config import ConfigError, DaemonConfig, alertmanager_settings
+from node_daemon.listen import ListenAddressError, parse_listen_address
+from node_daemon.reload import plan_reload
+from node_daemon.server import NodeDaemon
+from node_daemon.server_tls import check_tls_files
+
+log = logging.getLogger("gpufleet.daemon")
+
+Load = Callable[[], DaemonConfig]
+Check = Callable[[DaemonConfig], None]
+# What reading and checking a config raises for a bad one; anything else is a bug.
+REJECTED = (ConfigError, ListenAddressError, ValueError, OSError)
+
+
+def reload_daemon(daemon: NodeDaemon, load: Load, check: Check, source: str) -> bool:
+    """Re-read the config and apply what changed; False (logged, old config kept) if rejected.
+
+    Args:
+        load: reads defaults, the config file and the flags of the start.
+        check: what the start checks beyond the file (exposure): ConfigError if refused.
+        source: the config file, for the log.
+    """
+    log.info("SIGHUP: reloading the configuration from %s", source)
+    try:
+        plan = plan_reload(daemon.config, load())
+        check(plan.config)
+        daemon.reconfigure(plan.config)
+    except REJECTED as exc:
+        daemon.reloads.record(False, time.time())
+        log.error("reload rejected, the configuration in force is kept: %s", exc)
+        return False
+    daemon.reloads.record(True, time.time())
+    if plan.needs_restart:
+        log.warning(
+            "reload: needs a restart: %s (the values in force are kept until then)",
+            ", ".join(plan.needs_restart),
+        )
+    log.info("%s", plan.summary())
+    return True
+
+
+def check_config(path: Path, load: Load, check: Check) -> int:
+    """`gpufleet daemon --check-config FILE`: 0 and 'FILE: OK', or 2 and the reason.
+
+    Reads what the daemon would read at start (the file, the JWKS and secret files it
+    names, the TLS certificates) and checks what it would check, but binds, opens and
+    starts nothing, and needs no state directory.
+    """
+    try:
+        config = load()
+        check(config)
+        if config.auth.tls is not None:
+            check_tls_files(config.auth.tls)
+        AmTransport(alertmanager_settings(config))  # its CA and client certificate load
+        if config.metrics_listen is not None:
+            parse_listen_address(config.metrics_listen)
+    except REJECTED as exc:
+        reason = str(exc)
+        print(reason if str(path) in reason else f"{path}: {reason}", file=sys.stderr)
+        return 2
+    print(f"{path}: OK")
+    return 0
