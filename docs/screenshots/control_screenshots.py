@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import grpc
@@ -27,6 +26,7 @@ from PySide6.QtGui import (
     QPainter,
 )
 from PySide6.QtWidgets import QApplication, QWidget
+from shot_tools import wait_until
 
 from console.app import build_window, qt_application
 from console.demo_fleet import DemoFleet
@@ -38,15 +38,6 @@ from gpufleet.v1 import node_pb2_grpc as pb_grpc
 
 OUT = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).resolve().parent
 PEOPLE = ["alice", "bob", "carol", "team:ml", "team:vision"]
-
-
-def wait_until(app: QApplication, predicate: Callable[[], object], timeout_s: float = 30) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"waited {timeout_s} s for {predicate}")
-        app.processEvents()
-        time.sleep(0.02)
 
 
 def settle(app: QApplication, seconds: float) -> None:

@@ -23,6 +23,7 @@ from pathlib import Path
 import grpc
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication
+from shot_tools import wait_until
 
 from console.app import qt_application
 from console.connections.security import LinkSecurity
@@ -48,15 +49,6 @@ PEOPLE = {"ada": (Role.ADMIN, ()), "otto": (Role.OPERATOR, ("ml",)),
           "carol": (Role.OPERATOR, ("vision",)), "vera": (Role.VIEWER, ())}  # fmt: skip
 TOKENS = {name: new_token() for name in PEOPLE}
 USERS = tuple(User(n, role, teams, token_hash(TOKENS[n])) for n, (role, teams) in PEOPLE.items())
-
-
-def wait_until(app: QApplication, predicate: Callable[[], object], timeout_s: float = 30) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"waited {timeout_s} s for {predicate}")
-        app.processEvents()
-        time.sleep(0.02)
 
 
 def history(path: Path, seed: int) -> Path:

@@ -15,13 +15,13 @@ from __future__ import annotations
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import grpc
 from PySide6.QtCore import QItemSelectionModel
 from PySide6.QtGui import QImage
 from PySide6.QtWidgets import QApplication
+from shot_tools import wait_until
 
 from console.app import build_window, qt_application
 from console.fleet.updates import LinkState
@@ -36,15 +36,6 @@ from node_daemon.server import NodeDaemon
 
 OUT = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).resolve().parent
 MINUTE_MS = 60_000
-
-
-def wait_until(app: QApplication, predicate: Callable[[], object], timeout_s: float = 60) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"waited {timeout_s} s for {predicate}")
-        app.processEvents()
-        time.sleep(0.02)
 
 
 def save(image: QImage, name: str) -> None:

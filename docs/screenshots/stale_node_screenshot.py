@@ -18,10 +18,9 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 
-from PySide6.QtWidgets import QApplication
+from shot_tools import wait_until
 
 from console.app import build_window, has_display, qt_application
 from console.demo_fleet import DemoFleet
@@ -29,15 +28,6 @@ from console.fleet.not_responding import RULE
 
 OUT = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).resolve().parent
 STALE_FOR_S = 7.0  # the tiles say "no data 7 s"
-
-
-def wait_until(app: QApplication, predicate: Callable[[], object], timeout_s: float = 30) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"waited {timeout_s} s for {predicate}")
-        app.processEvents()
-        time.sleep(0.02)
 
 
 def start_daemon(workdir: Path) -> tuple[subprocess.Popen[bytes], str]:
