@@ -1,4 +1,4 @@
-"""`gpufleet token new` and `gpufleet audit verify`."""
+"""`gpufleet token new|keygen|issue` and `gpufleet audit verify`."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from pathlib import Path
 
 from node_daemon.auth.audit import Head, NotAnAuditLog, verify
 from node_daemon.auth.tokens import new_token, token_hash
+from node_daemon.commands.token import add_token_subcommands
 from node_daemon.journal.event_journal import read_audit_head
 
 JOURNAL_FILE = "journal.sqlite3"
@@ -15,7 +16,7 @@ JOURNAL_FILE = "journal.sqlite3"
 
 def add_auth_commands(subparsers: argparse._SubParsersAction) -> None:
     token = subparsers.add_parser("token", help="create access tokens").add_subparsers(
-        dest="token_command", required=True, metavar="new"
+        dest="token_command", required=True, metavar="new|keygen|issue"
     )
     new = token.add_parser("new", help="a new token for a user; prints it once, and its config")
     new.add_argument("--user", required=True)
@@ -23,6 +24,7 @@ def add_auth_commands(subparsers: argparse._SubParsersAction) -> None:
     new.add_argument("--team", action="append", default=[], help="a team of the user; repeat")
     new.add_argument("--expires", metavar="YYYY-MM-DD", help="last day the token works")
     new.set_defaults(run=run_token_new)
+    add_token_subcommands(token)
     audit = subparsers.add_parser("audit", help="check the audit log").add_subparsers(
         dest="audit_command", required=True, metavar="verify"
     )

@@ -17,12 +17,14 @@ from gpufleet.v1 import node_pb2 as pb
 from gpufleet.v1 import node_pb2_grpc as pb_grpc
 from node_daemon.auth.audit import verify
 from node_daemon.auth.identity import Role, User
+from node_daemon.auth.jwks import parse_jwks
 from node_daemon.auth.policy import METHOD_ROLES
 from node_daemon.auth.settings import AuthSettings, TlsSettings
 from node_daemon.auth.tokens import new_token, token_hash
 from node_daemon.server import NodeDaemon
 from tests.certs import Authority, write
 from tests.conftest import DaemonFactory, wait_for
+from tests.node_daemon.jwt_mint import Issuer, claims
 
 # Workloads run as their owners' local accounts: the tests create them.
 pytestmark = pytest.mark.usefixtures("workload_accounts")
@@ -38,8 +40,22 @@ USERS = (
 )
 
 
-def metadata(user: str | None) -> tuple[tuple[str, str], ...]:
-    return () if user is None else (("authorization", f"Bearer {TOKENS[user]}"),)
+# The same users as signed tokens (JWTs) from the nodes' JWKS: every rule below must
+# hold for them as for static tokens (the tests take `kind`, "token" or "jwt").
+ISSUER = Issuer()
+JWTS = {
+    u.name: ISSUER.mint(claims(u.name, u.role.name.lower(), u.teams, exp=int(time.time()) + 86400))
+    for u in USERS
+    if u.name != "old"
+}
+JWTS["old"] = ISSUER.mint(claims("old", "admin", exp=int(time.time()) - 86400), kid="ec-1")
+JWTS["forged"] = ISSUER.mint(claims("ada", "admin"), kid="ed-1", key=ISSUER.stranger)
+BEARERS = {"token": TOKENS, "jwt": JWTS}
+KINDS = pytest.mark.parametrize("kind", ["token", "jwt"])
+
+
+def metadata(user: str | None, kind: str = "token") -> tuple[tuple[str, str], ...]:
+    return () if user is None else (("authorization", f"Bearer {BEARERS[kind][user]}"),)
 
 
 def in_an_hour() -> int:
@@ -79,11 +95,11 @@ def requests(caller: str) -> dict[str, Any]:
 
 
 def call(
-    stub: pb_grpc.NodeServiceStub, method: str, request: Any, user: str | None
+    stub: pb_grpc.NodeServiceStub, method: str, request: Any, user: str | None, kind: str = "token"
 ) -> grpc.StatusCode:
     """The status the call ends with (streams: after their first message)."""
     try:
-        result = getattr(stub, method)(request, timeout=5, metadata=metadata(user))
+        result = getattr(stub, method)(request, timeout=5, metadata=metadata(user, kind))
         if method.startswith("Stream"):
             next(result)
             result.cancel()
@@ -94,7 +110,8 @@ def call(
 
 @pytest.fixture
 def secured(start_daemon: DaemonFactory) -> Iterator[tuple[NodeDaemon, pb_grpc.NodeServiceStub]]:
-    daemon = start_daemon(gpus=2, auth=AuthSettings(USERS))
+    jwks = parse_jwks(ISSUER.jwks(), "test JWKS")
+    daemon = start_daemon(gpus=2, auth=AuthSettings(USERS, jwks=jwks))
     wait_for(lambda: daemon.sampler.latest is not None)
     with grpc.insecure_channel(str(daemon.address)) as channel:
         yield daemon, pb_grpc.NodeServiceStub(channel)
@@ -105,12 +122,13 @@ def test_every_method_is_in_the_role_table() -> None:
     assert {m.name for m in service.methods} == set(METHOD_ROLES)
 
 
+@KINDS
 @pytest.mark.parametrize("user", ["vera", "otto", "ada"])
 @pytest.mark.parametrize("method", sorted(METHOD_ROLES))
-def test_role_matrix(secured, user: str, method: str) -> None:
+def test_role_matrix(secured, user: str, method: str, kind: str) -> None:
     _, stub = secured
     role = next(u.role for u in USERS if u.name == user)
-    code = call(stub, method, requests(user)[method], user)
+    code = call(stub, method, requests(user)[method], user, kind)
     if role >= METHOD_ROLES[method]:
         assert code not in (grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.UNAUTHENTICATED), (
             code
@@ -119,14 +137,15 @@ def test_role_matrix(secured, user: str, method: str) -> None:
         assert code == grpc.StatusCode.PERMISSION_DENIED
 
 
+@KINDS
 @pytest.mark.parametrize("method", sorted(METHOD_ROLES))
-def test_no_token_wrong_token_expired_token(secured, method: str) -> None:
+def test_no_token_wrong_token_expired_token(secured, method: str, kind: str) -> None:
     _, stub = secured
     request = requests("ada")[method]
     assert call(stub, method, request, None) == grpc.StatusCode.UNAUTHENTICATED
     TOKENS["forged"] = "gft_" + "x" * 43
-    assert call(stub, method, request, "forged") == grpc.StatusCode.UNAUTHENTICATED
-    assert call(stub, method, request, "old") == grpc.StatusCode.UNAUTHENTICATED
+    assert call(stub, method, request, "forged", kind) == grpc.StatusCode.UNAUTHENTICATED
+    assert call(stub, method, request, "old", kind) == grpc.StatusCode.UNAUTHENTICATED
 
 
 def test_denials_say_what_is_missing(secured) -> None:
@@ -153,9 +172,10 @@ def test_health_stays_open(secured) -> None:
     assert reply.status == health_pb2.HealthCheckResponse.SERVING
 
 
-def test_operators_act_only_for_themselves_and_their_teams(secured) -> None:
+@KINDS
+def test_operators_act_only_for_themselves_and_their_teams(secured, kind: str) -> None:
     _, stub = secured
-    otto = metadata("otto")
+    otto = metadata("otto", kind)
     for_team = pb.ReserveRequest(gpu_indices=[0], holder="team:ml", until_unix_ms=in_an_hour())
     mine = stub.Reserve(for_team, timeout=5, metadata=otto)
     assert mine.created_by == "otto"  # the token's user, whatever the request claims
@@ -165,7 +185,7 @@ def test_operators_act_only_for_themselves_and_their_teams(secured) -> None:
     assert info.value.code() == grpc.StatusCode.PERMISSION_DENIED
     assert "otto may reserve only for otto or team:ml, not vera" in info.value.details()
     theirs = stub.SubmitWorkload(pb.SubmitWorkloadRequest(argv=["true"], gpu_count=1, owner="vera"),
-                                 timeout=5, metadata=metadata("ada"))  # fmt: skip
+                                 timeout=5, metadata=metadata("ada", kind))  # fmt: skip
     with pytest.raises(grpc.RpcError) as info:
         stub.CancelWorkload(
             pb.CancelWorkloadRequest(workload_id=theirs.id), timeout=5, metadata=otto
@@ -176,16 +196,19 @@ def test_operators_act_only_for_themselves_and_their_teams(secured) -> None:
         "otto",
         pb.ROLE_OPERATOR,
         ["ml"],
-        "token",
+        kind,
     )
 
 
-def test_changes_and_denials_are_audited_in_a_verifiable_chain(secured, tmp_path: Path) -> None:
+@KINDS
+def test_changes_and_denials_are_audited_in_a_verifiable_chain(secured, kind: str) -> None:
     daemon, stub = secured
     stub.SubmitWorkload(pb.SubmitWorkloadRequest(argv=["true"], gpu_count=1), timeout=5,
-                        metadata=metadata("otto"))  # fmt: skip
-    call(stub, "KillProcess", pb.KillProcessRequest(gpu_index=1, pid=4321), "vera")
-    records = stub.QueryAudit(pb.QueryAuditRequest(), timeout=5, metadata=metadata("ada")).records
+                        metadata=metadata("otto", kind))  # fmt: skip
+    call(stub, "KillProcess", pb.KillProcessRequest(gpu_index=1, pid=4321), "vera", kind)
+    records = stub.QueryAudit(
+        pb.QueryAuditRequest(), timeout=5, metadata=metadata("ada", kind)
+    ).records
     results = [(r.user, r.method.rsplit("/", 1)[1], r.result) for r in reversed(records)]
     assert ("otto", "SubmitWorkload", "attempt") in results and (
         "otto",
