@@ -39,12 +39,18 @@ def verify_root(root: Path, unit: Path) -> Path:
     if installed != unit:
         installed.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(unit, installed)
-    program = root / exec_start_program(unit).relative_to("/")
-    if not program.exists():
-        program.parent.mkdir(parents=True)
-        program.write_text("#!/bin/sh\n")
-        program.chmod(0o755)
+    for program in (exec_start_program(unit), *exec_reload_programs(unit)):
+        stand_in = root / program.relative_to("/")
+        if not stand_in.exists():
+            stand_in.parent.mkdir(parents=True, exist_ok=True)
+            stand_in.write_text("#!/bin/sh\n")
+            stand_in.chmod(0o755)
     return root
+
+
+def exec_reload_programs(unit: Path) -> list[Path]:
+    """ExecReload='s programs (/bin/kill), which verify also wants to find in the root."""
+    return [Path(line.split()[0]) for line in unit_settings(unit).get("ExecReload", [])]
 
 
 def verify(root: Path, unit_name: str) -> subprocess.CompletedProcess[str]:
