@@ -17,8 +17,8 @@ from console.fleet.silences import (
     SEVERITY,
     SilenceMatcher,
     duration_text,
-    glob_matches,
 )
+from gpufleet.v1.silence_globs import glob_matches
 
 MAX_LENGTH_MS = 7 * 24 * 3_600_000  # the daemon's limit, after the start
 HOUR_MS = 3_600_000

@@ -10,11 +10,11 @@ one silence on each; `SilenceBook.groups()` puts them back together as one row
 from __future__ import annotations
 
 import enum
-import functools
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+from gpufleet.v1.silence_globs import glob_matches
 
 if TYPE_CHECKING:
     from console.fleet.alerts import AlertRow
@@ -22,18 +22,6 @@ if TYPE_CHECKING:
 # Matcher labels the console offers (the daemon knows more: UUID, pid, its own labels).
 NODE, ALERTNAME, GPU, SEVERITY = "node", "alertname", "gpu", "severity"
 MINUTE_MS = 60_000
-
-
-@functools.lru_cache(maxsize=1024)
-def _glob(pattern: str) -> re.Pattern[str]:
-    # The contract's globs are `*` and `?` only: no character classes, as in Alertmanager's UI.
-    parts = (".*" if c == "*" else "." if c == "?" else re.escape(c) for c in pattern)
-    return re.compile("".join(parts), re.DOTALL)
-
-
-def glob_matches(pattern: str, value: str) -> bool:
-    """`value` matches `pattern` exactly, or as a glob (`*` any run, `?` one character)."""
-    return _glob(pattern).fullmatch(value) is not None
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property
 
+from gpufleet.v1.silence_globs import glob_matches, glob_regex, is_glob
 from node_daemon.alerts.alertmanager import rfc3339
 from node_daemon.alerts.am_silences import AmMatcher, AmSilence
 from node_daemon.errors import Invalid
@@ -43,8 +44,6 @@ MAX_LENGTH_S = 7 * 24 * 3600
 _LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
 # Labels every alert carries: a silence matching `*` on these alone covers all.
 LABELS_OF_EVERY_ALERT = frozenset({"node", "alertname", "severity"})
-# Characters RE2 (Alertmanager) and Python's re both read specially outside a class.
-_REGEX_SPECIAL = frozenset("\\.+*?()|[]{}^$")
 
 
 class BadSilence(Invalid):
@@ -66,21 +65,15 @@ class Matcher:
 
     @property
     def is_glob(self) -> bool:
-        return "*" in self.pattern or "?" in self.pattern
+        return is_glob(self.pattern)
 
     @cached_property
     def regex(self) -> str:
         """The pattern as an anchored regex that RE2 and Python's re read alike."""
         return glob_regex(self.pattern)
 
-    @cached_property
-    def _compiled(self) -> re.Pattern[str]:
-        return re.compile(self.regex)
-
     def matches(self, value: str) -> bool:
-        if not self.is_glob:
-            return value == self.pattern
-        return self._compiled.fullmatch(value) is not None
+        return glob_matches(self.pattern, value)
 
     def __str__(self) -> str:
         return f"{self.label}={self.pattern}"
@@ -153,21 +146,6 @@ class AlertSilence:
 class Window:
     starts_unix_ms: int
     ends_unix_ms: int
-
-
-def glob_regex(pattern: str) -> str:
-    """`*` -> `.*`, `?` -> `.`, the rest literal; anchored, `.` matching newlines too."""
-    parts = []
-    for char in pattern:
-        if char == "*":
-            parts.append(".*")
-        elif char == "?":
-            parts.append(".")
-        elif char in _REGEX_SPECIAL:
-            parts.append("\\" + char)
-        else:
-            parts.append(char)
-    return "^(?s:" + "".join(parts) + ")$"
 
 
 def check_matchers(pairs: Sequence[tuple[str, str]]) -> tuple[Matcher, ...]:

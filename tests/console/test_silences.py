@@ -21,7 +21,6 @@ from console.fleet.silences import (
     alert_labels,
     duration_text,
     end_countdown,
-    glob_matches,
     group_silences,
     matchers_text,
     reminder_text,
@@ -29,6 +28,7 @@ from console.fleet.silences import (
 )
 from console.fleet.updates import CommandResult, EventUpdate, QueryResult
 from gpufleet.v1 import node_pb2 as pb
+from gpufleet.v1.silence_globs import glob_matches
 
 A, B = "10.0.0.1:50051", "10.0.0.2:50051"
 T0 = 1_800_000_000_000  # the fake clock's "now", ms
