@@ -1,14 +1,18 @@
-"""Where a profile's token lives: the system keyring, else a private file, else $GPUFLEET_TOKEN.
+"""Where a profile's token comes from: the keyring, a private file, $GPUFLEET_TOKEN, or a command.
 
 The token is a password: it never goes into the settings file next to the node
 list. With a keyring backend (Secret Service, KWallet, macOS Keychain, Windows
 Credential Locker) it is stored there, under service "gpufleet" and the
 profile's name. Without one, a token file that only its owner can read (mode
-0600) or the GPUFLEET_TOKEN environment variable stands in. No Qt here.
+0600) or the GPUFLEET_TOKEN environment variable stands in. Or the profile's
+`token_command` prints it (an SSO helper: console/token_command.py), and is run
+again for a fresh one; then no other source may hold a token for the profile,
+so which token is used is never a guess. No Qt here.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import stat
@@ -19,8 +23,9 @@ from typing import Any
 
 import platformdirs
 
-from console.connections.security import LinkSecurity
+from console.connections.security import BearerToken, LinkSecurity
 from console.settings import Profile
+from console.token_command import TokenCommandError, run_token_command
 
 log = logging.getLogger(__name__)
 
@@ -69,9 +74,15 @@ def backend_name(backend: Any) -> str:
 def find_token(profile: Profile, environ: Mapping[str, str] = os.environ) -> Token | None:
     """The profile's token: keyring, then token file, then $GPUFLEET_TOKEN; None if nowhere.
 
+    A profile with token_command gets its token from the command (run now,
+    with its timeout), and from nowhere else.
+
     Raises:
-        CredentialError: the token file can be read by group or others.
+        CredentialError: the token file can be read by group or others; the
+            token command failed; a token_command profile has a token elsewhere too.
     """
+    if profile.token_command is not None:
+        return _from_command(profile, environ)
     found = _from_keyring(profile.name)
     if found is not None:
         return found
@@ -81,6 +92,33 @@ def find_token(profile: Profile, environ: Mapping[str, str] = os.environ) -> Tok
     if environ.get(TOKEN_ENV, "").strip():
         return Token(environ[TOKEN_ENV].strip(), f"${TOKEN_ENV}")
     return None
+
+
+def _from_command(profile: Profile, environ: Mapping[str, str]) -> Token:
+    assert profile.token_command is not None
+    others = _other_sources(profile, environ)
+    if others:
+        raise CredentialError(
+            f"profile {profile.name} gets its token from token_command, but {others[0]} holds "
+            f"one too: remove it (the console would not know which to use)"
+        )
+    try:
+        value = run_token_command(profile.token_command, profile.name)
+    except TokenCommandError as exc:
+        raise CredentialError(str(exc)) from None
+    return Token(value, f"the token command {profile.token_command[0]}")
+
+
+def _other_sources(profile: Profile, environ: Mapping[str, str]) -> list[str]:
+    """Where, besides its command, a token of the profile is kept (in words)."""
+    found = []
+    if _from_keyring(profile.name) is not None:
+        found.append(f"the system keyring (service {SERVICE!r}, user {profile.name!r})")
+    if default_token_file(profile.name).exists():
+        found.append(f"the token file {default_token_file(profile.name)}")
+    if environ.get(TOKEN_ENV, "").strip():
+        found.append(f"${TOKEN_ENV}")
+    return found
 
 
 def _from_keyring(profile: str) -> Token | None:
@@ -123,6 +161,11 @@ def store_token(profile: Profile, token: str) -> str:
     token = token.strip()
     if not token:
         raise CredentialError("no token given")
+    if profile.token_command is not None:
+        raise CredentialError(
+            f"profile {profile.name} gets its tokens from token_command "
+            f"({profile.token_command[0]}): nothing to store; remove token_command to store one"
+        )
     backend, why = keyring_backend()
     if backend is not None:
         try:
@@ -155,8 +198,13 @@ def link_security(profile: Profile, token: Token | None) -> LinkSecurity:
     Raises:
         CredentialError: a certificate or key file cannot be read.
     """
+    command = profile.token_command
     return LinkSecurity(
         token=token.value if token else None,
+        # With a token command, links share one token that is swapped when refreshed.
+        bearer=BearerToken(token.value) if token and command else None,
+        # Called on the network thread's executor (it blocks): TokenCommandError when it fails.
+        refresh=functools.partial(run_token_command, command, profile.name) if command else None,
         root_ca=_read_pem(profile.ca, "CA certificate"),
         client_key=_read_pem(profile.client_key, "client key"),
         client_chain=_read_pem(profile.client_cert, "client certificate"),

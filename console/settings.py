@@ -9,6 +9,7 @@ ca = "~/.config/gpufleet/prod-ca.pem"         # TLS: the CA of the nodes' certif
 client_cert = "~/.config/gpufleet/me.crt"     # optional: mutual TLS
 client_key = "~/.config/gpufleet/me.key"
 token_file = "~/.config/gpufleet/prod.token"  # optional, mode 0600: only without a keyring
+# token_command = "sso-token --audience gpufleet"  # or: a command that prints the token
 people = ["alice", "team:ml"]
 
 [notify]                          # what pops up, for every profile (docs/alerts.md)
@@ -24,6 +25,7 @@ top level, still works: it is the profile "default" (plaintext, no TLS).
 
 from __future__ import annotations
 
+import shlex
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -36,7 +38,7 @@ from console.fleet.notify_settings import NotifySettings, NotifySettingsError, p
 
 DEFAULT_PROFILE = "default"
 LOGIN_HINT = "store it with `gpufleet console login --profile NAME` (system keyring)"
-PROFILE_KEYS = {"nodes", "people", "ca", "client_cert", "client_key", "token_file"}
+PROFILE_KEYS = {"nodes", "people", "ca", "client_cert", "client_key", "token_file", "token_command"}
 
 
 class SettingsError(ValueError):
@@ -54,6 +56,8 @@ class Profile:
     client_cert: Path | None = None
     client_key: Path | None = None
     token_file: Path | None = None
+    # argv of a command whose standard output is the token (shlex-split, no shell).
+    token_command: tuple[str, ...] | None = None
     notify: NotifySettings = field(default_factory=NotifySettings)  # the file's [notify]
 
     @property
@@ -156,10 +160,28 @@ def _profile(name: str, table: Any, path: Path, people: tuple[str, ...]) -> Prof
     ca = _path(table, "ca", where)
     if cert is not None and ca is None:
         raise SettingsError(f"{where}: a client certificate needs TLS: set ca as well")
+    token_file, command = _path(table, "token_file", where), _command(table, where)
+    if token_file is not None and command is not None:
+        raise SettingsError(f"{where}: token_file and token_command both say where the token "
+                            "comes from: keep one")  # fmt: skip
     return Profile(
         name, _nodes(table, where), _people(table, where) if "people" in table else people,
-        ca, cert, key, _path(table, "token_file", where),
+        ca, cert, key, token_file, command,
     )  # fmt: skip
+
+
+def _command(table: Mapping[str, Any], where: str) -> tuple[str, ...] | None:
+    """token_command as argv: split like a POSIX shell would, but run without one."""
+    value = table.get("token_command")
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.strip():
+        raise SettingsError(f"{where}: token_command must be a command line (a string)")
+    try:
+        argv = tuple(shlex.split(value))
+    except ValueError as exc:
+        raise SettingsError(f"{where}: token_command {value!r} cannot be split: {exc}") from None
+    return argv
 
 
 def _path(table: Mapping[str, Any], key: str, where: str) -> Path | None:

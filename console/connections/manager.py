@@ -13,9 +13,19 @@ import threading
 
 from console.connections.node_link import ActionCall, NodeLink, QueryDecoder
 from console.connections.security import LinkSecurity
-from console.fleet.updates import CommandResult, QueryResult, Update
+from console.connections.token_refresh import MIN_INTERVAL_S, TokenRefresher
+from console.fleet.updates import (
+    CommandResult,
+    IdentityUpdate,
+    LinkState,
+    LinkUpdate,
+    QueryResult,
+    Update,
+)
 
 log = logging.getLogger(__name__)
+
+EXPIRY_CHECK_S = 5.0  # how often the soonest expiry is compared with the refresh lead
 
 
 class UpdateInbox:
@@ -39,7 +49,12 @@ class UpdateInbox:
 class ConnectionManager:
     """Owns the 'gpufleet-net' thread and a NodeLink per target."""
 
-    def __init__(self, inbox: UpdateInbox, security: LinkSecurity | None = None) -> None:
+    def __init__(
+        self,
+        inbox: UpdateInbox,
+        security: LinkSecurity | None = None,
+        refresh_interval_s: float = MIN_INTERVAL_S,
+    ) -> None:
         self._inbox = inbox
         self._security = security or LinkSecurity()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -47,6 +62,21 @@ class ConnectionManager:
         self._links: dict[str, NodeLink] = {}
         self._ready = threading.Event()
         self._thread = threading.Thread(target=self._run, name="gpufleet-net", daemon=True)
+        # token_command profiles: a fresh token before expiry and after a refusal.
+        self._expiries: dict[str, int] = {}  # target -> its credential's expiry (unix ms)
+        self.refresher: TokenRefresher | None = None
+        if self._security.bearer is not None and self._security.refresh is not None:
+            self.refresher = TokenRefresher(
+                self._security.bearer,
+                self._security.refresh,
+                self._on_token_changed,
+                refresh_interval_s,
+            )
+
+    @property
+    def refreshes_token(self) -> bool:
+        """Does the console fetch fresh tokens itself (token_command)?"""
+        return self.refresher is not None
 
     def start(self) -> None:
         self._thread.start()
@@ -55,6 +85,8 @@ class ConnectionManager:
     def _run(self) -> None:
         self._loop = asyncio.new_event_loop()
         asyncio.set_event_loop(self._loop)
+        if self.refresher is not None:
+            self._loop.create_task(self._watch_expiry(), name="token expiry watch")
         self._ready.set()
         try:
             self._loop.run_forever()
@@ -68,9 +100,58 @@ class ConnectionManager:
 
     def _start_link(self, target: str) -> None:
         if target not in self._tasks:
-            link = NodeLink(target, self._inbox.put, security=self._security)
+            link = NodeLink(target, self._put, security=self._security)
             self._links[target] = link
             self._tasks[target] = self._loop.create_task(link.run(), name=f"link {target}")  # type: ignore[union-attr]
+
+    # -- token refresh (network thread) ---------------------------------------
+
+    def _put(self, update: Update) -> None:
+        """Every link's updates, on their way to the GUI: note expiries and refusals."""
+        if self.refresher is not None:
+            if isinstance(update, IdentityUpdate):
+                expires = update.identity.expires_unix_ms if update.identity else None
+                if expires is None:
+                    self._expiries.pop(update.target, None)
+                else:
+                    self._expiries[update.target] = expires
+            elif isinstance(update, LinkUpdate) and update.state is LinkState.DENIED:
+                self._expiries.pop(update.target, None)
+                if update.detail.startswith("UNAUTHENTICATED"):
+                    self._refresh(f"{update.target} refused the token")
+        self._inbox.put(update)
+
+    def refresh_token(self, why: str) -> None:
+        """Ask token_command for a fresh token now (at most once a minute). Any thread."""
+        assert self._loop is not None, "start() first"
+        if self.refresher is not None:
+            self._loop.call_soon_threadsafe(self._refresh, why)
+
+    def _refresh(self, why: str) -> None:
+        assert self.refresher is not None
+        task = self.refresher.request(why)
+        if task is not None:
+            task.add_done_callback(self._on_refresh_done)
+
+    def _on_refresh_done(self, task: asyncio.Task[bool]) -> None:
+        assert self.refresher is not None
+        if not task.cancelled() and self.refresher.last_error:
+            # The message line says it; the announcements say the expiry.
+            message = f"failed: {self.refresher.last_error}"
+            self._inbox.put(CommandResult("", "fresh token", False, message))
+
+    def _on_token_changed(self) -> None:
+        self._expiries.clear()  # the links report the new token's expiry
+        for link in self._links.values():
+            self._loop.create_task(link.credentials_changed(), name=f"relink {link.target}")  # type: ignore[union-attr]
+
+    async def _watch_expiry(self) -> None:
+        assert self.refresher is not None
+        while True:
+            await asyncio.sleep(EXPIRY_CHECK_S)
+            soonest = min(self._expiries.values(), default=None)
+            if soonest is not None and self.refresher.due(soonest / 1000):
+                self._refresh("the token expires soon")
 
     def request(self, target: str, what: str, call: ActionCall, subject: str = "") -> None:
         """Run an action on a node off the GUI thread; its CommandResult lands in the inbox."""

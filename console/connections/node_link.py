@@ -8,6 +8,7 @@ jitter. Every state change and sample becomes an update for the GUI.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import random
 import time
@@ -82,6 +83,8 @@ class NodeLink:
         self._last_event_seq = 0
         self._stub: pb_grpc.NodeServiceStub | None = None
         self._failures = 0
+        # Set when the profile's token changed: a refused link retries now, not in 30 s.
+        self._wake = asyncio.Event()
 
     async def run(self) -> None:
         """Keep the node connected until cancelled."""
@@ -97,7 +100,20 @@ class NodeLink:
                 state = LinkState.RECONNECTING
             self._sink(LinkUpdate(self.target, state, detail))
             delay = backoff_s(self._failures, self._rng, AUTH_BACKOFF_S if refused else None)
-            await asyncio.sleep(delay)
+            self._wake.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), delay)
+
+    async def credentials_changed(self) -> None:
+        """A new token: re-ask WhoAmI (its expiry), or reconnect now if waiting to retry."""
+        stub = self._stub
+        if stub is None:
+            self._wake.set()
+            return
+        try:
+            await self._who_am_i(stub)
+        except grpc.aio.AioRpcError as exc:
+            log.info("%s: WhoAmI with the new token: %s", self.target, exc.code().name)
 
     async def _session(self) -> tuple[bool, str]:
         """One connection from dial to loss; returns (refused by the node?, why it ended)."""
