@@ -21,6 +21,7 @@ from PySide6.QtWidgets import (
 
 from console.connections.actions import SilenceActions
 from console.fleet.alerts import AlertRow
+from console.fleet.credential_expiry import ExpiryAnnouncer, ExpiryNotice
 from console.fleet.not_responding import is_local
 from console.fleet.notify_settings import NotifySettings
 from console.fleet.updates import CommandResult
@@ -28,6 +29,7 @@ from console.qt.access_watcher import AccessWatcher
 from console.qt.alert_model import AlertTableModel
 from console.qt.alert_notifier import AlertNotifier, NotificationSink
 from console.qt.audit_model import AuditTableModel
+from console.qt.credential_reminder import CredentialReminder
 from console.qt.drop_rules import TileDropRules
 from console.qt.event_model import EventLogModel
 from console.qt.inventory_model import InventoryTableModel
@@ -82,6 +84,8 @@ class MainWindow(QMainWindow):
         self.alerts_tab = AlertsTab(self.alert_panel, self.silence_panel)
         self.silence_listings = SilenceListings(fleet, session.queries, self)
         self.silence_reminder = SilenceReminder(fleet, parent=self)
+        announcer = ExpiryAnnouncer(session.profile, session.connections.refreshes_token)
+        self.credential_reminder = CredentialReminder(fleet, announcer, parent=self)
         silences = SilenceActions(session.connections, session.actions.actor)
         self.silence_prompts = SilencePrompts(fleet, silences, self)
         self.event_model = EventLogModel(self._node_name)
@@ -205,6 +209,8 @@ class MainWindow(QMainWindow):
         self.silence_prompts.message.connect(self.show_message)
         self.silence_reminder.reminderDue.connect(self._on_silence_reminder_due)
         self.toast.noticeClicked.connect(self._on_toast_notice_clicked)
+        # A token about to expire: a toast and the message line, once per threshold.
+        self.credential_reminder.noticeDue.connect(self._on_credential_notice_due)
         # Control: drops and menus ask ControlPrompts, which confirms where needed and sends.
         self.grid.workloadDropped.connect(self.prompts.assign)
         self.grid.holderDropped.connect(self.prompts.ask_reserve)
@@ -257,7 +263,14 @@ class MainWindow(QMainWindow):
         self.toast.show_notice("Silence ending", text, "silences")
         self.notifier.remind("Silence ending", text)
 
-    def _on_toast_notice_clicked(self, _topic: str) -> None:
+    def _on_credential_notice_due(self, notice: ExpiryNotice) -> None:
+        self.toast.show_notice(notice.title, notice.body, "credentials")
+        self.show_message(notice.body)
+
+    def _on_toast_notice_clicked(self, topic: str) -> None:
+        if topic == "credentials":  # who we are on each node, until when
+            self.tabs.setCurrentWidget(self.inventory_panel)
+            return
         self.tabs.setCurrentWidget(self.alerts_tab)
         self.alerts_tab.show_silences()
 
