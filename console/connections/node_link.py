@@ -61,6 +61,10 @@ CLEARED_HISTORY = 200
 INVENTORY_POLL_S = 30.0
 # On first connect, ask for this much held history so plots start full.
 BACKFILL_S = 600.0
+# WhoAmI again this long after our credential's expiry (and then every minute
+# while the node still takes it, as within its clock leeway).
+CREDENTIAL_MARGIN_MS = 500
+CREDENTIAL_CHECK_AFTER_MS = 60_000
 
 
 class NodeLink:
@@ -85,6 +89,7 @@ class NodeLink:
         self._failures = 0
         # Set when the profile's token changed: a refused link retries now, not in 30 s.
         self._wake = asyncio.Event()
+        self._expires_ms: int | None = None  # our credential's expiry, as WhoAmI said
 
     async def run(self) -> None:
         """Keep the node connected until cancelled."""
@@ -153,6 +158,7 @@ class NodeLink:
                 self._stream_samples(stub, len(update.info.gpus)),
                 self._stream_events(stub),
                 self._poll_inventory(stub, update.info.gpus),
+                self._watch_credential(stub),
             )
         finally:
             self._stub = None
@@ -166,7 +172,24 @@ class NodeLink:
                 raise
             self._sink(IdentityUpdate(self.target, None))  # an older daemon: it decides
             return
-        self._sink(decode_caller(self.target, caller))
+        update = decode_caller(self.target, caller)
+        self._expires_ms = update.identity.expires_unix_ms if update.identity else None
+        self._sink(update)
+
+    async def _watch_credential(self, stub: pb_grpc.NodeServiceStub) -> None:
+        """Ask WhoAmI again once our credential expires: the node's refusal then shows at
+        once as denied, in its words, instead of with the next unary call (a stream opened
+        before keeps flowing). A node that still takes it (clock leeway) is asked again later.
+        """
+        while True:
+            expires = self._expires_ms
+            now_ms = time.time() * 1000
+            wait_ms = CREDENTIAL_CHECK_AFTER_MS if expires is None or expires < now_ms else 0
+            if expires is not None:
+                wait_ms = max(wait_ms, expires - now_ms + CREDENTIAL_MARGIN_MS)
+            await asyncio.sleep(wait_ms / 1000)
+            if self._expires_ms is not None and self._expires_ms <= time.time() * 1000:
+                await self._who_am_i(stub)  # UNAUTHENTICATED ends the session: denied
 
     async def _list_control(self, stub: pb_grpc.NodeServiceStub) -> None:
         """Reservations in force and the whole workload queue; events keep them current.

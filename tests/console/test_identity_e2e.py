@@ -53,10 +53,12 @@ def open_console(qtbot) -> Iterator[Callable[[list[str], LinkSecurity], MainWind
         window.session.stop()
 
 
-def jwt_daemon(start_daemon: DaemonFactory, tmp_path: Path, issuer: Issuer, **kw) -> NodeDaemon:  # type: ignore[no-untyped-def]
+def jwt_daemon(start_daemon: DaemonFactory, tmp_path: Path, issuer: Issuer, leeway_s: int = 30,
+               **kw) -> NodeDaemon:  # type: ignore[no-untyped-def]  # fmt: skip
     jwks = issuer.write_jwks(tmp_path / "jwks.json")
     config = tmp_path / "daemon.toml"
-    config.write_text(f'[auth]\njwks_file = "{jwks}"\nissuer = "{ISSUER_URL}"\n', encoding="utf-8")
+    config.write_text(f'[auth]\njwks_file = "{jwks}"\nissuer = "{ISSUER_URL}"\n'
+                      f"leeway_s = {leeway_s}\n", encoding="utf-8")  # fmt: skip
     return start_daemon(gpus=4, seed=0, auth=load_config_file(config).auth, **kw)
 
 
@@ -153,3 +155,19 @@ def test_a_short_lived_jwt_is_refreshed_before_it_expires_on_the_open_link(
     )  # fmt: skip
     assert calls.read_text() == "2" and node.state is LinkState.CONNECTED
     assert node.samples_received > received  # the streams kept flowing
+
+
+def test_a_node_shows_denied_in_its_own_words_as_soon_as_the_token_expires(
+    qtbot, open_console, start_daemon, tmp_path: Path, issuer: Issuer
+) -> None:
+    daemon = jwt_daemon(start_daemon, tmp_path, issuer, leeway_s=0, hostname="gpu-node-06")
+    target = f"127.0.0.1:{daemon.port}"
+    window = open_console([target], LinkSecurity(token=token(issuer, 4)))
+    node = window.session.fleet.node(target)
+    qtbot.waitUntil(lambda: node.state is LinkState.CONNECTED, timeout=15_000)
+    # Not at the next unary call (the inventory, every 30 s): the link asks at expiry.
+    qtbot.waitUntil(lambda: node.state is LinkState.DENIED, timeout=10_000)
+    assert node.state_detail.startswith("UNAUTHENTICATED: JWT expired at")
+    assert node.identity is None
+    tooltip = window.session.items.node_index(target).data(Qt.ItemDataRole.ToolTipRole)
+    assert "denied: UNAUTHENTICATED: JWT expired at" in tooltip
