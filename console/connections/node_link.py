@@ -184,7 +184,7 @@ class NodeLink:
         while True:
             expires = self._expires_ms
             now_ms = time.time() * 1000
-            wait_ms = CREDENTIAL_CHECK_AFTER_MS if expires is None or expires < now_ms else 0
+            wait_ms: float = CREDENTIAL_CHECK_AFTER_MS if expires is None or expires < now_ms else 0
             if expires is not None:
                 wait_ms = max(wait_ms, expires - now_ms + CREDENTIAL_MARGIN_MS)
             await asyncio.sleep(wait_ms / 1000)
