@@ -64,6 +64,12 @@ class Identity:
             text += f", {expiry_text(self.expires_unix_ms, now_unix_ms)}"
         return text
 
+    def kill_policy(self) -> str:
+        """ "Slurm job processes: refused (allow_kill_job_processes = false)"."""
+        allowed = self.allow_kill_job_processes
+        return (f"Slurm job processes: {'may be killed' if allowed else 'refused'} "
+                f"(allow_kill_job_processes = {str(allowed).lower()})")  # fmt: skip
+
     def expired(self, now_unix_ms: int) -> bool:
         return self.expires_unix_ms is not None and now_unix_ms >= self.expires_unix_ms
 

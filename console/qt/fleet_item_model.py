@@ -32,6 +32,7 @@ def node_tooltip(node: NodeRecord, quiet: Quiet | None = None, now_ms: int | Non
     if node.identity is not None:
         when = _now_ms() if now_ms is None else now_ms
         lines.append(f"signed in as {node.identity.describe(when)}")
+        lines.append(node.identity.kill_policy())
     return "\n".join(lines)
 
 

@@ -113,10 +113,12 @@ class GpuDetailPanel(QWidget):
         if victim is not None:
             # The same verdict as the kill zone's: role, ownership, the node's kill policy.
             verdict = can_kill(victim, self._fleet)
-            refusal = "" if verdict.ok else f" ({verdict.reason})"
+            # The menu says why in its first clause; the whole reason is its tooltip.
+            refusal = "" if verdict.ok else f" ({verdict.reason.split(': ', 1)[0]})"
             action = menu.addAction(f"Kill pid {victim.pid}…{refusal}")
             action.setEnabled(verdict.ok)
             action.setToolTip(verdict.reason)
+            menu.setToolTipsVisible(True)
             action.triggered.connect(lambda: self.killRequested.emit(victim))
         return menu
 

@@ -71,10 +71,11 @@ def test_the_detail_panel_says_who_we_are_and_when_the_token_expires(qtbot) -> N
 def test_the_node_tooltip_says_it_too(qtbot) -> None:
     fleet = fleet_with(A)
     fleet.apply(IdentityUpdate(A, alice(expires_ms=NOW + 45 * 60_000)))
-    assert node_tooltip(fleet.node(A), now_ms=NOW).splitlines()[-1] == (
+    assert node_tooltip(fleet.node(A), now_ms=NOW).splitlines()[-2:] == [
         "signed in as alice (operator; teams ml) by jwt from https://sso.example.com, "
-        "expires in 45 min"
-    )
+        "expires in 45 min",
+        "Slurm job processes: refused (allow_kill_job_processes = false)",
+    ]
     items = FleetItemModel(fleet)
     shown = items.node_index(A).data(Qt.ItemDataRole.ToolTipRole)
     assert "by jwt from https://sso.example.com, expires in 4" in shown  # the wall clock: 44-45 min
@@ -101,9 +102,9 @@ def test_a_job_process_is_refused_in_the_menu_where_the_node_refuses_job_kills(q
     assert not job.isEnabled()
     assert job.text() == (
         "Kill pid 4242… (node-1 refuses to kill processes of Slurm jobs "
-        "(allow_kill_job_processes = false): pid 4242 belongs to Slurm job 41000; "
-        "cancel it with scancel)"
+        "(allow_kill_job_processes = false))"
     )
+    assert job.toolTip().endswith("pid 4242 belongs to Slurm job 41000; cancel it with scancel")
     assert kill_action(panel, PLAIN.pid).isEnabled()  # no job: the policy does not concern it
     assert not panel.kill_zone.isHidden()  # an operator: the zone is there, its verdicts exact
     assert not panel.kill_zone._judge(panel.processes.kill_target(0)).ok  # type: ignore[arg-type]
