@@ -47,6 +47,13 @@ def reload_daemon(daemon: NodeDaemon, load: Load, check: Check, source: str) -> 
         daemon.reloads.record(False, time.time())
         log.error("reload rejected, the configuration in force is kept: %s", exc)
         return False
+    except Exception:
+        # A bug must not end the main thread, and with it the daemon. What can fail by design
+        # is tried before anything is applied (NodeDaemon.reconfigure); a bug past that point
+        # leaves the parts applied before it, which the message says.
+        daemon.reloads.record(False, time.time())
+        log.exception("reload failed (a bug): parts of it may be applied; restart to be sure")
+        return False
     daemon.reloads.record(True, time.time())
     if plan.needs_restart:
         log.warning(
