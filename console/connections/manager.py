@@ -136,9 +136,8 @@ class ConnectionManager:
     def _on_refresh_done(self, task: asyncio.Task[bool]) -> None:
         assert self.refresher is not None
         if not task.cancelled() and self.refresher.last_error:
-            # The message line says it; the announcements say the expiry.
-            message = f"failed: {self.refresher.last_error}"
-            self._inbox.put(CommandResult("", "fresh token", False, message))
+            # The message line says it ("fresh token: failed: …"); announcements, the expiry.
+            self._inbox.put(CommandResult("", "fresh token", False, self.refresher.last_error))
 
     def _on_token_changed(self) -> None:
         self._expiries.clear()  # the links report the new token's expiry
@@ -192,6 +191,8 @@ class ConnectionManager:
         future.result(timeout_s)
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout_s)
+        if self.refresher is not None:
+            self.refresher.close()
 
     async def _cancel_all(self) -> None:
         for task in self._tasks.values():

@@ -15,6 +15,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 
 from console.connections.security import BearerToken
 
@@ -45,6 +46,12 @@ class TokenRefresher:
         self.taken_at = clock()  # when the token held was taken: its life seen from here
         self._running: asyncio.Task[bool] | None = None
         self.last_error = ""
+        # One named thread for the blocking command, never the GUI's or the loop's.
+        self._executor = ThreadPoolExecutor(1, thread_name_prefix="gpufleet-token-command")
+
+    def close(self) -> None:
+        """Let the thread go; a command still running ends by its own timeout."""
+        self._executor.shutdown(wait=False, cancel_futures=True)
 
     def due(self, soonest_expiry_s: float | None) -> bool:
         """Is the soonest expiry (unix s) near enough to refresh now?"""
@@ -68,7 +75,7 @@ class TokenRefresher:
     async def _refresh(self, why: str) -> bool:
         log.info("fetching a fresh token with token_command (%s)", why)
         try:
-            token = await asyncio.get_running_loop().run_in_executor(None, self._fetch)
+            token = await asyncio.get_running_loop().run_in_executor(self._executor, self._fetch)
         except Exception as exc:  # TokenCommandError names what failed; never the token
             self.last_error = str(exc)
             log.warning("%s; the token held stays in use", exc)

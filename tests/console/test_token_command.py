@@ -253,3 +253,30 @@ def test_a_fresh_token_takes_effect_on_open_links_without_reconnecting(
     assert node.state is LinkState.CONNECTED and calls.read_text() == "2"
     # The sample stream opened with otto's token kept flowing: no reconnect (no replay gap).
     qtbot.waitUntil(lambda: node.samples_received > received + 2, timeout=10_000)
+
+
+def test_a_failing_refresh_says_why_in_the_message_line_and_keeps_the_token(
+    qtbot, open_console, start_daemon, tmp_path: Path
+) -> None:
+    daemon = start_daemon(gpus=2, auth=AuthSettings(USERS))
+    target = f"127.0.0.1:{daemon.port}"
+    calls = tmp_path / "calls"
+    calls.write_text("0")
+    command = script(tmp_path / "sso-helper", f"""
+n = int(open({str(calls)!r}).read())
+open({str(calls)!r}, "w").write(str(n + 1))
+if n:
+    print("sso-helper: the identity provider is unreachable", file=sys.stderr)
+    sys.exit(4)
+print({BAD!r})""")  # fmt: skip
+    profile = profile_with(tmp_path, str(command), nodes=f'"{target}"')
+    window = open_console(target, link_security(profile, find_token(profile)))
+    window.show()
+    qtbot.waitUntil(lambda: "fresh token: failed" in window.statusBar().currentMessage(),
+                    timeout=15_000)  # fmt: skip
+    assert window.statusBar().currentMessage() == (
+        f"fresh token: failed: token_command {command} failed (exit status 4): "
+        "sso-helper: the identity provider is unreachable"
+    )
+    node = window.session.fleet.node(target)
+    assert node.state is LinkState.DENIED and calls.read_text() == "2"
