@@ -88,18 +88,19 @@ class NodeDaemon:
         )
         self.journal = EventJournal(resolve_state_dir(config) / JOURNAL_FILE)
         self.audit = AuditLog(resolve_state_dir(config) / AUDIT_FILE, anchor=self.journal)
+        self.auth_interceptor = AuthInterceptor(config.auth, self.audit)
         self.alerts = AlertEngine(self.journal, config.alerts)
         self.alerts.set_node_labels(self._node_labels())
         self.reservations = ReservationLedger(self.journal, self._gpu_count)
         self.workloads = WorkloadManager(
             self.journal, resolve_state_dir(config) / "workloads", self.reservations,
-            self._node_view, lambda user: teams_of(self.config, user),
+            self._node_view, self._teams_of,
             hooks=backend if hasattr(backend, "attach_process") else None,  # type: ignore[arg-type]
             settings=config.workloads,
         )  # fmt: skip
         self.usage_store = UsageStore(resolve_state_dir(config) / USAGE_FILE)
         self.usage = UsageMeter(
-            self.usage_store, config.sample_interval_s, lambda user: teams_of(self.config, user),
+            self.usage_store, config.sample_interval_s, self._teams_of,
             config.usage_flush_interval_s,
         )  # fmt: skip
         self.killer = ProcessKiller(
@@ -160,7 +161,6 @@ class NodeDaemon:
         workers = self.config.max_streams + UNARY_WORKERS
         self._executor = futures.ThreadPoolExecutor(workers, thread_name_prefix="gpufleet-rpc")
         self.guard = RpcGuard(self.streams)
-        self.auth_interceptor = AuthInterceptor(self.config.auth, self.audit)
         server = grpc.server(
             self._executor,
             options=SERVER_OPTIONS,
@@ -176,12 +176,10 @@ class NodeDaemon:
             self.config.hostname, self.slurm,
         )  # fmt: skip
         alert_servicer = AlertServicer(self.alerts, self.journal)
-        control = ControlServicer(
-            self.killer, self.reservations, self.workloads, lambda u: teams_of(self.config, u)
-        )
+        control = ControlServicer(self.killer, self.reservations, self.workloads, self._teams_of)
         usage = UsageServicer(
             self.usage_store, lambda: workload_messages(self.workloads.workloads(True)),
-            lambda user: teams_of(self.config, user), self._hostname, self.usage.flush,
+            self._teams_of, self._hostname, self.usage.flush,
         )  # fmt: skip
         # WhoAmI reports the kill policy of the config in force (a reload replaces it).
         auth = AuthServicer(self.audit, lambda: self.config.allow_kill_job_processes)
@@ -247,6 +245,12 @@ class NodeDaemon:
                 self._disk_warnings.warn(f"{name}: {exc}")
             except Exception:
                 log.exception("after-sweep step %s failed", name)
+
+    def _teams_of(self, user: str) -> tuple[str, ...]:
+        """team:NAME of a user: from [teams] and [[auth.users]], and their latest JWT's groups."""
+        return tuple(
+            sorted({*teams_of(self.config, user), *self.auth_interceptor.jwt_teams_of(user)})
+        )
 
     def _gpu_count(self) -> int:
         facts = self.sampler.status.facts

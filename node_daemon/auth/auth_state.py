@@ -13,6 +13,7 @@ import grpc
 
 from node_daemon.auth.identity import Caller, User
 from node_daemon.auth.jwt import InvalidToken, JwtPolicy, VerifiedToken, verify
+from node_daemon.auth.seen_teams import SeenTeams
 from node_daemon.auth.settings import AuthSettings
 from node_daemon.auth.token_cache import TokenCache
 from node_daemon.auth.tokens import token_hash
@@ -31,8 +32,14 @@ def _unauthenticated(message: str) -> Denied:
 
 
 class AuthState:
-    def __init__(self, settings: AuthSettings, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        settings: AuthSettings,
+        clock: Callable[[], float] = time.time,
+        seen: SeenTeams | None = None,
+    ) -> None:
         self.settings = settings
+        self._seen = seen or SeenTeams()
         self.enabled = settings.enabled
         self.by_hash: Mapping[str, User] = {
             u.token_sha256: u for u in settings.users if u.token_sha256
@@ -71,6 +78,7 @@ class AuthState:
             except InvalidToken as exc:
                 raise _unauthenticated(str(exc)) from None
             self._cache.put(token, verified)
+            self._seen.saw(verified.user, verified.teams)
         return verified
 
     def _static(self, token: str, peer: str) -> Caller:

@@ -30,6 +30,7 @@ from node_daemon.auth.identity import (
     set_current_caller,
 )
 from node_daemon.auth.policy import METHOD_ROLES, MUTATING, is_open, method_name
+from node_daemon.auth.seen_teams import SeenTeams
 from node_daemon.auth.settings import AuthSettings
 
 log = logging.getLogger(__name__)
@@ -78,7 +79,8 @@ def describe_params(request: Message) -> str:
 
 class AuthInterceptor(grpc.ServerInterceptor):
     def __init__(self, settings: AuthSettings, audit: AuditLog) -> None:
-        self._state = AuthState(settings)
+        self._seen = SeenTeams()  # outlives reloads: who the users are does not change
+        self._state = AuthState(settings, seen=self._seen)
         self._reconfiguring = threading.Lock()
         self._audit = audit
         # Guarded handlers per method, built once: grpc's handler constructors import
@@ -90,6 +92,10 @@ class AuthInterceptor(grpc.ServerInterceptor):
     def settings(self) -> AuthSettings:
         return self._state.settings
 
+    def jwt_teams_of(self, user: str) -> tuple[str, ...]:
+        """team:NAME for the teams (groups) of the user's latest verified JWT, if any."""
+        return self._seen.holders_of(user)
+
     def reconfigure(self, settings: AuthSettings) -> None:
         """Judge every call from now on by `settings` (users, JWKS, issuer, revocations).
 
@@ -97,7 +103,7 @@ class AuthInterceptor(grpc.ServerInterceptor):
         old state or the new, never a mix. Calls already admitted (open streams) keep
         running; the TLS settings are not applied (they belong to the listening port).
         """
-        state = AuthState(settings)  # built before the swap: a call never waits for it
+        state = AuthState(settings, seen=self._seen)  # built first: a call never waits for it
         with self._reconfiguring:
             self._state = state
         log.info("auth reconfigured: %d users, %s, %d revoked ids, %d revoked users",
