@@ -18,7 +18,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import fields, replace
 from typing import Any, TypeVar, cast
 
 from gpufleet.v1 import node_pb2 as pb
@@ -106,37 +106,53 @@ class TooManySilences(Refused):
 class LiveRules:
     """The rule settings in force, repointed by `AlertEngine.reconfigure`.
 
-    Each detector reads its rule through a view of this (`rule_view`), not a copy: a
-    reload changes the lines, durations and windows it judges by from the next tick,
-    while its per-GPU state (how long a condition has held, the level reached and its
-    hysteresis, the windows of ECC counts, memory and temperature) stays. So an alert
-    whose condition still holds under the new rules is neither cleared nor re-raised,
-    and a reload resets nothing.
+    Each detector reads its rule through a view (`view`), not a copy: a reload changes
+    the lines, durations and windows it judges by from the next tick, while its per-GPU
+    state (how long a condition has held, the level reached and its hysteresis, the
+    windows of ECC counts, memory and temperature) stays. So an alert whose condition
+    still holds under the new rules is neither cleared nor re-raised, and a reload resets
+    nothing. Repointing and judging both happen under the engine's lock.
     """
 
     def __init__(self, settings: AlertSettings) -> None:
         self.settings = settings
+        self._views: dict[str, _RuleView] = {}
+
+    def view(self, name: str, kind: type[_S]) -> _S:
+        """The live settings of rule `name`, typed as the detectors expect them."""
+        view = self._views.setdefault(name, _RuleView(getattr(self.settings, name)))
+        return cast(_S, view)
+
+    def point(self, settings: AlertSettings) -> None:
+        self.settings = settings
+        for name, view in self._views.items():
+            view.point(getattr(settings, name))
 
 
 class _RuleView:
-    """One rule of `LiveRules`, attribute by attribute, as the settings in force say now."""
+    """One rule's settings as they are now: their fields copied in (plain attribute reads,
+    as fast as the frozen settings' own), methods such as `for_model` passed through."""
 
-    def __init__(self, rules: LiveRules, name: str) -> None:
-        self._rules, self._name = rules, name
+    def __init__(self, settings: object) -> None:
+        self.point(settings)
 
-    def __getattr__(self, key: str) -> Any:
-        return getattr(getattr(self._rules.settings, self._name), key)
+    def point(self, settings: object) -> None:
+        values = {f.name: getattr(settings, f.name) for f in fields(settings)}  # type: ignore[arg-type]
+        methods = {
+            m: getattr(settings, m) for m in vars(type(settings)) if _public_method(settings, m)
+        }
+        self.__dict__.update(values, **methods, _settings=settings)
+
+    def __getattr__(self, key: str) -> Any:  # only what is neither a field nor a method
+        return getattr(self.__dict__["_settings"], key)
 
 
-def rule_view(rules: LiveRules, name: str, kind: type[_S]) -> _S:
-    """The live settings of rule `name`, typed as the detectors expect them."""
-    return cast(_S, _RuleView(rules, name))
+def _public_method(settings: object, name: str) -> bool:
+    return not name.startswith("_") and callable(getattr(settings, name))
 
 
 def build_detectors(rules: LiveRules) -> list:  # type: ignore[type-arg]
-    def view(name: str, kind: type[_S]) -> _S:
-        return rule_view(rules, name, kind)
-
+    view = rules.view
     gpu_temp = view("gpu_temp", ThresholdSettings)
     return [
         ThresholdDetector("gpu_temp", "temperature", gpu_temp, TEMP_GPU_C),
@@ -221,7 +237,7 @@ class AlertEngine:
         """Judge by `settings` from the next tick on, keeping every detector's state (see
         LiveRules): firing alerts stay firing while their condition holds."""
         with self._lock:
-            self._rules.settings = settings
+            self._rules.point(settings)
 
     def record_start(self, summary: str) -> None:
         self._commit([self._event(pb.EVENT_KIND_DAEMON_STARTED, None, summary)], [])
