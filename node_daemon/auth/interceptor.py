@@ -83,6 +83,8 @@ class AuthInterceptor(grpc.ServerInterceptor):
         self._state = AuthState(settings, seen=self._seen)
         self._reconfiguring = threading.Lock()
         self._audit = audit
+        if settings.enabled:
+            log.info("auth: %s", _describe(settings))
         # Guarded handlers per method, built once: grpc's handler constructors import
         # lazily, and an import on every call (Qt's import hook in the console tests,
         # where daemon and console share a process) is cost and risk for nothing.
@@ -106,9 +108,7 @@ class AuthInterceptor(grpc.ServerInterceptor):
         state = AuthState(settings, seen=self._seen)  # built first: a call never waits for it
         with self._reconfiguring:
             self._state = state
-        log.info("auth reconfigured: %d users, %s, %d revoked ids, %d revoked users",
-                 len(settings.users), _keys_note(settings), len(settings.revoked_jti),
-                 len(settings.revoked_users))  # fmt: skip
+        log.info("auth reconfigured: %s", _describe(settings))
 
     def intercept_service(self, continuation: Callable[..., Any], details: Any) -> Any:
         guarded = self._guarded.get(details.method)
@@ -159,6 +159,7 @@ class AuthInterceptor(grpc.ServerInterceptor):
         return guarded
 
     def _admit(self, name: str, method: str, request: Any, context: grpc.ServicerContext) -> Caller:
+        caller: Caller | None = None
         try:
             caller = self._identify(context)
             needed = METHOD_ROLES.get(name, Role.ADMIN)
@@ -166,15 +167,18 @@ class AuthInterceptor(grpc.ServerInterceptor):
                 raise Denied(grpc.StatusCode.PERMISSION_DENIED,
                              f"{name} needs the {needed.name.lower()} role; {caller.user} is "
                              f"{caller.role.name.lower()}")  # fmt: skip
+            return caller
         except Denied as denied:
-            self._record_denial(context, method, request, f"DENIED: {denied.code.name}: {denied}")
+            # Identified once: a refused JWT costs one signature check, not two.
+            user = caller.user if caller is not None else "(unauthenticated)"
+            result = f"DENIED: {denied.code.name}: {denied}"
+            self._record_denial(user, context, method, request, result)
             context.abort(denied.code, str(denied))
-        return caller
+            raise  # abort raises; this line is for the type checker
 
     def _record_denial(
-        self, context: grpc.ServicerContext, method: str, request: Any, result: str
+        self, user: str, context: grpc.ServicerContext, method: str, request: Any, result: str
     ) -> None:
-        user = self._claimed_user(context)
         try:
             self._audit.record_denial(user, context.peer(), method, describe_target(request),
                                       describe_params(request), result)  # fmt: skip
@@ -269,18 +273,18 @@ class AuthInterceptor(grpc.ServerInterceptor):
         state.check_revoked(user.name)
         return Caller(user.name, user.role, user.teams, "client-certificate", context.peer())
 
-    def _claimed_user(self, context: grpc.ServicerContext) -> str:
-        try:
-            return self._identify(context).user
-        except Denied:
-            return "(unauthenticated)"
 
-
-def _keys_note(settings: AuthSettings) -> str:
-    if settings.jwks is None:
-        return "no JWKS"
-    kids = ", ".join(k.kid or "(no kid)" for k in settings.jwks.keys)
-    return f"JWKS {settings.jwks_file} ({kids})"
+def _describe(settings: AuthSettings) -> str:
+    """Users, keys (and the kids skipped, with why) and revocations, for the log."""
+    parts = [f"{len(settings.users)} static users"]
+    if settings.jwks is not None:
+        kids = ", ".join(k.kid or "(no kid)" for k in settings.jwks.keys)
+        parts.append(f"JWKS {settings.jwks_file or settings.jwks.source} (keys {kids})")
+        parts += [f"skipped key {kid or '(no kid)'}: {why}" for kid, why in settings.jwks.skipped]
+    parts.append(
+        f"{len(settings.revoked_jti)} revoked ids, {len(settings.revoked_users)} revoked users"
+    )
+    return "; ".join(parts)
 
 
 def _raw(value: bytes | str) -> bytes:

@@ -115,7 +115,8 @@ def _public_key(jwk: dict[str, Any]) -> tuple[PublicKey, dict[str, str]]:
         )
         members = {"crv": crv, "kty": kty, "x": jwk["x"], "y": jwk["y"]}
         return numbers.public_key(), members  # ValueError for a point not on the curve
-    raise _Unusable(f"{kty or '?'} {crv or ''} key: gpufleet accepts Ed25519 and P-256 only")
+    kind = " ".join(str(part) for part in (kty or "?", crv) if part)
+    raise _Unusable(f"{kind} key: gpufleet accepts Ed25519 and P-256 only")
 
 
 class _Unusable(Exception):
