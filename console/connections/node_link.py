@@ -222,7 +222,8 @@ class NodeLink:
     async def _poll_inventory(
         self, stub: pb_grpc.NodeServiceStub, gpus: tuple[GpuInfo, ...]
     ) -> None:
-        """Re-read the inventory now and then (Slurm state, driver after an upgrade)."""
+        """Re-read the inventory now and then (Slurm state, driver after an upgrade), and
+        who we are: a reloaded node changes roles, teams and its kill policy live."""
         while True:
             await asyncio.sleep(INVENTORY_POLL_S)
             inventory = await stub.GetInventory(pb.GetInventoryRequest(), timeout=CALL_DEADLINE_S)
@@ -230,6 +231,7 @@ class NodeLink:
             if update.info.gpus != gpus:
                 return  # other GPUs: end the session; the next one starts clean
             self._sink(update)
+            await self._who_am_i(stub)
 
     async def _stream_events(self, stub: pb_grpc.NodeServiceStub) -> None:
         request = pb.StreamEventsRequest(after_seq=self._last_event_seq)

@@ -7,6 +7,7 @@ token_command is refreshed before it expires, on the open link.
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -15,6 +16,7 @@ from pathlib import Path
 import pytest
 from PySide6.QtCore import Qt
 
+from console.connections import node_link
 from console.connections.security import LinkSecurity
 from console.credentials import find_token, link_security
 from console.fleet.control_requests import KillTarget
@@ -171,3 +173,23 @@ def test_a_node_shows_denied_in_its_own_words_as_soon_as_the_token_expires(
     assert node.identity is None
     tooltip = window.session.items.node_index(target).data(Qt.ItemDataRole.ToolTipRole)
     assert "denied: UNAUTHENTICATED: JWT expired at" in tooltip
+
+
+def test_a_reloaded_kill_policy_reaches_the_verdict_without_a_reconnect(
+    qtbot, open_console, start_daemon, tmp_path: Path, issuer: Issuer, monkeypatch
+) -> None:
+    monkeypatch.setattr(node_link, "INVENTORY_POLL_S", 0.5)  # WhoAmI comes with each poll
+    daemon = jwt_daemon(start_daemon, tmp_path, issuer, hostname="gpu-node-07")
+    target = f"127.0.0.1:{daemon.port}"
+    window = open_console([target], LinkSecurity(token=token(issuer, 3600)))
+    node = connected(qtbot, window, target)
+    victim = job_process(node)
+    assert not can_kill(victim, window.session.fleet).ok
+    received = node.samples_received
+    daemon.reconfigure(
+        dataclasses.replace(daemon.config, allow_kill_job_processes=True)
+    )  # SIGHUP's work
+    qtbot.waitUntil(lambda: node.identity is not None and node.identity.allow_kill_job_processes,
+                    timeout=10_000)  # fmt: skip
+    assert can_kill(job_process(node), window.session.fleet).ok
+    assert node.state is LinkState.CONNECTED and node.samples_received > received
