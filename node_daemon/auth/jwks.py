@@ -60,9 +60,12 @@ def b64url_decode(text: str) -> bytes:
     if not text.isascii() or "=" in text or "+" in text or "/" in text:
         raise ValueError("not base64url")
     try:
-        return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+        raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
     except binascii.Error:
         raise ValueError("not base64url") from None
+    if b64url_encode(raw) != text:  # spare bits set: one value, one spelling (no malleability)
+        raise ValueError("not canonical base64url")
+    return raw
 
 
 def b64url_encode(data: bytes) -> str:
