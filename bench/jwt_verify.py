@@ -13,7 +13,11 @@ time.perf_counter_ns over many calls, in microseconds per call:
   (verification, revocation check, cache insert);
 - `cached`: caller_for_token on a token it verified before (the common case: a
   console sends the same token on every call);
-- `static`: a gft_ token (SHA-256 and a dict lookup), for comparison.
+- `static`: a gft_ token (SHA-256 and a dict lookup), for comparison;
+- `refused`: a token signed by a key not in the JWKS (never cached);
+- `WhoAmI over gRPC`: the whole round trip to a real in-process daemon on
+  loopback (one channel, sequential calls), with a static token and with a
+  (cached) JWT: what a console's call pays in all.
 
 Prints one JSON object; `--out FILE` writes it too.
 """
@@ -25,6 +29,7 @@ import json
 import platform
 import statistics
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from functools import partial
@@ -33,12 +38,20 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from node_daemon.auth.auth_state import AuthState  # noqa: E402
+import grpc  # noqa: E402
+
+from gpufleet.v1 import node_pb2 as pb  # noqa: E402
+from gpufleet.v1 import node_pb2_grpc as pb_grpc  # noqa: E402
+from node_daemon.auth.auth_state import AuthState, Denied  # noqa: E402
 from node_daemon.auth.identity import Role, User  # noqa: E402
 from node_daemon.auth.jwks import parse_jwks  # noqa: E402
 from node_daemon.auth.jwt import JwtPolicy, verify  # noqa: E402
 from node_daemon.auth.settings import AuthSettings  # noqa: E402
 from node_daemon.auth.tokens import new_token, token_hash  # noqa: E402
+from node_daemon.commands.backend_choice import simulated_backend  # noqa: E402
+from node_daemon.config import DaemonConfig  # noqa: E402
+from node_daemon.listen import parse_listen_address  # noqa: E402
+from node_daemon.server import NodeDaemon  # noqa: E402
 from tests.node_daemon.jwt_mint import Issuer, claims  # noqa: E402
 
 
@@ -53,6 +66,34 @@ def per_call_us(calls: list[Callable[[], object]]) -> dict[str, float]:
     return {"median_us": round(statistics.median(times), 2),
             "p99_us": round(times[int(len(times) * 0.99) - 1], 2),
             "mean_us": round(statistics.fmean(times), 2)}  # fmt: skip
+
+
+def refuse(state: AuthState, token: str) -> None:
+    try:
+        state.caller_for_token(token, "peer")
+    except Denied:
+        return
+    raise AssertionError("a forged token was accepted")
+
+
+def over_grpc(settings: AuthSettings, tokens: dict[str, str], rounds: int) -> dict[str, object]:
+    """WhoAmI round trips to a real daemon, per kind of token."""
+    with tempfile.TemporaryDirectory() as state_dir:
+        config = DaemonConfig(listen="127.0.0.1:0", backend="simulated", gpus=1,
+                              state_dir=Path(state_dir), auth=settings)  # fmt: skip
+        daemon = NodeDaemon(config, simulated_backend(config), parse_listen_address(config.listen))
+        daemon.start()
+        try:
+            with grpc.insecure_channel(str(daemon.address)) as channel:
+                stub = pb_grpc.NodeServiceStub(channel)
+                results: dict[str, object] = {}
+                for kind, token in tokens.items():
+                    metadata = (("authorization", f"Bearer {token}"),)
+                    call = partial(stub.WhoAmI, pb.WhoAmIRequest(), timeout=5, metadata=metadata)
+                    results[f"WhoAmI over gRPC, {kind}"] = per_call_us([call] * rounds)
+                return results
+        finally:
+            daemon.stop(grace_s=0.5)
 
 
 def run(rounds: int) -> dict[str, object]:
@@ -71,10 +112,13 @@ def run(rounds: int) -> dict[str, object]:
         first = [partial(state.caller_for_token, t, "peer") for t in tokens]
         results[f"first call {alg}"] = per_call_us(first)
         results[f"cached {alg}"] = per_call_us([first[0]] * rounds)
+    forged = [issuer.mint(claims(f"f{i}"), key=issuer.stranger) for i in range(rounds)]
     state = AuthState(settings)
+    results["refused (other key)"] = per_call_us([partial(refuse, state, t) for t in forged])
     results["static gft_ token"] = per_call_us(
         [partial(state.caller_for_token, static, "peer")] * rounds
     )
+    results.update(over_grpc(settings, {"static": static, "jwt": tokens[0]}, rounds))
     return {"rounds": rounds, "python": platform.python_version(),
             "machine": platform.processor() or platform.machine(), "results": results}  # fmt: skip
 
