@@ -150,10 +150,8 @@ class NodeDaemon:
         self.alerts.set_node_labels(config.alertmanager.node_labels(self._hostname))
         self.alerts.reconfigure(config.alerts)
         self.auth_interceptor.reconfigure(config.auth)
-        # ProcessKiller and WorkloadManager read these per kill and per launch; neither has
-        # a setter yet (control/ is outside this change): the attributes they read.
-        self.killer._allow_jobs = config.allow_kill_job_processes
-        self.workloads._settings = config.workloads
+        self.killer.set_allow_job_processes(config.allow_kill_job_processes)
+        self.workloads.set_settings(config.workloads)
         self.config = config  # teams, WhoAmI's kill policy: read through self.config
 
     def _build_server(self, backend: GpuBackend) -> grpc.Server:

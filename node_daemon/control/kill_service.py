@@ -60,6 +60,10 @@ class ProcessKiller:
         self._report_unkillable, self._allow_jobs = report_unkillable, allow_job_processes
         self._simulated = simulated
 
+    def set_allow_job_processes(self, allow: bool) -> None:
+        """The kill policy after a config reload; read at every kill."""
+        self._allow_jobs = allow
+
     def kill(
         self,
         gpu: int,

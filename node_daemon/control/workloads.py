@@ -132,6 +132,13 @@ class WorkloadManager:
         self._settle_launch_intents()
         self._readopt()
 
+    def set_settings(self, settings: WorkloadSettings) -> None:
+        """Accounts and work directory after a config reload (read at every submit and start).
+
+        The launcher stays the one chosen at start: changing it needs a restart.
+        """
+        self._settings = replace(settings, launcher=self._settings.launcher)
+
     def _now_ms(self) -> int:
         return int(self._clock() * 1000)
 
