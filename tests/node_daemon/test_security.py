@@ -336,6 +336,18 @@ def test_mutual_tls_names_the_user(mtls_daemon, pki) -> None:
     channel.close()
 
 
+def test_a_revoked_users_client_certificate_is_refused(start_daemon: DaemonFactory, pki) -> None:
+    cert, key = pki["server"]
+    tls = TlsSettings(cert, key, client_ca=pki["ca_path"], require_client_cert=True)
+    daemon = start_daemon(gpus=1, auth=AuthSettings(USERS, tls, revoked_users=frozenset({"ada"})))
+    channel, stub = tls_stub(daemon, pki, client=pki["alice"])  # CN ada
+    with pytest.raises(grpc.RpcError) as info:
+        who(stub)
+    channel.close()
+    assert info.value.code() == grpc.StatusCode.UNAUTHENTICATED
+    assert info.value.details() == "the credentials of ada are revoked on this node"
+
+
 @pytest.mark.parametrize("bad", ["expired", "stranger"])
 def test_bad_client_certificates_are_rejected(mtls_daemon, pki, bad: str) -> None:
     channel, stub = tls_stub(mtls_daemon, pki, client=pki[bad])
