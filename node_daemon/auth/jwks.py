@@ -13,7 +13,7 @@ import base64
 import binascii
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -36,8 +36,9 @@ class Jwk:
     kid: str
     kty: str  # "OKP" (Ed25519) or "EC" (P-256)
     algs: frozenset[str]
-    key: PublicKey
-    thumbprint: str
+    # Compared (and hashed) by its thumbprint: key objects are not hashable.
+    key: PublicKey = field(compare=False)
+    thumbprint: str = ""
 
 
 @dataclass(frozen=True)

@@ -144,3 +144,10 @@ def test_reconfigure_adds_a_key_and_revokes_a_user_without_ending_open_streams(
         for _ in range(3):  # the stream admitted before the reload keeps delivering
             assert next(stream).gpus
         stream.cancel()
+
+
+def test_key_sets_compare_by_their_keys() -> None:
+    """A reload compares the JWKS in force with the one read: same keys, same set."""
+    first, again = parse_jwks(ISSUER.jwks(), "a"), parse_jwks(ISSUER.jwks(), "a")
+    assert first == again and hash(first) == hash(again)
+    assert first != parse_jwks(Issuer().jwks(), "a")
