@@ -15,7 +15,9 @@ def add_console_command(subparsers: argparse._SubParsersAction) -> None:
         description="Watch node daemons. Nodes come from --node flags, else from the profile "
         "in the console settings file (default: ~/.config/gpufleet/console.toml), which also "
         "names the CA for TLS and a client certificate; the token comes from the system "
-        "keyring (`gpufleet console login`), a token file, or $GPUFLEET_TOKEN.",
+        "keyring (`gpufleet console login`), a token file, $GPUFLEET_TOKEN, or the profile's "
+        "token_command (a program that prints one, e.g. an SSO helper; run again before the "
+        "token expires).",
     )
     parser.add_argument("--node", action="append", default=[], metavar="HOST:PORT",
                         help="a node daemon to watch; repeat for more")  # fmt: skip
@@ -91,7 +93,8 @@ def run_console_command(args: argparse.Namespace) -> int:
         print("gpufleet console: no nodes to watch; pass --node HOST:PORT or list them in "
               "the settings file (nodes = [\"host:50051\"])", file=sys.stderr)  # fmt: skip
         return 2
-    source = token.source if token else "none (no keyring entry, token file or $GPUFLEET_TOKEN)"
+    none = "none (no keyring entry, token file, $GPUFLEET_TOKEN or token_command)"
+    source = token.source if token else none
     logging.getLogger("gpufleet.console").info(
         "profile %s: %d nodes, %s, token: %s", profile.name, len(nodes),
         "mutual TLS" if profile.client_cert else "TLS" if profile.tls else "plaintext", source,
