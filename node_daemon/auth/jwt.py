@@ -27,6 +27,9 @@ MAX_GROUPS = 256
 MAX_NAME = 128
 ACCEPTED_ALGS = frozenset({"EdDSA", "Ed25519", "ES256"})
 ROLE_CLAIM = "gpufleet_role"
+# 9999-12-31T23:59:59Z: a NumericDate past it (or 1e400, which JSON reads as infinity)
+# would overflow the clock's and the wire's (int64 ms) types.
+MAX_NUMERIC_DATE = 253_402_300_799
 
 
 class InvalidToken(Exception):
@@ -152,6 +155,8 @@ def _number(claims: dict[str, Any], name: str) -> float | None:
         return None
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise InvalidToken(f"JWT claim {name} must be a NumericDate (seconds since 1970)")
+    if not 0 <= value <= MAX_NUMERIC_DATE:  # NaN and infinities fail this too
+        raise InvalidToken(f"JWT claim {name} is out of range (1970 .. 9999)")
     return float(value)
 
 

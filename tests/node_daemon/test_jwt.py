@@ -134,6 +134,7 @@ REFUSED = {
     "no role": (lambda i: i.mint(without("gpufleet_role")), "no gpufleet_role"),
     "bad role": (lambda i: i.mint(good(role="root")), "role must be viewer, operator or admin"),
     "no exp": (lambda i: i.mint(without("exp")), "no exp"),
+    "exp past year 9999": (lambda i: i.mint(good(exp=10**20)), "exp is out of range"),
     "no sub": (lambda i: i.mint(without("sub")), "claim sub"),
     "crit header": (lambda i: i.mint(good(), header=CRIT), "crit"),
 }  # fmt: skip

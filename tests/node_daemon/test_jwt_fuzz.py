@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -68,3 +69,12 @@ def test_signed_but_arbitrary_claims(header_extra: Any, overrides: dict[str, Any
     verified = outcome(resign(header, body))
     if verified is not None:  # whatever passed is well-formed
         assert verified.user and isinstance(verified.teams, tuple) and verified.expires_unix_s
+
+
+def test_an_infinite_exp_is_refused() -> None:
+    # JSON reads 1e400 as infinity: such a token must not live forever (or overflow int64 ms).
+    body = json.dumps(claims("alice", aud="gpufleet")).replace('"exp": ', '"exp": 1e400, "x": ')
+    signed = f"{part({'alg': 'EdDSA', 'kid': 'ed-1'})}.{b64(body.encode())}"
+    token = f"{signed}.{b64(signature(ISSUER.keys['ed-1'], signed.encode()))}"
+    with pytest.raises(InvalidToken, match="exp is out of range"):
+        verify(token, POLICY)
