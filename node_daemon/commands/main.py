@@ -147,7 +147,7 @@ def _check_exposure(config: DaemonConfig, loopback: bool) -> None:
         return
     needs = (
         ("TLS ([tls] cert and key)", config.auth.tls is not None),
-        ("tokens ([[auth.users]])", config.auth.enabled),
+        ("tokens ([[auth.users]] or [auth] jwks_file)", config.auth.enabled),
     )
     missing = [what for what, ok in needs if not ok]
     raise ConfigError(

@@ -15,7 +15,7 @@ from pathlib import Path
 from console.settings import load_settings
 from node_daemon.alerts.am_settings import AlertmanagerSettings
 from node_daemon.alerts.rules import AlertSettings
-from node_daemon.auth.settings import TlsSettings
+from node_daemon.auth.settings import AuthSettings, TlsSettings
 from node_daemon.config import DaemonConfig, load_config_file
 from node_daemon.control.settings import WorkloadSettings
 from tests.installer.tools import CONSOLE_TOML, DAEMON_TOML
@@ -59,6 +59,8 @@ def test_every_option_and_alert_rule_is_documented() -> None:
     assert options - keys["daemon"] == set(), "add these options to installer/config/daemon.toml"
     assert {"teams", "auth.users", "tls"} <= set(keys)
     assert {f.name for f in fields(TlsSettings)} <= keys["tls"]
+    auth_keys = {f.name for f in fields(AuthSettings)} - {"users", "tls", "jwks"}
+    assert auth_keys <= keys["auth"], "document these keys under [auth]"
     assert {f.name for f in fields(WorkloadSettings)} <= keys["workloads"]
     am_keys = {f.name for f in fields(AlertmanagerSettings)} - {"auth"}
     am_keys |= {"basic_auth_user", "basic_auth_password_file", "bearer_token_file"}

@@ -38,7 +38,7 @@ def test_refuses_non_loopback_without_insecure() -> None:
     result = run("--backend", "simulated", "--listen", "0.0.0.0:0")
     assert result.returncode == 2
     assert "refusing to listen on 0.0.0.0:0 without TLS" in result.stderr
-    assert "and tokens ([[auth.users]])" in result.stderr
+    assert "and tokens ([[auth.users]] or [auth] jwks_file)" in result.stderr
     assert "--insecure" in result.stderr
 
 

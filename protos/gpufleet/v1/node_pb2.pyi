@@ -1794,7 +1794,7 @@ class Caller(_message.Message):
     """
     credential_expires_unix_ms: _builtins.int
     """When the caller's credential stops working (a JWT's `exp`, a static
-    token's `expires`); unset when it does not expire.
+    token's `token_expires`); unset when it does not expire.
     """
     allow_kill_job_processes: _builtins.bool
     """This node's kill policy: whether KillProcess may signal processes that
