@@ -127,8 +127,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=2000)
     parser.add_argument("--out", type=Path)
+    parser.add_argument("--smoke", action="store_true", help="20 rounds: does it still run?")
     args = parser.parse_args()
-    report = run(args.rounds)
+    report = run(20 if args.smoke else args.rounds)
     text = json.dumps(report, indent=2)
     print(text)
     if args.out is not None:
