@@ -38,7 +38,9 @@ def add_usage_command(subparsers: argparse._SubParsersAction) -> None:
         "`usage import`, add history from before gpufleet to a node's usage store.",
     )
     arg = parser.add_argument
-    arg("--node", metavar="HOST:PORT", help="the node daemon to ask")
+    # Appended, not stored: a second --node must not silently replace the first.
+    arg("--node", action="append", default=[], metavar="HOST:PORT",
+        help="the node daemon to ask (one per report)")  # fmt: skip
     arg("--from", dest="from_day", type=_day, metavar="YYYY-MM-DD",
         help="first day, UTC (default: the first recorded)")  # fmt: skip
     arg("--to", dest="to_day", type=_day, metavar="YYYY-MM-DD",
@@ -110,11 +112,17 @@ def run_report(args: argparse.Namespace) -> int:
     if not args.node:
         print("gpufleet usage: --node HOST:PORT is required for a report", file=sys.stderr)
         return 2
+    if len(args.node) > 1:
+        print(f"gpufleet usage: one --node per report (given {', '.join(args.node)}); "
+              "run it once for each node, or use the console's Usage tab for the fleet",
+              file=sys.stderr)  # fmt: skip
+        return 2
+    node = args.node[0]
     request = pb.QueryUsageRequest(
         from_day=args.from_day or "", to_day=args.to_day or "", group_by=GROUPINGS[args.by]
     )
     try:
-        with open_channel(args.node, args.ca) as channel:
+        with open_channel(node, args.ca) as channel:
             query = _Query(pb_grpc.NodeServiceStub(channel), call_metadata(args.token))
             if args.csv:
                 write_csv(sys.stdout, None if args.by == "day" else args.by, query.by_day(request))

@@ -213,6 +213,17 @@ def test_cli_needs_a_node(capsys: pytest.CaptureFixture[str]) -> None:
     assert "--node HOST:PORT is required" in err
 
 
+def test_two_nodes_are_refused_not_one_silently_dropped(
+    serve: Server, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """#16: `--node A --node B` used to report B alone, as if A had no usage."""
+    first, second = serve(), serve()
+    code, out, err = run_cli(capsys, "--node", first, "--node", second)
+    assert code == 2
+    assert out == ""
+    assert f"one --node per report (given {first}, {second})" in err
+
+
 def test_import_refuses_the_same_file_twice(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
