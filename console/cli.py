@@ -1,4 +1,5 @@
-"""`gpufleet console` and `gpufleet demo`. Qt is imported only when they run."""
+"""`gpufleet console`, `gpufleet demo` and the terminal commands. Qt is imported only when
+console or demo run."""
 
 from __future__ import annotations
 
@@ -46,6 +47,13 @@ def add_demo_command(subparsers: argparse._SubParsersAction) -> None:
         help="render offscreen, save a PNG after a few seconds, exit 0",
     )  # fmt: skip
     parser.set_defaults(run=run_demo_command)
+
+
+def add_terminal_commands(subparsers: argparse._SubParsersAction) -> None:
+    """status, ps, alerts, ack, silence, reserve, release, kill: gRPC only, no Qt."""
+    from console.terminal.commands import add_terminal_commands as add
+
+    add(subparsers)
 
 
 def _needs_display(screenshot: Path | None, command: str) -> bool:
