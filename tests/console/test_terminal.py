@@ -1,0 +1,289 @@
+"""`gpufleet status | ps | alerts | ack | silence | reserve | release | kill` end to end.
+
+Real daemons over real gRPC on loopback; the commands run as real processes
+(`python -m node_daemon ...`), as a shell would run them. What an action did is
+checked through the daemon's own RPCs, not through the command's output.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import grpc
+import pytest
+
+from gpufleet.v1 import node_pb2 as pb
+from gpufleet.v1 import node_pb2_grpc as pb_grpc
+from node_daemon.auth.identity import Role, User
+from node_daemon.auth.settings import AuthSettings, TlsSettings
+from node_daemon.auth.tokens import new_token, token_hash
+from node_daemon.backends.simulated import SimulatedBackend
+from node_daemon.backends.simulated.scenario import Scenario, ScenarioEvent
+from node_daemon.server import NodeDaemon
+from tests.certs import Authority, write
+from tests.conftest import DaemonFactory, wait_for
+
+LOST_EARLY = Scenario((ScenarioEvent(0.2, 1, "lost"),))
+OTTO = new_token()
+
+
+def gpufleet(home: Path, *argv: str) -> tuple[int, str, str]:
+    """Run the command as a user would: its own process, its own (empty) config directory."""
+    env = {k: v for k, v in os.environ.items() if k != "GPUFLEET_TOKEN"}
+    env |= {"HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config"),
+            "PYTHON_KEYRING_BACKEND": "keyring.backends.fail.Keyring"}  # fmt: skip
+    done = subprocess.run([sys.executable, "-m", "node_daemon", *argv], capture_output=True,
+                          text=True, env=env, timeout=60, check=False)  # fmt: skip
+    assert "Traceback" not in done.stderr, done.stderr
+    return done.returncode, done.stdout, done.stderr
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    (tmp_path / "home").mkdir()
+    return tmp_path / "home"
+
+
+@pytest.fixture
+def calm(start_daemon: DaemonFactory) -> NodeDaemon:
+    daemon = start_daemon(gpus=2, hostname="gpu-calm")
+    wait_for(lambda: daemon.sampler.latest is not None, what="a first sample")
+    return daemon
+
+
+@pytest.fixture
+def lost(start_daemon: DaemonFactory) -> NodeDaemon:
+    """A node whose GPU 1 falls off the bus: a critical gpu_lost alert."""
+    backend = SimulatedBackend(gpu_count=2, scenario=LOST_EARLY, step_s=0.1)
+    daemon = start_daemon(backend=backend, hostname="gpu-lost")
+    wait_for(lambda: firing(str(daemon.address)), what="the gpu_lost alert")
+    return daemon
+
+
+@pytest.fixture
+def unreachable() -> Iterator[str]:
+    """An address nothing listens on: a port bound, never listened on, held for the test."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        yield f"127.0.0.1:{sock.getsockname()[1]}"
+
+
+@contextmanager
+def stub(address: str) -> Iterator[pb_grpc.NodeServiceStub]:
+    with grpc.insecure_channel(address) as channel:
+        yield pb_grpc.NodeServiceStub(channel)
+
+
+def firing(address: str) -> list[pb.Alert]:
+    with stub(address) as node:
+        alerts = node.ListAlerts(pb.ListAlertsRequest(), timeout=5).alerts
+    return [a for a in alerts if a.state == pb.ALERT_STATE_FIRING]
+
+
+def test_status_table_json_and_exit_codes(home: Path, calm: NodeDaemon, lost: NodeDaemon,
+                                          unreachable: str) -> None:  # fmt: skip
+    a, b = str(calm.address), str(lost.address)
+    code, out, err = gpufleet(home, "status", "--node", a)
+    assert (code, err) == (0, "")
+    header, row = out.splitlines()
+    assert header.split()[:3] == ["NODE", "STATE", "HOST"]
+    assert row.split()[:4] == [a, "up", "gpu-calm", "2"]
+    assert header.index("HOST") == row.index("gpu-calm")  # aligned columns
+
+    code, out, _ = gpufleet(home, "status", "--node", a, "--node", b, "--json")
+    assert code == 1  # a critical alert fires on b
+    nodes = json.loads(out)["nodes"]
+    assert [n["node"] for n in nodes] == [a, b]
+    assert nodes[0]["alerts"] == {"critical": 0, "warning": 0, "info": 0}
+    assert nodes[1]["alerts"]["critical"] >= 1 and nodes[1]["host"] == "gpu-lost"
+    assert nodes[0]["hottest_gpu"] in (0, 1) and nodes[0]["hottest_temp_c"] > 0
+
+    code, out, err = gpufleet(home, "status", "--node", a, "--node", unreachable, "--json")
+    assert code == 3
+    assert f"gpufleet status: {unreachable}: unreachable" in err
+    down = json.loads(out)["nodes"][1]
+    assert down["node"] == unreachable and down["reachable"] is False
+
+
+def test_ps_lists_the_processes_the_daemon_sees(home: Path, calm: NodeDaemon) -> None:
+    latest = calm.sampler.latest
+    assert latest is not None
+    code, out, err = gpufleet(home, "ps", "--node", str(calm.address), "--json")
+    assert (code, err) == (0, "")
+    listed = json.loads(out)
+    assert listed["errors"] == []
+    rows = listed["processes"]
+    assert rows, "the simulated node runs processes"
+    assert set(rows[0]) == {"node", "gpu", "pid", "user", "gpu_memory_bytes",
+                            "start_time_unix_ms", "slurm_job_id", "command"}  # fmt: skip
+    seen = {(r["gpu"], r["pid"]) for r in rows}
+    after = calm.sampler.latest
+    assert after is not None
+    # ps read a sweep between these two: a process it lists is in one of them (or both).
+    daemon = {(gpu, p.pid) for sweep in (latest, after)
+              for gpu, procs in sweep.processes.items() for p in procs}  # fmt: skip
+    assert seen & daemon, (seen, daemon)
+    code, out, _ = gpufleet(home, "ps", "--node", str(calm.address))
+    assert code == 0 and out.splitlines()[0].split()[:4] == ["NODE", "GPU", "PID", "USER"]
+
+
+def test_alerts_then_ack_takes_effect_on_the_daemon(home: Path, lost: NodeDaemon) -> None:
+    address = str(lost.address)
+    code, out, _ = gpufleet(home, "alerts", "--node", address, "--json")
+    assert code == 0
+    alert = next(a for a in json.loads(out)["alerts"] if a["rule"] == "gpu_lost")
+    assert alert["severity"] == "critical" and alert["gpu"] == 1 and alert["state"] == "firing"
+
+    code, out, err = gpufleet(home, "ack", address, alert["id"], "--comment", "reseating it")
+    assert (code, err) == (0, "")
+    assert f"{alert['id']} (gpu_lost) acknowledged" in out
+    acked = next(a for a in firing(address) if a.id == alert["id"])
+    assert acked.acknowledge_comment == "reseating it" and acked.acknowledged_by
+
+    code, out, _ = gpufleet(home, "alerts", "--node", address)
+    assert code == 0 and "acked by" in out
+
+    code, _, err = gpufleet(home, "ack", address, "a-999999")
+    assert code == 1 and f"gpufleet ack: {address}: NOT_FOUND" in err
+
+
+def test_silence_goes_to_the_nodes_the_pattern_names(home: Path, calm: NodeDaemon,
+                                                     lost: NodeDaemon) -> None:  # fmt: skip
+    a, b = str(calm.address), str(lost.address)
+    pattern = ("--node", "gpu-l*", "--rule", "gpu_lost")
+    code, out, err = gpufleet(home, "silence", "--at", a, "--at", b, *pattern,
+                              "--for", "2h", "--comment", "card swap")  # fmt: skip
+    assert (code, err) == (0, ""), err
+    assert out.startswith(f"{b}: silence s-")
+    with stub(b) as node:
+        silences = node.ListSilences(pb.ListSilencesRequest(), timeout=5).silences
+        assert [(s.comment, {m.label: m.pattern for m in s.matchers}) for s in silences] == [
+            ("card swap", {"node": "gpu-l*", "alertname": "gpu_lost"})
+        ]
+        assert silences[0].ends_unix_ms - silences[0].starts_unix_ms == pytest.approx(
+            2 * 3_600_000, abs=60_000
+        )
+    with stub(a) as node:
+        assert not node.ListSilences(pb.ListSilencesRequest(), timeout=5).silences
+    wait_for(lambda: all(x.silence_id for x in firing(b)), what="the alert silenced")
+
+
+@pytest.mark.parametrize(
+    "argv, reason",
+    [
+        (("--rule", "gpu_lost", "--for", "2h"), "--comment"),
+        (("--rule", "gpu_lost", "--for", "2 hours", "--comment", "x"), "a duration such as"),
+        (("--for", "2h", "--comment", "x"), "name at least one of node, rule"),
+        (("--rule", "x", "--for", "9d", "--comment", "x"), "at most 7 days"),
+    ],
+)
+def test_silence_usage_errors_exit_2(home: Path, calm: NodeDaemon, argv: tuple[str, ...],
+                                     reason: str) -> None:  # fmt: skip
+    code, _, err = gpufleet(home, "silence", "--at", str(calm.address), *argv)
+    assert code == 2 and reason in err
+
+
+def test_no_nodes_is_a_usage_error(home: Path) -> None:
+    code, _, err = gpufleet(home, "alerts")
+    assert code == 2 and "no nodes; pass --node HOST:PORT" in err
+
+
+def test_reserve_then_release(home: Path, calm: NodeDaemon) -> None:
+    address = str(calm.address)
+    code, out, err = gpufleet(home, "reserve", address, "--gpu", "1", "--holder", "alice",
+                              "--for", "1h", "--reason", "benchmark", "--json")  # fmt: skip
+    assert (code, err) == (0, "")
+    made = json.loads(out)["results"][0]
+    assert made["gpus"] == [1] and made["holder"] == "alice" and made["active"] is True
+    with stub(address) as node:
+        active = node.ListReservations(pb.ListReservationsRequest(), timeout=5).reservations
+        assert [r.id for r in active if r.active] == [made["id"]]
+    code, out, _ = gpufleet(home, "release", address, made["id"])
+    assert code == 0 and f"reservation {made['id']} of GPU 1 for alice released" in out
+    with stub(address) as node:
+        listed = node.ListReservations(pb.ListReservationsRequest(), timeout=5).reservations
+        assert not [r for r in listed if r.active]
+
+
+@pytest.mark.usefixtures("workload_accounts")
+def test_kill_names_the_start_time_and_refuses_a_reused_pid(
+    home: Path, start_daemon: DaemonFactory
+) -> None:
+    daemon = start_daemon(gpus=2)
+    address = str(daemon.address)
+    with stub(address) as node:
+        request = pb.SubmitWorkloadRequest(argv=["sleep", "300"], owner="worker", gpu_count=1,
+                                           actor="worker")  # fmt: skip
+        queued = node.SubmitWorkload(request, timeout=5)
+        node.AssignWorkload(pb.AssignWorkloadRequest(workload_id=queued.id, gpu_indices=[1]),
+                            timeout=5)  # fmt: skip
+
+    def sleeper() -> dict[str, object] | None:
+        _, out, _ = gpufleet(home, "ps", "--node", address, "--json")
+        rows = json.loads(out)["processes"]
+        return next((r for r in rows if r["user"] == "worker" and r["gpu"] == 1), None)
+
+    wait_for(sleeper, 20, "the sleeper in ps")
+    row = sleeper()
+    assert row is not None
+    pid, started = str(row["pid"]), int(row["start_time_unix_ms"])  # type: ignore[call-overload]
+    code, _, err = gpufleet(
+        home, "kill", address, "1", pid, "--start-time-ms", str(started - 60_000)
+    )
+    # Another process that got this pid since: refused, the sleeper lives.
+    assert code == 1 and f"gpufleet kill: {address}: FAILED_PRECONDITION" in err
+    assert os.path.exists(f"/proc/{pid}")
+    code, out, err = gpufleet(home, "kill", address, "1", pid, "--grace", "5", "--json")
+    assert (code, err) == (0, "")
+    killed = json.loads(out)["results"][0]
+    assert killed["outcome"] == "terminated" and killed["start_time_unix_ms"] == started
+
+
+def test_tls_and_token_from_the_profile(home: Path, tmp_path: Path,
+                                        start_daemon: DaemonFactory) -> None:  # fmt: skip
+    ca = Authority()
+    (tmp_path / "ca.crt").write_bytes(ca.pem)
+    cert, key = write(tmp_path, "server", ca.issue("localhost", server=True))
+    users = (User("otto", Role.OPERATOR, (), token_hash(OTTO)),)
+    daemon = start_daemon(gpus=2, hostname="gpu-tls",
+                          auth=AuthSettings(users, TlsSettings(cert, key, None)))  # fmt: skip
+    target = f"localhost:{daemon.address.port}"
+    token_file = tmp_path / "otto.token"
+    token_file.write_text(OTTO + "\n")
+    token_file.chmod(0o600)
+    settings = tmp_path / "console.toml"
+    settings.write_text(
+        'profile = "lab"\n[profiles.lab]\n'
+        f'nodes = ["{target}"]\nca = "{tmp_path / "ca.crt"}"\ntoken_file = "{token_file}"\n'
+    )
+    code, out, err = gpufleet(home, "status", "--config", str(settings), "--json")
+    assert (code, err) == (0, "")
+    assert json.loads(out)["nodes"][0]["host"] == "gpu-tls"
+
+    token_file.write_text(new_token() + "\n")
+    code, _, err = gpufleet(home, "status", "--config", str(settings))
+    assert code == 1 and f"{target}: UNAUTHENTICATED" in err
+
+    code, _, err = gpufleet(home, "status", "--config", str(settings), "--profile", "nope")
+    assert code == 2 and "no profile 'nope'" in err
+
+
+def test_the_commands_import_no_qt(home: Path, calm: NodeDaemon) -> None:
+    """They run on servers without a display or the console's extra: Qt is never loaded."""
+    script = (
+        "import sys; from node_daemon.commands.main import main; "
+        f"code = main(['status', '--node', '{calm.address}']); "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('PySide6', 'pyqtgraph'))); "
+        "sys.exit(code)"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=60, check=False, cwd=home)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-1] == "[]"
