@@ -19,7 +19,14 @@ from typing import Any
 
 from console.fleet.silence_draft import SilenceDraft, matching_targets
 from console.terminal.fleet_calls import EXIT_FAILED, EXIT_OK, EXIT_USAGE, Outcome, on_each
-from console.terminal.link import CallFailed, NodeLink, UsageProblem, add_node_arguments, resolve
+from console.terminal.link import (
+    CALL_DEADLINE_S,
+    CallFailed,
+    NodeLink,
+    UsageProblem,
+    add_node_arguments,
+    resolve,
+)
 from console.terminal.table import format_table, local_time, mib
 from gpufleet.v1 import node_pb2 as pb
 
@@ -81,6 +88,9 @@ def _guarded(run: Callable[[argparse.Namespace], int], args: argparse.Namespace,
     except UsageProblem as exc:
         print(f"gpufleet {name}: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    except KeyboardInterrupt:  # ^C: the shell's code for SIGINT, and no traceback
+        print(f"gpufleet {name}: interrupted", file=sys.stderr)
+        return 130
 
 
 def _report(outcome: Outcome[Any], name: str) -> None:
@@ -100,9 +110,16 @@ def _print_json(data: Row) -> None:
 # -- reading --------------------------------------------------------------------------
 
 
-def latest_batch(link: NodeLink) -> pb.SampleBatch:
-    """The first live sweep: live batches carry the process lists."""
-    for batch in link.stream(link.stub.StreamSamples, pb.StreamSamplesRequest()):
+def latest_batch(link: NodeLink, inventory: pb.Inventory | None = None) -> pb.SampleBatch:
+    """The node's next sweep (metrics and its newest process lists).
+
+    The stream's deadline covers two sampling periods, so a node that samples
+    slowly (a long `interval`) is waited for, not called unreachable.
+    """
+    if inventory is None:
+        inventory = link.call(link.stub.GetInventory, pb.GetInventoryRequest())
+    deadline_s = max(CALL_DEADLINE_S, 2 * inventory.sample_interval_ms / 1000 + 2)
+    for batch in link.stream(link.stub.StreamSamples, pb.StreamSamplesRequest(), deadline_s):
         if not batch.replayed:
             return batch
     raise CallFailed(link.target, "the sample stream ended without a sample", unreachable=False)
@@ -115,7 +132,11 @@ def _firing(link: NodeLink, include_cleared: bool = False) -> list[pb.Alert]:
 
 def _status_of(link: NodeLink) -> Row:
     inventory = link.call(link.stub.GetInventory, pb.GetInventoryRequest())
-    temps = [(g.temp_gpu_c, g.index) for g in latest_batch(link).gpus if g.HasField("temp_gpu_c")]
+    temps = [
+        (g.temp_gpu_c, g.index)
+        for g in latest_batch(link, inventory).gpus
+        if g.HasField("temp_gpu_c")
+    ]
     counts = dict.fromkeys(SEVERITIES.values(), 0)
     for alert in _firing(link):
         if alert.state == pb.ALERT_STATE_FIRING and alert.severity in SEVERITIES:

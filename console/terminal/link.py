@@ -114,9 +114,14 @@ class NodeLink:
         except grpc.RpcError as exc:
             raise failure(self.target, exc) from None
 
-    def stream(self, method: Callable[..., Iterator[T]], request: object) -> Iterator[T]:
-        """A server stream, cancelled after the deadline; errors as `CallFailed`."""
-        responses: Any = method(request, timeout=CALL_DEADLINE_S, metadata=self._metadata)
+    def stream(
+        self,
+        method: Callable[..., Iterator[T]],
+        request: object,
+        deadline_s: float = CALL_DEADLINE_S,
+    ) -> Iterator[T]:
+        """A server stream, cancelled at the deadline or when left; errors as `CallFailed`."""
+        responses: Any = method(request, timeout=deadline_s, metadata=self._metadata)
         try:
             yield from responses
         except grpc.RpcError as exc:

@@ -7,6 +7,7 @@ checked through the daemon's own RPCs, not through the command's output.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import socket
@@ -287,3 +288,25 @@ def test_the_commands_import_no_qt(home: Path, calm: NodeDaemon) -> None:
                           timeout=60, check=False, cwd=home)  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[-1] == "[]"
+
+
+def test_silence_until_too_late_and_a_pattern_naming_no_node(home: Path, calm: NodeDaemon) -> None:
+    address = str(calm.address)
+    end = "2099-01-01T00:00:00+00:00"  # beyond 7 days: refused before anything is sent
+    code, _, err = gpufleet(home, "silence", "--at", address, "--rule", "x", "--until", end,
+                            "--comment", "x")  # fmt: skip
+    assert code == 2 and "at most 7 days" in err
+    code, _, err = gpufleet(home, "silence", "--at", address, "--node", "gpu-z*", "--rule", "x",
+                            "--for", "1h", "--comment", "x")  # fmt: skip
+    assert code == 1 and "no node is named like 'gpu-z*' (nodes: gpu-calm)" in err
+    with stub(address) as node:
+        assert not node.ListSilences(pb.ListSilencesRequest(), timeout=5).silences
+
+
+def test_reserve_until_a_time(home: Path, calm: NodeDaemon) -> None:
+    until = dt.datetime.now(dt.UTC).replace(microsecond=0) + dt.timedelta(hours=3)
+    code, out, err = gpufleet(home, "reserve", str(calm.address), "--gpu", "0",
+                              "--holder", "team:ml", "--until", until.isoformat(),
+                              "--reason", "x", "--json")  # fmt: skip
+    assert (code, err) == (0, "")
+    assert json.loads(out)["results"][0]["until_unix_ms"] == int(until.timestamp() * 1000)
