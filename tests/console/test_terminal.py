@@ -60,10 +60,15 @@ def calm(start_daemon: DaemonFactory) -> NodeDaemon:
 
 
 @pytest.fixture
-def lost(start_daemon: DaemonFactory) -> NodeDaemon:
+def lost_backend() -> SimulatedBackend:
+    """GPU 1 falls off the bus at once: a critical gpu_lost alert."""
+    return SimulatedBackend(gpu_count=2, scenario=LOST_EARLY, step_s=0.1)
+
+
+@pytest.fixture
+def lost(start_daemon: DaemonFactory, lost_backend: SimulatedBackend) -> NodeDaemon:
     """A node whose GPU 1 falls off the bus: a critical gpu_lost alert."""
-    backend = SimulatedBackend(gpu_count=2, scenario=LOST_EARLY, step_s=0.1)
-    daemon = start_daemon(backend=backend, hostname="gpu-lost")
+    daemon = start_daemon(backend=lost_backend, hostname="gpu-lost")
     wait_for(lambda: firing(str(daemon.address)), what="the gpu_lost alert")
     return daemon
 
@@ -310,3 +315,35 @@ def test_reserve_until_a_time(home: Path, calm: NodeDaemon) -> None:
                               "--reason", "x", "--json")  # fmt: skip
     assert (code, err) == (0, "")
     assert json.loads(out)["results"][0]["until_unix_ms"] == int(until.timestamp() * 1000)
+
+
+def test_mutual_tls_from_the_profile_and_an_ack_as_the_certificate(
+    home: Path, tmp_path: Path, lost_backend: SimulatedBackend, start_daemon: DaemonFactory
+) -> None:
+    ca = Authority()
+    (tmp_path / "ca.crt").write_bytes(ca.pem)
+    cert, key = write(tmp_path, "server", ca.issue("localhost", server=True))
+    client_cert, client_key = write(tmp_path, "ada", ca.issue("ada"))
+    users = (User("ada", Role.ADMIN, (), token_hash(new_token())),)
+    tls = TlsSettings(cert, key, tmp_path / "ca.crt", require_client_cert=True)
+    daemon = start_daemon(backend=lost_backend, auth=AuthSettings(users, tls))
+    target = f"localhost:{daemon.address.port}"
+    settings = tmp_path / "console.toml"
+    settings.write_text(
+        f'[profiles.lab]\nnodes = ["{target}"]\nca = "{tmp_path / "ca.crt"}"\n'
+        f'client_cert = "{client_cert}"\nclient_key = "{client_key}"\n'
+    )
+    base = ("--config", str(settings), "--profile", "lab")
+
+    def gpu_lost() -> list[dict[str, object]]:
+        _, out, _ = gpufleet(home, "alerts", *base, "--json")
+        return [a for a in json.loads(out)["alerts"] if a["rule"] == "gpu_lost"]
+
+    wait_for(gpu_lost, 20, "gpu_lost in `alerts` over mutual TLS")
+    code, out, err = gpufleet(home, "ack", target, str(gpu_lost()[0]["id"]), *base)
+    assert (code, err) == (0, "")
+    assert out.rstrip().endswith("acknowledged by ada")  # the name the certificate carries
+
+    settings.write_text(f'[profiles.lab]\nnodes = ["{target}"]\nca = "{tmp_path / "ca.crt"}"\n')
+    code, _, err = gpufleet(home, "ack", target, "a-1", *base)
+    assert code == 3 and f"gpufleet ack: {target}: unreachable" in err  # no client certificate
