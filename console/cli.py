@@ -49,11 +49,37 @@ def add_demo_command(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(run=run_demo_command)
 
 
-def add_terminal_commands(subparsers: argparse._SubParsersAction) -> None:
-    """status, ps, alerts, ack, silence, reserve, release, kill: gRPC only, no Qt."""
-    from console.terminal.commands import add_terminal_commands as add
+# The commands console/terminal/commands.py registers (tests/console/test_terminal.py
+# checks the two agree): named here too, for an install without the console extra.
+TERMINAL_COMMANDS = ("status", "ps", "alerts", "ack", "silence", "reserve", "release", "kill")
 
+
+def add_terminal_commands(subparsers: argparse._SubParsersAction) -> None:
+    """status, ps, alerts, ack, silence, reserve, release, kill: gRPC only, no Qt.
+
+    They find nodes and credentials as the console does (its settings, keyring), so a
+    daemon-only install (no console extra: no platformdirs, no keyring) lacks their
+    dependencies. There they are still listed and say what to install, and every other
+    command of `gpufleet` keeps working.
+    """
+    try:
+        from console.terminal.commands import add_terminal_commands as add
+    except ImportError as exc:
+        for name in TERMINAL_COMMANDS:
+            # No option prefix: whatever follows (--node ...) is taken, not refused.
+            parser = subparsers.add_parser(
+                name, help="(needs the console extra)", add_help=False, prefix_chars="\x00"
+            )
+            parser.add_argument("ignored", nargs="*", help=argparse.SUPPRESS)
+            parser.set_defaults(run=lambda _args, name=name, why=str(exc): _needs_extra(name, why))
+        return
     add(subparsers)
+
+
+def _needs_extra(command: str, why: str) -> int:
+    print(f"gpufleet {command}: needs the console extra: pip install 'gpufleet[console]' "
+          f"({why})", file=sys.stderr)  # fmt: skip
+    return 2
 
 
 def _needs_display(screenshot: Path | None, command: str) -> bool:

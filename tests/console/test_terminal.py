@@ -347,3 +347,16 @@ def test_mutual_tls_from_the_profile_and_an_ack_as_the_certificate(
     settings.write_text(f'[profiles.lab]\nnodes = ["{target}"]\nca = "{tmp_path / "ca.crt"}"\n')
     code, _, err = gpufleet(home, "ack", target, "a-1", *base)
     assert code == 3 and f"gpufleet ack: {target}: unreachable" in err  # no client certificate
+
+
+def test_the_daemon_only_stand_ins_name_exactly_the_registered_commands() -> None:
+    """console/cli.py lists the commands again for installs without the console extra."""
+    import argparse
+
+    from console.cli import TERMINAL_COMMANDS
+    from console.terminal.commands import add_terminal_commands
+
+    parser = argparse.ArgumentParser()
+    subparsers = parser.add_subparsers()
+    add_terminal_commands(subparsers)
+    assert tuple(subparsers.choices) == TERMINAL_COMMANDS

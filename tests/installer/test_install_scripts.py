@@ -58,6 +58,12 @@ def test_install_creates_a_working_venv_the_config_and_the_unit(server_root: Pat
                             timeout=60, check=True)  # fmt: skip
     assert "--config FILE" in result.stdout
     assert (server_root / CONFIG).read_text() == DAEMON_TOML.read_text()
+    # The terminal commands need the console extra, which a server does not get:
+    # they say so, and nothing else of `gpufleet` breaks for it.
+    status = subprocess.run([gpufleet, "status", "--node", "127.0.0.1:1"], capture_output=True,
+                            text=True, timeout=60, check=False)  # fmt: skip
+    assert status.returncode == 2, status.stderr
+    assert "needs the console extra: pip install 'gpufleet[console]'" in status.stderr
     assert (server_root / INSTALLED_UNIT).read_text() == UNIT.read_text()
     assert (server_root / POLKIT_RULE).read_bytes() == (
         INSTALLER / "polkit" / POLKIT_RULE.name
