@@ -269,6 +269,11 @@ def _act(args: argparse.Namespace, name: str, work: Callable[[NodeLink], Row]) -
     _, security = _security_only(args)
     outcome = on_each([args.target], security, work)
     _report(outcome, name)
+    return _print_results(args, outcome)
+
+
+def _print_results(args: argparse.Namespace, outcome: Outcome[Row]) -> int:
+    """What the actions did: one line each, or {"results", "errors"} with --json."""
     rows = [row for _, row in outcome.results]
     if args.json:
         _print_json({"results": rows, "errors": _errors(outcome)})
@@ -454,10 +459,4 @@ def run_silence(args: argparse.Namespace) -> int:
         print(f"gpufleet silence: no node is named like {draft.node!r} "
               f"(nodes: {', '.join(n for _, n in names.results)})", file=sys.stderr)  # fmt: skip
         return EXIT_FAILED
-    rows = [row for _, row in outcome.results]
-    if args.json:
-        _print_json({"results": rows, "errors": _errors(outcome)})
-    else:
-        for row in rows:
-            print(row["done"])
-    return outcome.exit_code()
+    return _print_results(args, outcome)
