@@ -69,7 +69,10 @@ def test_each_metrics_kind_is_its_proto_fields_type() -> None:
 def test_no_other_sample_field_is_an_optional_number() -> None:
     """A new optional number in node.proto without a catalogue entry fails here by name."""
     others = [field for field in SAMPLE_FIELDS if field.name not in BY_FIELD]
-    assert {field.name for field in others} == {"index", "health", "error", "xids", "processes"}
+    assert {field.name for field in others} == {
+        "index", "health", "error", "xids", "processes", "nvlink_down_links", "condition",
+        "mig_instances", "xid_counts",
+    }  # fmt: skip
     assert not any(field.has_presence and not field.message_type for field in others)
 
 
@@ -111,7 +114,13 @@ def test_dcgm_names_are_distinct_typed_and_explained() -> None:
 
 def test_dcgm_counters_are_the_catalogues_running_totals() -> None:
     counters = {m.field for m in GPU_METRICS if m.dcgm is not None and m.dcgm.type == "counter"}
-    assert counters == {"ecc_corrected_total", "ecc_uncorrected_total", "energy_j"}
+    assert counters == {
+        "ecc_corrected_total", "ecc_uncorrected_total", "energy_j", "pcie_replay_total",
+        "remapped_rows_correctable", "remapped_rows_uncorrectable", "retired_pages_sbe",
+        "retired_pages_dbe", "nvlink_crc_flit_errors_total", "nvlink_crc_data_errors_total",
+        "nvlink_replay_errors_total", "nvlink_recovery_errors_total",
+        "retired_pages_pending",  # dcgm-exporter's type, though NVML gives a 0/1 status
+    }  # fmt: skip
 
 
 def test_shown_metrics_have_labels_and_distinct_plot_colours() -> None:

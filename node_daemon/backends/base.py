@@ -40,3 +40,19 @@ class GpuBackend(Protocol):
     def close(self) -> None:
         """Release the backend (NVML shutdown). Idempotent."""
         ...
+
+
+class PowerLimitRefused(Exception):
+    """Setting a power limit failed; the message says why (no permission, out of range)."""
+
+
+class PowerLimitControl(Protocol):
+    """A backend that can set a GPU's power limit (NVML: nvmlDeviceSetPowerManagementLimit).
+
+    Called on the sampler thread only, like every backend method: self-healing runs
+    there, after the sweep. Needs root (or CAP_SYS_ADMIN) on a real GPU.
+    """
+
+    def set_power_limit_w(self, index: int, watts: float) -> None:
+        """Set GPU `index`'s power limit; raise PowerLimitRefused with the reason."""
+        ...

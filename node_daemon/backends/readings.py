@@ -44,6 +44,11 @@ class GpuStatic:
     temp_slowdown_c: float | None = None
     temp_shutdown_c: float | None = None
     vbios_version: str | None = None
+    mig_enabled: bool = False
+    # The range within which the power limit may be set (self-healing's power cap).
+    power_limit_default_w: float | None = None
+    power_limit_min_w: float | None = None
+    power_limit_max_w: float | None = None
 
 
 @dataclass(frozen=True)
@@ -66,6 +71,19 @@ class ProcessReading:
     command: str | None = None
     container_id: str | None = None
     slurm_job_id: str | None = None
+
+
+@dataclass(frozen=True)
+class MigReading:
+    """One MIG instance of a MIG-enabled GPU (dcgm-exporter's GPU_I_ID, GPU_I_PROFILE)."""
+
+    gpu_instance_id: int
+    compute_instance_id: int
+    profile: str  # "1g.10gb"
+    uuid: str  # "MIG-..."
+    mem_used_bytes: int | None = None
+    mem_total_bytes: int | None = None
+    processes: tuple[ProcessReading, ...] = ()
 
 
 AnyMetric: TypeAlias = "GpuMetric[int] | GpuMetric[float]"
@@ -128,11 +146,13 @@ class GpuReading:
     that is not a number of the metric's kind, raises TypeError: a backend bug.
     """
 
-    __slots__ = ("_values", "error", "health", "index", "xids")
+    __slots__ = ("_values", "error", "health", "index", "mig", "nvlink_down_links", "xids")
     index: int
     health: GpuHealth
     error: str
     xids: tuple[int, ...]  # Xid errors since the previous tick, in order
+    nvlink_down_links: tuple[int, ...]  # link numbers of the GPU's links that are down
+    mig: tuple[MigReading, ...]  # the instances of a MIG-enabled GPU
     _values: tuple[Value | None, ...]  # in catalogue order
 
     def __init__(
@@ -142,17 +162,26 @@ class GpuReading:
         error: str = "",
         *,
         xids: tuple[int, ...] = (),
+        nvlink_down_links: tuple[int, ...] = (),
+        mig: tuple[MigReading, ...] = (),
         **metrics: float | None,
     ) -> None:
         named = ((_named(name), value) for name, value in metrics.items())
-        self._set(index, health, error, xids, _in_catalogue_order(named))
+        self._set(index, health, error, (xids, nvlink_down_links, mig), _in_catalogue_order(named))
 
     @classmethod
     def of(
-        cls, index: int, values: Mapping[AnyMetric, float | None], *, xids: tuple[int, ...] = ()
+        cls,
+        index: int,
+        values: Mapping[AnyMetric, float | None],
+        *,
+        xids: tuple[int, ...] = (),
+        nvlink_down_links: tuple[int, ...] = (),
+        mig: tuple[MigReading, ...] = (),
     ) -> GpuReading:
         """A healthy reading from values by metric: how the backends build theirs."""
-        return cls._made(index, GpuHealth.OK, "", xids, _in_catalogue_order(values.items()))
+        extras = (xids, nvlink_down_links, mig)
+        return cls._made(index, GpuHealth.OK, "", extras, _in_catalogue_order(values.items()))
 
     @classmethod
     def _made(
@@ -160,11 +189,11 @@ class GpuReading:
         index: int,
         health: GpuHealth,
         error: str,
-        xids: tuple[int, ...],
+        extras: tuple[tuple[int, ...], tuple[int, ...], tuple[MigReading, ...]],
         values: tuple[Value | None, ...],
     ) -> GpuReading:
         reading = object.__new__(cls)
-        reading._set(index, health, error, xids, values)
+        reading._set(index, health, error, extras, values)
         return reading
 
     def _set(
@@ -172,12 +201,14 @@ class GpuReading:
         index: int,
         health: GpuHealth,
         error: str,
-        xids: tuple[int, ...],
+        extras: tuple[tuple[int, ...], tuple[int, ...], tuple[MigReading, ...]],
         values: tuple[Value | None, ...],
     ) -> None:
         # Frozen: only the constructors set fields, past the dataclass's __setattr__.
+        xids, down, mig = extras
         for name, value in (("index", index), ("health", health), ("error", error),
-                            ("xids", xids), ("_values", values)):  # fmt: skip
+                            ("xids", xids), ("nvlink_down_links", down), ("mig", mig),
+                            ("_values", values)):  # fmt: skip
             object.__setattr__(self, name, value)
 
     # Overloads, not a TypeVar: a metric taken from GPU_METRICS (a union) must type-check too.
@@ -209,7 +240,7 @@ class GpuReading:
             self.index,
             self.health if health is None else health,
             self.error if error is None else error,
-            self.xids if xids is None else xids,
+            (self.xids if xids is None else xids, self.nvlink_down_links, self.mig),
             self._values,
         )
 
@@ -220,6 +251,8 @@ class GpuReading:
             parts.append(f"health=GpuHealth.{self.health.name}")
         parts += [f"error={self.error!r}"] if self.error else []
         parts += [f"xids={self.xids!r}"] if self.xids else []
+        parts += [f"nvlink_down_links={self.nvlink_down_links!r}"] if self.nvlink_down_links else []
+        parts += [f"mig={self.mig!r}"] if self.mig else []
         parts += [f"{metric.field}={value!r}" for metric, value in self.available()]
         return f"GpuReading({', '.join(parts)})"
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from node_daemon.backends.base import BackendUnavailable, GpuBackend
 from node_daemon.backends.facts import MissingFacts, facts_missing
 from node_daemon.backends.readings import GpuReading, NodeFacts, ProcessReading
+from node_daemon.health.model import GpuCondition
 from node_daemon.sampling.history import HistoryEntry, SampleHistory
 from node_daemon.sampling.wire import batch_message
 
@@ -35,6 +36,8 @@ class LatestSweep:
     processes: Mapping[int, Sequence[ProcessReading]]
     # The last Xid each GPU reported since the daemon started (dcgm's XID_ERRORS).
     last_xids: Mapping[int, int]
+    # Each GPU's health as judged at this sweep (empty without a judge).
+    conditions: Mapping[int, GpuCondition] = field(default_factory=dict)
 
 
 @dataclass
@@ -59,6 +62,13 @@ StatusListener = Callable[[BackendStatus], None]
 # Called on the sampler thread after every sweep with the readings and the
 # latest process lists; while the backend is down, with nothing, once per retry.
 SweepListener = Callable[[Sequence[GpuReading], Mapping[int, Sequence[ProcessReading]]], None]
+# Judges each GPU's health from a sweep, on the sampler thread, before the batch is
+# built, so each sample carries the condition of its own tick: (readings, processes,
+# the sweep's time in ms) → condition by GPU index.
+HealthJudge = Callable[
+    [Sequence[GpuReading], Mapping[int, Sequence[ProcessReading]], int],
+    Mapping[int, GpuCondition],
+]
 
 
 class Sampler:
@@ -85,6 +95,7 @@ class Sampler:
         self._status = BackendStatus(ok=False, detail="starting")
         self._listeners: list[StatusListener] = []
         self._sweep_listeners: list[SweepListener] = []
+        self._health_judge: HealthJudge | None = None
         self._tick = 0
         self._processes: Mapping[int, Sequence[ProcessReading]] = {}
         # Replaced (never mutated) once per sweep: readers need no lock.
@@ -105,6 +116,9 @@ class Sampler:
 
     def add_status_listener(self, listener: StatusListener) -> None:
         self._listeners.append(listener)
+
+    def set_health_judge(self, judge: HealthJudge) -> None:
+        self._health_judge = judge
 
     def add_sweep_listener(self, listener: SweepListener) -> None:
         self._sweep_listeners.append(listener)
@@ -205,17 +219,28 @@ class Sampler:
         if self._tick % self._process_every == 1 or self._process_every == 1:
             self._processes = self._backend.read_processes()
         timestamp_ms = int(self._clock() * 1000)
-        batch = batch_message(timestamp_ms, self._tick, readings, self._processes)
+        conditions = self._judge(readings, timestamp_ms)
+        batch = batch_message(timestamp_ms, self._tick, readings, self._processes, conditions)
         entry = HistoryEntry(timestamp_ms, self._tick, batch.SerializeToString())
         self._history.append(entry)
         self._last_xids.update((r.index, r.xids[-1]) for r in readings if r.xids)
         self.latest = LatestSweep(
-            timestamp_ms, tuple(readings), self._processes, dict(self._last_xids)
+            timestamp_ms, tuple(readings), self._processes, dict(self._last_xids), conditions
         )
         self.sweeps += 1
         self.last_sweep_s = time.perf_counter() - started
         self._notify_sweep(readings, self._processes)
         return entry
+
+    def _judge(self, readings: Sequence[GpuReading], now_ms: int) -> Mapping[int, GpuCondition]:
+        """Each GPU's condition; a failing judge leaves the samples without one."""
+        if self._health_judge is None:
+            return {}
+        try:
+            return self._health_judge(readings, self._processes, now_ms)
+        except Exception:
+            log.exception("judging GPU health failed")
+            return {}
 
     def _read_missing_facts(self, readings: Sequence[GpuReading]) -> None:
         """Re-read the facts of GPUs that were lost at open() and answer now."""

@@ -186,11 +186,93 @@ ENERGY_J: Final = GpuMetric(
               "Total energy consumption since boot (in mJ).", 1000.0),
 )  # fmt: skip
 
+# ---- health signals (docs/health.md): read each tick, judged by node_daemon/health.
+PCIE_REPLAY_TOTAL: Final = GpuMetric(
+    "pcie_replay_total", int, "", "PCIe replays (link-level retransmissions) since the driver "
+    "loaded; a rising rate foretells a failing link or riser.",
+    dcgm=Dcgm("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", "counter", "Total number of PCIe retries."),
+)  # fmt: skip
+REMAPPED_ROWS_CORRECTABLE: Final = GpuMetric(
+    "remapped_rows_correctable", int, "", "Memory rows remapped for correctable errors.",
+    dcgm=Dcgm("DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS", "counter",
+              "Number of remapped rows for correctable errors"),
+)  # fmt: skip
+REMAPPED_ROWS_UNCORRECTABLE: Final = GpuMetric(
+    "remapped_rows_uncorrectable", int, "", "Memory rows remapped for uncorrectable errors.",
+    dcgm=Dcgm("DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", "counter",
+              "Number of remapped rows for uncorrectable errors"),
+)  # fmt: skip
+ROW_REMAP_PENDING: Final = GpuMetric(
+    "row_remap_pending", int, "", "1 while a row remap waits for a GPU reset.",
+    dcgm=Dcgm("DCGM_FI_DEV_ROW_REMAP_PENDING", "gauge", "Whether remapping of rows is pending"),
+)  # fmt: skip
+ROW_REMAP_FAILURE: Final = GpuMetric(
+    "row_remap_failure", int, "", "1 once a row remap failed: the GPU needs inspection.",
+    dcgm=Dcgm("DCGM_FI_DEV_ROW_REMAP_FAILURE", "gauge", "Whether remapping of rows has failed"),
+)  # fmt: skip
+RETIRED_PAGES_SBE: Final = GpuMetric(
+    "retired_pages_sbe", int, "", "Pages retired for repeated single-bit ECC errors.",
+    smi=Smi("retired_pages.single_bit_ecc.count"),
+    dcgm=Dcgm("DCGM_FI_DEV_RETIRED_SBE", "counter",
+              "Total number of retired pages due to single-bit errors."),
+)  # fmt: skip
+RETIRED_PAGES_DBE: Final = GpuMetric(
+    "retired_pages_dbe", int, "", "Pages retired for double-bit ECC errors.",
+    smi=Smi("retired_pages.double_bit.count"),
+    dcgm=Dcgm("DCGM_FI_DEV_RETIRED_DBE", "counter",
+              "Total number of retired pages due to double-bit errors."),
+)  # fmt: skip
+RETIRED_PAGES_PENDING: Final = GpuMetric(
+    "retired_pages_pending", int, "", "1 while a page retirement waits for a GPU reset.",
+    dcgm=Dcgm("DCGM_FI_DEV_RETIRED_PENDING", "counter",
+              "Total number of pages pending retirement."),
+)  # fmt: skip
+NVLINK_CRC_FLIT_ERRORS_TOTAL: Final = GpuMetric(
+    "nvlink_crc_flit_errors_total", int, "", "NVLink flow-control CRC errors, all links.",
+    dcgm=Dcgm("DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL", "counter",
+              "Total number of NVLink flow-control CRC errors."),
+)  # fmt: skip
+NVLINK_CRC_DATA_ERRORS_TOTAL: Final = GpuMetric(
+    "nvlink_crc_data_errors_total", int, "", "NVLink data CRC errors, all links.",
+    dcgm=Dcgm("DCGM_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL", "counter",
+              "Total number of NVLink data CRC errors."),
+)  # fmt: skip
+NVLINK_REPLAY_ERRORS_TOTAL: Final = GpuMetric(
+    "nvlink_replay_errors_total", int, "", "NVLink replays (retries), all links.",
+    dcgm=Dcgm("DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL", "counter",
+              "Total number of NVLink retries."),
+)  # fmt: skip
+NVLINK_RECOVERY_ERRORS_TOTAL: Final = GpuMetric(
+    "nvlink_recovery_errors_total", int, "", "NVLink recovery errors, all links.",
+    dcgm=Dcgm("DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL", "counter",
+              "Total number of NVLink recovery errors."),
+)  # fmt: skip
+NVLINK_LINKS_ACTIVE: Final = GpuMetric(
+    "nvlink_links_active", int, "", "NVLink links up.",
+)  # fmt: skip
+NVLINK_LINKS_DOWN: Final = GpuMetric(
+    "nvlink_links_down", int, "", "NVLink links the GPU has that are down.",
+)  # fmt: skip
+RECOVERY_ACTION: Final = GpuMetric(
+    "recovery_action", int, "", "What the driver says the GPU needs: 0 none, 1 GPU reset, "
+    "2 node reboot, 3 drain peer-to-peer, 4 drain and reset.",
+)  # fmt: skip
+POWER_LIMIT_W: Final = GpuMetric(
+    "power_limit_w", float, "W", "Power limit now (self-healing may lower it).",
+    smi=Smi("power.limit"),
+    dcgm=Dcgm("DCGM_FI_DEV_POWER_MGMT_LIMIT", "gauge", "Current power limit for the device."),
+)  # fmt: skip
+
 # In node.proto's field order.
 GPU_METRICS: Final[tuple[GpuMetric[int] | GpuMetric[float], ...]] = (
     UTIL_GPU_PCT, UTIL_MEM_PCT, MEM_USED_BYTES, MEM_TOTAL_BYTES, TEMP_GPU_C, TEMP_MEM_C,
     POWER_W, FAN_PCT, SM_CLOCK_MHZ, MEM_CLOCK_MHZ, PCIE_TX_BYTES_PER_S, PCIE_RX_BYTES_PER_S,
     PSTATE, THROTTLE_REASONS, ECC_CORRECTED_TOTAL, ECC_UNCORRECTED_TOTAL, ENERGY_J,
+    PCIE_REPLAY_TOTAL, REMAPPED_ROWS_CORRECTABLE, REMAPPED_ROWS_UNCORRECTABLE, ROW_REMAP_PENDING,
+    ROW_REMAP_FAILURE, RETIRED_PAGES_SBE, RETIRED_PAGES_DBE, RETIRED_PAGES_PENDING,
+    NVLINK_CRC_FLIT_ERRORS_TOTAL, NVLINK_CRC_DATA_ERRORS_TOTAL, NVLINK_REPLAY_ERRORS_TOTAL,
+    NVLINK_RECOVERY_ERRORS_TOTAL, NVLINK_LINKS_ACTIVE, NVLINK_LINKS_DOWN, RECOVERY_ACTION,
+    POWER_LIMIT_W,
 )  # fmt: skip
 BY_FIELD: Final = {metric.field: metric for metric in GPU_METRICS}
 

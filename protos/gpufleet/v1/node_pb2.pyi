@@ -89,6 +89,46 @@ GPU_HEALTH_ERROR: GpuHealth.ValueType  # 3
 """Reading this GPU failed for another reason; see GpuSample.error."""
 Global___GpuHealth: _TypeAlias = GpuHealth  # noqa: Y015
 
+class _GpuHealthState:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _GpuHealthStateEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_GpuHealthState.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    GPU_HEALTH_STATE_UNSPECIFIED: _GpuHealthState.ValueType  # 0
+    GPU_HEALTH_STATE_HEALTHY: _GpuHealthState.ValueType  # 1
+    GPU_HEALTH_STATE_DEGRADED: _GpuHealthState.ValueType  # 2
+    """Works, with less than it should: a link down, throttling by hardware."""
+    GPU_HEALTH_STATE_SUSPECT: _GpuHealthState.ValueType  # 3
+    """Signs of a coming failure: an ECC or replay storm, remaps growing, a repeat
+    offender, telemetry gaps, cooling failing. Watch it; new work still goes there.
+    """
+    GPU_HEALTH_STATE_NEEDS_RESET: _GpuHealthState.ValueType  # 4
+    """Needs a GPU reset (a remap pending, an Xid that says so); no new work."""
+    GPU_HEALTH_STATE_NEEDS_REBOOT: _GpuHealthState.ValueType  # 5
+    """Needs the node rebooted (fell off the bus, the driver says so); no new work."""
+    GPU_HEALTH_STATE_NEEDS_INSPECTION: _GpuHealthState.ValueType  # 6
+    """Needs hardware inspection, likely an RMA (remap failure, repeated faults)."""
+
+class GpuHealthState(_GpuHealthState, metaclass=_GpuHealthStateEnumTypeWrapper):
+    """A GPU's health, worst first: what a person should do about it."""
+
+GPU_HEALTH_STATE_UNSPECIFIED: GpuHealthState.ValueType  # 0
+GPU_HEALTH_STATE_HEALTHY: GpuHealthState.ValueType  # 1
+GPU_HEALTH_STATE_DEGRADED: GpuHealthState.ValueType  # 2
+"""Works, with less than it should: a link down, throttling by hardware."""
+GPU_HEALTH_STATE_SUSPECT: GpuHealthState.ValueType  # 3
+"""Signs of a coming failure: an ECC or replay storm, remaps growing, a repeat
+offender, telemetry gaps, cooling failing. Watch it; new work still goes there.
+"""
+GPU_HEALTH_STATE_NEEDS_RESET: GpuHealthState.ValueType  # 4
+"""Needs a GPU reset (a remap pending, an Xid that says so); no new work."""
+GPU_HEALTH_STATE_NEEDS_REBOOT: GpuHealthState.ValueType  # 5
+"""Needs the node rebooted (fell off the bus, the driver says so); no new work."""
+GPU_HEALTH_STATE_NEEDS_INSPECTION: GpuHealthState.ValueType  # 6
+"""Needs hardware inspection, likely an RMA (remap failure, repeated faults)."""
+Global___GpuHealthState: _TypeAlias = GpuHealthState  # noqa: Y015
+
 class _Severity:
     ValueType = _typing.NewType("ValueType", _builtins.int)
     V: _TypeAlias = ValueType  # noqa: Y015
@@ -153,6 +193,13 @@ class _EventKindEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_EventKind.V
     EVENT_KIND_SILENCE_CREATED: _EventKind.ValueType  # 19
     """A matcher silence was created, or ended (at its end time or by a person)."""
     EVENT_KIND_SILENCE_EXPIRED: _EventKind.ValueType  # 20
+    EVENT_KIND_GPU_HEALTH_CHANGED: _EventKind.ValueType  # 21
+    """A GPU's health state changed (Event.condition), or a person cleared it."""
+    EVENT_KIND_HEALING_ACTION: _EventKind.ValueType  # 22
+    """Self-healing did (or, in dry-run, would have done) something (Event.healing)."""
+    EVENT_KIND_GPU_DRAINED: _EventKind.ValueType  # 23
+    """A GPU was drained from placement, or returned (Event.condition)."""
+    EVENT_KIND_GPU_UNDRAINED: _EventKind.ValueType  # 24
 
 class EventKind(_EventKind, metaclass=_EventKindEnumTypeWrapper): ...
 
@@ -178,6 +225,13 @@ EVENT_KIND_WORKLOAD_CANCELLED: EventKind.ValueType  # 18
 EVENT_KIND_SILENCE_CREATED: EventKind.ValueType  # 19
 """A matcher silence was created, or ended (at its end time or by a person)."""
 EVENT_KIND_SILENCE_EXPIRED: EventKind.ValueType  # 20
+EVENT_KIND_GPU_HEALTH_CHANGED: EventKind.ValueType  # 21
+"""A GPU's health state changed (Event.condition), or a person cleared it."""
+EVENT_KIND_HEALING_ACTION: EventKind.ValueType  # 22
+"""Self-healing did (or, in dry-run, would have done) something (Event.healing)."""
+EVENT_KIND_GPU_DRAINED: EventKind.ValueType  # 23
+"""A GPU was drained from placement, or returned (Event.condition)."""
+EVENT_KIND_GPU_UNDRAINED: EventKind.ValueType  # 24
 Global___EventKind: _TypeAlias = EventKind  # noqa: Y015
 
 class _KillOutcome:
@@ -380,6 +434,10 @@ class GpuInfo(_message.Message):
     TEMP_SLOWDOWN_C_FIELD_NUMBER: _builtins.int
     TEMP_SHUTDOWN_C_FIELD_NUMBER: _builtins.int
     VBIOS_VERSION_FIELD_NUMBER: _builtins.int
+    MIG_ENABLED_FIELD_NUMBER: _builtins.int
+    POWER_LIMIT_DEFAULT_W_FIELD_NUMBER: _builtins.int
+    POWER_LIMIT_MIN_W_FIELD_NUMBER: _builtins.int
+    POWER_LIMIT_MAX_W_FIELD_NUMBER: _builtins.int
     index: _builtins.int
     """NVML device index (nvidia-smi --query-gpu=index)."""
     uuid: _builtins.str
@@ -396,6 +454,16 @@ class GpuInfo(_message.Message):
     """Temperature at which the GPU slows down / shuts down (°C)."""
     temp_shutdown_c: _builtins.float
     vbios_version: _builtins.str
+    mig_enabled: _builtins.bool
+    """MIG mode is enabled (nvidia-smi --query-gpu=mig.mode.current): the GPU's
+    work runs in the instances of GpuSample.mig_instances.
+    """
+    power_limit_default_w: _builtins.float
+    """power.default_limit, power.min_limit, power.max_limit in watts: the range
+    within which self-healing may cap the power limit.
+    """
+    power_limit_min_w: _builtins.float
+    power_limit_max_w: _builtins.float
     def __init__(
         self,
         *,
@@ -409,15 +477,25 @@ class GpuInfo(_message.Message):
         temp_slowdown_c: _builtins.float | None = ...,
         temp_shutdown_c: _builtins.float | None = ...,
         vbios_version: _builtins.str | None = ...,
+        mig_enabled: _builtins.bool = ...,
+        power_limit_default_w: _builtins.float | None = ...,
+        power_limit_min_w: _builtins.float | None = ...,
+        power_limit_max_w: _builtins.float | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_memory_total_bytes", b"_memory_total_bytes", "_pci_bus_id", b"_pci_bus_id", "_power_limit_w", b"_power_limit_w", "_serial", b"_serial", "_temp_shutdown_c", b"_temp_shutdown_c", "_temp_slowdown_c", b"_temp_slowdown_c", "_vbios_version", b"_vbios_version", "memory_total_bytes", b"memory_total_bytes", "pci_bus_id", b"pci_bus_id", "power_limit_w", b"power_limit_w", "serial", b"serial", "temp_shutdown_c", b"temp_shutdown_c", "temp_slowdown_c", b"temp_slowdown_c", "vbios_version", b"vbios_version"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_memory_total_bytes", b"_memory_total_bytes", "_pci_bus_id", b"_pci_bus_id", "_power_limit_default_w", b"_power_limit_default_w", "_power_limit_max_w", b"_power_limit_max_w", "_power_limit_min_w", b"_power_limit_min_w", "_power_limit_w", b"_power_limit_w", "_serial", b"_serial", "_temp_shutdown_c", b"_temp_shutdown_c", "_temp_slowdown_c", b"_temp_slowdown_c", "_vbios_version", b"_vbios_version", "memory_total_bytes", b"memory_total_bytes", "pci_bus_id", b"pci_bus_id", "power_limit_default_w", b"power_limit_default_w", "power_limit_max_w", b"power_limit_max_w", "power_limit_min_w", b"power_limit_min_w", "power_limit_w", b"power_limit_w", "serial", b"serial", "temp_shutdown_c", b"temp_shutdown_c", "temp_slowdown_c", b"temp_slowdown_c", "vbios_version", b"vbios_version"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_memory_total_bytes", b"_memory_total_bytes", "_pci_bus_id", b"_pci_bus_id", "_power_limit_w", b"_power_limit_w", "_serial", b"_serial", "_temp_shutdown_c", b"_temp_shutdown_c", "_temp_slowdown_c", b"_temp_slowdown_c", "_vbios_version", b"_vbios_version", "index", b"index", "memory_total_bytes", b"memory_total_bytes", "name", b"name", "pci_bus_id", b"pci_bus_id", "power_limit_w", b"power_limit_w", "serial", b"serial", "temp_shutdown_c", b"temp_shutdown_c", "temp_slowdown_c", b"temp_slowdown_c", "uuid", b"uuid", "vbios_version", b"vbios_version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_memory_total_bytes", b"_memory_total_bytes", "_pci_bus_id", b"_pci_bus_id", "_power_limit_default_w", b"_power_limit_default_w", "_power_limit_max_w", b"_power_limit_max_w", "_power_limit_min_w", b"_power_limit_min_w", "_power_limit_w", b"_power_limit_w", "_serial", b"_serial", "_temp_shutdown_c", b"_temp_shutdown_c", "_temp_slowdown_c", b"_temp_slowdown_c", "_vbios_version", b"_vbios_version", "index", b"index", "memory_total_bytes", b"memory_total_bytes", "mig_enabled", b"mig_enabled", "name", b"name", "pci_bus_id", b"pci_bus_id", "power_limit_default_w", b"power_limit_default_w", "power_limit_max_w", b"power_limit_max_w", "power_limit_min_w", b"power_limit_min_w", "power_limit_w", b"power_limit_w", "serial", b"serial", "temp_shutdown_c", b"temp_shutdown_c", "temp_slowdown_c", b"temp_slowdown_c", "uuid", b"uuid", "vbios_version", b"vbios_version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__memory_total_bytes: _TypeAlias = _typing.Literal["memory_total_bytes"]  # noqa: Y015
     _WhichOneofArgType__memory_total_bytes: _TypeAlias = _typing.Literal["_memory_total_bytes", b"_memory_total_bytes"]  # noqa: Y015
     _WhichOneofReturnType__pci_bus_id: _TypeAlias = _typing.Literal["pci_bus_id"]  # noqa: Y015
     _WhichOneofArgType__pci_bus_id: _TypeAlias = _typing.Literal["_pci_bus_id", b"_pci_bus_id"]  # noqa: Y015
+    _WhichOneofReturnType__power_limit_default_w: _TypeAlias = _typing.Literal["power_limit_default_w"]  # noqa: Y015
+    _WhichOneofArgType__power_limit_default_w: _TypeAlias = _typing.Literal["_power_limit_default_w", b"_power_limit_default_w"]  # noqa: Y015
+    _WhichOneofReturnType__power_limit_max_w: _TypeAlias = _typing.Literal["power_limit_max_w"]  # noqa: Y015
+    _WhichOneofArgType__power_limit_max_w: _TypeAlias = _typing.Literal["_power_limit_max_w", b"_power_limit_max_w"]  # noqa: Y015
+    _WhichOneofReturnType__power_limit_min_w: _TypeAlias = _typing.Literal["power_limit_min_w"]  # noqa: Y015
+    _WhichOneofArgType__power_limit_min_w: _TypeAlias = _typing.Literal["_power_limit_min_w", b"_power_limit_min_w"]  # noqa: Y015
     _WhichOneofReturnType__power_limit_w: _TypeAlias = _typing.Literal["power_limit_w"]  # noqa: Y015
     _WhichOneofArgType__power_limit_w: _TypeAlias = _typing.Literal["_power_limit_w", b"_power_limit_w"]  # noqa: Y015
     _WhichOneofReturnType__serial: _TypeAlias = _typing.Literal["serial"]  # noqa: Y015
@@ -432,6 +510,12 @@ class GpuInfo(_message.Message):
     def WhichOneof(self, oneof_group: _WhichOneofArgType__memory_total_bytes) -> _WhichOneofReturnType__memory_total_bytes | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__pci_bus_id) -> _WhichOneofReturnType__pci_bus_id | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__power_limit_default_w) -> _WhichOneofReturnType__power_limit_default_w | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__power_limit_max_w) -> _WhichOneofReturnType__power_limit_max_w | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__power_limit_min_w) -> _WhichOneofReturnType__power_limit_min_w | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__power_limit_w) -> _WhichOneofReturnType__power_limit_w | None: ...
     @_typing.overload
@@ -505,6 +589,26 @@ Global___SampleBatch: _TypeAlias = SampleBatch  # noqa: Y015
 class GpuSample(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
+    @_typing.final
+    class XidCountsEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.int
+        value: _builtins.int
+        def __init__(
+            self,
+            *,
+            key: _builtins.int = ...,
+            value: _builtins.int = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
     INDEX_FIELD_NUMBER: _builtins.int
     HEALTH_FIELD_NUMBER: _builtins.int
     ERROR_FIELD_NUMBER: _builtins.int
@@ -527,6 +631,26 @@ class GpuSample(_message.Message):
     XIDS_FIELD_NUMBER: _builtins.int
     ENERGY_J_FIELD_NUMBER: _builtins.int
     PROCESSES_FIELD_NUMBER: _builtins.int
+    PCIE_REPLAY_TOTAL_FIELD_NUMBER: _builtins.int
+    REMAPPED_ROWS_CORRECTABLE_FIELD_NUMBER: _builtins.int
+    REMAPPED_ROWS_UNCORRECTABLE_FIELD_NUMBER: _builtins.int
+    ROW_REMAP_PENDING_FIELD_NUMBER: _builtins.int
+    ROW_REMAP_FAILURE_FIELD_NUMBER: _builtins.int
+    RETIRED_PAGES_SBE_FIELD_NUMBER: _builtins.int
+    RETIRED_PAGES_DBE_FIELD_NUMBER: _builtins.int
+    RETIRED_PAGES_PENDING_FIELD_NUMBER: _builtins.int
+    NVLINK_CRC_FLIT_ERRORS_TOTAL_FIELD_NUMBER: _builtins.int
+    NVLINK_CRC_DATA_ERRORS_TOTAL_FIELD_NUMBER: _builtins.int
+    NVLINK_REPLAY_ERRORS_TOTAL_FIELD_NUMBER: _builtins.int
+    NVLINK_RECOVERY_ERRORS_TOTAL_FIELD_NUMBER: _builtins.int
+    NVLINK_LINKS_ACTIVE_FIELD_NUMBER: _builtins.int
+    NVLINK_LINKS_DOWN_FIELD_NUMBER: _builtins.int
+    RECOVERY_ACTION_FIELD_NUMBER: _builtins.int
+    POWER_LIMIT_W_FIELD_NUMBER: _builtins.int
+    NVLINK_DOWN_LINKS_FIELD_NUMBER: _builtins.int
+    CONDITION_FIELD_NUMBER: _builtins.int
+    MIG_INSTANCES_FIELD_NUMBER: _builtins.int
+    XID_COUNTS_FIELD_NUMBER: _builtins.int
     index: _builtins.int
     health: Global___GpuHealth.ValueType
     error: _builtins.str
@@ -559,6 +683,37 @@ class GpuSample(_message.Message):
     ecc_uncorrected_total: _builtins.int
     energy_j: _builtins.float
     """Energy used since the driver loaded, in joules (total_energy_consumption)."""
+    pcie_replay_total: _builtins.int
+    """Health signals (dcgm-exporter's names in docs/health.md). PCIe replays
+    since the driver loaded (pcie.replay_counter... DCGM_FI_DEV_PCIE_REPLAY_COUNTER).
+    """
+    remapped_rows_correctable: _builtins.int
+    """Remapped rows (A100 and later): nvidia-smi -q -d ROW_REMAPPER."""
+    remapped_rows_uncorrectable: _builtins.int
+    row_remap_pending: _builtins.int
+    """1 while a row remap waits for a GPU reset, else 0."""
+    row_remap_failure: _builtins.int
+    """1 once a row remap failed (the GPU needs inspection), else 0."""
+    retired_pages_sbe: _builtins.int
+    """Retired pages (pre-A100 page retirement): single-bit, double-bit, and 1
+    while a retirement waits for a reset (nvidia-smi -q -d PAGE_RETIREMENT).
+    """
+    retired_pages_dbe: _builtins.int
+    retired_pages_pending: _builtins.int
+    nvlink_crc_flit_errors_total: _builtins.int
+    """NVLink error counters summed over the GPU's links (nvidia-smi nvlink -e)."""
+    nvlink_crc_data_errors_total: _builtins.int
+    nvlink_replay_errors_total: _builtins.int
+    nvlink_recovery_errors_total: _builtins.int
+    nvlink_links_active: _builtins.int
+    """NVLink links up, and links the GPU has that are down (nvidia-smi nvlink -s)."""
+    nvlink_links_down: _builtins.int
+    recovery_action: _builtins.int
+    """What the driver says the GPU needs (NVML_FI_DEV_GET_GPU_RECOVERY_ACTION):
+    0 none, 1 GPU reset, 2 node reboot, 3 drain peer-to-peer, 4 drain and reset.
+    """
+    power_limit_w: _builtins.float
+    """power.limit now, in watts: self-healing may lower it below GpuInfo's."""
     @_builtins.property
     def xids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
         """Xid errors reported since the previous tick, in order."""
@@ -568,6 +723,22 @@ class GpuSample(_message.Message):
         """Processes using this GPU. Process lists are expensive to read, so the
         daemon refreshes them less often than metrics; this is the latest list.
         """
+
+    @_builtins.property
+    def nvlink_down_links(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """The links counted in nvlink_links_down, by link number."""
+
+    @_builtins.property
+    def condition(self) -> Global___GpuCondition:
+        """The GPU's health as the daemon judges it this tick, with its reasons."""
+
+    @_builtins.property
+    def mig_instances(self) -> _containers.RepeatedCompositeFieldContainer[Global___MigInstance]:
+        """Instances of a MIG-enabled GPU (GpuInfo.mig_enabled), by GPU instance id."""
+
+    @_builtins.property
+    def xid_counts(self) -> _containers.ScalarMap[_builtins.int, _builtins.int]:
+        """Xid errors seen since the daemon started, by code."""
 
     def __init__(
         self,
@@ -594,10 +765,30 @@ class GpuSample(_message.Message):
         xids: _abc.Iterable[_builtins.int] | None = ...,
         energy_j: _builtins.float | None = ...,
         processes: _abc.Iterable[Global___GpuProcess] | None = ...,
+        pcie_replay_total: _builtins.int | None = ...,
+        remapped_rows_correctable: _builtins.int | None = ...,
+        remapped_rows_uncorrectable: _builtins.int | None = ...,
+        row_remap_pending: _builtins.int | None = ...,
+        row_remap_failure: _builtins.int | None = ...,
+        retired_pages_sbe: _builtins.int | None = ...,
+        retired_pages_dbe: _builtins.int | None = ...,
+        retired_pages_pending: _builtins.int | None = ...,
+        nvlink_crc_flit_errors_total: _builtins.int | None = ...,
+        nvlink_crc_data_errors_total: _builtins.int | None = ...,
+        nvlink_replay_errors_total: _builtins.int | None = ...,
+        nvlink_recovery_errors_total: _builtins.int | None = ...,
+        nvlink_links_active: _builtins.int | None = ...,
+        nvlink_links_down: _builtins.int | None = ...,
+        recovery_action: _builtins.int | None = ...,
+        power_limit_w: _builtins.float | None = ...,
+        nvlink_down_links: _abc.Iterable[_builtins.int] | None = ...,
+        condition: Global___GpuCondition | None = ...,
+        mig_instances: _abc.Iterable[Global___MigInstance] | None = ...,
+        xid_counts: _abc.Mapping[_builtins.int, _builtins.int] | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_ecc_corrected_total", b"_ecc_corrected_total", "_ecc_uncorrected_total", b"_ecc_uncorrected_total", "_energy_j", b"_energy_j", "_fan_pct", b"_fan_pct", "_mem_clock_mhz", b"_mem_clock_mhz", "_mem_total_bytes", b"_mem_total_bytes", "_mem_used_bytes", b"_mem_used_bytes", "_pcie_rx_bytes_per_s", b"_pcie_rx_bytes_per_s", "_pcie_tx_bytes_per_s", b"_pcie_tx_bytes_per_s", "_power_w", b"_power_w", "_pstate", b"_pstate", "_sm_clock_mhz", b"_sm_clock_mhz", "_temp_gpu_c", b"_temp_gpu_c", "_temp_mem_c", b"_temp_mem_c", "_throttle_reasons", b"_throttle_reasons", "_util_gpu_pct", b"_util_gpu_pct", "_util_mem_pct", b"_util_mem_pct", "ecc_corrected_total", b"ecc_corrected_total", "ecc_uncorrected_total", b"ecc_uncorrected_total", "energy_j", b"energy_j", "fan_pct", b"fan_pct", "mem_clock_mhz", b"mem_clock_mhz", "mem_total_bytes", b"mem_total_bytes", "mem_used_bytes", b"mem_used_bytes", "pcie_rx_bytes_per_s", b"pcie_rx_bytes_per_s", "pcie_tx_bytes_per_s", b"pcie_tx_bytes_per_s", "power_w", b"power_w", "pstate", b"pstate", "sm_clock_mhz", b"sm_clock_mhz", "temp_gpu_c", b"temp_gpu_c", "temp_mem_c", b"temp_mem_c", "throttle_reasons", b"throttle_reasons", "util_gpu_pct", b"util_gpu_pct", "util_mem_pct", b"util_mem_pct"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_ecc_corrected_total", b"_ecc_corrected_total", "_ecc_uncorrected_total", b"_ecc_uncorrected_total", "_energy_j", b"_energy_j", "_fan_pct", b"_fan_pct", "_mem_clock_mhz", b"_mem_clock_mhz", "_mem_total_bytes", b"_mem_total_bytes", "_mem_used_bytes", b"_mem_used_bytes", "_nvlink_crc_data_errors_total", b"_nvlink_crc_data_errors_total", "_nvlink_crc_flit_errors_total", b"_nvlink_crc_flit_errors_total", "_nvlink_links_active", b"_nvlink_links_active", "_nvlink_links_down", b"_nvlink_links_down", "_nvlink_recovery_errors_total", b"_nvlink_recovery_errors_total", "_nvlink_replay_errors_total", b"_nvlink_replay_errors_total", "_pcie_replay_total", b"_pcie_replay_total", "_pcie_rx_bytes_per_s", b"_pcie_rx_bytes_per_s", "_pcie_tx_bytes_per_s", b"_pcie_tx_bytes_per_s", "_power_limit_w", b"_power_limit_w", "_power_w", b"_power_w", "_pstate", b"_pstate", "_recovery_action", b"_recovery_action", "_remapped_rows_correctable", b"_remapped_rows_correctable", "_remapped_rows_uncorrectable", b"_remapped_rows_uncorrectable", "_retired_pages_dbe", b"_retired_pages_dbe", "_retired_pages_pending", b"_retired_pages_pending", "_retired_pages_sbe", b"_retired_pages_sbe", "_row_remap_failure", b"_row_remap_failure", "_row_remap_pending", b"_row_remap_pending", "_sm_clock_mhz", b"_sm_clock_mhz", "_temp_gpu_c", b"_temp_gpu_c", "_temp_mem_c", b"_temp_mem_c", "_throttle_reasons", b"_throttle_reasons", "_util_gpu_pct", b"_util_gpu_pct", "_util_mem_pct", b"_util_mem_pct", "condition", b"condition", "ecc_corrected_total", b"ecc_corrected_total", "ecc_uncorrected_total", b"ecc_uncorrected_total", "energy_j", b"energy_j", "fan_pct", b"fan_pct", "mem_clock_mhz", b"mem_clock_mhz", "mem_total_bytes", b"mem_total_bytes", "mem_used_bytes", b"mem_used_bytes", "nvlink_crc_data_errors_total", b"nvlink_crc_data_errors_total", "nvlink_crc_flit_errors_total", b"nvlink_crc_flit_errors_total", "nvlink_links_active", b"nvlink_links_active", "nvlink_links_down", b"nvlink_links_down", "nvlink_recovery_errors_total", b"nvlink_recovery_errors_total", "nvlink_replay_errors_total", b"nvlink_replay_errors_total", "pcie_replay_total", b"pcie_replay_total", "pcie_rx_bytes_per_s", b"pcie_rx_bytes_per_s", "pcie_tx_bytes_per_s", b"pcie_tx_bytes_per_s", "power_limit_w", b"power_limit_w", "power_w", b"power_w", "pstate", b"pstate", "recovery_action", b"recovery_action", "remapped_rows_correctable", b"remapped_rows_correctable", "remapped_rows_uncorrectable", b"remapped_rows_uncorrectable", "retired_pages_dbe", b"retired_pages_dbe", "retired_pages_pending", b"retired_pages_pending", "retired_pages_sbe", b"retired_pages_sbe", "row_remap_failure", b"row_remap_failure", "row_remap_pending", b"row_remap_pending", "sm_clock_mhz", b"sm_clock_mhz", "temp_gpu_c", b"temp_gpu_c", "temp_mem_c", b"temp_mem_c", "throttle_reasons", b"throttle_reasons", "util_gpu_pct", b"util_gpu_pct", "util_mem_pct", b"util_mem_pct"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_ecc_corrected_total", b"_ecc_corrected_total", "_ecc_uncorrected_total", b"_ecc_uncorrected_total", "_energy_j", b"_energy_j", "_fan_pct", b"_fan_pct", "_mem_clock_mhz", b"_mem_clock_mhz", "_mem_total_bytes", b"_mem_total_bytes", "_mem_used_bytes", b"_mem_used_bytes", "_pcie_rx_bytes_per_s", b"_pcie_rx_bytes_per_s", "_pcie_tx_bytes_per_s", b"_pcie_tx_bytes_per_s", "_power_w", b"_power_w", "_pstate", b"_pstate", "_sm_clock_mhz", b"_sm_clock_mhz", "_temp_gpu_c", b"_temp_gpu_c", "_temp_mem_c", b"_temp_mem_c", "_throttle_reasons", b"_throttle_reasons", "_util_gpu_pct", b"_util_gpu_pct", "_util_mem_pct", b"_util_mem_pct", "ecc_corrected_total", b"ecc_corrected_total", "ecc_uncorrected_total", b"ecc_uncorrected_total", "energy_j", b"energy_j", "error", b"error", "fan_pct", b"fan_pct", "health", b"health", "index", b"index", "mem_clock_mhz", b"mem_clock_mhz", "mem_total_bytes", b"mem_total_bytes", "mem_used_bytes", b"mem_used_bytes", "pcie_rx_bytes_per_s", b"pcie_rx_bytes_per_s", "pcie_tx_bytes_per_s", b"pcie_tx_bytes_per_s", "power_w", b"power_w", "processes", b"processes", "pstate", b"pstate", "sm_clock_mhz", b"sm_clock_mhz", "temp_gpu_c", b"temp_gpu_c", "temp_mem_c", b"temp_mem_c", "throttle_reasons", b"throttle_reasons", "util_gpu_pct", b"util_gpu_pct", "util_mem_pct", b"util_mem_pct", "xids", b"xids"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_ecc_corrected_total", b"_ecc_corrected_total", "_ecc_uncorrected_total", b"_ecc_uncorrected_total", "_energy_j", b"_energy_j", "_fan_pct", b"_fan_pct", "_mem_clock_mhz", b"_mem_clock_mhz", "_mem_total_bytes", b"_mem_total_bytes", "_mem_used_bytes", b"_mem_used_bytes", "_nvlink_crc_data_errors_total", b"_nvlink_crc_data_errors_total", "_nvlink_crc_flit_errors_total", b"_nvlink_crc_flit_errors_total", "_nvlink_links_active", b"_nvlink_links_active", "_nvlink_links_down", b"_nvlink_links_down", "_nvlink_recovery_errors_total", b"_nvlink_recovery_errors_total", "_nvlink_replay_errors_total", b"_nvlink_replay_errors_total", "_pcie_replay_total", b"_pcie_replay_total", "_pcie_rx_bytes_per_s", b"_pcie_rx_bytes_per_s", "_pcie_tx_bytes_per_s", b"_pcie_tx_bytes_per_s", "_power_limit_w", b"_power_limit_w", "_power_w", b"_power_w", "_pstate", b"_pstate", "_recovery_action", b"_recovery_action", "_remapped_rows_correctable", b"_remapped_rows_correctable", "_remapped_rows_uncorrectable", b"_remapped_rows_uncorrectable", "_retired_pages_dbe", b"_retired_pages_dbe", "_retired_pages_pending", b"_retired_pages_pending", "_retired_pages_sbe", b"_retired_pages_sbe", "_row_remap_failure", b"_row_remap_failure", "_row_remap_pending", b"_row_remap_pending", "_sm_clock_mhz", b"_sm_clock_mhz", "_temp_gpu_c", b"_temp_gpu_c", "_temp_mem_c", b"_temp_mem_c", "_throttle_reasons", b"_throttle_reasons", "_util_gpu_pct", b"_util_gpu_pct", "_util_mem_pct", b"_util_mem_pct", "condition", b"condition", "ecc_corrected_total", b"ecc_corrected_total", "ecc_uncorrected_total", b"ecc_uncorrected_total", "energy_j", b"energy_j", "error", b"error", "fan_pct", b"fan_pct", "health", b"health", "index", b"index", "mem_clock_mhz", b"mem_clock_mhz", "mem_total_bytes", b"mem_total_bytes", "mem_used_bytes", b"mem_used_bytes", "mig_instances", b"mig_instances", "nvlink_crc_data_errors_total", b"nvlink_crc_data_errors_total", "nvlink_crc_flit_errors_total", b"nvlink_crc_flit_errors_total", "nvlink_down_links", b"nvlink_down_links", "nvlink_links_active", b"nvlink_links_active", "nvlink_links_down", b"nvlink_links_down", "nvlink_recovery_errors_total", b"nvlink_recovery_errors_total", "nvlink_replay_errors_total", b"nvlink_replay_errors_total", "pcie_replay_total", b"pcie_replay_total", "pcie_rx_bytes_per_s", b"pcie_rx_bytes_per_s", "pcie_tx_bytes_per_s", b"pcie_tx_bytes_per_s", "power_limit_w", b"power_limit_w", "power_w", b"power_w", "processes", b"processes", "pstate", b"pstate", "recovery_action", b"recovery_action", "remapped_rows_correctable", b"remapped_rows_correctable", "remapped_rows_uncorrectable", b"remapped_rows_uncorrectable", "retired_pages_dbe", b"retired_pages_dbe", "retired_pages_pending", b"retired_pages_pending", "retired_pages_sbe", b"retired_pages_sbe", "row_remap_failure", b"row_remap_failure", "row_remap_pending", b"row_remap_pending", "sm_clock_mhz", b"sm_clock_mhz", "temp_gpu_c", b"temp_gpu_c", "temp_mem_c", b"temp_mem_c", "throttle_reasons", b"throttle_reasons", "util_gpu_pct", b"util_gpu_pct", "util_mem_pct", b"util_mem_pct", "xid_counts", b"xid_counts", "xids", b"xids"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__ecc_corrected_total: _TypeAlias = _typing.Literal["ecc_corrected_total"]  # noqa: Y015
     _WhichOneofArgType__ecc_corrected_total: _TypeAlias = _typing.Literal["_ecc_corrected_total", b"_ecc_corrected_total"]  # noqa: Y015
@@ -613,14 +804,46 @@ class GpuSample(_message.Message):
     _WhichOneofArgType__mem_total_bytes: _TypeAlias = _typing.Literal["_mem_total_bytes", b"_mem_total_bytes"]  # noqa: Y015
     _WhichOneofReturnType__mem_used_bytes: _TypeAlias = _typing.Literal["mem_used_bytes"]  # noqa: Y015
     _WhichOneofArgType__mem_used_bytes: _TypeAlias = _typing.Literal["_mem_used_bytes", b"_mem_used_bytes"]  # noqa: Y015
+    _WhichOneofReturnType__nvlink_crc_data_errors_total: _TypeAlias = _typing.Literal["nvlink_crc_data_errors_total"]  # noqa: Y015
+    _WhichOneofArgType__nvlink_crc_data_errors_total: _TypeAlias = _typing.Literal["_nvlink_crc_data_errors_total", b"_nvlink_crc_data_errors_total"]  # noqa: Y015
+    _WhichOneofReturnType__nvlink_crc_flit_errors_total: _TypeAlias = _typing.Literal["nvlink_crc_flit_errors_total"]  # noqa: Y015
+    _WhichOneofArgType__nvlink_crc_flit_errors_total: _TypeAlias = _typing.Literal["_nvlink_crc_flit_errors_total", b"_nvlink_crc_flit_errors_total"]  # noqa: Y015
+    _WhichOneofReturnType__nvlink_links_active: _TypeAlias = _typing.Literal["nvlink_links_active"]  # noqa: Y015
+    _WhichOneofArgType__nvlink_links_active: _TypeAlias = _typing.Literal["_nvlink_links_active", b"_nvlink_links_active"]  # noqa: Y015
+    _WhichOneofReturnType__nvlink_links_down: _TypeAlias = _typing.Literal["nvlink_links_down"]  # noqa: Y015
+    _WhichOneofArgType__nvlink_links_down: _TypeAlias = _typing.Literal["_nvlink_links_down", b"_nvlink_links_down"]  # noqa: Y015
+    _WhichOneofReturnType__nvlink_recovery_errors_total: _TypeAlias = _typing.Literal["nvlink_recovery_errors_total"]  # noqa: Y015
+    _WhichOneofArgType__nvlink_recovery_errors_total: _TypeAlias = _typing.Literal["_nvlink_recovery_errors_total", b"_nvlink_recovery_errors_total"]  # noqa: Y015
+    _WhichOneofReturnType__nvlink_replay_errors_total: _TypeAlias = _typing.Literal["nvlink_replay_errors_total"]  # noqa: Y015
+    _WhichOneofArgType__nvlink_replay_errors_total: _TypeAlias = _typing.Literal["_nvlink_replay_errors_total", b"_nvlink_replay_errors_total"]  # noqa: Y015
+    _WhichOneofReturnType__pcie_replay_total: _TypeAlias = _typing.Literal["pcie_replay_total"]  # noqa: Y015
+    _WhichOneofArgType__pcie_replay_total: _TypeAlias = _typing.Literal["_pcie_replay_total", b"_pcie_replay_total"]  # noqa: Y015
     _WhichOneofReturnType__pcie_rx_bytes_per_s: _TypeAlias = _typing.Literal["pcie_rx_bytes_per_s"]  # noqa: Y015
     _WhichOneofArgType__pcie_rx_bytes_per_s: _TypeAlias = _typing.Literal["_pcie_rx_bytes_per_s", b"_pcie_rx_bytes_per_s"]  # noqa: Y015
     _WhichOneofReturnType__pcie_tx_bytes_per_s: _TypeAlias = _typing.Literal["pcie_tx_bytes_per_s"]  # noqa: Y015
     _WhichOneofArgType__pcie_tx_bytes_per_s: _TypeAlias = _typing.Literal["_pcie_tx_bytes_per_s", b"_pcie_tx_bytes_per_s"]  # noqa: Y015
+    _WhichOneofReturnType__power_limit_w: _TypeAlias = _typing.Literal["power_limit_w"]  # noqa: Y015
+    _WhichOneofArgType__power_limit_w: _TypeAlias = _typing.Literal["_power_limit_w", b"_power_limit_w"]  # noqa: Y015
     _WhichOneofReturnType__power_w: _TypeAlias = _typing.Literal["power_w"]  # noqa: Y015
     _WhichOneofArgType__power_w: _TypeAlias = _typing.Literal["_power_w", b"_power_w"]  # noqa: Y015
     _WhichOneofReturnType__pstate: _TypeAlias = _typing.Literal["pstate"]  # noqa: Y015
     _WhichOneofArgType__pstate: _TypeAlias = _typing.Literal["_pstate", b"_pstate"]  # noqa: Y015
+    _WhichOneofReturnType__recovery_action: _TypeAlias = _typing.Literal["recovery_action"]  # noqa: Y015
+    _WhichOneofArgType__recovery_action: _TypeAlias = _typing.Literal["_recovery_action", b"_recovery_action"]  # noqa: Y015
+    _WhichOneofReturnType__remapped_rows_correctable: _TypeAlias = _typing.Literal["remapped_rows_correctable"]  # noqa: Y015
+    _WhichOneofArgType__remapped_rows_correctable: _TypeAlias = _typing.Literal["_remapped_rows_correctable", b"_remapped_rows_correctable"]  # noqa: Y015
+    _WhichOneofReturnType__remapped_rows_uncorrectable: _TypeAlias = _typing.Literal["remapped_rows_uncorrectable"]  # noqa: Y015
+    _WhichOneofArgType__remapped_rows_uncorrectable: _TypeAlias = _typing.Literal["_remapped_rows_uncorrectable", b"_remapped_rows_uncorrectable"]  # noqa: Y015
+    _WhichOneofReturnType__retired_pages_dbe: _TypeAlias = _typing.Literal["retired_pages_dbe"]  # noqa: Y015
+    _WhichOneofArgType__retired_pages_dbe: _TypeAlias = _typing.Literal["_retired_pages_dbe", b"_retired_pages_dbe"]  # noqa: Y015
+    _WhichOneofReturnType__retired_pages_pending: _TypeAlias = _typing.Literal["retired_pages_pending"]  # noqa: Y015
+    _WhichOneofArgType__retired_pages_pending: _TypeAlias = _typing.Literal["_retired_pages_pending", b"_retired_pages_pending"]  # noqa: Y015
+    _WhichOneofReturnType__retired_pages_sbe: _TypeAlias = _typing.Literal["retired_pages_sbe"]  # noqa: Y015
+    _WhichOneofArgType__retired_pages_sbe: _TypeAlias = _typing.Literal["_retired_pages_sbe", b"_retired_pages_sbe"]  # noqa: Y015
+    _WhichOneofReturnType__row_remap_failure: _TypeAlias = _typing.Literal["row_remap_failure"]  # noqa: Y015
+    _WhichOneofArgType__row_remap_failure: _TypeAlias = _typing.Literal["_row_remap_failure", b"_row_remap_failure"]  # noqa: Y015
+    _WhichOneofReturnType__row_remap_pending: _TypeAlias = _typing.Literal["row_remap_pending"]  # noqa: Y015
+    _WhichOneofArgType__row_remap_pending: _TypeAlias = _typing.Literal["_row_remap_pending", b"_row_remap_pending"]  # noqa: Y015
     _WhichOneofReturnType__sm_clock_mhz: _TypeAlias = _typing.Literal["sm_clock_mhz"]  # noqa: Y015
     _WhichOneofArgType__sm_clock_mhz: _TypeAlias = _typing.Literal["_sm_clock_mhz", b"_sm_clock_mhz"]  # noqa: Y015
     _WhichOneofReturnType__temp_gpu_c: _TypeAlias = _typing.Literal["temp_gpu_c"]  # noqa: Y015
@@ -648,13 +871,45 @@ class GpuSample(_message.Message):
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__mem_used_bytes) -> _WhichOneofReturnType__mem_used_bytes | None: ...
     @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__nvlink_crc_data_errors_total) -> _WhichOneofReturnType__nvlink_crc_data_errors_total | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__nvlink_crc_flit_errors_total) -> _WhichOneofReturnType__nvlink_crc_flit_errors_total | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__nvlink_links_active) -> _WhichOneofReturnType__nvlink_links_active | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__nvlink_links_down) -> _WhichOneofReturnType__nvlink_links_down | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__nvlink_recovery_errors_total) -> _WhichOneofReturnType__nvlink_recovery_errors_total | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__nvlink_replay_errors_total) -> _WhichOneofReturnType__nvlink_replay_errors_total | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__pcie_replay_total) -> _WhichOneofReturnType__pcie_replay_total | None: ...
+    @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__pcie_rx_bytes_per_s) -> _WhichOneofReturnType__pcie_rx_bytes_per_s | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__pcie_tx_bytes_per_s) -> _WhichOneofReturnType__pcie_tx_bytes_per_s | None: ...
     @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__power_limit_w) -> _WhichOneofReturnType__power_limit_w | None: ...
+    @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__power_w) -> _WhichOneofReturnType__power_w | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__pstate) -> _WhichOneofReturnType__pstate | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__recovery_action) -> _WhichOneofReturnType__recovery_action | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__remapped_rows_correctable) -> _WhichOneofReturnType__remapped_rows_correctable | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__remapped_rows_uncorrectable) -> _WhichOneofReturnType__remapped_rows_uncorrectable | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__retired_pages_dbe) -> _WhichOneofReturnType__retired_pages_dbe | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__retired_pages_pending) -> _WhichOneofReturnType__retired_pages_pending | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__retired_pages_sbe) -> _WhichOneofReturnType__retired_pages_sbe | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__row_remap_failure) -> _WhichOneofReturnType__row_remap_failure | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__row_remap_pending) -> _WhichOneofReturnType__row_remap_pending | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__sm_clock_mhz) -> _WhichOneofReturnType__sm_clock_mhz | None: ...
     @_typing.overload
@@ -669,6 +924,304 @@ class GpuSample(_message.Message):
     def WhichOneof(self, oneof_group: _WhichOneofArgType__util_mem_pct) -> _WhichOneofReturnType__util_mem_pct | None: ...
 
 Global___GpuSample: _TypeAlias = GpuSample  # noqa: Y015
+
+@_typing.final
+class HealthReason(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CODE_FIELD_NUMBER: _builtins.int
+    STATE_FIELD_NUMBER: _builtins.int
+    SUMMARY_FIELD_NUMBER: _builtins.int
+    ACTION_FIELD_NUMBER: _builtins.int
+    SINCE_UNIX_MS_FIELD_NUMBER: _builtins.int
+    LEAD_TIME_S_FIELD_NUMBER: _builtins.int
+    code: _builtins.str
+    """Stable identifier: "xid_79", "row_remap_pending", "ecc_storm", ..."""
+    state: Global___GpuHealthState.ValueType
+    """The state this reason puts the GPU in (the GPU's is the worst of them)."""
+    summary: _builtins.str
+    """A sentence: "Xid 79: GPU has fallen off the bus"."""
+    action: _builtins.str
+    """What to do: "reboot the node", "restart the application", ..."""
+    since_unix_ms: _builtins.int
+    lead_time_s: _builtins.int
+    """A prediction's lead time: how long before the failure it usually shows."""
+    def __init__(
+        self,
+        *,
+        code: _builtins.str = ...,
+        state: Global___GpuHealthState.ValueType = ...,
+        summary: _builtins.str = ...,
+        action: _builtins.str = ...,
+        since_unix_ms: _builtins.int = ...,
+        lead_time_s: _builtins.int | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_lead_time_s", b"_lead_time_s", "lead_time_s", b"lead_time_s"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_lead_time_s", b"_lead_time_s", "action", b"action", "code", b"code", "lead_time_s", b"lead_time_s", "since_unix_ms", b"since_unix_ms", "state", b"state", "summary", b"summary"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__lead_time_s: _TypeAlias = _typing.Literal["lead_time_s"]  # noqa: Y015
+    _WhichOneofArgType__lead_time_s: _TypeAlias = _typing.Literal["_lead_time_s", b"_lead_time_s"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__lead_time_s) -> _WhichOneofReturnType__lead_time_s | None: ...
+
+Global___HealthReason: _TypeAlias = HealthReason  # noqa: Y015
+
+@_typing.final
+class GpuCondition(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    GPU_INDEX_FIELD_NUMBER: _builtins.int
+    STATE_FIELD_NUMBER: _builtins.int
+    REASONS_FIELD_NUMBER: _builtins.int
+    SINCE_UNIX_MS_FIELD_NUMBER: _builtins.int
+    DRAINED_FIELD_NUMBER: _builtins.int
+    DRAINED_BY_FIELD_NUMBER: _builtins.int
+    DRAIN_REASON_FIELD_NUMBER: _builtins.int
+    POWER_CAPPED_W_FIELD_NUMBER: _builtins.int
+    gpu_index: _builtins.int
+    state: Global___GpuHealthState.ValueType
+    since_unix_ms: _builtins.int
+    """Since when the GPU has been in this state (Unix epoch, ms)."""
+    drained: _builtins.bool
+    """Out of placement: no new work is placed here (by self-healing or a person)."""
+    drained_by: _builtins.str
+    drain_reason: _builtins.str
+    power_capped_w: _builtins.float
+    """Self-healing lowered the power limit to this (watts); unset when not capped."""
+    @_builtins.property
+    def reasons(self) -> _containers.RepeatedCompositeFieldContainer[Global___HealthReason]: ...
+    def __init__(
+        self,
+        *,
+        gpu_index: _builtins.int = ...,
+        state: Global___GpuHealthState.ValueType = ...,
+        reasons: _abc.Iterable[Global___HealthReason] | None = ...,
+        since_unix_ms: _builtins.int = ...,
+        drained: _builtins.bool = ...,
+        drained_by: _builtins.str = ...,
+        drain_reason: _builtins.str = ...,
+        power_capped_w: _builtins.float | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_power_capped_w", b"_power_capped_w", "power_capped_w", b"power_capped_w"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_power_capped_w", b"_power_capped_w", "drain_reason", b"drain_reason", "drained", b"drained", "drained_by", b"drained_by", "gpu_index", b"gpu_index", "power_capped_w", b"power_capped_w", "reasons", b"reasons", "since_unix_ms", b"since_unix_ms", "state", b"state"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__power_capped_w: _TypeAlias = _typing.Literal["power_capped_w"]  # noqa: Y015
+    _WhichOneofArgType__power_capped_w: _TypeAlias = _typing.Literal["_power_capped_w", b"_power_capped_w"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__power_capped_w) -> _WhichOneofReturnType__power_capped_w | None: ...
+
+Global___GpuCondition: _TypeAlias = GpuCondition  # noqa: Y015
+
+@_typing.final
+class MigInstance(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    GPU_INSTANCE_ID_FIELD_NUMBER: _builtins.int
+    COMPUTE_INSTANCE_ID_FIELD_NUMBER: _builtins.int
+    PROFILE_FIELD_NUMBER: _builtins.int
+    UUID_FIELD_NUMBER: _builtins.int
+    MEM_USED_BYTES_FIELD_NUMBER: _builtins.int
+    MEM_TOTAL_BYTES_FIELD_NUMBER: _builtins.int
+    PROCESSES_FIELD_NUMBER: _builtins.int
+    gpu_instance_id: _builtins.int
+    compute_instance_id: _builtins.int
+    profile: _builtins.str
+    """dcgm-exporter's GPU_I_PROFILE, e.g. "1g.10gb"."""
+    uuid: _builtins.str
+    """The MIG device's UUID, "MIG-..."."""
+    mem_used_bytes: _builtins.int
+    mem_total_bytes: _builtins.int
+    @_builtins.property
+    def processes(self) -> _containers.RepeatedCompositeFieldContainer[Global___GpuProcess]: ...
+    def __init__(
+        self,
+        *,
+        gpu_instance_id: _builtins.int = ...,
+        compute_instance_id: _builtins.int = ...,
+        profile: _builtins.str = ...,
+        uuid: _builtins.str = ...,
+        mem_used_bytes: _builtins.int | None = ...,
+        mem_total_bytes: _builtins.int | None = ...,
+        processes: _abc.Iterable[Global___GpuProcess] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_mem_total_bytes", b"_mem_total_bytes", "_mem_used_bytes", b"_mem_used_bytes", "mem_total_bytes", b"mem_total_bytes", "mem_used_bytes", b"mem_used_bytes"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_mem_total_bytes", b"_mem_total_bytes", "_mem_used_bytes", b"_mem_used_bytes", "compute_instance_id", b"compute_instance_id", "gpu_instance_id", b"gpu_instance_id", "mem_total_bytes", b"mem_total_bytes", "mem_used_bytes", b"mem_used_bytes", "processes", b"processes", "profile", b"profile", "uuid", b"uuid"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__mem_total_bytes: _TypeAlias = _typing.Literal["mem_total_bytes"]  # noqa: Y015
+    _WhichOneofArgType__mem_total_bytes: _TypeAlias = _typing.Literal["_mem_total_bytes", b"_mem_total_bytes"]  # noqa: Y015
+    _WhichOneofReturnType__mem_used_bytes: _TypeAlias = _typing.Literal["mem_used_bytes"]  # noqa: Y015
+    _WhichOneofArgType__mem_used_bytes: _TypeAlias = _typing.Literal["_mem_used_bytes", b"_mem_used_bytes"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__mem_total_bytes) -> _WhichOneofReturnType__mem_total_bytes | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__mem_used_bytes) -> _WhichOneofReturnType__mem_used_bytes | None: ...
+
+Global___MigInstance: _TypeAlias = MigInstance  # noqa: Y015
+
+@_typing.final
+class HealingAction(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ACTION_FIELD_NUMBER: _builtins.int
+    GPU_INDEX_FIELD_NUMBER: _builtins.int
+    DRY_RUN_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    OUTCOME_FIELD_NUMBER: _builtins.int
+    PID_FIELD_NUMBER: _builtins.int
+    action: _builtins.str
+    """"drain", "undrain", "power_cap", "power_restore", "kill_leak",
+    "requeue_leak", "gpu_reset", "node_reboot".
+    """
+    gpu_index: _builtins.int
+    dry_run: _builtins.bool
+    """True in dry-run mode: what would have been done, and nothing was."""
+    reason: _builtins.str
+    """Why: the fault and the policy that called for it."""
+    outcome: _builtins.str
+    """What happened: "done", "would do", "refused: GPU busy", "failed: ..."."""
+    pid: _builtins.int
+    def __init__(
+        self,
+        *,
+        action: _builtins.str = ...,
+        gpu_index: _builtins.int | None = ...,
+        dry_run: _builtins.bool = ...,
+        reason: _builtins.str = ...,
+        outcome: _builtins.str = ...,
+        pid: _builtins.int | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_gpu_index", b"_gpu_index", "_pid", b"_pid", "gpu_index", b"gpu_index", "pid", b"pid"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_gpu_index", b"_gpu_index", "_pid", b"_pid", "action", b"action", "dry_run", b"dry_run", "gpu_index", b"gpu_index", "outcome", b"outcome", "pid", b"pid", "reason", b"reason"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__gpu_index: _TypeAlias = _typing.Literal["gpu_index"]  # noqa: Y015
+    _WhichOneofArgType__gpu_index: _TypeAlias = _typing.Literal["_gpu_index", b"_gpu_index"]  # noqa: Y015
+    _WhichOneofReturnType__pid: _TypeAlias = _typing.Literal["pid"]  # noqa: Y015
+    _WhichOneofArgType__pid: _TypeAlias = _typing.Literal["_pid", b"_pid"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__gpu_index) -> _WhichOneofReturnType__gpu_index | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__pid) -> _WhichOneofReturnType__pid | None: ...
+
+Global___HealingAction: _TypeAlias = HealingAction  # noqa: Y015
+
+@_typing.final
+class HealingPolicy(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MODE_FIELD_NUMBER: _builtins.int
+    ACTIONS_FIELD_NUMBER: _builtins.int
+    MAX_ACTIONS_PER_HOUR_FIELD_NUMBER: _builtins.int
+    mode: _builtins.str
+    """"off", "dry-run" or "on" ([healing] mode in daemon.toml)."""
+    max_actions_per_hour: _builtins.int
+    @_builtins.property
+    def actions(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The actions enabled, as named in HealingAction.action."""
+
+    def __init__(
+        self,
+        *,
+        mode: _builtins.str = ...,
+        actions: _abc.Iterable[_builtins.str] | None = ...,
+        max_actions_per_hour: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["actions", b"actions", "max_actions_per_hour", b"max_actions_per_hour", "mode", b"mode"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___HealingPolicy: _TypeAlias = HealingPolicy  # noqa: Y015
+
+@_typing.final
+class GetHealthRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetHealthRequest: _TypeAlias = GetHealthRequest  # noqa: Y015
+
+@_typing.final
+class NodeHealth(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    GPUS_FIELD_NUMBER: _builtins.int
+    HEALING_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def gpus(self) -> _containers.RepeatedCompositeFieldContainer[Global___GpuCondition]: ...
+    @_builtins.property
+    def healing(self) -> Global___HealingPolicy: ...
+    def __init__(
+        self,
+        *,
+        gpus: _abc.Iterable[Global___GpuCondition] | None = ...,
+        healing: Global___HealingPolicy | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["healing", b"healing"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["gpus", b"gpus", "healing", b"healing"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___NodeHealth: _TypeAlias = NodeHealth  # noqa: Y015
+
+@_typing.final
+class DrainGpuRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    GPU_INDEX_FIELD_NUMBER: _builtins.int
+    DRAIN_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    gpu_index: _builtins.int
+    drain: _builtins.bool
+    """true: take it out of placement; false: return it."""
+    reason: _builtins.str
+    def __init__(
+        self,
+        *,
+        gpu_index: _builtins.int = ...,
+        drain: _builtins.bool = ...,
+        reason: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["drain", b"drain", "gpu_index", b"gpu_index", "reason", b"reason"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DrainGpuRequest: _TypeAlias = DrainGpuRequest  # noqa: Y015
+
+@_typing.final
+class ClearGpuHealthRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    GPU_INDEX_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    gpu_index: _builtins.int
+    reason: _builtins.str
+    """What was done ("GPU reset", "replaced under RMA 1234"): in the audit log."""
+    def __init__(
+        self,
+        *,
+        gpu_index: _builtins.int = ...,
+        reason: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["gpu_index", b"gpu_index", "reason", b"reason"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ClearGpuHealthRequest: _TypeAlias = ClearGpuHealthRequest  # noqa: Y015
 
 @_typing.final
 class GpuProcess(_message.Message):
@@ -931,6 +1484,8 @@ class Event(_message.Message):
     RESERVATION_FIELD_NUMBER: _builtins.int
     WORKLOAD_FIELD_NUMBER: _builtins.int
     SILENCE_FIELD_NUMBER: _builtins.int
+    CONDITION_FIELD_NUMBER: _builtins.int
+    HEALING_FIELD_NUMBER: _builtins.int
     seq: _builtins.int
     """Node-local, strictly increasing, survives restarts."""
     time_unix_ms: _builtins.int
@@ -955,6 +1510,14 @@ class Event(_message.Message):
     def silence(self) -> Global___Silence:
         """For silence events: the silence after the event."""
 
+    @_builtins.property
+    def condition(self) -> Global___GpuCondition:
+        """For GPU health and drain events: the GPU's condition after the event."""
+
+    @_builtins.property
+    def healing(self) -> Global___HealingAction:
+        """For healing events: what was done, or would have been."""
+
     def __init__(
         self,
         *,
@@ -970,10 +1533,12 @@ class Event(_message.Message):
         reservation: Global___Reservation | None = ...,
         workload: Global___Workload | None = ...,
         silence: Global___Silence | None = ...,
+        condition: Global___GpuCondition | None = ...,
+        healing: Global___HealingAction | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_gpu_index", b"_gpu_index", "alert", b"alert", "gpu_index", b"gpu_index", "reservation", b"reservation", "silence", b"silence", "workload", b"workload"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_gpu_index", b"_gpu_index", "alert", b"alert", "condition", b"condition", "gpu_index", b"gpu_index", "healing", b"healing", "reservation", b"reservation", "silence", b"silence", "workload", b"workload"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_gpu_index", b"_gpu_index", "actor", b"actor", "alert", b"alert", "gpu_index", b"gpu_index", "journal_id", b"journal_id", "kind", b"kind", "replayed", b"replayed", "reservation", b"reservation", "seq", b"seq", "silence", b"silence", "summary", b"summary", "time_unix_ms", b"time_unix_ms", "workload", b"workload"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_gpu_index", b"_gpu_index", "actor", b"actor", "alert", b"alert", "condition", b"condition", "gpu_index", b"gpu_index", "healing", b"healing", "journal_id", b"journal_id", "kind", b"kind", "replayed", b"replayed", "reservation", b"reservation", "seq", b"seq", "silence", b"silence", "summary", b"summary", "time_unix_ms", b"time_unix_ms", "workload", b"workload"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__gpu_index: _TypeAlias = _typing.Literal["gpu_index"]  # noqa: Y015
     _WhichOneofArgType__gpu_index: _TypeAlias = _typing.Literal["_gpu_index", b"_gpu_index"]  # noqa: Y015

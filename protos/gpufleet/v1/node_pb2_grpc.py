@@ -140,6 +140,21 @@ class NodeServiceStub:
                 request_serializer=gpufleet_dot_v1_dot_node__pb2.QueryUsageRequest.SerializeToString,
                 response_deserializer=gpufleet_dot_v1_dot_node__pb2.QueryUsageResponse.FromString,
                 _registered_method=True)
+        self.GetHealth = channel.unary_unary(
+                '/gpufleet.v1.NodeService/GetHealth',
+                request_serializer=gpufleet_dot_v1_dot_node__pb2.GetHealthRequest.SerializeToString,
+                response_deserializer=gpufleet_dot_v1_dot_node__pb2.NodeHealth.FromString,
+                _registered_method=True)
+        self.DrainGpu = channel.unary_unary(
+                '/gpufleet.v1.NodeService/DrainGpu',
+                request_serializer=gpufleet_dot_v1_dot_node__pb2.DrainGpuRequest.SerializeToString,
+                response_deserializer=gpufleet_dot_v1_dot_node__pb2.GpuCondition.FromString,
+                _registered_method=True)
+        self.ClearGpuHealth = channel.unary_unary(
+                '/gpufleet.v1.NodeService/ClearGpuHealth',
+                request_serializer=gpufleet_dot_v1_dot_node__pb2.ClearGpuHealthRequest.SerializeToString,
+                response_deserializer=gpufleet_dot_v1_dot_node__pb2.GpuCondition.FromString,
+                _registered_method=True)
 
 
 class NodeServiceServicer:
@@ -305,6 +320,27 @@ class NodeServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetHealth(self, request, context):
+        """GPU health (docs/health.md): each GPU's condition with its reasons, and the
+        self-healing policy this node runs. An operator drains a GPU from placement
+        (or returns it); an admin clears a condition after a repair (a reset, an RMA).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DrainGpu(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ClearGpuHealth(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_NodeServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -412,6 +448,21 @@ def add_NodeServiceServicer_to_server(servicer, server):
                     servicer.QueryUsage,
                     request_deserializer=gpufleet_dot_v1_dot_node__pb2.QueryUsageRequest.FromString,
                     response_serializer=gpufleet_dot_v1_dot_node__pb2.QueryUsageResponse.SerializeToString,
+            ),
+            'GetHealth': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetHealth,
+                    request_deserializer=gpufleet_dot_v1_dot_node__pb2.GetHealthRequest.FromString,
+                    response_serializer=gpufleet_dot_v1_dot_node__pb2.NodeHealth.SerializeToString,
+            ),
+            'DrainGpu': grpc.unary_unary_rpc_method_handler(
+                    servicer.DrainGpu,
+                    request_deserializer=gpufleet_dot_v1_dot_node__pb2.DrainGpuRequest.FromString,
+                    response_serializer=gpufleet_dot_v1_dot_node__pb2.GpuCondition.SerializeToString,
+            ),
+            'ClearGpuHealth': grpc.unary_unary_rpc_method_handler(
+                    servicer.ClearGpuHealth,
+                    request_deserializer=gpufleet_dot_v1_dot_node__pb2.ClearGpuHealthRequest.FromString,
+                    response_serializer=gpufleet_dot_v1_dot_node__pb2.GpuCondition.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -982,6 +1033,87 @@ class NodeService:
             '/gpufleet.v1.NodeService/QueryUsage',
             gpufleet_dot_v1_dot_node__pb2.QueryUsageRequest.SerializeToString,
             gpufleet_dot_v1_dot_node__pb2.QueryUsageResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetHealth(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gpufleet.v1.NodeService/GetHealth',
+            gpufleet_dot_v1_dot_node__pb2.GetHealthRequest.SerializeToString,
+            gpufleet_dot_v1_dot_node__pb2.NodeHealth.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DrainGpu(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gpufleet.v1.NodeService/DrainGpu',
+            gpufleet_dot_v1_dot_node__pb2.DrainGpuRequest.SerializeToString,
+            gpufleet_dot_v1_dot_node__pb2.GpuCondition.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ClearGpuHealth(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gpufleet.v1.NodeService/ClearGpuHealth',
+            gpufleet_dot_v1_dot_node__pb2.ClearGpuHealthRequest.SerializeToString,
+            gpufleet_dot_v1_dot_node__pb2.GpuCondition.FromString,
             options,
             channel_credentials,
             insecure,

@@ -102,6 +102,13 @@ class NodeServiceStub:
     """Usage accounting: GPU-hours, memory, energy, reservations, by user, team,
     node or day, and the fleet KPIs.
     """
+    GetHealth: _grpc.UnaryUnaryMultiCallable[_node_pb2.GetHealthRequest, _node_pb2.NodeHealth]
+    """GPU health (docs/health.md): each GPU's condition with its reasons, and the
+    self-healing policy this node runs. An operator drains a GPU from placement
+    (or returns it); an admin clears a condition after a repair (a reset, an RMA).
+    """
+    DrainGpu: _grpc.UnaryUnaryMultiCallable[_node_pb2.DrainGpuRequest, _node_pb2.GpuCondition]
+    ClearGpuHealth: _grpc.UnaryUnaryMultiCallable[_node_pb2.ClearGpuHealthRequest, _node_pb2.GpuCondition]
 
 @_typing.type_check_only
 class NodeServiceAsyncStub(NodeServiceStub):
@@ -172,6 +179,13 @@ class NodeServiceAsyncStub(NodeServiceStub):
     """Usage accounting: GPU-hours, memory, energy, reservations, by user, team,
     node or day, and the fleet KPIs.
     """
+    GetHealth: _aio.UnaryUnaryMultiCallable[_node_pb2.GetHealthRequest, _node_pb2.NodeHealth]  # type: ignore[assignment]
+    """GPU health (docs/health.md): each GPU's condition with its reasons, and the
+    self-healing policy this node runs. An operator drains a GPU from placement
+    (or returns it); an admin clears a condition after a repair (a reset, an RMA).
+    """
+    DrainGpu: _aio.UnaryUnaryMultiCallable[_node_pb2.DrainGpuRequest, _node_pb2.GpuCondition]  # type: ignore[assignment]
+    ClearGpuHealth: _aio.UnaryUnaryMultiCallable[_node_pb2.ClearGpuHealthRequest, _node_pb2.GpuCondition]  # type: ignore[assignment]
 
 class NodeServiceServicer(metaclass=_abc_1.ABCMeta):
     """One node (a GPU server) as served by its gpufleet daemon."""
@@ -365,5 +379,30 @@ class NodeServiceServicer(metaclass=_abc_1.ABCMeta):
         """Usage accounting: GPU-hours, memory, energy, reservations, by user, team,
         node or day, and the fleet KPIs.
         """
+
+    @_abc_1.abstractmethod
+    def GetHealth(
+        self,
+        request: _node_pb2.GetHealthRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_node_pb2.NodeHealth, _abc.Awaitable[_node_pb2.NodeHealth]]:
+        """GPU health (docs/health.md): each GPU's condition with its reasons, and the
+        self-healing policy this node runs. An operator drains a GPU from placement
+        (or returns it); an admin clears a condition after a repair (a reset, an RMA).
+        """
+
+    @_abc_1.abstractmethod
+    def DrainGpu(
+        self,
+        request: _node_pb2.DrainGpuRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_node_pb2.GpuCondition, _abc.Awaitable[_node_pb2.GpuCondition]]: ...
+
+    @_abc_1.abstractmethod
+    def ClearGpuHealth(
+        self,
+        request: _node_pb2.ClearGpuHealthRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_node_pb2.GpuCondition, _abc.Awaitable[_node_pb2.GpuCondition]]: ...
 
 def add_NodeServiceServicer_to_server(servicer: NodeServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
