@@ -20,8 +20,9 @@ from PySide6.QtWidgets import (
 )
 
 from console.connections.actions import SilenceActions
-from console.fleet.alerts import AlertRow
+from console.fleet.alerts import AlertRow, EventRow
 from console.fleet.credential_expiry import ExpiryAnnouncer, ExpiryNotice
+from console.fleet.healing_notices import healing_notices
 from console.fleet.not_responding import is_local
 from console.fleet.notify_settings import NotifySettings
 from console.fleet.updates import CommandResult
@@ -47,6 +48,7 @@ from console.views.fleet_grid import FleetGrid
 from console.views.fleet_summary import FleetSummary
 from console.views.gpu_detail import GpuDetailPanel
 from console.views.grid_layout import GROUPINGS
+from console.views.health_prompts import HealthPrompts
 from console.views.inventory_panel import InventoryPanel
 from console.views.people_panel import PeoplePanel
 from console.views.silence_dialog import SilenceDialog
@@ -102,6 +104,7 @@ class MainWindow(QMainWindow):
         self.audit_panel = AuditPanel(self.audit_model)
         self.access = AccessWatcher(fleet)
         self.prompts = ControlPrompts(fleet, session.control, self, lambda: session.people)
+        self.health_prompts = HealthPrompts(fleet, session.health, self)
         self.toast = Toast(self)
         self.notifier = AlertNotifier(
             fleet, self.toast.show_alert, list(sinks), QApplication.beep, notify
@@ -168,6 +171,7 @@ class MainWindow(QMainWindow):
         pump.fleetChanged.connect(self.silence_listings.on_fleet_changed)
         pump.eventsArrived.connect(self.event_model.add_events)
         pump.eventsArrived.connect(self.notifier.on_events_arrived)
+        pump.eventsArrived.connect(self._on_pump_events_arrived)  # self-healing's notices
         # Held popups are released by time, not events: a tick each frame with news.
         pump.fleetChanged.connect(self.notifier.tick)
         pump.commandFinished.connect(self._on_command_finished)
@@ -217,6 +221,10 @@ class MainWindow(QMainWindow):
         self.grid.releaseRequested.connect(self.prompts.release)
         self.grid.cancelRequested.connect(self.prompts.ask_cancel)
         self.grid.dropHint.connect(self.show_message)
+        # Health: drain or return a GPU, mark it repaired (HealthPrompts asks why first).
+        self.grid.drainRequested.connect(self._on_grid_drain_requested)
+        self.grid.clearHealthRequested.connect(self.health_prompts.ask_clear)
+        self.health_prompts.message.connect(self.show_message)
         self.detail.killRequested.connect(self.prompts.ask_kill)
         self.workload_panel.submitRequested.connect(self.prompts.ask_submit)
         self.workload_panel.cancelRequested.connect(self.prompts.ask_cancel)
@@ -263,6 +271,17 @@ class MainWindow(QMainWindow):
         self.toast.show_notice("Silence ending", text, "silences")
         self.notifier.remind("Silence ending", text)
 
+    def _on_grid_drain_requested(self, target: str, gpu: int, drain: bool) -> None:
+        if drain:
+            self.health_prompts.ask_drain(target, gpu)
+        else:
+            self.health_prompts.undrain(target, gpu)
+
+    def _on_pump_events_arrived(self, events: list[EventRow]) -> None:
+        for notice in healing_notices(events, self._node_name):
+            self.toast.show_notice(notice.title, notice.body, "events")
+            self.notifier.remind(notice.title, notice.body)
+
     def _on_credential_notice_due(self, notice: ExpiryNotice) -> None:
         self.toast.show_notice(notice.title, notice.body, "credentials")
         self.show_message(notice.body)
@@ -270,6 +289,9 @@ class MainWindow(QMainWindow):
     def _on_toast_notice_clicked(self, topic: str) -> None:
         if topic == "credentials":  # who we are on each node, until when
             self.tabs.setCurrentWidget(self.inventory_panel)
+            return
+        if topic == "events":  # what self-healing did
+            self.tabs.setCurrentWidget(self.event_log)
             return
         self.tabs.setCurrentWidget(self.alerts_tab)
         self.alerts_tab.show_silences()

@@ -10,6 +10,7 @@ from collections.abc import Iterable
 
 from console.connections.actions import AlertActions
 from console.connections.control_actions import ControlActions
+from console.connections.health_actions import HealthActions
 from console.connections.manager import ConnectionManager, UpdateInbox
 from console.connections.queries import FleetQueries
 from console.connections.security import LinkSecurity
@@ -37,6 +38,7 @@ class ConsoleSession:
         self.pump.fleetChanged.connect(self.items.on_fleet_changed)
         self.actions = AlertActions(self.connections)
         self.control = ControlActions(self.connections)
+        self.health = HealthActions(self.connections)
         self.queries = FleetQueries(self.connections)
         # Users and teams from the settings, offered for reservations and as owners.
         self.people = tuple(people)

@@ -18,6 +18,16 @@ from console.fleet.alerts import AlertRow, EventRow, Severity
 from console.fleet.audit import METHOD_PREFIX, AuditRow
 from console.fleet.columns import COLUMN_COUNT, FIELD_SCALES
 from console.fleet.control import ReservationRow, WorkloadRow, WorkloadState
+from console.fleet.health import (
+    NO_SIGNALS,
+    GpuCondition,
+    HealingRow,
+    HealthReason,
+    HealthSignals,
+    HealthState,
+    MigInstanceRow,
+)
+from console.fleet.health_words import event_sentence
 from console.fleet.identity import Identity, Role
 from console.fleet.silences import SilenceListing, SilenceMatcher, SilenceRow
 from console.fleet.updates import (
@@ -66,10 +76,80 @@ def decode_batch(target: str, batch: pb.SampleBatch, gpu_count: int) -> SamplesU
                            for f, scale in FIELD_SCALES]  # fmt: skip
         health = _HEALTH.get(s.health, "unknown")
         processes = tuple(_process(p) for p in s.processes)
-        snapshots.append(GpuSnapshot(index, health, s.error, processes))
+        condition = decode_condition(s.condition) if s.HasField("condition") else None
+        snapshots.append(
+            GpuSnapshot(index, health, s.error, processes, condition, _signals(s),
+                        tuple(_mig_instance(m) for m in s.mig_instances))
+        )  # fmt: skip
     return SamplesUpdate(
         target, batch.timestamp_unix_ms / 1000.0, rows, tuple(snapshots), batch.replayed
     )
+
+
+# The health counters, by GpuSample field: read only where the GPU reported one.
+_SIGNAL_FIELDS = (
+    "pcie_replay_total", "remapped_rows_correctable", "remapped_rows_uncorrectable",
+    "row_remap_pending", "row_remap_failure", "retired_pages_sbe", "retired_pages_dbe",
+    "retired_pages_pending", "nvlink_crc_flit_errors_total", "nvlink_crc_data_errors_total",
+    "nvlink_replay_errors_total", "nvlink_recovery_errors_total", "nvlink_links_active",
+    "nvlink_links_down", "recovery_action", "power_limit_w",
+)  # fmt: skip
+_FLAGS = frozenset({"row_remap_pending", "row_remap_failure", "retired_pages_pending"})
+_HEALTH_STATES = {int(s): s for s in HealthState}
+
+
+def _signals(s: pb.GpuSample) -> HealthSignals:
+    """The sample's RAS counters; one shared empty record for a GPU that reports none."""
+    sample: Message = s
+    found: dict[str, Any] = {
+        f: (bool(getattr(s, f)) if f in _FLAGS else getattr(s, f))
+        for f in _SIGNAL_FIELDS
+        if sample.HasField(f)
+    }
+    if not found and not s.xid_counts and not s.nvlink_down_links:
+        return NO_SIGNALS
+    return HealthSignals(
+        **found,
+        nvlink_down_links=tuple(s.nvlink_down_links),
+        xid_counts=tuple(sorted(s.xid_counts.items())),
+    )
+
+
+def _state(state: int) -> HealthState:
+    """A state this console does not know (a newer daemon's) reads as healthy."""
+    return _HEALTH_STATES.get(state, HealthState.HEALTHY)
+
+
+def _reason(r: pb.HealthReason) -> HealthReason:
+    lead = r.lead_time_s if r.HasField("lead_time_s") else None
+    return HealthReason(r.code, _state(r.state), r.summary, r.action, r.since_unix_ms, lead)
+
+
+def decode_condition(c: pb.GpuCondition) -> GpuCondition:
+    return GpuCondition(
+        gpu_index=c.gpu_index, state=_state(c.state),
+        reasons=tuple(_reason(r) for r in c.reasons), since_unix_ms=c.since_unix_ms,
+        drained=c.drained, drained_by=c.drained_by, drain_reason=c.drain_reason,
+        power_capped_w=c.power_capped_w if c.HasField("power_capped_w") else None,
+    )  # fmt: skip
+
+
+def _mig_instance(m: pb.MigInstance) -> MigInstanceRow:
+    return MigInstanceRow(
+        gpu_instance_id=m.gpu_instance_id, compute_instance_id=m.compute_instance_id,
+        profile=m.profile, uuid=m.uuid,
+        mem_used_bytes=m.mem_used_bytes if m.HasField("mem_used_bytes") else None,
+        mem_total_bytes=m.mem_total_bytes if m.HasField("mem_total_bytes") else None,
+        processes=tuple(_process(p) for p in m.processes),
+    )  # fmt: skip
+
+
+def decode_healing(h: pb.HealingAction) -> HealingRow:
+    return HealingRow(
+        action=h.action, gpu_index=h.gpu_index if h.HasField("gpu_index") else None,
+        dry_run=h.dry_run, reason=h.reason, outcome=h.outcome,
+        pid=h.pid if h.HasField("pid") else None,
+    )  # fmt: skip
 
 
 def _gpu_info(g: pb.GpuInfo) -> GpuInfo:
@@ -82,6 +162,10 @@ def _gpu_info(g: pb.GpuInfo) -> GpuInfo:
         memory_total_bytes=g.memory_total_bytes if g.HasField("memory_total_bytes") else None,
         power_limit_w=g.power_limit_w if g.HasField("power_limit_w") else None,
         vbios_version=g.vbios_version if g.HasField("vbios_version") else None,
+        mig_enabled=g.mig_enabled,
+        power_limit_default_w=(
+            g.power_limit_default_w if g.HasField("power_limit_default_w") else None
+        ),
     )
 
 
@@ -152,15 +236,21 @@ def decode_alerts(target: str, reply: pb.ListAlertsResponse) -> AlertsUpdate:
 
 def decode_event(target: str, e: pb.Event) -> EventUpdate:
     kind = pb.EventKind.Name(e.kind).removeprefix(_EVENT_PREFIX).lower()
+    condition = decode_condition(e.condition) if e.HasField("condition") else None
+    healing = decode_healing(e.healing) if e.HasField("healing") else None
+    # Health, drain and healing events read as the console's sentences, built from
+    # the records; the daemon's summary where the event carries none.
+    summary = event_sentence(kind, condition, healing, e.actor) or e.summary
     row = EventRow(
         target=target, seq=e.seq, time_unix_ms=e.time_unix_ms, kind=kind,
-        gpu_index=e.gpu_index if e.HasField("gpu_index") else None, summary=e.summary,
+        gpu_index=e.gpu_index if e.HasField("gpu_index") else None, summary=summary,
         actor=e.actor, alert=decode_alert(target, e.alert) if e.HasField("alert") else None,
         replayed=e.replayed,
         reservation=(decode_reservation(target, e.reservation)
                      if e.HasField("reservation") else None),
         workload=decode_workload(target, e.workload) if e.HasField("workload") else None,
         silence=decode_silence(target, e.silence) if e.HasField("silence") else None,
+        condition=condition, healing=healing,
     )  # fmt: skip
     return EventUpdate(target, row, e.journal_id)
 
@@ -267,6 +357,10 @@ def decode_reply(target: str, reply: Any, workload_id: str = "") -> tuple[str, P
         # The request already names the process; say more only when it did not die.
         words = outcome.replace("_", " ")
         return (words if report.ended or not reply.detail else f"{words}: {reply.detail}"), report
+    if isinstance(reply, pb.GpuCondition):
+        condition = decode_condition(reply)
+        placement = "drained" if condition.drained else "in placement"
+        return f"GPU {condition.gpu_index} {condition.state.words}, {placement}", condition
     if isinstance(reply, pb.WorkloadOutput):
         text = reply.output.decode("utf-8", errors="replace")
         return f"{reply.total_bytes} bytes", WorkloadOutputText(

@@ -12,6 +12,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from console.fleet.control import ReservationRow, WorkloadRow
+from console.fleet.health import GpuCondition, HealingRow
 from console.fleet.silences import SilenceRow
 
 
@@ -83,6 +84,10 @@ class EventRow:
     workload: WorkloadRow | None = None
     # For silence events: the silence as it is after the event.
     silence: SilenceRow | None = None
+    # For GPU health and drain events: the GPU's condition after the event.
+    condition: GpuCondition | None = None
+    # For healing events: what self-healing did, or in dry-run would have done.
+    healing: HealingRow | None = None
 
 
 class AlertBook:

@@ -6,6 +6,7 @@ thread decoded. Qt item models adapt it for views; it imports no Qt.
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -18,6 +19,7 @@ import numpy.typing as npt
 from console.fleet.alerts import AlertBook, AlertRow, EventRow, Severity
 from console.fleet.columns import COLUMN_COUNT, Row, value
 from console.fleet.control import ControlBook, ReservationRow, WorkloadRow
+from console.fleet.health import GpuCondition
 from console.fleet.identity import Identity, Role, role_refusal
 from console.fleet.not_responding import NotRespondingAlarm, is_local
 from console.fleet.ring import SampleRing
@@ -182,6 +184,8 @@ class FleetModel:
                     self.control.apply(record)
             if update.event.silence is not None:
                 self.silences.apply(update.event.silence)
+            if update.event.condition is not None and not update.event.replayed:
+                self._take_condition(update.target, update.event.condition)
             return Change.DATA
         # An answer that carries a record is the daemon's word on it: take it now,
         # rather than a frame later with the event (never moving a record back).
@@ -189,7 +193,18 @@ class FleetModel:
             return Change.DATA if self.control.apply(update.payload) else Change.NONE
         if isinstance(update.payload, SilenceRow):
             return Change.DATA if self.silences.apply(update.payload) else Change.NONE
+        if isinstance(update.payload, GpuCondition):
+            return self._take_condition(update.target, update.payload)
         return Change.NONE
+
+    def _take_condition(self, target: str, condition: GpuCondition) -> Change:
+        """A drain or clear answered (or announced): the tile shows it now, not a tick later."""
+        node = self._nodes.get(target)
+        snap = node.latest.get(condition.gpu_index) if node is not None else None
+        if node is None or snap is None:
+            return Change.NONE
+        node.latest[condition.gpu_index] = dataclasses.replace(snap, condition=condition)
+        return Change.DATA
 
     def take_new_events(self) -> list[EventRow]:
         events, self._new_events = self._new_events, []

@@ -109,7 +109,8 @@ def _gpu_health_refusal(node: NodeRecord, gpu: int) -> str | None:
         return f"GPU {gpu} is lost"
     if snap.health != "ok":
         return f"GPU {gpu} cannot be read" + (f": {snap.error}" if snap.error else "")
-    return None
+    # Drained, or needs a reset, a reboot or inspection: the node places nothing new there.
+    return snap.condition.placement_refusal() if snap.condition is not None else None
 
 
 def _reserved_text(fleet: FleetModel, target: str, gpu: int, now_ms: int) -> tuple[str, str]:

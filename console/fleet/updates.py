@@ -14,6 +14,7 @@ import numpy.typing as npt
 
 from console.fleet.alerts import AlertRow, EventRow
 from console.fleet.control import ReservationRow, WorkloadRow
+from console.fleet.health import NO_SIGNALS, GpuCondition, HealthSignals, MigInstanceRow
 from console.fleet.identity import Identity
 from console.fleet.silences import SilenceRow
 
@@ -50,6 +51,10 @@ class GpuSnapshot:
     health: str
     error: str
     processes: tuple[ProcessRow, ...]
+    # The node's judgement of the GPU (None: a daemon that judges no health).
+    condition: GpuCondition | None = None
+    signals: HealthSignals = NO_SIGNALS
+    mig_instances: tuple[MigInstanceRow, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -62,6 +67,9 @@ class GpuInfo:
     memory_total_bytes: int | None
     power_limit_w: float | None
     vbios_version: str | None = None
+    mig_enabled: bool = False
+    # power.default_limit: where self-healing's power cap returns to.
+    power_limit_default_w: float | None = None
 
 
 @dataclass(frozen=True)
@@ -176,7 +184,14 @@ class WorkloadOutputText:
 
 # What an answer carries besides ok and message, by request.
 Payload = (
-    AlertRow | ReservationRow | WorkloadRow | SilenceRow | KillReport | WorkloadOutputText | None
+    AlertRow
+    | ReservationRow
+    | WorkloadRow
+    | SilenceRow
+    | KillReport
+    | WorkloadOutputText
+    | GpuCondition
+    | None
 )
 
 

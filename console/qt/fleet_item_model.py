@@ -135,6 +135,8 @@ class FleetItemModel(QAbstractItemModel):
             return self._fleet.alert_severity(node.target, gpu, _now_ms())
         if role == roles.OPERATOR_REFUSAL_ROLE:
             return self._fleet.role_refusal(node.target, Role.OPERATOR)
+        if role == roles.ADMIN_REFUSAL_ROLE:
+            return self._fleet.role_refusal(node.target, Role.ADMIN)
         if role == roles.RESERVATION_ROLE:
             return self._fleet.control.reservation_on(node.target, gpu, _now_ms())
         if role == roles.WORKLOAD_ROLE:
@@ -145,6 +147,8 @@ class FleetItemModel(QAbstractItemModel):
             return node.row(gpu)
         if role == roles.HEALTH_ROLE:
             return snap.health
+        if role == roles.CONDITION_ROLE:
+            return snap.condition
         if role == roles.PLACEMENT_ROLE:
             jobs = tuple(dict.fromkeys(p.slurm_job_id for p in snap.processes if p.slurm_job_id))
             boxes = tuple(dict.fromkeys(p.container_id for p in snap.processes if p.container_id))

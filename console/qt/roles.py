@@ -29,6 +29,11 @@ OPERATOR_REFUSAL_ROLE = ROLE_BASE + 16
 # Node or GPU: how long the node has been quiet (console.fleet.staleness.Quiet: stale,
 # not responding, seconds since its last batch), or None while its data flows.
 QUIET_ROLE = ROLE_BASE + 17
+# GPU: the node's judgement of its health (console.fleet.health.GpuCondition), or None
+# before the first sample or from a daemon that judges none.
+CONDITION_ROLE = ROLE_BASE + 18
+# Node or GPU: why our role on the node refuses admin actions (clear health...), or None
+ADMIN_REFUSAL_ROLE = ROLE_BASE + 19
 
 
 def value(index: QModelIndex | QPersistentModelIndex, metric: GpuMetric[Any]) -> float | None:

@@ -12,6 +12,8 @@ tile reserves the whole selection.
 
 from __future__ import annotations
 
+import time
+
 from PySide6.QtCore import QEvent, QModelIndex, QPoint, QRect, QSize, Qt, QTimer, Signal
 from PySide6.QtGui import (
     QContextMenuEvent,
@@ -28,6 +30,7 @@ from PySide6.QtGui import (
 )
 from PySide6.QtWidgets import QMenu, QSizePolicy, QToolTip, QWidget
 
+from console.fleet.health_words import condition_tooltip
 from console.fleet.placement import Place
 from console.qt import roles
 from console.qt.drop_rules import TileDrop, TileDropRules
@@ -47,6 +50,10 @@ from console.views.tile_painter import TilePainter
 from gpufleet.v1.gpu_metrics import ColourScale
 
 
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
 class FleetGrid(QWidget):
     """Tiles coloured by temperature (or utilisation); click one to select it."""
 
@@ -58,6 +65,8 @@ class FleetGrid(QWidget):
     dropHint = Signal(str)
     releaseRequested = Signal(object)  # ReservationRow, from a tile's context menu
     cancelRequested = Signal(object)  # WorkloadRow, from a tile's context menu
+    drainRequested = Signal(str, int, bool)  # target, GPU, drain (False: return to placement)
+    clearHealthRequested = Signal(str, int)  # target, GPU: "Mark repaired (clear health)…"
 
     def __init__(
         self,
@@ -210,7 +219,9 @@ class FleetGrid(QWidget):
         hit = self._hit(point)
         if hit is not None:
             node = self._model.node_index(hit[0])
-            return f"{node.data(Qt.ItemDataRole.ToolTipRole)}\nGPU {hit[1]}"
+            condition = self._model.gpu_index(*hit).data(roles.CONDITION_ROLE)
+            health = condition_tooltip(condition, _now_ms()) if condition is not None else []
+            return "\n".join([f"{node.data(Qt.ItemDataRole.ToolTipRole)}\nGPU {hit[1]}", *health])
         for block in self._blocks:
             if block.rect.contains(point) and block.group.node_row is not None:
                 node = self._model.index(block.group.node_row, 0)
@@ -231,12 +242,14 @@ class FleetGrid(QWidget):
         menu.popup(event.globalPos())
 
     def context_menu(self, target: str, gpu: int) -> QMenu:
-        """Release the tile's reservation, cancel the workload running on it."""
+        """Release the tile's reservation, cancel its workload, drain it, mark it repaired."""
         return tile_menu(
             self,
             self._model.gpu_index(target, gpu),
             self.releaseRequested.emit,
             self.cancelRequested.emit,
+            self.drainRequested.emit,
+            self.clearHealthRequested.emit,
         )
 
     # -- drops -----------------------------------------------------------------

@@ -20,11 +20,13 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from console.fleet.health_report import health_report
 from console.fleet.identity import Role
 from console.fleet.model import Change, FleetModel, GpuKey
 from console.fleet.placement import can_kill
 from console.qt.process_model import ProcessTableModel
 from console.views.gpu_plots import GpuPlots
+from console.views.health_section import HealthSection
 from console.views.kill_zone import KillZone
 
 
@@ -51,6 +53,7 @@ class GpuDetailPanel(QWidget):
         self.facts = QLabel("")
         self.facts.setObjectName("detailFacts")
         self.facts.setWordWrap(True)
+        self.health = HealthSection()
         self.plots = GpuPlots()
         self.processes = ProcessTableModel()
         self.process_table = QTableView()
@@ -69,7 +72,7 @@ class GpuDetailPanel(QWidget):
         self.process_table.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
         self.kill_zone = KillZone(lambda victim: can_kill(victim, fleet))
         layout = QVBoxLayout(self)
-        for widget in (self.title, self.facts):
+        for widget in (self.title, self.facts, self.health):
             layout.addWidget(widget)
         layout.addWidget(self.plots, stretch=1)
         layout.addWidget(self.process_table)
@@ -101,6 +104,7 @@ class GpuDetailPanel(QWidget):
         where = (node.target, node.name, self.key.index)
         self.processes.set_processes(snapshot.processes if snapshot else (), where)
         self.facts.setText(self._facts_text(self.key))
+        self._show_health(self.key)
         # A viewer sees no kill zone; the daemon would refuse the kill anyway.
         self.kill_refusal = self._fleet.role_refusal(self.key.target, Role.OPERATOR)
         self.kill_zone.setVisible(self.kill_refusal is None)
@@ -129,6 +133,21 @@ class GpuDetailPanel(QWidget):
         menu = self.process_menu(index.row())
         menu.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
         menu.popup(self.process_table.viewport().mapToGlobal(pos))
+
+    def _show_health(self, key: GpuKey) -> None:
+        node = self._fleet.node(key.target)
+        snap = node.latest.get(key.index)
+        gpus = node.info.gpus if node.info else ()
+        info = gpus[key.index] if key.index < len(gpus) else None
+        if snap is None:
+            self.health.show_report([], None)
+            return
+        parts = health_report(
+            snap.condition, snap.signals, snap.mig_instances,
+            info.mig_enabled if info else False,
+            info.power_limit_default_w if info else None, self._clock(),
+        )  # fmt: skip
+        self.health.show_report(parts, snap.condition.state if snap.condition else None)
 
     def _facts_text(self, key: GpuKey) -> str:
         node = self._fleet.node(key.target)

@@ -1,4 +1,5 @@
-"""The context menu of a GPU tile: release its reservation, cancel the workload on it."""
+"""The context menu of a GPU tile: release its reservation, cancel the workload on it,
+drain it from placement (or return it), mark it repaired."""
 
 from __future__ import annotations
 
@@ -9,8 +10,13 @@ from PySide6.QtCore import QModelIndex
 from PySide6.QtWidgets import QMenu, QWidget
 
 from console.fleet.control import ReservationRow, WorkloadRow
+from console.fleet.health import GpuCondition, HealthState
 from console.fleet.placement import clock_text, gpus_text
 from console.qt import roles
+
+# (target, GPU, drain: True to take it out of placement, False to return it)
+DrainCallback = Callable[[str, int, bool], None]
+ClearCallback = Callable[[str, int], None]
 
 
 def tile_menu(
@@ -18,6 +24,8 @@ def tile_menu(
     gpu: QModelIndex,
     on_release: Callable[[ReservationRow], None],
     on_cancel: Callable[[WorkloadRow], None],
+    on_drain: DrainCallback | None = None,
+    on_clear: ClearCallback | None = None,
 ) -> QMenu:
     """A menu of what can be done to this tile (empty when nothing can)."""
     menu = QMenu(parent)
@@ -37,4 +45,35 @@ def tile_menu(
         action = menu.addAction(f"Cancel workload {workload.label}{suffix}")
         action.setEnabled(refusal is None)
         action.triggered.connect(lambda: on_cancel(workload))
+    if on_drain is not None and on_clear is not None:
+        _health_actions(menu, gpu, on_drain, on_clear)
     return menu
+
+
+def _health_actions(
+    menu: QMenu, gpu: QModelIndex, on_drain: DrainCallback, on_clear: ClearCallback
+) -> None:
+    """Drain or return (operator); mark repaired (admin) when the node judged something wrong.
+
+    Only for a node that judges health: a daemon without it has no condition to show.
+    """
+    condition: GpuCondition | None = gpu.data(roles.CONDITION_ROLE)
+    if condition is None:
+        return
+    target, index = gpu.data(roles.TARGET_ROLE), gpu.data(roles.GPU_INDEX_ROLE)
+    if not menu.isEmpty():
+        menu.addSeparator()
+    operator: str | None = gpu.data(roles.OPERATOR_REFUSAL_ROLE)
+    suffix = f" ({operator})" if operator else ""
+    if condition.drained:
+        action = menu.addAction(f"Return to placement{suffix}")
+        action.triggered.connect(lambda: on_drain(target, index, False))
+    else:
+        action = menu.addAction(f"Drain from placement…{suffix}")
+        action.triggered.connect(lambda: on_drain(target, index, True))
+    action.setEnabled(operator is None)
+    if condition.reasons or condition.state is not HealthState.HEALTHY:
+        admin: str | None = gpu.data(roles.ADMIN_REFUSAL_ROLE)
+        clear = menu.addAction("Mark repaired (clear health)…" + (f" ({admin})" if admin else ""))
+        clear.setEnabled(admin is None)
+        clear.triggered.connect(lambda: on_clear(target, index))

@@ -5,11 +5,13 @@ from __future__ import annotations
 import time
 
 from PySide6.QtCore import QModelIndex, QPoint, QRect, Qt
-from PySide6.QtGui import QColor, QFont, QPainter, QPen
+from PySide6.QtGui import QBrush, QColor, QFont, QPainter, QPen
 
 from console.fleet.alerts import Severity
 from console.fleet.columns import Row, coloured_by, value
 from console.fleet.control import ReservationRow, WorkloadRow
+from console.fleet.health import GpuCondition, HealthState
+from console.fleet.health_words import tile_tag
 from console.fleet.placement import duration_text
 from console.fleet.staleness import Quiet
 from console.fleet.updates import LinkState
@@ -46,6 +48,17 @@ STALE_TEXT = QColor("#a0aec0")
 NOT_RESPONDING = QColor("#ff3b3b")
 RESERVED = QColor("#d6bcfa")  # lock, holder and the stripe of a reserved GPU
 RUNNING = QColor("#9ae6b4")  # a workload the daemon runs on the GPU
+# Health tags: (fill, border, text). Needs reset/reboot/inspection is a solid magenta
+# chip (apart from the alert frame's red and yellow); degraded or suspect an amber
+# outline; drained alone a grey one. Drained tiles are also hatched.
+HEALTH_SERIOUS = QColor("#d53f8c")
+HEALTH_WATCH = QColor("#f6ad55")
+HEALTH_STYLES = {
+    "serious": (HEALTH_SERIOUS, QColor("#fed7e2"), QColor("#ffffff")),
+    "watch": (QColor("#1a202c"), HEALTH_WATCH, HEALTH_WATCH),
+    "drained": (QColor("#1a202c"), QColor("#cbd5e0"), QColor("#e2e8f0")),
+}
+DRAINED_HATCH = QBrush(QColor(255, 255, 255, 70), Qt.BrushStyle.BDiagPattern)
 
 
 class TilePainter:
@@ -54,6 +67,9 @@ class TilePainter:
         self.small.setPointSizeF(8)
         self.big.setPointSizeF(10)
         self.big.setBold(True)
+        self.tag_font = QFont(self.small)
+        self.tag_font.setBold(True)
+        self._tag_widths: dict[str, int] = {}
         self.color_by = ColourScale.TEMPERATURE
 
     # -- blocks ----------------------------------------------------------------
@@ -117,7 +133,13 @@ class TilePainter:
         painter.setBrush(fill)
         painter.drawRoundedRect(tile.adjusted(1, 1, -1, -1), 4, 4)
         inner = tile.adjusted(6, 3, -6, -3)
-        middle = self._control(painter, tile, inner, gpu)
+        condition: GpuCondition | None = gpu.data(roles.CONDITION_ROLE)
+        tag = tile_tag(condition) if health != "lost" else None  # LOST says it all
+        if tag is None:
+            middle = self._control(painter, tile, inner, gpu)
+        else:
+            assert condition is not None
+            middle = self._health(painter, tile, condition, tag, gpu)
         self._alert(painter, tile, gpu.data(roles.ALERT_ROLE), beside=middle)
         painter.setPen(STALE_TEXT if stale else TEXT)
         painter.setFont(self.small)
@@ -190,9 +212,7 @@ class TilePainter:
             )
             painter.drawText(line, left | middle, text)
             return True
-        painter.setPen(Qt.PenStyle.NoPen)
-        painter.setBrush(RESERVED)
-        painter.drawRect(QRect(tile.x() + 1, tile.y() + 6, 3, tile.height() - 12))
+        self._stripe(painter, tile)
         self._lock(painter, QPoint(line.x(), line.y() + 2))
         seconds = (reservation.until_unix_ms - time.time() * 1000) / 1000
         remaining = _compact_duration(seconds) + (" ▶" if workload is not None else "")
@@ -202,6 +222,41 @@ class TilePainter:
         room = line.width() - 12 - metrics.horizontalAdvance(remaining) - 4
         holder = metrics.elidedText(reservation.holder, Qt.TextElideMode.ElideRight, room)
         painter.drawText(line.adjusted(12, 0, 0, 0), left | middle, holder)
+        return True
+
+    @staticmethod
+    def _stripe(painter: QPainter, tile: QRect) -> None:
+        """The left edge of a reserved GPU."""
+        painter.setPen(Qt.PenStyle.NoPen)
+        painter.setBrush(RESERVED)
+        painter.drawRect(QRect(tile.x() + 1, tile.y() + 6, 3, tile.height() - 12))
+
+    def _health(
+        self, painter: QPainter, tile: QRect, condition: GpuCondition, tag: str, gpu: QModelIndex
+    ) -> bool:
+        """A GPU that is not healthy, or drained: a tag in the middle line, hatching if drained.
+
+        The tag takes the middle line from a reservation's holder or a workload's name
+        (the stripe of a reservation stays; the tooltip and the detail name the rest).
+        Returns True: the alert badge moves up, out of its way.
+        """
+        if condition.drained:
+            painter.setPen(Qt.PenStyle.NoPen)
+            painter.setBrush(DRAINED_HATCH)
+            painter.drawRoundedRect(tile.adjusted(1, 1, -1, -1), 4, 4)
+        if gpu.data(roles.RESERVATION_ROLE) is not None:
+            self._stripe(painter, tile)
+        fill, border, text = HEALTH_STYLES[_style_of(condition)]
+        painter.setFont(self.tag_font)
+        width = self._tag_widths.get(tag)
+        if width is None:  # measured once per tag, not on every paint
+            width = self._tag_widths[tag] = painter.fontMetrics().horizontalAdvance(tag) + 10
+        chip = QRect(tile.center().x() - width // 2, tile.center().y() - 7, width, 15)
+        painter.setPen(QPen(border, 1))
+        painter.setBrush(fill)
+        painter.drawRoundedRect(chip, 3, 3)
+        painter.setPen(text)
+        painter.drawText(chip, Qt.AlignmentFlag.AlignCenter, tag)
         return True
 
     @staticmethod
@@ -238,6 +293,12 @@ class TilePainter:
         painter.setPen(QColor("#ffffff"))
         painter.setFont(self.big)
         painter.drawText(badge, Qt.AlignmentFlag.AlignCenter, "!")
+
+
+def _style_of(condition: GpuCondition) -> str:
+    if condition.state.needs_action:
+        return "serious"
+    return "drained" if condition.state is HealthState.HEALTHY else "watch"
 
 
 def age_text(seconds: float) -> str:

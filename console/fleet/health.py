@@ -1,0 +1,151 @@
+"""A GPU's health as the console holds it: the daemon's judgement and the signals behind it.
+
+Plain records decoded from gpufleet.v1.GpuCondition, GpuSample's health fields,
+MigInstance and HealingAction (console.connections.decode); no Qt, no protobuf.
+The daemon judges; the console shows the judgement, and predicts from it the
+refusals placement will give (a drained GPU, or one that needs a reset, a
+reboot or inspection, takes no new work).
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # updates.py holds health records in its snapshots: no import cycle
+    from console.fleet.updates import ProcessRow
+
+
+class HealthState(enum.IntEnum):
+    """gpufleet.v1.GpuHealthState, worst last: a GPU's state is its worst reason's."""
+
+    HEALTHY = 1
+    DEGRADED = 2
+    SUSPECT = 3
+    NEEDS_RESET = 4
+    NEEDS_REBOOT = 5
+    NEEDS_INSPECTION = 6
+
+    @property
+    def words(self) -> str:
+        """As people write it: "needs reset"."""
+        return self.name.lower().replace("_", " ")
+
+    @property
+    def takes_new_work(self) -> bool:
+        """The daemon places no new work on a GPU that needs a reset, a reboot or inspection."""
+        return self < HealthState.NEEDS_RESET
+
+    @property
+    def needs_action(self) -> bool:
+        """Someone (or self-healing) has to do something: reset, reboot, inspect."""
+        return not self.takes_new_work
+
+
+@dataclass(frozen=True)
+class HealthReason:
+    """One thing wrong with a GPU, and what it calls for."""
+
+    code: str  # "xid_79", "row_remap_pending", "ecc_storm", ...
+    state: HealthState
+    summary: str  # "Xid 79: GPU has fallen off the bus"
+    action: str  # "reboot the node"
+    since_unix_ms: int
+    lead_time_s: int | None = None  # a prediction's usual warning ahead of the failure
+
+
+@dataclass(frozen=True)
+class GpuCondition:
+    """One GPU's health as its node judged it: a state, its reasons, and placement."""
+
+    gpu_index: int
+    state: HealthState
+    reasons: tuple[HealthReason, ...] = ()
+    since_unix_ms: int = 0
+    drained: bool = False
+    drained_by: str = ""
+    drain_reason: str = ""
+    power_capped_w: float | None = None  # self-healing's lowered power limit
+
+    @property
+    def healthy(self) -> bool:
+        """Nothing to show on a tile: healthy and in placement."""
+        return self.state is HealthState.HEALTHY and not self.drained
+
+    def worst_reason(self) -> HealthReason | None:
+        """The first reason that put the GPU in its state (the daemon lists worst first)."""
+        found = [r for r in self.reasons if r.state is self.state]
+        return found[0] if found else (self.reasons[0] if self.reasons else None)
+
+    def placement_refusal(self) -> str | None:
+        """Why the node will place no new work here, in words; None where it will.
+
+        The daemon's own words (node_daemon.health.model.GpuCondition.refusal).
+        """
+        if self.drained:
+            why = f": {self.drain_reason}" if self.drain_reason else ""
+            return f"GPU {self.gpu_index} is drained by {self.drained_by or 'someone'}{why}"
+        if not self.state.takes_new_work:
+            worst = self.worst_reason()
+            why = f": {worst.summary}" if worst else ""
+            return f"GPU {self.gpu_index} {self.state.words}{why}"
+        return None
+
+
+@dataclass(frozen=True)
+class HealthSignals:
+    """The RAS counters of one GPU's newest sample; None: the GPU does not report it."""
+
+    pcie_replay_total: int | None = None
+    remapped_rows_correctable: int | None = None
+    remapped_rows_uncorrectable: int | None = None
+    row_remap_pending: bool | None = None
+    row_remap_failure: bool | None = None
+    retired_pages_sbe: int | None = None
+    retired_pages_dbe: int | None = None
+    retired_pages_pending: bool | None = None
+    nvlink_crc_flit_errors_total: int | None = None
+    nvlink_crc_data_errors_total: int | None = None
+    nvlink_replay_errors_total: int | None = None
+    nvlink_recovery_errors_total: int | None = None
+    nvlink_links_active: int | None = None
+    nvlink_links_down: int | None = None
+    nvlink_down_links: tuple[int, ...] = ()
+    recovery_action: int | None = None
+    power_limit_w: float | None = None
+    # Xid errors since the daemon started: (code, count), by code.
+    xid_counts: tuple[tuple[int, int], ...] = ()
+
+
+NO_SIGNALS = HealthSignals()
+
+
+@dataclass(frozen=True)
+class MigInstanceRow:
+    """One instance of a MIG-enabled GPU (dcgm-exporter's GPU_I_ID, GPU_I_PROFILE)."""
+
+    gpu_instance_id: int
+    compute_instance_id: int
+    profile: str  # "1g.10gb"
+    uuid: str  # "MIG-..."
+    mem_used_bytes: int | None
+    mem_total_bytes: int | None
+    processes: tuple[ProcessRow, ...] = ()
+
+
+@dataclass(frozen=True)
+class HealingRow:
+    """Something self-healing did, or in dry-run would have done (gpufleet.v1.HealingAction)."""
+
+    action: str  # "drain", "power_cap", "gpu_reset", ...
+    gpu_index: int | None
+    dry_run: bool
+    reason: str
+    outcome: str  # "done", "would do", "refused: GPU busy", "failed: ..."
+    pid: int | None = None
+
+    @property
+    def acted(self) -> bool:
+        """Not a dry run: self-healing did it, or tried to and was refused or failed."""
+        return not self.dry_run

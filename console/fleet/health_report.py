@@ -1,0 +1,157 @@
+"""The GPU detail's Health section as plain text: the state, its reasons, Xids, signals, MIG.
+
+No Qt: the view (console.views.health_section) only lays the lines out. Each
+part is a (heading, lines) pair; a part with nothing to say is left out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from console.fleet.health import GpuCondition, HealthReason, HealthSignals, MigInstanceRow
+from console.fleet.health_words import drain_text, lead_text, reason_text, recovery_words
+from console.fleet.placement import clock_text, gib_text
+from console.fleet.xid_words import xid_text
+
+
+@dataclass(frozen=True)
+class Part:
+    heading: str
+    lines: tuple[str, ...]
+
+
+def health_report(
+    condition: GpuCondition | None,
+    signals: HealthSignals,
+    mig: tuple[MigInstanceRow, ...],
+    mig_enabled: bool,
+    default_power_limit_w: float | None,
+    now_ms: int,
+) -> list[Part]:
+    """Everything the node says about the GPU's health, worst first."""
+    parts = [_state_part(condition, now_ms)]
+    if condition is not None and condition.reasons:
+        parts.append(Part("Reasons", tuple(_reason_line(r, now_ms) for r in condition.reasons)))
+    if signals.xid_counts:
+        parts.append(Part("Xid errors since the daemon started", _xid_lines(signals)))
+    lines = _signal_lines(signals, condition, default_power_limit_w)
+    if lines:
+        parts.append(Part("Signals", lines))
+    if mig_enabled:
+        parts.append(Part("MIG instances", _mig_lines(mig)))
+    return parts
+
+
+def _state_part(condition: GpuCondition | None, now_ms: int) -> Part:
+    if condition is None:
+        return Part("Health", ("not judged: this node's daemon reports no GPU health",))
+    since = (
+        f" since {clock_text(condition.since_unix_ms, now_ms)}" if condition.since_unix_ms else ""
+    )
+    lines = [f"{condition.state.words}{since}"]
+    if condition.drained:
+        lines.append(drain_text(condition))
+    if not condition.state.takes_new_work:
+        lines.append("the node places no new work on it")
+    return Part("Health", tuple(lines))
+
+
+def _reason_line(reason: HealthReason, now_ms: int) -> str:
+    """ "Xid 79: GPU has fallen off the bus (reboot the node) · since 18:02 · usually …"."""
+    bits = [f"{reason.state.words}: {reason_text(reason)}"]
+    if reason.since_unix_ms:
+        bits.append(f"since {clock_text(reason.since_unix_ms, now_ms)}")
+    lead = lead_text(reason.lead_time_s)
+    if lead:
+        bits.append(lead)
+    return " · ".join(bits)
+
+
+def _xid_lines(signals: HealthSignals) -> tuple[str, ...]:
+    lines = []
+    for code, count in signals.xid_counts:
+        text = xid_text(code)
+        advice = f"; {text.advice}" if text.advice else ""
+        times = "once" if count == 1 else f"{count:,} times"
+        lines.append(f"Xid {code}, {times}: {text.meaning}{advice}")
+    return tuple(lines)
+
+
+def _count(value: int | None) -> str:
+    return "n/a" if value is None else f"{value:,}"
+
+
+def _flag(value: bool | None, yes: str) -> str:
+    return "n/a" if value is None else (yes if value else "no")
+
+
+def _signal_lines(
+    s: HealthSignals, condition: GpuCondition | None, default_limit_w: float | None
+) -> tuple[str, ...]:
+    lines = []
+    if s.pcie_replay_total is not None:
+        lines.append(f"PCIe replays: {_count(s.pcie_replay_total)}")
+    if s.remapped_rows_correctable is not None or s.row_remap_pending is not None:
+        lines.append(
+            f"remapped rows: {_count(s.remapped_rows_correctable)} correctable, "
+            f"{_count(s.remapped_rows_uncorrectable)} uncorrectable; pending "
+            f"{_flag(s.row_remap_pending, 'yes, waiting for a GPU reset')}; failure "
+            f"{_flag(s.row_remap_failure, 'YES: the GPU needs inspection')}"
+        )
+    if s.retired_pages_sbe is not None or s.retired_pages_pending is not None:
+        lines.append(
+            f"retired pages: {_count(s.retired_pages_sbe)} single-bit, "
+            f"{_count(s.retired_pages_dbe)} double-bit; pending "
+            f"{_flag(s.retired_pages_pending, 'yes, waiting for a GPU reset')}"
+        )
+    lines += _nvlink_lines(s)
+    if s.recovery_action is not None:
+        lines.append(f"driver's recovery action: {recovery_words(s.recovery_action)}")
+    lines += _power_lines(s, condition, default_limit_w)
+    return tuple(lines)
+
+
+def _nvlink_lines(s: HealthSignals) -> list[str]:
+    if s.nvlink_links_active is None and s.nvlink_links_down is None:
+        return []
+    down = s.nvlink_links_down or 0
+    which = (
+        f" (link {', '.join(str(n) for n in s.nvlink_down_links)})" if s.nvlink_down_links else ""
+    )
+    lines = [f"NVLink: {_count(s.nvlink_links_active)} links up, {down} down{which}"]
+    totals = (s.nvlink_crc_flit_errors_total, s.nvlink_crc_data_errors_total,
+              s.nvlink_replay_errors_total, s.nvlink_recovery_errors_total)  # fmt: skip
+    if any(t is not None for t in totals):
+        flit, data, replay, recovery = (_count(t) for t in totals)
+        lines.append(f"NVLink errors: CRC flit {flit}, CRC data {data}, replay {replay}, "
+                     f"recovery {recovery}")  # fmt: skip
+    return lines
+
+
+def _power_lines(
+    s: HealthSignals, condition: GpuCondition | None, default_limit_w: float | None
+) -> list[str]:
+    lines = []
+    if s.power_limit_w is not None:
+        default = (f" (default {default_limit_w:.0f} W)"
+                   if default_limit_w is not None and abs(default_limit_w - s.power_limit_w) >= 1
+                   else "")  # fmt: skip
+        lines.append(f"power limit: {s.power_limit_w:.0f} W{default}")
+    if condition is not None and condition.power_capped_w is not None:
+        lines.append(f"capped by self-healing to {condition.power_capped_w:.0f} W")
+    return lines
+
+
+def _mig_lines(mig: tuple[MigInstanceRow, ...]) -> tuple[str, ...]:
+    if not mig:
+        return ("MIG is enabled; no instances reported",)
+    lines = []
+    for m in mig:
+        used = gib_text(m.mem_used_bytes) if m.mem_used_bytes is not None else "n/a"
+        total = gib_text(m.mem_total_bytes) if m.mem_total_bytes is not None else "n/a"
+        procs = ", ".join(f"{p.pid} {p.user or '?'}: {p.command or '?'}" for p in m.processes)
+        lines.append(
+            f"GI {m.gpu_instance_id} / CI {m.compute_instance_id} {m.profile}: {used} of {total}"
+            + (f" · {procs}" if procs else " · no processes")
+        )
+    return tuple(lines)

@@ -1,0 +1,48 @@
+"""HealthDialog: why a GPU is drained from placement, or what was done to repair it."""
+
+from __future__ import annotations
+
+from PySide6.QtWidgets import QDialog, QDialogButtonBox, QFormLayout, QLabel, QLineEdit, QWidget
+
+
+class HealthDialog(QDialog):
+    """One line of text, required: the reason goes to the node's audit log and events."""
+
+    def __init__(
+        self,
+        title: str,
+        what: str,
+        ask: str,
+        placeholder: str,
+        button: str,
+        parent: QWidget | None = None,
+    ) -> None:
+        super().__init__(parent)
+        self.setObjectName("healthDialog")
+        self.setWindowTitle(title)
+        self.what = QLabel(what)
+        self.what.setWordWrap(True)
+        self.reason = QLineEdit()
+        self.reason.setObjectName("healthReason")
+        self.reason.setPlaceholderText(placeholder)
+        self.buttons = QDialogButtonBox(
+            QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel
+        )
+        self.ok = self.buttons.button(QDialogButtonBox.StandardButton.Ok)
+        self.ok.setText(button)
+        self.ok.setEnabled(False)
+        form = QFormLayout(self)
+        form.addRow(self.what)
+        form.addRow(ask, self.reason)
+        form.addRow(self.buttons)
+        self.buttons.accepted.connect(self.accept)
+        self.buttons.rejected.connect(self.reject)
+        self.reason.textChanged.connect(self._on_reason_text_changed)
+        self.reason.setFocus()
+
+    @property
+    def text(self) -> str:
+        return self.reason.text().strip()
+
+    def _on_reason_text_changed(self, _text: str) -> None:
+        self.ok.setEnabled(bool(self.text))

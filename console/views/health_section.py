@@ -1,0 +1,66 @@
+"""HealthSection: the GPU detail's Health part: state, reasons, Xids, signals, MIG.
+
+Renders console.fleet.health_report's parts as rich text in one label (one
+widget, re-set only when its text changes), in a scroll area that stays short
+for a healthy GPU and scrolls for a sick one with many reasons.
+"""
+
+from __future__ import annotations
+
+import html
+
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QFrame, QLabel, QScrollArea, QWidget
+
+from console.fleet.health import HealthState
+from console.fleet.health_report import Part
+
+MAX_HEIGHT = 220
+# The state's word, coloured as the tile's tag is.
+_STATE_COLORS = {
+    HealthState.HEALTHY: "#48bb78",
+    HealthState.DEGRADED: "#dd6b20",
+    HealthState.SUSPECT: "#dd6b20",
+    HealthState.NEEDS_RESET: "#d53f8c",
+    HealthState.NEEDS_REBOOT: "#d53f8c",
+    HealthState.NEEDS_INSPECTION: "#d53f8c",
+}
+
+
+def report_html(parts: list[Part], state: HealthState | None) -> str:
+    blocks = []
+    for i, part in enumerate(parts):
+        lines = [html.escape(line) for line in part.lines]
+        if i == 0 and state is not None and lines:
+            color = _STATE_COLORS[state]
+            lines[0] = f'<span style="color:{color}; font-weight:bold">{lines[0]}</span>'
+        body = "<br>".join(lines)
+        blocks.append(f"<b>{html.escape(part.heading)}</b><br>{body}")
+    return "<br>".join(blocks)
+
+
+class HealthSection(QScrollArea):
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("healthSection")
+        self.setWidgetResizable(True)
+        self.setFrameShape(QFrame.Shape.NoFrame)
+        self.setMaximumHeight(MAX_HEIGHT)
+        self.label = QLabel("")
+        self.label.setObjectName("healthText")
+        self.label.setWordWrap(True)
+        self.label.setTextFormat(Qt.TextFormat.RichText)
+        self.label.setAlignment(Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignLeft)
+        self.label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.setWidget(self.label)
+        self.parts: list[Part] = []
+
+    def show_report(self, parts: list[Part], state: HealthState | None) -> None:
+        self.parts = parts
+        text = report_html(parts, state)
+        if text != self.label.text():
+            self.label.setText(text)
+
+    def plain_text(self) -> str:
+        """What the section says, line by line (for tests and copying)."""
+        return "\n".join(line for p in self.parts for line in (p.heading, *p.lines))
