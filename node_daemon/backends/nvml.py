@@ -13,14 +13,19 @@ reading ERROR with the message.
 
 Each metric has a small function below whose docstring names the matching
 ``nvidia-smi --query-gpu=`` field (or, where there is none, where nvidia-smi shows it).
+The health signals live in nvml_health.py and MIG in nvml_mig.py; the slowly
+changing ones (remapped rows, retired pages, NVLink, the MIG layout) are read every
+`nvml_health.SLOW_INTERVAL_S` seconds, not every tick (nvml_health explains why).
 """
 
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import logging
 import threading
-from collections.abc import Callable, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -35,10 +40,13 @@ from gpufleet.v1.gpu_metrics import (
     MEM_CLOCK_MHZ,
     MEM_TOTAL_BYTES,
     MEM_USED_BYTES,
+    PCIE_REPLAY_TOTAL,
     PCIE_RX_BYTES_PER_S,
     PCIE_TX_BYTES_PER_S,
+    POWER_LIMIT_W,
     POWER_W,
     PSTATE,
+    RECOVERY_ACTION,
     SM_CLOCK_MHZ,
     TEMP_GPU_C,
     TEMP_MEM_C,
@@ -46,15 +54,20 @@ from gpufleet.v1.gpu_metrics import (
     UTIL_GPU_PCT,
     UTIL_MEM_PCT,
 )
-from node_daemon.backends import procinfo
-from node_daemon.backends.base import BackendUnavailable
+from node_daemon.backends import nvml_health, nvml_mig, procinfo
+from node_daemon.backends.base import BackendUnavailable, PowerLimitRefused
+from node_daemon.backends.nvml_health import SLOW_INTERVAL_S, Every
+from node_daemon.backends.nvml_mig import MigDevice
 from node_daemon.backends.readings import (
+    AnyMetric,
     BackendKind,
     GpuHealth,
     GpuReading,
     GpuStatic,
+    MigReading,
     NodeFacts,
     ProcessReading,
+    Value,
     lost_reading,
 )
 
@@ -241,6 +254,7 @@ def _temp_threshold_c(q: _Query, handle: Handle, threshold: int, what: str) -> f
 
 def _gpu_static(index: int, handle: Handle, q: _Query) -> GpuStatic:
     """index, uuid, name, serial, pci.bus_id, memory.total, enforced.power.limit, ..."""
+    default_w, min_w, max_w = nvml_health.power_limit_range_w(q, handle)
     return GpuStatic(
         index=index,
         uuid=_text(q("uuid", pynvml.nvmlDeviceGetUUID, handle)) or "",
@@ -256,6 +270,10 @@ def _gpu_static(index: int, handle: Handle, q: _Query) -> GpuStatic:
             q, handle, pynvml.NVML_TEMPERATURE_THRESHOLD_SHUTDOWN, "temperature.shutdown"
         ),
         vbios_version=_text(q("vbios_version", pynvml.nvmlDeviceGetVbiosVersion, handle)),
+        mig_enabled=nvml_mig.mig_enabled(q, handle),
+        power_limit_default_w=default_w,
+        power_limit_min_w=min_w,
+        power_limit_max_w=max_w,
     )
 
 
@@ -282,17 +300,38 @@ def _temperature_gpu_c(q: _Query, handle: Handle) -> float | None:
     return None if celsius is None else float(celsius)
 
 
-def _temperature_memory_c(q: _Query, handle: Handle) -> float | None:
-    """temperature.memory (HBM), from field NVML_FI_DEV_MEMORY_TEMP."""
-    fields = [pynvml.NVML_FI_DEV_MEMORY_TEMP]
-    values = q("temperature.memory", pynvml.nvmlDeviceGetFieldValues, handle, fields)
+# One nvmlDeviceGetFieldValues call per tick serves both.
+_FIELDS = (
+    (pynvml.NVML_FI_DEV_MEMORY_TEMP, "temperature.memory", "NVML_FI_DEV_MEMORY_TEMP"),
+    (pynvml.NVML_FI_DEV_GET_GPU_RECOVERY_ACTION, "recovery_action",
+     "NVML_FI_DEV_GET_GPU_RECOVERY_ACTION"),
+)  # fmt: skip
+# A driver older than a field (recovery action: 550) may call its id invalid.
+_FIELD_ABSENT = frozenset({pynvml.NVML_ERROR_NOT_SUPPORTED, pynvml.NVML_ERROR_INVALID_ARGUMENT})
+
+
+def _field_values(q: _Query, handle: Handle) -> tuple[float | None, float | None]:
+    """temperature.memory (HBM, NVML_FI_DEV_MEMORY_TEMP) and the recovery action the
+    driver asks for (NVML_FI_DEV_GET_GPU_RECOVERY_ACTION; nvidia-smi -q: "GPU Recovery
+    Action"), each None where its own return code says it is not available."""
+    ids = [field_id for field_id, _what, _name in _FIELDS]
+    values = q("temperature.memory", pynvml.nvmlDeviceGetFieldValues, handle, ids)
     if values is None:
+        return None, None
+    temperature, action = (
+        _field_result(q, value, spec) for value, spec in zip(values, _FIELDS, strict=True)
+    )
+    return temperature, action
+
+
+def _field_result(q: _Query, value: Any, spec: tuple[int, str, str]) -> float | None:
+    field_id, what, name = spec
+    if value.nvmlReturn == pynvml.NVML_SUCCESS:
+        return _field_number(value)
+    if field_id != pynvml.NVML_FI_DEV_MEMORY_TEMP and value.nvmlReturn in _FIELD_ABSENT:
         return None
-    if values[0].nvmlReturn != pynvml.NVML_SUCCESS:
-        error = pynvml.NVMLError(values[0].nvmlReturn)
-        q.failed("temperature.memory", error, "nvmlDeviceGetFieldValues(NVML_FI_DEV_MEMORY_TEMP)")
-        return None
-    return _field_number(values[0])
+    q.failed(what, pynvml.NVMLError(value.nvmlReturn), f"nvmlDeviceGetFieldValues({name})")
+    return None
 
 
 def _field_number(value: Any) -> float | None:
@@ -364,17 +403,23 @@ def _energy_j(q: _Query, handle: Handle) -> float | None:
     return None if millijoules is None else millijoules / 1000.0
 
 
-def _read_metrics(index: int, handle: Handle, q: _Query, xids: tuple[int, ...]) -> GpuReading:
-    """One GPU at one tick; an unexpected error marks the reading ERROR."""
+def _recovery_action(action: float | None) -> int | None:
+    """The driver's recovery action (NVML_GPU_RECOVERY_ACTION_*: 0 none ... 4 drain and reset)."""
+    return None if action is None else int(action)
+
+
+def _read_metrics(handle: Handle, q: _Query) -> dict[AnyMetric, Value | None]:
+    """One GPU's per-tick metrics; an unexpected error is kept in `q` for the reading."""
     util_gpu, util_mem = _utilization_pct(q, handle)
     mem_used, mem_total = _memory_bytes(q, handle)
-    return GpuReading.of(index, {
+    temp_mem, recovery_action = _field_values(q, handle)
+    return {
         UTIL_GPU_PCT: util_gpu,
         UTIL_MEM_PCT: util_mem,
         MEM_USED_BYTES: mem_used,
         MEM_TOTAL_BYTES: mem_total,
         TEMP_GPU_C: _temperature_gpu_c(q, handle),
-        TEMP_MEM_C: _temperature_memory_c(q, handle),
+        TEMP_MEM_C: temp_mem,
         POWER_W: _power_draw_w(q, handle),
         FAN_PCT: _fan_speed_pct(q, handle),
         SM_CLOCK_MHZ: _clock_mhz(q, handle, pynvml.NVML_CLOCK_SM, "clocks.sm"),
@@ -390,7 +435,10 @@ def _read_metrics(index: int, handle: Handle, q: _Query, xids: tuple[int, ...]) 
             q, handle, pynvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, "ecc.errors.uncorrected"
         ),
         ENERGY_J: _energy_j(q, handle),
-    }, xids=xids)  # fmt: skip
+        PCIE_REPLAY_TOTAL: nvml_health.pcie_replay_total(q, handle),
+        RECOVERY_ACTION: _recovery_action(recovery_action),
+        POWER_LIMIT_W: nvml_health.power_limit_w(q, handle),
+    }
 
 
 # ---------------------------------------------------------------- processes
@@ -461,6 +509,16 @@ def _quietly(call: Callable[..., Any], *args: Any) -> None:
         log.debug("%s failed while closing NVML: %s", call.__name__, exc)
 
 
+@dataclass(frozen=True)
+class _SlowReading:
+    """A GPU's slowly changing signals, as last read (nvml_health.Every keeps it)."""
+
+    values: Mapping[AnyMetric, int | None]
+    nvlink_down_links: tuple[int, ...]
+    mig: tuple[MigDevice, ...]
+    errors: tuple[str, ...]  # unexpected errors of that read: reported until the next
+
+
 @dataclass
 class _Session:
     """The state of one nvmlInit … nvmlShutdown: handles, the Xid event set."""
@@ -471,6 +529,10 @@ class _Session:
     by_address: dict[int, int] = field(default_factory=dict)  # handle pointer → index
     lost: set[int] = field(default_factory=set)
     unavailable: _Unavailable = field(default_factory=_Unavailable)  # what was logged
+    slow: Every[_SlowReading] = field(default_factory=Every)
+    nvlinks: dict[int, tuple[int, ...]] = field(default_factory=dict)  # probed once
+    # MIG device UUID → its processes, by GPU, from the last read_processes.
+    mig_processes: dict[int, dict[str, tuple[ProcessReading, ...]]] = field(default_factory=dict)
 
     def handle(self, index: int, q: _Query) -> Handle | None:
         """The GPU's handle, fetched (and registered for Xids) when not yet known."""
@@ -498,6 +560,9 @@ class _Session:
     def mark_lost(self, index: int) -> GpuReading:
         """Forget the handle (fetched again next time) and say the GPU is lost."""
         self.handles.pop(index, None)
+        self.slow.forget(index)
+        self.nvlinks.pop(index, None)
+        self.mig_processes.pop(index, None)
         if index not in self.lost:
             log.warning("GPU %d is lost (NVML_ERROR_GPU_IS_LOST)", index)
             self.lost.add(index)
@@ -563,11 +628,53 @@ class _Session:
             handle = self.handle(index, q)
             if handle is None:
                 return GpuReading(index=index, health=GpuHealth.ERROR, error=q.error, xids=xids)
-            reading = _read_metrics(index, handle, q, xids)
+            values = _read_metrics(handle, q)
+            slow = self.slow.get(index, lambda: self._read_slow(index, handle))
+            mig = self._mig_readings(index, slow.mig, q)
         except _GpuLost:
             return self.mark_lost(index).replace(xids=xids)
         self.mark_answering(index)
+        q.errors.extend(slow.errors)
+        reading = GpuReading.of(index, {**values, **slow.values}, xids=xids,
+                                nvlink_down_links=slow.nvlink_down_links, mig=mig)  # fmt: skip
         return reading.replace(health=q.health, error=q.error)
+
+    def _read_slow(self, index: int, handle: Handle) -> _SlowReading:
+        """Remapped rows, retired pages, NVLink and the MIG layout: every few seconds."""
+        q = _Query(self.unavailable)
+        links = self.nvlinks.get(index)
+        if links is None:
+            links = nvml_health.nvlink_links(q, handle)
+            if links is not None:
+                self.nvlinks[index] = links
+        nvlink = nvml_health.read_nvlink(q, handle, links or ())
+        values = {
+            **nvml_health.remapped_rows(q, handle),
+            **nvml_health.retired_pages(q, handle),
+            **nvlink.values,
+        }
+        mig = nvml_mig.read_layout(q, handle)
+        return _SlowReading(values, nvlink.down, mig, tuple(q.errors))
+
+    def _mig_readings(
+        self, index: int, devices: tuple[MigDevice, ...], q: _Query
+    ) -> tuple[MigReading, ...]:
+        """Each MIG device's memory now and its processes as last listed."""
+        processes = self.mig_processes.get(index, {})
+        readings = []
+        for device in devices:
+            memory = nvml_mig.memory_bytes(q, device)
+            if memory is None:  # destroyed since the layout was read: read it again
+                self.slow.forget(index)
+                continue
+            readings.append(MigReading(
+                gpu_instance_id=device.gpu_instance_id,
+                compute_instance_id=device.compute_instance_id,
+                profile=device.profile, uuid=device.uuid,
+                mem_used_bytes=memory[0], mem_total_bytes=memory[1],
+                processes=processes.get(device.uuid, ()),
+            ))  # fmt: skip
+        return tuple(readings)
 
     def read_processes(self, proc_root: Path) -> dict[int, list[ProcessReading]]:
         return {index: self.processes_on(index, proc_root) for index in range(self.gpu_count)}
@@ -577,22 +684,48 @@ class _Session:
         try:
             handle = self.handle(index, q)
             found = {} if handle is None else _gpu_processes(q, handle)
+            described = {pid: _describe(pid, memory, proc_root) for pid, memory in found.items()}
+            self.mig_processes[index] = self._mig_processes(index, q, described, proc_root)
         except _GpuLost:
             self.mark_lost(index)
             return []
         if q.errors:
             log.warning("GPU %d: listing processes failed: %s", index, q.error)
-        return [_describe(pid, memory, proc_root) for pid, memory in found.items()]
+        return list(described.values())
+
+    def _mig_processes(
+        self, index: int, q: _Query, described: dict[int, ProcessReading], proc_root: Path
+    ) -> dict[str, tuple[ProcessReading, ...]]:
+        """The processes of each MIG device (the GPU's own list has them too: reused)."""
+        slow = self.slow.kept(index)
+        by_device: dict[str, tuple[ProcessReading, ...]] = {}
+        for device in () if slow is None else slow.mig:
+            found = _gpu_processes(q, device.handle)
+            by_device[device.uuid] = tuple(
+                dataclasses.replace(described[pid], gpu_memory_bytes=memory)
+                if pid in described
+                else _describe(pid, memory, proc_root)
+                for pid, memory in found.items()
+            )
+        return by_device
+
+    def set_power_limit_w(self, index: int, watts: float) -> None:
+        if not 0 <= index < self.gpu_count:
+            raise PowerLimitRefused(f"no GPU {index} on this node ({self.gpu_count} GPUs)")
+        handle = self.handles.get(index)
+        if handle is None:
+            raise PowerLimitRefused(f"GPU {index}: setting the power limit failed: GPU is lost")
+        nvml_health.set_power_limit(handle, index, watts)
 
 
-def _start_session() -> _Session:
+def _start_session(slow: Every[_SlowReading]) -> _Session:
     """nvmlInit, count the GPUs, fetch their handles and register them for Xid events."""
     try:
         pynvml.nvmlInit()
     except pynvml.NVMLError as exc:
         raise BackendUnavailable(unavailable_message("nvmlInit", exc)) from exc
     try:
-        session = _Session(pynvml.nvmlDeviceGetCount(), _create_event_set())
+        session = _Session(pynvml.nvmlDeviceGetCount(), _create_event_set(), slow=slow)
     except pynvml.NVMLError as exc:
         _shutdown_quietly()
         raise BackendUnavailable(unavailable_message("nvmlDeviceGetCount", exc)) from exc
@@ -607,13 +740,21 @@ class NvmlBackend:
     """Reads the node's NVIDIA GPUs through NVML.
 
     `proc_root` is where per-process details are read (``/proc``; a daemon in a
-    container may be given the host's).
+    container may be given the host's). `slow_interval_s` is how often the slowly
+    changing health signals are read (remapped rows, retired pages, NVLink, the
+    MIG layout; `clock` measures it); between reads their last values are reported.
     """
 
     kind = BackendKind.NVML
 
-    def __init__(self, proc_root: Path = procinfo.PROC) -> None:
+    def __init__(
+        self,
+        proc_root: Path = procinfo.PROC,
+        slow_interval_s: float = SLOW_INTERVAL_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._proc_root = proc_root
+        self._slow_interval_s, self._clock = slow_interval_s, clock
         self._lock = threading.Lock()
         self._session: _Session | None = None
 
@@ -621,8 +762,19 @@ class NvmlBackend:
         """Initialise NVML if not yet done (idempotent) and read the node's facts."""
         with self._lock:
             if self._session is None:
-                self._session = _start_session()
+                self._session = _start_session(Every(self._slow_interval_s, self._clock))
             return self._guarded(self._session.facts)
+
+    def set_power_limit_w(self, index: int, watts: float) -> None:
+        """nvidia-smi -i INDEX -pl WATTS: set GPU `index`'s power management limit.
+
+        Raises PowerLimitRefused with the reason (no root or CAP_SYS_ADMIN, outside
+        the GPU's allowed range, lost GPU, NVML not initialised).
+        """
+        with self._lock:
+            if self._session is None:
+                raise PowerLimitRefused("NVML is not initialised; the daemon retries open()")
+            self._session.set_power_limit_w(index, watts)
 
     def read_gpus(self) -> list[GpuReading]:
         with self._lock:

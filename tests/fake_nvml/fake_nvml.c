@@ -34,7 +34,17 @@
  *     vbios = 96.00.74.00.01                          nvmlDeviceGetVbiosVersion
  *     memory_total = 85520809984   bytes              nvmlDeviceGetMemoryInfo (+ _v2)
  *     memory_used = 536870912      bytes              nvmlDeviceGetMemoryInfo (+ _v2)
- *     power_limit = 700000     mW                     nvmlDeviceGetEnforcedPowerLimit
+ *     power_limit = 700000     mW      nvmlDeviceGetEnforcedPowerLimit, ...PowerManagementLimit
+ *                              (a limit set through nvmlDeviceSetPowerManagementLimit
+ *                              replaces it until fakeNvmlReset, as a real limit stays
+ *                              set until the driver reloads)
+ *     power_limit_default = 700000  mW           nvmlDeviceGetPowerManagementDefaultLimit
+ *     power_limit_min = 200000, power_limit_max = 700000   mW
+ *                                         nvmlDeviceGetPowerManagementLimitConstraints;
+ *                              nvmlDeviceSetPowerManagementLimit refuses a limit
+ *                              outside them with NVML_ERROR_INVALID_ARGUMENT (2)
+ *     set_power_limit = ok     `no_permission`: nvmlDeviceSetPowerManagementLimit answers
+ *                              NVML_ERROR_NO_PERMISSION (4), as for a non-root caller
  *     temp_shutdown = 95       C                      nvmlDeviceGetTemperatureThreshold
  *     temp_slowdown = 90       C                      nvmlDeviceGetTemperatureThreshold
  *     util_gpu = 0, util_mem = 0   percent            nvmlDeviceGetUtilizationRates
@@ -48,6 +58,50 @@
  *     throttle_reasons = 0     bit mask    nvmlDeviceGetCurrentClocks{Event,Throttle}Reasons
  *     ecc_corrected = 0, ecc_uncorrected = 0          nvmlDeviceGetTotalEccErrors
  *     energy = 1000000         mJ                     nvmlDeviceGetTotalEnergyConsumption
+ *     pcie_replay = 0                                 nvmlDeviceGetPcieReplayCounter
+ *     remapped_rows = ok       `unsupported`: the whole call fails (pre-Ampere GPUs)
+ *     remapped_rows_correctable = 0, remapped_rows_uncorrectable = 0,
+ *     remapped_rows_pending = 0, remapped_rows_failure = 0 (0/1)
+ *                                                     nvmlDeviceGetRemappedRows
+ *     retired_pages = unsupported   the default H100 remaps rows instead (Ampere and
+ *                              later answer NOT_SUPPORTED); `ok` models a GPU that
+ *                              retires pages (Volta, Turing)
+ *     retired_pages_sbe = 0, retired_pages_dbe = 0   pages retired for multiple
+ *                              single-bit / a double-bit ECC error; the fake makes
+ *                              up their addresses       nvmlDeviceGetRetiredPages (+ _v2)
+ *                              (with pageCount too small: INSUFFICIENT_SIZE and the
+ *                              count, as the real one)
+ *     retired_pages_pending = 0   (0/1)         nvmlDeviceGetRetiredPagesPendingStatus
+ *     nvlink_links = 0         NVLink links the GPU has: 0 (the default, a GPU without
+ *                              NVLink) answers NOT_SUPPORTED for every link; a link
+ *                              number >= nvlink_links (or >= NVML_NVLINK_MAX_LINKS,
+ *                              36) answers NVML_ERROR_INVALID_ARGUMENT
+ *     nvlink.L.state = up      `up` or `down` (or unsupported, error:N) for link L
+ *                                                     nvmlDeviceGetNvLinkState
+ *     nvlink.L.replay, nvlink.L.recovery, nvlink.L.crc_flit, nvlink.L.crc_data,
+ *     nvlink.L.ecc_data = 0    link L's counters    nvmlDeviceGetNvLinkErrorCounter
+ *     recovery_action = 0      0 none, 1 GPU reset, 2 node reboot, 3 drain P2P, 4 drain
+ *                              and reset
+ *                  nvmlDeviceGetFieldValues(NVML_FI_DEV_GET_GPU_RECOVERY_ACTION, 230)
+ *     mig = 0                  MIG mode now: 1 enabled; `unsupported`: not MIG-capable
+ *                                                     nvmlDeviceGetMigMode
+ *     mig_pending = (mig)      the mode after the next GPU reset
+ *     max_mig = 7              (at most 8)            nvmlDeviceGetMaxMigDeviceCount
+ *     mig.K.profile = 1g.10gb  K = 0..max_mig-1: a MIG device at index K (only while
+ *                              mig = 1); an index without one answers NOT_FOUND (6)
+ *                                                nvmlDeviceGetMigDeviceHandleByIndex
+ *     mig.K.gi = K, mig.K.ci = 0     nvmlDeviceGetGpuInstanceId / ...ComputeInstanceId
+ *     mig.K.uuid = MIG-0000000N-000K-4000-8000-000000000000   nvmlDeviceGetUUID
+ *     mig.K.memory_total = (the profile's "Ngb", in GiB), mig.K.memory_used = 0
+ *                                                     nvmlDeviceGetMemoryInfo (+ _v2)
+ *     mig.K.process.J = PID MEM [compute|graphics]   as process.K, on MIG device K;
+ *                              the GPU's own handle lists them too, with their GPU
+ *                              and compute instance ids, as a real driver does
+ *
+ *     A MIG device handle is told apart from a GPU handle: nvmlDeviceIsMigDeviceHandle,
+ *     nvmlDeviceGetDeviceHandleFromMigDeviceHandle; its name is "<GPU name> MIG
+ *     <profile>". Calls the fake serves only for whole GPUs answer NOT_SUPPORTED for
+ *     a MIG handle; a handle whose MIG device is gone answers INVALID_ARGUMENT.
  *     events = ok              `unsupported`: nvmlDeviceRegisterEvents fails
  *     processes = ok           `unsupported`: nvmlDeviceGet*RunningProcesses fail
  *     process.K = PID MEM [compute|graphics]          nvmlDeviceGet*RunningProcesses
@@ -61,7 +115,7 @@
  *                              (immediately: the timeout is not waited for).
  *
  * Besides NVML, the library exports fakeNvmlReset(): forget init refcount, event
- * sets and Xids seen, so each test starts from a clean library; and
+ * sets, Xids seen and power limits set, so each test starts from a clean library; and
  * fakeNvmlInitCount(): nvmlInit calls not yet matched by nvmlShutdown.
  */
 
@@ -79,6 +133,8 @@ enum {
     NVML_ERROR_UNINITIALIZED = 1,
     NVML_ERROR_INVALID_ARGUMENT = 2,
     NVML_ERROR_NOT_SUPPORTED = 3,
+    NVML_ERROR_NO_PERMISSION = 4,
+    NVML_ERROR_NOT_FOUND = 6,
     NVML_ERROR_INSUFFICIENT_SIZE = 7,
     NVML_ERROR_TIMEOUT = 10,
     NVML_ERROR_GPU_IS_LOST = 15,
@@ -87,6 +143,8 @@ enum {
 };
 
 #define NVML_FI_DEV_MEMORY_TEMP 82
+#define NVML_FI_DEV_GET_GPU_RECOVERY_ACTION 230
+#define NVML_NVLINK_MAX_LINKS 36
 #define NVML_VALUE_TYPE_UNSIGNED_INT 1
 #define NVML_EVENT_TYPE_XID 8ULL
 #define NVML_VALUE_NOT_AVAILABLE_ULL (~0ULL)
@@ -99,8 +157,10 @@ enum {
 #define MAX_SETS 16
 #define QUEUE_LEN 256
 #define MAX_PROCS 128
+#define MAX_MIG 8
 
-struct nvmlDevice_st { int index; };
+/* A GPU handle has mig = -1; a MIG device handle has its index on the GPU. */
+struct nvmlDevice_st { int index; int mig; };
 typedef struct nvmlDevice_st *nvmlDevice_t;
 
 typedef struct { unsigned int gpu, memory; } nvmlUtilization_t;
@@ -164,6 +224,8 @@ static int loaded;
 static int init_refcount;
 static int xids_seen[MAX_GPUS];
 static struct nvmlDevice_st devices[MAX_GPUS];
+static struct nvmlDevice_st mig_devices[MAX_GPUS][MAX_MIG];
+static unsigned int power_limit_set[MAX_GPUS]; /* mW; 0: none set */
 static struct nvmlEventSet_st event_sets[MAX_SETS];
 
 /* ------------------------------------------------------------------ state file */
@@ -320,6 +382,8 @@ static unsigned long long default_number(const char *field)
         {"power_limit", 700000}, {"temp_shutdown", 95}, {"temp_slowdown", 90},
         {"temp", 40}, {"memory_temp", 45}, {"power", 70000}, {"fan", 30},
         {"sm_clock", 1980}, {"mem_clock", 2619}, {"energy", 1000000},
+        {"power_limit_default", 700000}, {"power_limit_min", 200000},
+        {"power_limit_max", 700000}, {"max_mig", 7},
     };
     size_t i;
     for (i = 0; i < sizeof table / sizeof table[0]; i++)
@@ -414,16 +478,78 @@ static int gpu_is_lost(int gpu)
     return val != NULL && strcmp(val, "0") != 0;
 }
 
+static int is_mig_handle(nvmlDevice_t device)
+{
+    return device >= &mig_devices[0][0] && device < &mig_devices[0][0] + MAX_GPUS * MAX_MIG;
+}
+
+static const char *mig_lookup(int gpu, int mig, const char *field)
+{
+    char key[KEY_LEN];
+    snprintf(key, sizeof key, "gpu.%d.mig.%d.%s", gpu, mig, field);
+    return lookup(key);
+}
+
+static unsigned int mig_id(int gpu, int mig, const char *field, unsigned long long dflt)
+{
+    unsigned long long id = dflt;
+    number(mig_lookup(gpu, mig, field), dflt, &id);
+    return (unsigned int)id;
+}
+
+/* The GPU's MIG mode now (0 disabled, 1 enabled), or the error its `mig` key names. */
+static nvmlReturn_t mig_mode(int gpu, unsigned long long *mode)
+{
+    return number(gpu_lookup(gpu, "mig"), 0, mode);
+}
+
+static int mig_max(int gpu)
+{
+    unsigned long long max = 7;
+    if (gpu_number(gpu, "max_mig", &max) != NVML_SUCCESS)
+        return 0;
+    return max > MAX_MIG ? MAX_MIG : (int)max;
+}
+
+/* Is there a MIG device `mig` on GPU `gpu` now (MIG enabled, its profile named)? */
+static int mig_exists(int gpu, int mig)
+{
+    unsigned long long mode = 0;
+    return mig_mode(gpu, &mode) == NVML_SUCCESS && mode == 1 && mig >= 0 &&
+           mig < mig_max(gpu) && mig_lookup(gpu, mig, "profile") != NULL;
+}
+
 /* Is `device` a live handle of a GPU that answers? Sets *gpu to its index. */
 static nvmlReturn_t check_device(nvmlDevice_t device, int *gpu)
 {
     nvmlReturn_t ret = check_system();
     if (ret != NVML_SUCCESS)
         return ret;
+    if (is_mig_handle(device))
+        return NVML_ERROR_NOT_SUPPORTED; /* a call the fake serves for whole GPUs only */
     if (device < devices || device >= devices + MAX_GPUS || device->index >= gpu_count())
         return NVML_ERROR_INVALID_ARGUMENT;
     *gpu = device->index;
     return gpu_is_lost(*gpu) ? NVML_ERROR_GPU_IS_LOST : NVML_SUCCESS;
+}
+
+/* Like check_device, but a MIG device handle is fine too: *mig is its index, else -1. */
+static nvmlReturn_t check_any_device(nvmlDevice_t device, int *gpu, int *mig)
+{
+    nvmlReturn_t ret;
+    *mig = -1;
+    if (!is_mig_handle(device))
+        return check_device(device, gpu);
+    ret = check_system();
+    if (ret != NVML_SUCCESS)
+        return ret;
+    *gpu = device->index;
+    *mig = device->mig;
+    if (*gpu >= gpu_count())
+        return NVML_ERROR_INVALID_ARGUMENT;
+    if (gpu_is_lost(*gpu))
+        return NVML_ERROR_GPU_IS_LOST;
+    return mig_exists(*gpu, *mig) ? NVML_SUCCESS : NVML_ERROR_INVALID_ARGUMENT;
 }
 
 #define DEVICE_CALL(device, body)                          \
@@ -440,6 +566,21 @@ static nvmlReturn_t check_device(nvmlDevice_t device, int *gpu)
         return ret;                                        \
     } while (0)
 
+/* The same for calls that serve MIG device handles too; `mig` is -1 for a GPU handle. */
+#define ANY_DEVICE_CALL(device, body)                      \
+    do {                                                   \
+        int gpu, mig;                                      \
+        nvmlReturn_t ret;                                  \
+        pthread_mutex_lock(&lock);                         \
+        refresh();                                         \
+        ret = check_any_device((device), &gpu, &mig);      \
+        if (ret == NVML_SUCCESS) {                         \
+            body                                           \
+        }                                                  \
+        pthread_mutex_unlock(&lock);                       \
+        return ret;                                        \
+    } while (0)
+
 /* ------------------------------------------------------------------ init, system */
 
 void fakeNvmlReset(void)
@@ -448,6 +589,7 @@ void fakeNvmlReset(void)
     init_refcount = 0;
     memset(event_sets, 0, sizeof event_sets);
     memset(xids_seen, 0, sizeof xids_seen);
+    memset(power_limit_set, 0, sizeof power_limit_set);
     n_entries = 0;
     loaded = 0;
     pthread_mutex_unlock(&lock);
@@ -466,11 +608,14 @@ int fakeNvmlInitCount(void)
 static nvmlReturn_t do_init(void)
 {
     nvmlReturn_t code = code_value("init_error");
-    int i;
+    int i, k;
     if (code != NVML_SUCCESS)
         return code;
-    for (i = 0; i < MAX_GPUS; i++)
-        devices[i].index = i;
+    for (i = 0; i < MAX_GPUS; i++) {
+        devices[i] = (struct nvmlDevice_st){i, -1};
+        for (k = 0; k < MAX_MIG; k++)
+            mig_devices[i][k] = (struct nvmlDevice_st){i, k};
+    }
     init_refcount++;
     return NVML_SUCCESS;
 }
@@ -497,6 +642,8 @@ const char *nvmlErrorString(nvmlReturn_t result)
     case NVML_ERROR_UNINITIALIZED: return "Uninitialized";
     case NVML_ERROR_INVALID_ARGUMENT: return "Invalid Argument";
     case NVML_ERROR_NOT_SUPPORTED: return "Not Supported";
+    case NVML_ERROR_NO_PERMISSION: return "Insufficient Permissions";
+    case NVML_ERROR_NOT_FOUND: return "Not Found";
     case NVML_ERROR_INSUFFICIENT_SIZE: return "Insufficient Size";
     case 9: return "Driver Not Loaded";
     case NVML_ERROR_TIMEOUT: return "Timeout";
@@ -589,14 +736,49 @@ nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t device, unsigned int *index)
                 else *index = (unsigned int)gpu;);
 }
 
+static nvmlReturn_t copy_text(const char *text, char *out, unsigned int size)
+{
+    if (out == NULL)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    if (strlen(text) + 1 > size)
+        return NVML_ERROR_INSUFFICIENT_SIZE;
+    memcpy(out, text, strlen(text) + 1);
+    return NVML_SUCCESS;
+}
+
+/* A MIG device is named after its GPU and profile: "NVIDIA H100 80GB HBM3 MIG 1g.10gb". */
+static nvmlReturn_t mig_name(int gpu, int mig, char *out, unsigned int size)
+{
+    char parent[VAL_LEN], name[2 * VAL_LEN];
+    nvmlReturn_t ret = gpu_text(gpu, "name", parent, sizeof parent);
+    if (ret != NVML_SUCCESS)
+        return ret;
+    snprintf(name, sizeof name, "%s MIG %s", parent, mig_lookup(gpu, mig, "profile"));
+    return copy_text(name, out, size);
+}
+
+static nvmlReturn_t mig_uuid(int gpu, int mig, char *out, unsigned int size)
+{
+    char uuid[VAL_LEN];
+    const char *val = mig_lookup(gpu, mig, "uuid");
+    nvmlReturn_t ret = value_error(val);
+    if (ret != NVML_SUCCESS)
+        return ret;
+    if (val == NULL)
+        snprintf(uuid, sizeof uuid, "MIG-%08d-%04d-4000-8000-000000000000", gpu, mig);
+    return copy_text(val == NULL ? uuid : val, out, size);
+}
+
 nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t device, char *name, unsigned int length)
 {
-    DEVICE_CALL(device, ret = gpu_text(gpu, "name", name, length););
+    ANY_DEVICE_CALL(device, ret = mig < 0 ? gpu_text(gpu, "name", name, length)
+                                          : mig_name(gpu, mig, name, length););
 }
 
 nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char *uuid, unsigned int length)
 {
-    DEVICE_CALL(device, ret = gpu_text(gpu, "uuid", uuid, length););
+    ANY_DEVICE_CALL(device, ret = mig < 0 ? gpu_text(gpu, "uuid", uuid, length)
+                                          : mig_uuid(gpu, mig, uuid, length););
 }
 
 nvmlReturn_t nvmlDeviceGetSerial(nvmlDevice_t device, char *serial, unsigned int length)
@@ -643,9 +825,63 @@ nvmlReturn_t nvmlDeviceGetPciInfo(nvmlDevice_t device, nvmlPciInfo_t *pci)
     DEVICE_CALL(device, ret = pci_info(gpu, pci););
 }
 
+/* The limit now: one set through nvmlDeviceSetPowerManagementLimit, else `power_limit`. */
+static nvmlReturn_t power_limit(int gpu, unsigned int *limit)
+{
+    nvmlReturn_t ret = gpu_uint(gpu, "power_limit", limit);
+    if (ret == NVML_SUCCESS && power_limit_set[gpu] != 0)
+        *limit = power_limit_set[gpu];
+    return ret;
+}
+
 nvmlReturn_t nvmlDeviceGetEnforcedPowerLimit(nvmlDevice_t device, unsigned int *limit)
 {
-    DEVICE_CALL(device, ret = gpu_uint(gpu, "power_limit", limit););
+    DEVICE_CALL(device, ret = power_limit(gpu, limit););
+}
+
+nvmlReturn_t nvmlDeviceGetPowerManagementLimit(nvmlDevice_t device, unsigned int *limit)
+{
+    DEVICE_CALL(device, ret = power_limit(gpu, limit););
+}
+
+nvmlReturn_t nvmlDeviceGetPowerManagementDefaultLimit(nvmlDevice_t device, unsigned int *limit)
+{
+    DEVICE_CALL(device, ret = gpu_uint(gpu, "power_limit_default", limit););
+}
+
+static nvmlReturn_t power_constraints(int gpu, unsigned int *min, unsigned int *max)
+{
+    nvmlReturn_t ret = gpu_uint(gpu, "power_limit_min", min);
+    return ret == NVML_SUCCESS ? gpu_uint(gpu, "power_limit_max", max) : ret;
+}
+
+nvmlReturn_t nvmlDeviceGetPowerManagementLimitConstraints(nvmlDevice_t device, unsigned int *min,
+                                                          unsigned int *max)
+{
+    DEVICE_CALL(device, ret = power_constraints(gpu, min, max););
+}
+
+static nvmlReturn_t set_power_limit(int gpu, unsigned int limit)
+{
+    const char *permission = gpu_lookup(gpu, "set_power_limit");
+    unsigned int min = 0, max = 0, now = 0;
+    nvmlReturn_t ret = value_error(permission);
+    if (ret == NVML_SUCCESS && permission != NULL && strcmp(permission, "no_permission") == 0)
+        ret = NVML_ERROR_NO_PERMISSION;
+    if (ret == NVML_SUCCESS)
+        ret = power_constraints(gpu, &min, &max);
+    if (ret == NVML_SUCCESS)
+        ret = power_limit(gpu, &now); /* a GPU without a limit cannot have one set */
+    if (ret == NVML_SUCCESS && (limit < min || limit > max))
+        ret = NVML_ERROR_INVALID_ARGUMENT;
+    if (ret == NVML_SUCCESS)
+        power_limit_set[gpu] = limit;
+    return ret;
+}
+
+nvmlReturn_t nvmlDeviceSetPowerManagementLimit(nvmlDevice_t device, unsigned int limit)
+{
+    DEVICE_CALL(device, ret = set_power_limit(gpu, limit););
 }
 
 nvmlReturn_t nvmlDeviceGetTemperatureThreshold(nvmlDevice_t device, int threshold,
@@ -658,34 +894,50 @@ nvmlReturn_t nvmlDeviceGetTemperatureThreshold(nvmlDevice_t device, int threshol
 
 /* ------------------------------------------------------------------ readings */
 
-static nvmlReturn_t memory(int gpu, unsigned long long *total, unsigned long long *used)
+/* A MIG device's memory: its profile's "Ngb" in GiB unless `mig.K.memory_total` says. */
+static nvmlReturn_t mig_memory(int gpu, int mig, unsigned long long *total,
+                               unsigned long long *used)
 {
-    nvmlReturn_t ret = gpu_number(gpu, "memory_total", total);
-    if (ret == NVML_SUCCESS)
+    unsigned int gigabytes = 0;
+    nvmlReturn_t ret;
+    const char *profile = mig_lookup(gpu, mig, "profile");
+    const char *gb = profile == NULL ? NULL : strchr(profile, '.');
+    if (gb != NULL)
+        sscanf(gb + 1, "%u", &gigabytes);
+    ret = number(mig_lookup(gpu, mig, "memory_total"), gigabytes * 1073741824ULL, total);
+    return ret == NVML_SUCCESS ? number(mig_lookup(gpu, mig, "memory_used"), 0, used) : ret;
+}
+
+static nvmlReturn_t memory(int gpu, int mig, unsigned long long *total,
+                           unsigned long long *used)
+{
+    nvmlReturn_t ret = mig >= 0 ? mig_memory(gpu, mig, total, used)
+                                : gpu_number(gpu, "memory_total", total);
+    if (ret == NVML_SUCCESS && mig < 0)
         ret = gpu_number(gpu, "memory_used", used);
     if (ret == NVML_SUCCESS && *used > *total)
         *used = *total;
     return ret;
 }
 
-static nvmlReturn_t memory_v1(int gpu, nvmlMemory_t *mem)
+static nvmlReturn_t memory_v1(int gpu, int mig, nvmlMemory_t *mem)
 {
     nvmlReturn_t ret;
     if (mem == NULL)
         return NVML_ERROR_INVALID_ARGUMENT;
-    ret = memory(gpu, &mem->total, &mem->used);
+    ret = memory(gpu, mig, &mem->total, &mem->used);
     mem->free = ret == NVML_SUCCESS ? mem->total - mem->used : 0;
     return ret;
 }
 
-static nvmlReturn_t memory_v2(int gpu, nvmlMemory_v2_t *mem)
+static nvmlReturn_t memory_v2(int gpu, int mig, nvmlMemory_v2_t *mem)
 {
     nvmlReturn_t ret;
     if (mem == NULL)
         return NVML_ERROR_INVALID_ARGUMENT;
     if (mem->version != NVML_MEMORY_V2)
         return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
-    ret = memory(gpu, &mem->total, &mem->used);
+    ret = memory(gpu, mig, &mem->total, &mem->used);
     mem->reserved = 0;
     mem->free = ret == NVML_SUCCESS ? mem->total - mem->used : 0;
     return ret;
@@ -693,11 +945,11 @@ static nvmlReturn_t memory_v2(int gpu, nvmlMemory_v2_t *mem)
 
 nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *mem)
 {
-    DEVICE_CALL(device, ret = memory_v1(gpu, mem););
+    ANY_DEVICE_CALL(device, ret = memory_v1(gpu, mig, mem););
 }
 nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t *mem)
 {
-    DEVICE_CALL(device, ret = memory_v2(gpu, mem););
+    ANY_DEVICE_CALL(device, ret = memory_v2(gpu, mig, mem););
 }
 
 static nvmlReturn_t utilization(int gpu, nvmlUtilization_t *util)
@@ -727,11 +979,12 @@ static void field_value(int gpu, nvmlFieldValue_t *value)
     value->latencyUsec = 0;
     value->valueType = NVML_VALUE_TYPE_UNSIGNED_INT;
     value->value.ullVal = 0;
-    if (value->fieldId != NVML_FI_DEV_MEMORY_TEMP) {
+    if (value->fieldId == NVML_FI_DEV_MEMORY_TEMP)
+        value->nvmlReturn = gpu_uint(gpu, "memory_temp", &temp);
+    else if (value->fieldId == NVML_FI_DEV_GET_GPU_RECOVERY_ACTION)
+        value->nvmlReturn = gpu_uint(gpu, "recovery_action", &temp);
+    else
         value->nvmlReturn = NVML_ERROR_NOT_SUPPORTED;
-        return;
-    }
-    value->nvmlReturn = gpu_uint(gpu, "memory_temp", &temp);
     value->value.uiVal = temp;
 }
 
@@ -811,16 +1064,263 @@ nvmlReturn_t nvmlDeviceGetTotalEnergyConsumption(nvmlDevice_t device, unsigned l
                 else ret = gpu_number(gpu, "energy", energy););
 }
 
+/* ------------------------------------------------------------------ health signals */
+
+nvmlReturn_t nvmlDeviceGetPcieReplayCounter(nvmlDevice_t device, unsigned int *value)
+{
+    DEVICE_CALL(device, ret = gpu_uint(gpu, "pcie_replay", value););
+}
+
+static nvmlReturn_t remapped_rows(int gpu, unsigned int *corr, unsigned int *unc,
+                                  unsigned int *pending, unsigned int *failure)
+{
+    nvmlReturn_t ret = value_error(gpu_lookup(gpu, "remapped_rows"));
+    if (ret == NVML_SUCCESS)
+        ret = gpu_uint(gpu, "remapped_rows_correctable", corr);
+    if (ret == NVML_SUCCESS)
+        ret = gpu_uint(gpu, "remapped_rows_uncorrectable", unc);
+    if (ret == NVML_SUCCESS)
+        ret = gpu_uint(gpu, "remapped_rows_pending", pending);
+    return ret == NVML_SUCCESS ? gpu_uint(gpu, "remapped_rows_failure", failure) : ret;
+}
+
+nvmlReturn_t nvmlDeviceGetRemappedRows(nvmlDevice_t device, unsigned int *corrRows,
+                                       unsigned int *uncRows, unsigned int *isPending,
+                                       unsigned int *failureOccurred)
+{
+    DEVICE_CALL(device, ret = remapped_rows(gpu, corrRows, uncRows, isPending,
+                                            failureOccurred););
+}
+
+/* Does the GPU retire pages? Only when `retired_pages = ok` (the H100 remaps rows). */
+static nvmlReturn_t retires_pages(int gpu)
+{
+    const char *val = gpu_lookup(gpu, "retired_pages");
+    nvmlReturn_t ret = value_error(val);
+    if (ret != NVML_SUCCESS)
+        return ret;
+    return val != NULL && strcmp(val, "ok") == 0 ? NVML_SUCCESS : NVML_ERROR_NOT_SUPPORTED;
+}
+
+/* nvmlDeviceGetRetiredPages's protocol: *count too small (0 to ask) → the count and
+ * INSUFFICIENT_SIZE; else the addresses (and times, for _v2). Addresses are made up. */
+static nvmlReturn_t retired_pages(int gpu, int cause, unsigned int *count,
+                                  unsigned long long *addresses, unsigned long long *times)
+{
+    unsigned long long n = 0;
+    unsigned int i;
+    nvmlReturn_t ret = retires_pages(gpu);
+    if (ret != NVML_SUCCESS)
+        return ret;
+    if (count == NULL || (cause != 0 && cause != 1))
+        return NVML_ERROR_INVALID_ARGUMENT;
+    ret = gpu_number(gpu, cause == 0 ? "retired_pages_sbe" : "retired_pages_dbe", &n);
+    if (ret != NVML_SUCCESS)
+        return ret;
+    if (n > *count || (addresses == NULL && n > 0)) {
+        *count = (unsigned int)n;
+        return NVML_ERROR_INSUFFICIENT_SIZE;
+    }
+    for (i = 0; i < n; i++) {
+        addresses[i] = (cause == 0 ? 0x100000000ULL : 0x200000000ULL) + i * 0x1000ULL;
+        if (times != NULL)
+            times[i] = 1700000000ULL + i;
+    }
+    *count = (unsigned int)n;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetRetiredPages(nvmlDevice_t device, int cause, unsigned int *count,
+                                       unsigned long long *addresses)
+{
+    DEVICE_CALL(device, ret = retired_pages(gpu, cause, count, addresses, NULL););
+}
+
+nvmlReturn_t nvmlDeviceGetRetiredPages_v2(nvmlDevice_t device, int cause, unsigned int *count,
+                                          unsigned long long *addresses,
+                                          unsigned long long *timestamps)
+{
+    DEVICE_CALL(device, ret = retired_pages(gpu, cause, count, addresses, timestamps););
+}
+
+static nvmlReturn_t retired_pending(int gpu, int *pending)
+{
+    nvmlReturn_t ret = retires_pages(gpu);
+    return ret == NVML_SUCCESS ? gpu_uint(gpu, "retired_pages_pending", (unsigned int *)pending)
+                               : ret;
+}
+
+nvmlReturn_t nvmlDeviceGetRetiredPagesPendingStatus(nvmlDevice_t device, int *isPending)
+{
+    DEVICE_CALL(device, ret = retired_pending(gpu, isPending););
+}
+
+/* ------------------------------------------------------------------ NVLink */
+
+static const char *link_lookup(int gpu, unsigned int link, const char *field)
+{
+    char key[KEY_LEN];
+    snprintf(key, sizeof key, "gpu.%d.nvlink.%u.%s", gpu, link, field);
+    return lookup(key);
+}
+
+/* No NVLink: NOT_SUPPORTED; a link the GPU does not have: INVALID_ARGUMENT. */
+static nvmlReturn_t check_link(int gpu, unsigned int link)
+{
+    unsigned long long links = 0;
+    nvmlReturn_t ret = gpu_number(gpu, "nvlink_links", &links);
+    if (ret != NVML_SUCCESS)
+        return ret;
+    if (links == 0)
+        return NVML_ERROR_NOT_SUPPORTED;
+    return link >= links || link >= NVML_NVLINK_MAX_LINKS ? NVML_ERROR_INVALID_ARGUMENT
+                                                          : NVML_SUCCESS;
+}
+
+static nvmlReturn_t link_state(int gpu, unsigned int link, int *active)
+{
+    const char *val = link_lookup(gpu, link, "state");
+    nvmlReturn_t ret = check_link(gpu, link);
+    if (ret == NVML_SUCCESS)
+        ret = value_error(val);
+    if (ret == NVML_SUCCESS && active == NULL)
+        ret = NVML_ERROR_INVALID_ARGUMENT;
+    if (ret == NVML_SUCCESS)
+        *active = val == NULL || strcmp(val, "down") != 0; /* NVML_FEATURE_ENABLED: up */
+    return ret;
+}
+
+nvmlReturn_t nvmlDeviceGetNvLinkState(nvmlDevice_t device, unsigned int link, int *isActive)
+{
+    DEVICE_CALL(device, ret = link_state(gpu, link, isActive););
+}
+
+static nvmlReturn_t link_counter(int gpu, unsigned int link, int counter,
+                                 unsigned long long *value)
+{
+    static const char *const names[] = {"replay", "recovery", "crc_flit", "crc_data",
+                                        "ecc_data"};
+    nvmlReturn_t ret = check_link(gpu, link);
+    if (ret != NVML_SUCCESS)
+        return ret;
+    if (counter < 0 || counter >= (int)(sizeof names / sizeof names[0]) || value == NULL)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    return number(link_lookup(gpu, link, names[counter]), 0, value);
+}
+
+nvmlReturn_t nvmlDeviceGetNvLinkErrorCounter(nvmlDevice_t device, unsigned int link, int counter,
+                                             unsigned long long *value)
+{
+    DEVICE_CALL(device, ret = link_counter(gpu, link, counter, value););
+}
+
+/* ------------------------------------------------------------------ MIG */
+
+static nvmlReturn_t get_mig_mode(int gpu, unsigned int *current, unsigned int *pending)
+{
+    unsigned long long now = 0, next = 0;
+    nvmlReturn_t ret = mig_mode(gpu, &now);
+    if (ret == NVML_SUCCESS && (current == NULL || pending == NULL))
+        ret = NVML_ERROR_INVALID_ARGUMENT;
+    if (ret == NVML_SUCCESS)
+        ret = number(gpu_lookup(gpu, "mig_pending"), now, &next);
+    if (ret == NVML_SUCCESS) {
+        *current = (unsigned int)now;
+        *pending = (unsigned int)next;
+    }
+    return ret;
+}
+
+nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t device, unsigned int *currentMode,
+                                  unsigned int *pendingMode)
+{
+    DEVICE_CALL(device, ret = get_mig_mode(gpu, currentMode, pendingMode););
+}
+
+static nvmlReturn_t max_mig_count(int gpu, unsigned int *count)
+{
+    unsigned long long mode = 0;
+    nvmlReturn_t ret = mig_mode(gpu, &mode);
+    if (ret == NVML_SUCCESS && count == NULL)
+        ret = NVML_ERROR_INVALID_ARGUMENT;
+    if (ret == NVML_SUCCESS)
+        *count = (unsigned int)mig_max(gpu);
+    return ret;
+}
+
+nvmlReturn_t nvmlDeviceGetMaxMigDeviceCount(nvmlDevice_t device, unsigned int *count)
+{
+    DEVICE_CALL(device, ret = max_mig_count(gpu, count););
+}
+
+static nvmlReturn_t mig_handle(int gpu, unsigned int index, nvmlDevice_t *out)
+{
+    unsigned long long mode = 0;
+    nvmlReturn_t ret = mig_mode(gpu, &mode);
+    if (ret != NVML_SUCCESS)
+        return ret;
+    if (mode != 1)
+        return NVML_ERROR_NOT_SUPPORTED; /* MIG is off */
+    if (out == NULL || index >= (unsigned int)mig_max(gpu))
+        return NVML_ERROR_INVALID_ARGUMENT;
+    if (!mig_exists(gpu, (int)index))
+        return NVML_ERROR_NOT_FOUND;
+    *out = &mig_devices[gpu][index];
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetMigDeviceHandleByIndex(nvmlDevice_t device, unsigned int index,
+                                                 nvmlDevice_t *migDevice)
+{
+    DEVICE_CALL(device, ret = mig_handle(gpu, index, migDevice););
+}
+
+nvmlReturn_t nvmlDeviceIsMigDeviceHandle(nvmlDevice_t device, unsigned int *isMigDevice)
+{
+    ANY_DEVICE_CALL(device, if (isMigDevice == NULL) ret = NVML_ERROR_INVALID_ARGUMENT;
+                    else *isMigDevice = mig >= 0;);
+}
+
+/* A MIG device's GPU or compute instance id; a GPU handle has none (NOT_SUPPORTED). */
+static nvmlReturn_t instance_id(int gpu, int mig, const char *field, unsigned long long dflt,
+                                unsigned int *id)
+{
+    if (mig < 0)
+        return NVML_ERROR_NOT_SUPPORTED;
+    if (id == NULL)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    *id = mig_id(gpu, mig, field, dflt);
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetGpuInstanceId(nvmlDevice_t device, unsigned int *id)
+{
+    ANY_DEVICE_CALL(device, ret = instance_id(gpu, mig, "gi", (unsigned long long)mig, id););
+}
+
+nvmlReturn_t nvmlDeviceGetComputeInstanceId(nvmlDevice_t device, unsigned int *id)
+{
+    ANY_DEVICE_CALL(device, ret = instance_id(gpu, mig, "ci", 0, id););
+}
+
+nvmlReturn_t nvmlDeviceGetDeviceHandleFromMigDeviceHandle(nvmlDevice_t migDevice,
+                                                          nvmlDevice_t *device)
+{
+    ANY_DEVICE_CALL(migDevice, if (mig < 0 || device == NULL) ret = NVML_ERROR_INVALID_ARGUMENT;
+                    else *device = &devices[gpu];);
+}
+
 /* ------------------------------------------------------------------ processes */
 
-struct fake_process { unsigned int pid; unsigned long long memory; };
+struct fake_process { unsigned int pid; unsigned long long memory; unsigned int gi, ci; };
 
-/* The `gpu.N.process.K` lines of `kind` ("compute" or "graphics") into `out`. */
-static int list_processes(int gpu, const char *kind, struct fake_process *out)
+#define NO_INSTANCE 0xFFFFFFFFu
+
+/* The `PREFIX*` lines of `kind` ("compute" or "graphics") into out[n...]; the new n. */
+static int list_with_prefix(const char *prefix, const char *kind, unsigned int gi,
+                            unsigned int ci, struct fake_process *out, int n)
 {
-    char prefix[KEY_LEN];
-    int i, n = 0;
-    snprintf(prefix, sizeof prefix, "gpu.%d.process.", gpu);
+    int i;
     for (i = 0; i < n_entries && n < MAX_PROCS; i++) {
         char mem[64] = "", which[32] = "compute";
         unsigned int pid;
@@ -832,13 +1332,34 @@ static int list_processes(int gpu, const char *kind, struct fake_process *out)
         out[n].memory = (mem[0] == '\0' || strcmp(mem, "na") == 0)
                             ? NVML_VALUE_NOT_AVAILABLE_ULL
                             : strtoull(mem, NULL, 0);
+        out[n].gi = gi;
+        out[n].ci = ci;
         n++;
     }
     return n;
 }
 
+/* A MIG device's processes; a GPU's own and, MIG enabled, those of all its MIG devices. */
+static int list_processes(int gpu, int mig, const char *kind, struct fake_process *out)
+{
+    char prefix[KEY_LEN];
+    int k, n = 0;
+    if (mig < 0) {
+        snprintf(prefix, sizeof prefix, "gpu.%d.process.", gpu);
+        n = list_with_prefix(prefix, kind, NO_INSTANCE, NO_INSTANCE, out, 0);
+    }
+    for (k = 0; k < MAX_MIG; k++) {
+        if ((mig >= 0 && k != mig) || !mig_exists(gpu, k))
+            continue;
+        snprintf(prefix, sizeof prefix, "gpu.%d.mig.%d.process.", gpu, k);
+        n = list_with_prefix(prefix, kind, mig_id(gpu, k, "gi", (unsigned long long)k),
+                             mig_id(gpu, k, "ci", 0), out, n);
+    }
+    return n;
+}
+
 /* The two-call protocol of nvmlDeviceGet*RunningProcesses; `stride` is the struct size. */
-static nvmlReturn_t running_processes(int gpu, const char *kind, unsigned int *count,
+static nvmlReturn_t running_processes(int gpu, int mig, const char *kind, unsigned int *count,
                                       void *infos, size_t stride)
 {
     struct fake_process procs[MAX_PROCS];
@@ -848,7 +1369,7 @@ static nvmlReturn_t running_processes(int gpu, const char *kind, unsigned int *c
         return ret;
     if (count == NULL)
         return NVML_ERROR_INVALID_ARGUMENT;
-    n = list_processes(gpu, kind, procs);
+    n = list_processes(gpu, mig, kind, procs);
     if ((unsigned int)n > *count || (infos == NULL && n > 0)) {
         *count = (unsigned int)n;
         return NVML_ERROR_INSUFFICIENT_SIZE;
@@ -857,8 +1378,8 @@ static nvmlReturn_t running_processes(int gpu, const char *kind, unsigned int *c
         char *slot = (char *)infos + (size_t)i * stride;
         memset(slot, 0, stride);
         if (stride >= sizeof(nvmlProcessInfo_v2_t)) {
-            ((nvmlProcessInfo_v2_t *)slot)->gpuInstanceId = 0xFFFFFFFF;
-            ((nvmlProcessInfo_v2_t *)slot)->computeInstanceId = 0xFFFFFFFF;
+            ((nvmlProcessInfo_v2_t *)slot)->gpuInstanceId = procs[i].gi;
+            ((nvmlProcessInfo_v2_t *)slot)->computeInstanceId = procs[i].ci;
         }
         ((nvmlProcessInfo_v1_t *)slot)->pid = procs[i].pid;
         ((nvmlProcessInfo_v1_t *)slot)->usedGpuMemory = procs[i].memory;
@@ -870,7 +1391,8 @@ static nvmlReturn_t running_processes(int gpu, const char *kind, unsigned int *c
 #define PROCESS_CALL(name, kind, type)                                                    \
     nvmlReturn_t name(nvmlDevice_t device, unsigned int *count, type *infos)            \
     {                                                                                   \
-        DEVICE_CALL(device, ret = running_processes(gpu, kind, count, infos, sizeof(type));); \
+        ANY_DEVICE_CALL(device,                                                         \
+                        ret = running_processes(gpu, mig, kind, count, infos, sizeof(type));); \
     }
 
 PROCESS_CALL(nvmlDeviceGetComputeRunningProcesses_v3, "compute", nvmlProcessInfo_v2_t)

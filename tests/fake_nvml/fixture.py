@@ -124,6 +124,29 @@ class FakeNvmlState:
         keys = [k for k in self._values if k.startswith(f"gpu.{index}.process.{pid}")]
         return self._update(dict.fromkeys(keys))
 
+    def set_link(self, index: int, link: int, **fields: object) -> FakeNvmlState:
+        """NVLink link keys: ``set_link(0, 3, state="down", crc_flit=12)``."""
+        return self.set_gpu(index, **{f"nvlink.{link}.{key}": v for key, v in fields.items()})
+
+    def set_nvlinks(self, index: int, links: int, down: tuple[int, ...] = ()) -> FakeNvmlState:
+        """GPU `index` has `links` NVLink links, those in `down` down, the others up."""
+        self.set_gpu(index, nvlink_links=links)
+        states = {f"nvlink.{link}.state": "down" if link in down else None for link in range(links)}
+        return self.set_gpu(index, **states)
+
+    def add_mig(self, index: int, slot: int, profile: str, **fields: object) -> FakeNvmlState:
+        """Turn MIG on for GPU `index` with a MIG device at index `slot`:
+        ``add_mig(0, 0, "1g.10gb", gi=9, memory_used=GIB)``."""
+        keys = {f"mig.{slot}.{key}": value for key, value in fields.items()}
+        return self.set_gpu(index, mig=1, **{f"mig.{slot}.profile": profile}, **keys)
+
+    def add_mig_process(
+        self, index: int, slot: int, pid: int, memory: int | None, kind: str = "compute"
+    ) -> FakeNvmlState:
+        """List `pid` on MIG device `slot` of GPU `index` (and so on the GPU too)."""
+        entry = f"{pid} {'na' if memory is None else memory} {kind}"
+        return self.set_gpu(index, **{f"mig.{slot}.process.{pid}": entry})
+
     def push_xid(self, index: int, xid: int) -> FakeNvmlState:
         """One more Xid event on GPU `index`, delivered once to open event sets."""
         self._xids.setdefault(index, []).append(xid)

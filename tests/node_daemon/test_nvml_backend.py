@@ -105,6 +105,10 @@ def test_facts_are_what_the_fake_serves(two_gpus: FakeNvmlState, backend: NvmlBa
         temp_slowdown_c=87.0,
         temp_shutdown_c=92.0,
         vbios_version="96.00.74.00.01",
+        mig_enabled=False,
+        power_limit_default_w=700.0,  # the fake's defaults: an H100 SXM's range
+        power_limit_min_w=200.0,
+        power_limit_max_w=700.0,
     )
     assert (facts.gpus[1].index, facts.gpus[1].name) == (1, "NVIDIA A100-SXM4-40GB")
     assert (facts.gpus[1].memory_total_bytes, facts.gpus[1].power_limit_w) == (40 * GIB, 400.0)
@@ -186,6 +190,14 @@ def test_readings_are_what_the_fake_serves(two_gpus: FakeNvmlState, backend: Nvm
         ecc_uncorrected_total=1,
         xids=(),
         energy_j=123_456.789,
+        # The health signals of the fake's default H100 (tests/node_daemon/test_nvml_health.py).
+        pcie_replay_total=0,
+        remapped_rows_correctable=0,
+        remapped_rows_uncorrectable=0,
+        row_remap_pending=0,
+        row_remap_failure=0,
+        recovery_action=0,
+        power_limit_w=700.0,
     )
 
 
