@@ -10,6 +10,7 @@ import uuid
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 
+from node_daemon.backends.base import PowerLimitRefused
 from node_daemon.backends.readings import (
     BackendKind,
     GpuReading,
@@ -17,7 +18,9 @@ from node_daemon.backends.readings import (
     NodeFacts,
     ProcessReading,
 )
+from node_daemon.backends.simulated.events import apply_event
 from node_daemon.backends.simulated.gpu import SimulatedGpu
+from node_daemon.backends.simulated.processes import workload_process
 from node_daemon.backends.simulated.scenario import Scenario, ScenarioEvent
 from node_daemon.backends.simulated.specs import GpuSpec, spec_for
 
@@ -28,7 +31,9 @@ class SimulatedBackend:
     """A deterministic GPU server: the same seed and steps give the same readings.
 
     Each `read_gpus()` advances simulated time by `step_s`, so the model runs at
-    the sampler's pace and scenario times are seconds of sampling.
+    the sampler's pace and scenario times are seconds of sampling. `advance(dt_s)`
+    does the same by any step, with no thread and no wall clock: a benchmark
+    replays a week in minutes by calling it in a loop.
     """
 
     kind = BackendKind.SIMULATED
@@ -40,13 +45,15 @@ class SimulatedBackend:
         model: str | None = None,
         scenario: Scenario | None = None,
         step_s: float = 1.0,
+        start_unix_ms: int | None = None,
     ) -> None:
         if gpu_count < 1:
             raise ValueError(f"a simulated node needs at least 1 GPU, got {gpu_count}")
         self._seed, self._step_s = seed, step_s
         self._spec: GpuSpec = spec_for(model, seed)
         self._scenario = scenario or Scenario()
-        start_ms = int(time.time() * 1000)
+        start_ms = int(time.time() * 1000) if start_unix_ms is None else start_unix_ms
+        self.start_unix_ms = start_ms
         self._gpus = [SimulatedGpu(i, self._spec, seed, start_ms) for i in range(gpu_count)]
         self._sim_time_s = 0.0
         # Changes asked for from other threads, applied on the sampler's next sweep.
@@ -73,6 +80,9 @@ class SimulatedBackend:
             pci_bus_id=f"00000000:{0x18 + gpu.index * 0x10:02X}:00.0",
             memory_total_bytes=spec.memory_total_bytes,
             power_limit_w=spec.power_limit_w,
+            power_limit_default_w=spec.power_limit_w,
+            power_limit_min_w=spec.power_limit_min_w,
+            power_limit_max_w=spec.power_limit_w,
             temp_slowdown_c=spec.temp_slowdown_c,
             temp_shutdown_c=spec.temp_shutdown_c,
             vbios_version=spec.vbios_version,
@@ -82,9 +92,12 @@ class SimulatedBackend:
         self, gpu: int, pid: int, user: str, command: str, memory_bytes: int, started_ms: int
     ) -> None:
         """Show a launched workload's process on a simulated GPU (thread-safe)."""
-        self._pending.append(
-            lambda: self._gpus[gpu].attach(pid, user, command, memory_bytes, started_ms)
-        )
+        process = workload_process(pid, user, command, memory_bytes, started_ms)
+        self._pending.append(lambda: self._gpus[gpu].attach(process))
+
+    def inject(self, event: ScenarioEvent) -> None:
+        """Apply a scripted event at the next step, whatever its `at_s` (thread-safe)."""
+        self._pending.append(lambda: self._apply(event.gpu, event))
 
     def detach_process(self, pid: int) -> None:
         self._pending.append(lambda: [g.detach(pid) for g in self._gpus])
@@ -98,18 +111,24 @@ class SimulatedBackend:
             return fake
 
     def read_gpus(self) -> Sequence[GpuReading]:
+        return self.advance(self._step_s)
+
+    def advance(self, dt_s: float) -> Sequence[GpuReading]:
+        """Run the model `dt_s` simulated seconds on, then read every GPU."""
+        if not dt_s > 0:
+            raise ValueError(f"simulated time only moves forward: dt_s must be > 0, got {dt_s}")
         with self._lock:
             while self._pending:
                 self._pending.popleft()()
-            return self._step()
+            return self._step(dt_s)
 
-    def _step(self) -> Sequence[GpuReading]:
+    def _step(self, dt_s: float) -> Sequence[GpuReading]:
         previous = self._sim_time_s
-        self._sim_time_s += self._step_s
+        self._sim_time_s += dt_s
         for event in self._scenario.due(previous, self._sim_time_s):
             self._apply(event.gpu, event)
         for gpu in self._gpus:
-            gpu.step(self._step_s)
+            gpu.step(dt_s)
         return [gpu.reading() for gpu in self._gpus]
 
     def _apply(self, index: int, event: ScenarioEvent) -> None:
@@ -119,7 +138,23 @@ class SimulatedBackend:
             )
             return
         log.info("scenario: %s", event)
-        self._gpus[index].apply(event)
+        apply_event(self._gpus[index], event)
+
+    def set_power_limit_w(self, index: int, watts: float) -> None:
+        """PowerLimitControl: the GPU's draw (and so its temperature) follows the new limit."""
+        with self._lock:
+            if not 0 <= index < len(self._gpus):
+                raise PowerLimitRefused(f"no GPU {index}: this node has {len(self._gpus)}")
+            gpu = self._gpus[index]
+            if gpu.lost:
+                raise PowerLimitRefused(f"GPU {index} is lost: its power limit cannot be set")
+            low, high = gpu.spec.power_limit_min_w, gpu.spec.power_limit_w
+            if not low <= watts <= high:
+                raise PowerLimitRefused(
+                    f"{watts:g} W is outside GPU {index}'s range {low:g}-{high:g} W"
+                )
+            log.info("GPU %d power limit %g W -> %g W", index, gpu.power_limit_w, watts)
+            gpu.power_limit_w = float(watts)
 
     def read_processes(self) -> Mapping[int, Sequence[ProcessReading]]:
         with self._lock:

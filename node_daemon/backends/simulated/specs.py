@@ -1,4 +1,8 @@
-"""GPU models the simulator can play, with the numbers that shape their behaviour."""
+"""GPU models the simulator can play, with the numbers that shape their behaviour.
+
+All three are Ampere or later: they remap rows instead of retiring pages, so their
+retired-page counters are None (NVML: NOT_SUPPORTED), as on real ones.
+"""
 
 from __future__ import annotations
 
@@ -24,6 +28,11 @@ class GpuSpec:
     # Data-centre SXM parts are passively cooled: NVML reports no fan speed.
     has_fan: bool
     vbios_version: str
+    # The range nvidia-smi -pl accepts (nvmlDeviceGetPowerManagementLimitConstraints).
+    power_limit_min_w: float
+    # NVLink links the board has (SXM parts); 0 for a PCIe card without NVLink, whose
+    # NVLink fields NVML then reports as not supported (None).
+    nvlink_links: int
 
 
 H100_80GB = GpuSpec(
@@ -39,6 +48,8 @@ H100_80GB = GpuSpec(
     has_memory_temp=True,
     has_fan=False,
     vbios_version="96.00.74.00.01",
+    power_limit_min_w=200.0,
+    nvlink_links=18,
 )
 A100_40GB = GpuSpec(
     name="NVIDIA A100-SXM4-40GB",
@@ -53,6 +64,8 @@ A100_40GB = GpuSpec(
     has_memory_temp=True,
     has_fan=False,
     vbios_version="92.00.36.00.02",
+    power_limit_min_w=100.0,
+    nvlink_links=12,
 )
 L40S = GpuSpec(
     name="NVIDIA L40S",
@@ -67,6 +80,8 @@ L40S = GpuSpec(
     has_memory_temp=False,
     has_fan=True,
     vbios_version="95.02.5D.00.01",
+    power_limit_min_w=100.0,
+    nvlink_links=0,
 )
 
 SPECS_BY_KEY: dict[str, GpuSpec] = {"h100": H100_80GB, "a100": A100_40GB, "l40s": L40S}
