@@ -207,13 +207,16 @@ def test_ecc_storm_adds_correctable_errors_at_its_rate() -> None:
 def test_remaps_and_recovery_action_clear_on_reset_but_a_remap_failure_stays() -> None:
     backend = SimulatedBackend(scenario=Scenario((
         ScenarioEvent(2, 0, "remap_pending", 2.0), ScenarioEvent(3, 0, "remap_failure"),
-        ScenarioEvent(3, 0, "recovery_action", 1.0), ScenarioEvent(5, 0, "reset"))))  # fmt: skip
+        ScenarioEvent(3, 0, "recovery_action", 1.0), ScenarioEvent(3, 0, "ecc", 2.0),
+        ScenarioEvent(5, 0, "reset"))))  # fmt: skip
     readings = [r[0] for r in run(backend, 6)]
     pending = readings[3]
     assert (pending[ROW_REMAP_PENDING], pending[REMAPPED_ROWS_UNCORRECTABLE]) == (1, 2)
     assert (pending[ROW_REMAP_FAILURE], pending[RECOVERY_ACTION]) == (1, 1)
+    assert pending[ECC_UNCORRECTED_TOTAL] == 2
     after = readings[-1]
     assert (after[ROW_REMAP_PENDING], after[RECOVERY_ACTION]) == (0, 0)
+    assert after[ECC_UNCORRECTED_TOTAL] == 0  # volatile: since the last reset
     assert (after[ROW_REMAP_FAILURE], after[REMAPPED_ROWS_UNCORRECTABLE]) == (1, 2)
 
 

@@ -2,8 +2,9 @@
 
 Counters only grow, as NVML's do (since the driver loaded); storms add errors
 at a steady rate per minute, the fraction carried over so any step size gives
-the same totals. Pending remaps and the driver's recovery action are what a GPU
-reset clears; a failed remap stays (the board needs inspection).
+the same totals. The ECC counts are NVML's volatile ones (since the last reset).
+A GPU reset clears pending remaps, the driver's recovery action and the volatile
+counters; a failed remap stays (the board needs inspection).
 """
 
 from __future__ import annotations
@@ -79,9 +80,11 @@ class RasCounters:
         return whole
 
     def reset(self) -> None:
-        """A GPU reset: pending remaps take effect and the driver's request is met."""
+        """A GPU reset: pending remaps take effect, the driver's request is met, and the
+        volatile counters (ECC since the last reset, PCIe replays) start again from 0."""
         self.remap_pending = False
         self.recovery_action = 0
+        self.ecc_corrected = self.ecc_uncorrected = self.pcie_replays = 0
 
     def values(self) -> dict[AnyMetric, float | None]:
         has_nvlink = self.links > 0

@@ -33,8 +33,9 @@ Kinds, with their keys (defaults in brackets):
   in three fails, then the GPU falls off the bus with Xid 79), ``lost`` (the GPU
   falls off the bus), ``recover`` (it answers again), ``recovery_action`` (the
   driver asks for ``value``: 0 none, 1 GPU reset, 2 node reboot, 3 drain
-  peer-to-peer, 4 drain and reset), ``reset`` (a GPU reset: pending remaps and
-  the recovery action clear; a failed remap stays).
+  peer-to-peer, 4 drain and reset), ``reset`` (a GPU reset: pending remaps, the
+  recovery action and the volatile ECC and PCIe replay counts clear; a failed
+  remap stays).
 
 A key an event's kind does not take is an error, as is a value out of range.
 """
