@@ -17,6 +17,7 @@ from node_daemon.alerts.rules import AlertSettings, parse_alert_settings
 from node_daemon.auth.settings import AuthSettings, parse_auth
 from node_daemon.control.settings import WorkloadSettings, parse_workload_settings
 from node_daemon.errors import ConfigError
+from node_daemon.healing.settings import HealingSettings, parse_healing_settings
 
 __all__ = ["OPTIONS", "ConfigError", "DaemonConfig", "load_config_file", "validate"]
 
@@ -49,6 +50,7 @@ class DaemonConfig:
     alerts: AlertSettings = field(default_factory=AlertSettings)
     alertmanager: AlertmanagerSettings = field(default_factory=AlertmanagerSettings)
     workloads: WorkloadSettings = field(default_factory=WorkloadSettings)
+    healing: HealingSettings = field(default_factory=HealingSettings)
 
 
 OPTIONS: dict[str, str] = {
@@ -88,6 +90,8 @@ OPTIONS: dict[str, str] = {
     "metrics_hostname_label": "label carrying the host name: Hostname (dcgm-exporter) or hostname",
     "alerts": "alert rules: the [alerts.RULE] tables (see docs/alerts.md)",
     "workloads": "the [workloads] table: accounts (owner = local account) and work_dir",
+    "healing": "the [healing] table: self-healing's mode (off, dry-run, on), "
+    "max_actions_per_hour and its actions (see docs/health.md)",
 }
 
 _PATH_KEYS = {"scenario", "ready_file", "state_dir"}
@@ -149,7 +153,8 @@ def load_config_file(path: Path, base: DaemonConfig | None = None) -> DaemonConf
     table = data.get("daemon", {})
     if not isinstance(table, dict):
         raise ConfigError(f"{path}: [daemon] must be a table")
-    known_tables = {"daemon", "alerts", "alertmanager", "teams", "auth", "tls", "workloads"}
+    known_tables = {"daemon", "alerts", "alertmanager", "teams", "auth", "tls", "workloads",
+                    "healing"}  # fmt: skip
     unknown_tables = sorted(set(data) - known_tables)
     if unknown_tables:
         raise ConfigError(f"{path}: unknown table(s) {', '.join(unknown_tables)}")
@@ -165,6 +170,7 @@ def load_config_file(path: Path, base: DaemonConfig | None = None) -> DaemonConf
     values["auth"] = parse_auth(data, str(path))
     values["workloads"] = parse_workload_settings(data.get("workloads", {}), str(path))
     values["alertmanager"] = parse_alertmanager(data.get("alertmanager", {}), str(path))
+    values["healing"] = parse_healing_settings(data.get("healing", {}), str(path))
     return validate(replace(base or DaemonConfig(), **values), str(path))
 
 

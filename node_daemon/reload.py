@@ -74,6 +74,7 @@ def plan_reload(old: DaemonConfig, new: DaemonConfig, tls_live: bool = True) -> 
         *_alertmanager_changes(alertmanager_settings(old), alertmanager_settings(applied)),
         *_kill_policy_change(old, applied),
         *_workload_changes(old, applied),
+        *_healing_changes(old, applied),
     ]
     return ReloadPlan(applied, tuple(changes), tuple(restart))
 
@@ -189,6 +190,15 @@ def _workload_changes(old: DaemonConfig, new: DaemonConfig) -> list[str]:
     if old.workloads.work_dir != new.workloads.work_dir:
         changes.append("workloads work_dir changed")
     return changes
+
+
+def _healing_changes(old: DaemonConfig, new: DaemonConfig) -> list[str]:
+    """[healing]: its mode by name, its actions' tables by key (in force at the next tick)."""
+    before, after = old.healing, new.healing
+    changes = [f"healing mode {before.mode} -> {after.mode}"] if before.mode != after.mode else []
+    keys = [f.name for f in fields(before)
+            if f.name != "mode" and getattr(before, f.name) != getattr(after, f.name)]  # fmt: skip
+    return changes + ([f"healing changed: {', '.join(keys)}"] if keys else [])
 
 
 def _count(names: list[str], noun: str) -> str:

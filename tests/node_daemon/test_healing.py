@@ -1,0 +1,408 @@
+"""Self-healing's decisions, without a daemon: the real Healer and policies, a real health
+assessor, the real simulated backend (its power limit), a real journal and audit log.
+
+Time is the tick's `now_s`, given by each test: a clean period of an hour passes in one
+step, with no sleeping. tests/node_daemon/test_healing_daemon.py runs it in a daemon.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from gpufleet.v1 import node_pb2 as pb
+from gpufleet.v1.gpu_metrics import POWER_LIMIT_W as POWER_LIMIT
+from node_daemon.alerts.model import AlertRecord, Severity
+from node_daemon.auth.audit import AuditLog
+from node_daemon.backends.readings import GpuReading, GpuStatic, ProcessReading
+from node_daemon.backends.simulated.backend import SimulatedBackend
+from node_daemon.config import load_config_file
+from node_daemon.errors import ConfigError
+from node_daemon.healing.drain import DrainPolicy
+from node_daemon.healing.healer import Healer, Policy
+from node_daemon.healing.leak import LeakPolicy
+from node_daemon.healing.memory import HealingMemory
+from node_daemon.healing.model import HealingPolicy, policy_of
+from node_daemon.healing.power_cap import NO_BACKEND, PowerCapPolicy
+from node_daemon.healing.repair import RepairPolicy
+from node_daemon.healing.settings import HealingSettings, parse_healing_settings
+from node_daemon.healing.view import NodeNow
+from node_daemon.healing.wire import policy_message
+from node_daemon.health.assessor import HealthAssessor
+from node_daemon.health.model import HealthState
+from node_daemon.health.settings import HealthSettings
+from node_daemon.journal.event_journal import EventJournal
+from tests.conftest import wait_for
+
+T0 = 1_800_000_000.0  # the first tick's Unix time
+
+
+class Node:
+    """A healer over two GPUs, with what it acts on: the assessor, a backend, the journal."""
+
+    def __init__(self, tmp: Path, settings: HealingSettings, backend: object = None) -> None:
+        self.tmp = tmp
+        self.journal = EventJournal(tmp / "journal.sqlite3")
+        self.audit = AuditLog(tmp / "audit.sqlite3", anchor=self.journal)
+        self.assessor = HealthAssessor(HealthSettings(), boot_id="boot-1")
+        self.backend = backend if backend is not None else SimulatedBackend(2, seed=1)
+        facts = SimulatedBackend(2, seed=1).open()
+        self.gpus: dict[int, GpuStatic] = {g.index: g for g in facts.gpus}
+        self.assessor.set_gpu_facts(facts.gpus)
+        self.processes: dict[int, list[ProcessReading]] = {0: [], 1: []}
+        self.healer = self._healer(settings)
+
+    def _healer(self, settings: HealingSettings) -> Healer:
+        memory = HealingMemory(self.journal)
+        fresh = lambda: self.processes  # noqa: E731 - the list the test keeps is the fresh one
+        policies: list[Policy] = [
+            DrainPolicy(self.assessor, memory, None),
+            PowerCapPolicy(self.backend, self.assessor),
+            LeakPolicy(memory, None, None),
+            RepairPolicy("reset", memory, fresh, "node-1"),
+            RepairPolicy("reboot", memory, fresh, "node-1"),
+        ]
+        return Healer(settings, policies, memory, self.journal, self.audit, lambda: T0)
+
+    def restart(self, settings: HealingSettings) -> None:
+        """A new healer on the same journal, as after a daemon restart."""
+        self.healer.stop()
+        self.healer = self._healer(settings)
+
+    def tick(
+        self,
+        at_s: float,
+        readings: Sequence[GpuReading] | None = None,
+        alerts: Sequence[AlertRecord] = (),
+    ) -> None:
+        readings = list(readings or [GpuReading(0, temp_gpu_c=50), GpuReading(1, temp_gpu_c=50)])
+        conditions = self.assessor.judge(readings, self.processes, int((T0 + at_s) * 1000))
+        now = NodeNow(T0 + at_s, readings, self.processes, conditions, alerts, self.gpus)
+        self.healer.tick(now)
+
+    def healing_events(self) -> list[pb.HealingAction]:
+        events = self.journal.events_after(0)
+        return [e.healing for e in events if e.kind == pb.EVENT_KIND_HEALING_ACTION]
+
+    def close(self) -> None:
+        self.healer.stop()
+        self.audit.close()
+        self.journal.close()
+
+
+def healing(tmp: Path, text: str) -> HealingSettings:
+    """[healing] from daemon.toml text, through the real config loader."""
+    path = tmp / "daemon.toml"
+    path.write_text(text, encoding="utf-8")
+    return load_config_file(path).healing
+
+
+NEEDS_RESET = GpuReading(1, temp_gpu_c=50, recovery_action=1)  # the driver asks for a reset
+CLEAN = GpuReading(1, temp_gpu_c=50, recovery_action=0)
+
+
+MakeNode = Callable[..., Node]
+
+
+@pytest.fixture
+def node_factory(tmp_path: Path) -> Iterator[MakeNode]:
+    """make(settings, backend=None): a Node in this test's directory, closed after it."""
+    nodes: list[Node] = []
+
+    def make(settings: HealingSettings, backend: object = None) -> Node:
+        nodes.append(Node(tmp_path, settings, backend))
+        return nodes[-1]
+
+    yield make
+    for node in nodes:
+        node.close()
+
+
+# -- settings -----------------------------------------------------------------
+
+
+def test_defaults_are_off_with_the_gentle_actions_enabled(tmp_path: Path) -> None:
+    settings = healing(tmp_path, "")
+    assert settings.mode == "off" and settings.max_actions_per_hour == 6
+    assert settings.drain.on_states == (
+        HealthState.NEEDS_RESET, HealthState.NEEDS_REBOOT, HealthState.NEEDS_INSPECTION,
+    )  # fmt: skip
+    assert settings.drain.return_after_clean_s == 3600 and not settings.drain.slurm
+    assert settings.power_cap.cap_ratio == 0.8
+    assert not settings.memory_leak.enabled and settings.memory_leak.grace_s == 600
+    assert settings.reset.command == ("nvidia-smi", "-r", "-i", "{index}")
+    assert not settings.reboot.enabled and settings.reboot.command == ("systemctl", "reboot")
+    assert policy_of(settings) == HealingPolicy("off", ("drain", "undrain", "power_cap",
+                                                        "power_restore"), 6)  # fmt: skip
+
+
+def test_a_full_table_is_read(tmp_path: Path) -> None:
+    settings = healing(
+        tmp_path,
+        """
+[healing]
+mode = "dry-run"
+max_actions_per_hour = 2
+[healing.drain]
+on_states = ["needs_inspection"]
+return_after_clean_s = 60
+slurm = true
+[healing.power_cap]
+warnings = 2
+cap_ratio = 0.7
+[healing.memory_leak]
+enabled = true
+action = "requeue"
+grace_s = 30
+[healing.reset]
+enabled = true
+command = ["/usr/local/bin/reset-gpu", "{uuid}", "{pci_bus_id}"]
+""",
+    )
+    assert settings.mode == "dry-run" and settings.max_actions_per_hour == 2
+    assert settings.drain.on_states == (HealthState.NEEDS_INSPECTION,) and settings.drain.slurm
+    assert settings.power_cap.warnings == 2 and settings.power_cap.cap_ratio == 0.7
+    assert settings.memory_leak.action == "requeue" and settings.memory_leak.grace_s == 30
+    assert settings.reset.command[1:] == ("{uuid}", "{pci_bus_id}")
+    message = policy_message(policy_of(settings))
+    assert message.mode == "dry-run" and message.max_actions_per_hour == 2
+    assert list(message.actions) == ["drain", "undrain", "power_cap", "power_restore",
+                                     "requeue_leak", "gpu_reset"]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("table", "named"),
+    [
+        ({"mode": "yes"}, "healing.mode: must be one of 'off', 'dry-run', 'on', got 'yes'"),
+        ({"max_actions_per_hour": -1}, "healing.max_actions_per_hour: must be a whole number"),
+        ({"max_actions_per_hour": 1.5}, "healing.max_actions_per_hour: must be a whole number"),
+        ({"modes": "on"}, "healing: unknown key 'modes'"),
+        ({"drain": {"on_states": ["broken"]}}, "healing.drain.on_states: must be a list of"),
+        ({"drain": {"slurm": "yes"}}, "healing.drain.slurm: must be true or false"),
+        ({"drain": 1}, "healing.drain: must be a table"),
+        ({"power_cap": {"cap_ratio": 2}}, "healing.power_cap.cap_ratio: must be a number from"),
+        ({"memory_leak": {"action": "nuke"}}, "healing.memory_leak.action: must be one of"),
+        ({"memory_leak": {"enable": True}}, "healing.memory_leak: unknown key 'enable'"),
+        ({"reset": {"command": "nvidia-smi -r"}}, "healing.reset.command: must be a non-empty"),
+        ({"reset": {"command": ["x", "{gpu}"]}}, "healing.reset.command: unknown placeholder"),
+        ({"reboot": {"command": [""]}}, "healing.reboot.command: the program"),
+    ],
+)
+def test_bad_values_name_their_key(table: dict[str, object], named: str) -> None:
+    with pytest.raises(ConfigError) as raised:
+        parse_healing_settings(table, "daemon.toml")
+    assert named in str(raised.value)
+    assert str(raised.value).startswith("daemon.toml: ")
+
+
+# -- drain --------------------------------------------------------------------
+
+
+def test_dry_run_says_what_it_would_do_once_and_changes_nothing(node_factory: MakeNode) -> None:
+    node = node_factory(replace(HealingSettings(), mode="dry-run"))
+    for at_s in (1, 2, 3):
+        node.tick(at_s, [GpuReading(0, temp_gpu_c=50), NEEDS_RESET])
+    events = node.healing_events()
+    assert [(e.action, e.gpu_index, e.dry_run, e.outcome) for e in events] == [
+        ("drain", 1, True, "would do")
+    ]
+    assert "needs reset" in events[0].reason
+    condition = node.assessor.condition(1)
+    assert condition is not None and condition.drain is None  # nothing was drained
+    audit = node.audit.query(user="self-healing")
+    assert [(a.method, a.target, a.result) for a in audit] == [
+        ("healing.drain", "gpu 1", "would do")
+    ]
+
+
+def test_off_decides_nothing(node_factory: MakeNode) -> None:
+    node = node_factory(HealingSettings())
+    node.tick(1, [GpuReading(0, temp_gpu_c=50), NEEDS_RESET])
+    assert node.healing_events() == []
+
+
+def test_on_drains_and_returns_after_the_clean_period(
+    node_factory: MakeNode, tmp_path: Path
+) -> None:
+    node = node_factory(healing(tmp_path, '[healing]\nmode = "on"\n'))
+    node.tick(1, [GpuReading(0, temp_gpu_c=50), NEEDS_RESET])
+    condition = node.assessor.condition(1)
+    assert condition is not None and condition.drain is not None
+    assert condition.drain.by == "self-healing" and "needs reset" in condition.drain.reason
+    node.tick(2, [GpuReading(0, temp_gpu_c=50), CLEAN])  # clean from here
+    node.tick(2 + 3599, [GpuReading(0, temp_gpu_c=50), CLEAN])
+    assert node.assessor.condition(1).drain is not None  # type: ignore[union-attr]
+    node.tick(2 + 3600, [GpuReading(0, temp_gpu_c=50), CLEAN])
+    assert node.assessor.condition(1).drain is None  # type: ignore[union-attr]
+    assert [(e.action, e.outcome, e.dry_run) for e in node.healing_events()] == [
+        ("drain", "done", False), ("undrain", "done", False),
+    ]  # fmt: skip
+
+
+def test_a_persons_drain_is_never_returned(node_factory: MakeNode) -> None:
+    node = node_factory(replace(HealingSettings(), mode="on"))
+    node.tick(1)
+    node.assessor.drain(1, "alice", "fan noise", int(T0 * 1000))
+    node.tick(2)
+    node.tick(2 + 7200)
+    drain = node.assessor.condition(1).drain  # type: ignore[union-attr]
+    assert drain is not None and drain.by == "alice"
+    assert node.healing_events() == []
+
+
+def test_beyond_the_hourly_limit_an_action_is_rate_limited_once(node_factory: MakeNode) -> None:
+    settings = replace(HealingSettings(), mode="on", max_actions_per_hour=1)
+    node = node_factory(settings)
+    both = [GpuReading(0, temp_gpu_c=50, recovery_action=1), NEEDS_RESET]
+    for at_s in (1, 2, 3, 4):
+        node.tick(at_s, both)
+    assert [(e.action, e.gpu_index, e.outcome) for e in node.healing_events()] == [
+        ("drain", 0, "done"), ("drain", 1, "rate limited"),
+    ]  # fmt: skip
+    assert "max_actions_per_hour" in node.healing_events()[1].reason
+    node.tick(3700, both)  # an hour on: the budget lets it through
+    assert node.healing_events()[-1].outcome == "done"
+    assert node.assessor.condition(1).drain is not None  # type: ignore[union-attr]
+
+
+# -- power cap ----------------------------------------------------------------
+
+
+def hot(temp: float) -> list[GpuReading]:
+    return [GpuReading(0, temp_gpu_c=temp), GpuReading(1, temp_gpu_c=50)]
+
+
+def test_power_cap_after_overheating_and_restore_once_cool(node_factory: MakeNode) -> None:
+    settings = replace(HealingSettings(), mode="on")
+    cap = replace(settings.power_cap, above_c=85, above_for_s=300, restore_after_cool_s=600)
+    settings = replace(settings, power_cap=cap)
+    node = node_factory(settings)
+    backend = node.backend
+    assert isinstance(backend, SimulatedBackend)
+    default = node.gpus[0].power_limit_default_w
+    assert default is not None
+    node.tick(0, hot(90))
+    node.tick(299, hot(90))
+    assert node.healing_events() == []
+    node.tick(300, hot(90))
+    expected = max(default * 0.8, node.gpus[0].power_limit_min_w or 0)
+    assert backend.advance(1)[0][POWER_LIMIT] == pytest.approx(expected, abs=0.1)
+    assert node.assessor.condition(0).power_capped_w == pytest.approx(expected, abs=0.1)  # type: ignore[union-attr]
+    node.tick(301, hot(90))  # still hot, already capped: nothing more
+    node.tick(400, hot(60))
+    node.tick(999, hot(60))
+    assert len(node.healing_events()) == 1
+    node.tick(1000, hot(60))
+    assert backend.advance(1)[0][POWER_LIMIT] == default
+    assert node.assessor.condition(0).power_capped_w is None  # type: ignore[union-attr]
+    assert [(e.action, e.outcome) for e in node.healing_events()] == [
+        ("power_cap", "done"), ("power_restore", "done"),
+    ]  # fmt: skip
+
+
+def temp_alert(number: int, at_s: float) -> AlertRecord:
+    return AlertRecord(f"a-{number}", "gpu_temp/gpu0", "gpu_temp", Severity.WARNING, True, 0,
+                       "", None, 80.0, "C", "hot", int((T0 + at_s) * 1000),
+                       int((T0 + at_s) * 1000))  # fmt: skip
+
+
+def test_power_cap_after_repeated_temperature_warnings(node_factory: MakeNode) -> None:
+    node = node_factory(replace(HealingSettings(), mode="dry-run"))
+    node.tick(10, hot(78), [temp_alert(1, 10)])
+    node.tick(20, hot(70))
+    node.tick(30, hot(78), [temp_alert(2, 30)])
+    assert node.healing_events() == []
+    node.tick(40, hot(78), [temp_alert(3, 40)])
+    events = node.healing_events()
+    assert [(e.action, e.outcome, e.dry_run) for e in events] == [("power_cap", "would do", True)]
+    assert "raised 3 times" in events[0].reason
+    assert node.backend.advance(1)[0][POWER_LIMIT] == node.gpus[0].power_limit_w  # type: ignore[attr-defined]
+
+
+def test_a_backend_that_cannot_set_limits_is_refused(node_factory: MakeNode) -> None:
+    node = node_factory(replace(HealingSettings(), mode="on"), backend=object())
+    for at_s in (0, 300, 301):
+        node.tick(at_s, hot(90))
+    assert [(e.action, e.outcome) for e in node.healing_events()] == [("power_cap", NO_BACKEND)]
+
+
+# -- reset --------------------------------------------------------------------
+
+
+def reset_settings(marker: Path) -> HealingSettings:
+    settings = replace(HealingSettings(), mode="on")
+    command = ("touch", f"{marker}-{{index}}")
+    return replace(settings, reset=replace(settings.reset, enabled=True, command=command))
+
+
+def test_reset_only_when_the_gpu_is_idle_and_once_per_fault(
+    node_factory: MakeNode, tmp_path: Path
+) -> None:
+    marker = tmp_path / "reset"
+    node = node_factory(reset_settings(marker))
+    node.processes[1] = [ProcessReading(pid=4242, start_time_unix_ms=1)]
+    node.tick(1, [GpuReading(0, temp_gpu_c=50), NEEDS_RESET])
+    assert [e.action for e in node.healing_events()] == ["drain"]
+    node.processes[1] = []
+    node.tick(2, [GpuReading(0, temp_gpu_c=50), NEEDS_RESET])
+    wait_for_events(node, 2)
+    assert Path(f"{marker}-1").exists()
+    assert [(e.action, e.gpu_index, e.outcome) for e in node.healing_events()][-1] == (
+        "gpu_reset",
+        1,
+        "done",
+    )
+    node.restart(reset_settings(marker))  # the fault it was run for is kept
+    Path(f"{marker}-1").unlink()
+    node.tick(3, [GpuReading(0, temp_gpu_c=50), NEEDS_RESET])
+    node.healer.stop()
+    assert not Path(f"{marker}-1").exists()
+    assert len(node.healing_events()) == 2
+
+
+def test_a_failing_command_says_why(node_factory: MakeNode) -> None:
+    settings = replace(HealingSettings(), mode="on", drain=replace(HealingSettings().drain,
+                                                                      enabled=False))  # fmt: skip
+    settings = replace(settings, reset=replace(settings.reset, enabled=True,
+                                               command=("false",)))  # fmt: skip
+    node = node_factory(settings)
+    node.tick(1, [GpuReading(0, temp_gpu_c=50), NEEDS_RESET])
+    wait_for_events(node, 1)
+    assert node.healing_events()[0].outcome == "failed: false exited 1: no output"
+
+
+# -- restarts -----------------------------------------------------------------
+
+
+def test_the_rate_limit_outlives_a_restart(node_factory: MakeNode) -> None:
+    settings = replace(HealingSettings(), mode="on", max_actions_per_hour=1)
+    node = node_factory(settings)
+    node.tick(1, [GpuReading(0, temp_gpu_c=50, recovery_action=1), CLEAN])
+    node.restart(settings)
+    node.tick(2, [GpuReading(0, temp_gpu_c=50, recovery_action=1), NEEDS_RESET])
+    assert [(e.gpu_index, e.outcome) for e in node.healing_events()] == [
+        (0, "done"), (1, "rate limited"),
+    ]  # fmt: skip
+
+
+def test_reloaded_mode_acts_from_the_next_tick(node_factory: MakeNode) -> None:
+    node = node_factory(replace(HealingSettings(), mode="dry-run"))
+    node.tick(1, [GpuReading(0, temp_gpu_c=50), NEEDS_RESET])
+    node.healer.reconfigure(replace(HealingSettings(), mode="on"))
+    assert node.healer.policy().mode == "on"
+    node.tick(2, [GpuReading(0, temp_gpu_c=50), NEEDS_RESET])
+    assert [(e.outcome, e.dry_run) for e in node.healing_events()] == [
+        ("would do", True), ("done", False),
+    ]  # fmt: skip
+    assert node.assessor.condition(1).drain is not None  # type: ignore[union-attr]
+
+
+# -- helpers ------------------------------------------------------------------
+
+
+def wait_for_events(node: Node, count: int) -> None:
+    """A command runs on the healer's worker thread: wait for its report."""
+    wait_for(lambda: len(node.healing_events()) >= count, 10, f"{count} healing events")
