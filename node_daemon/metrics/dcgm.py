@@ -6,12 +6,18 @@ not report (NVML NOT_SUPPORTED, a lost GPU) is left out, never a sentinel.
 dcgm-exporter exposes counters without a `_total` suffix; so do we (the text
 format allows it), which is why this family is rendered here and not by
 prometheus-client.
+
+A MIG-enabled GPU's memory families (DCGM_FI_DEV_FB_USED, DCGM_FI_DEV_FB_FREE) are
+per MIG instance, as dcgm-exporter reports memory per MIG device: one line per
+instance with its GPU_I_PROFILE and GPU_I_ID labels, and none for the whole GPU, so
+a sum over a node's lines counts no memory twice. Everything else (temperature,
+power, clocks, health signals) is the whole GPU's, without those labels.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from gpufleet.v1.gpu_metrics import (
     DCGM_FB_FREE,
@@ -21,7 +27,14 @@ from gpufleet.v1.gpu_metrics import (
     MEM_USED_BYTES,
     Dcgm,
 )
-from node_daemon.backends.readings import AnyMetric, GpuHealth, GpuReading, GpuStatic, Value
+from node_daemon.backends.readings import (
+    AnyMetric,
+    GpuHealth,
+    GpuReading,
+    GpuStatic,
+    MigReading,
+    Value,
+)
 
 # A family's value for one GPU: from its reading and its last Xid (None: no line).
 ValueOf = Callable[[GpuReading, int | None], Value | None]
@@ -55,6 +68,22 @@ FAMILIES: tuple[DcgmFamily, ...] = (
 )
 
 
+def _mig_used(m: MigReading) -> Value | None:
+    return _scaled(m.mem_used_bytes, DCGM_FB_FREE.scale)
+
+
+def _mig_free(m: MigReading) -> Value | None:
+    total, used = m.mem_total_bytes, m.mem_used_bytes
+    return None if total is None or used is None else _scaled(total - used, DCGM_FB_FREE.scale)
+
+
+# The families a MIG-enabled GPU has per instance, by name, and their instance's value.
+PER_INSTANCE: dict[str, Callable[[MigReading], Value | None]] = {
+    "DCGM_FI_DEV_FB_USED": _mig_used,
+    DCGM_FB_FREE.name: _mig_free,
+}
+
+
 @dataclass(frozen=True)
 class DcgmLabels:
     hostname: str
@@ -66,15 +95,18 @@ def escape(value: str) -> str:
     return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
 
 
-def _label_text(static: GpuStatic, labels: DcgmLabels) -> str:
+def _label_text(static: GpuStatic, labels: DcgmLabels, mig: MigReading | None = None) -> str:
+    """dcgm-exporter's labels, in its order; a MIG instance's after modelName."""
     pairs = [
         ("gpu", str(static.index)),
         ("UUID", static.uuid),
         ("pci_bus_id", static.pci_bus_id or ""),
         ("device", f"nvidia{static.index}"),
         ("modelName", static.name),
-        (labels.hostname_label, labels.hostname),
     ]
+    if mig is not None:
+        pairs += [("GPU_I_PROFILE", mig.profile), ("GPU_I_ID", str(mig.gpu_instance_id))]
+    pairs.append((labels.hostname_label, labels.hostname))
     if labels.driver_version:
         pairs.append(("DCGM_FI_DRIVER_VERSION", labels.driver_version))
     return ",".join(f'{key}="{escape(value)}"' for key, value in pairs)
@@ -82,6 +114,26 @@ def _label_text(static: GpuStatic, labels: DcgmLabels) -> str:
 
 def _number(value: float) -> str:
     return str(int(value)) if float(value).is_integer() else repr(float(value))
+
+
+@dataclass(frozen=True)
+class _LiveGpu:
+    reading: GpuReading
+    labels: str
+    instances: tuple[tuple[MigReading, str], ...] = field(default=())  # with their labels
+
+
+def _live(reading: GpuReading, static: GpuStatic, labels: DcgmLabels) -> _LiveGpu:
+    instances = tuple((m, _label_text(static, labels, m)) for m in reading.mig)
+    return _LiveGpu(reading, _label_text(static, labels), instances)
+
+
+def _values(family: DcgmFamily, gpu: _LiveGpu, xid: int | None) -> list[tuple[str, Value | None]]:
+    """A family's lines for one GPU: one, or one per MIG instance."""
+    per_instance = PER_INSTANCE.get(family.dcgm.name)
+    if per_instance is not None and gpu.instances:
+        return [(text, per_instance(m)) for m, text in gpu.instances]
+    return [(gpu.labels, family.value(gpu.reading, xid))]
 
 
 def render(
@@ -92,13 +144,13 @@ def render(
 ) -> str:
     """The dcgm-exporter text for the latest sweep; lost GPUs have no lines."""
     live = [
-        (r, _label_text(gpus[r.index], labels))
+        _live(r, gpus[r.index], labels)
         for r in readings
         if r.health is GpuHealth.OK and r.index in gpus
     ]
     lines: list[str] = []
     for family in FAMILIES:
-        values = [(text, family.value(r, last_xids.get(r.index))) for r, text in live]
+        values = [v for gpu in live for v in _values(family, gpu, last_xids.get(gpu.reading.index))]
         samples = [(text, v) for text, v in values if v is not None]
         if not samples:
             continue
