@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from gpufleet.v1.xid_catalogue import CATALOGUE_URL, describe_xid, xid_advice, xid_entry
 from node_daemon.alerts.am_silences import rfc3339_ms as rfc3339
 from node_daemon.alerts.model import AlertRecord
+from node_daemon.alerts.wording import counted
 
 Payload = dict[str, object]
 WATCHDOG_ALERTNAME = "GpufleetWatchdog"
@@ -34,7 +36,15 @@ def alert_labels(alert: AlertRecord, node_labels: Mapping[str, str]) -> dict[str
 
 
 def alert_annotations(alert: AlertRecord, confirmed_unix_ms: float) -> dict[str, str]:
-    """Summary, a one-line description (rule, value and peak with unit, occurrences), when sent."""
+    """Summary, a one-line description (rule, value and peak with unit, occurrences), when sent.
+
+    An Xid alert says instead what its code means, its likely cause and what to do, in
+    the description and in annotations of their own (`xid_meaning`, `xid_cause`,
+    `xid_action`) for templates and routes.
+    """
+    if alert.rule == "xid" and alert.value is not None:
+        return {"summary": alert.summary, **xid_annotations(int(alert.value), alert.occurrences),
+                CONFIRMED_ANNOTATION: rfc3339(confirmed_unix_ms)}  # fmt: skip
     value = "" if alert.value is None else f", value {alert.value:g}{alert.unit}"
     peak = "" if alert.peak_value is None else f", peak {alert.peak_value:g}{alert.unit}"
     description = f"{alert.rule}{value}{peak}, occurrences {alert.occurrences}"
@@ -42,6 +52,24 @@ def alert_annotations(alert: AlertRecord, confirmed_unix_ms: float) -> dict[str,
         "summary": alert.summary,
         "description": description,
         CONFIRMED_ANNOTATION: rfc3339(confirmed_unix_ms),
+    }
+
+
+def xid_annotations(code: int, occurrences: int) -> dict[str, str]:
+    """The catalogue's words for an Xid: a description that says what to do, and its parts."""
+    entry = xid_entry(code)
+    seen = f"seen {counted(occurrences, 'time')}"
+    if entry is None:
+        return {
+            "description": f"{describe_xid(code)} ({seen}). {xid_advice(code)}",
+            "xid_meaning": "not in the catalogue", "xid_cause": "unknown",
+            "xid_action": f"look it up in NVIDIA's Xid catalogue, {CATALOGUE_URL}",
+        }  # fmt: skip
+    return {
+        "description": f"{describe_xid(code)} ({seen}). {entry.advice}",
+        "xid_meaning": entry.meaning,
+        "xid_cause": entry.cause_words,
+        "xid_action": entry.action.words,
     }
 
 

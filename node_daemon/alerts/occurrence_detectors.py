@@ -11,7 +11,7 @@ from gpufleet.v1.gpu_metrics import UTIL_GPU_PCT
 from node_daemon.alerts.findings import Finding, GpuTick, gpu_key
 from node_daemon.alerts.model import Severity
 from node_daemon.alerts.rules import LeakSettings, XidSettings
-from node_daemon.alerts.xid import describe_xid
+from node_daemon.alerts.xid import Action, is_critical, xid_action, xid_summary
 
 MIB = 1024**2
 
@@ -20,11 +20,15 @@ MIB = 1024**2
 class _XidState:
     last_s: float
     severity: Severity
-    last_code: int
+    code: int  # the worst code of this alert's life: what its summary tells
 
 
 class XidDetector:
-    """Every Xid is counted; the alert clears a while after the last one."""
+    """Every Xid is counted; the alert clears a while after the last one.
+
+    Its summary and value are the worst Xid since it was raised (the highest severity,
+    then the strongest action, the latest of equals): the one to act on.
+    """
 
     rule = "xid"
 
@@ -36,23 +40,26 @@ class XidDetector:
         xids = gpu.reading.xids if self._settings.enabled else ()
         state = self._state.get(gpu.index)
         if xids:
-            severity = max(self._severity(code) for code in xids)
-            if state is not None:
-                severity = max(severity, state.severity)
-            state = self._state[gpu.index] = _XidState(gpu.now_s, severity, xids[-1])
+            codes = ([state.code] if state else []) + list(xids)
+            worst = max(reversed(codes), key=self._rank)
+            state = self._state[gpu.index] = _XidState(gpu.now_s, self._severity(worst), worst)
         if state is None:
             return
         if gpu.now_s - state.last_s > self._settings.clear_after_s:
             del self._state[gpu.index]
             return
-        summary = f"GPU {gpu.index}: {describe_xid(state.last_code)}"
+        summary = xid_summary(gpu.index, state.code)
         yield Finding(
             gpu_key(self.rule, gpu.index), self.rule, state.severity, gpu.index,
-            float(state.last_code), "xid", summary, new_occurrences=len(xids),
+            float(state.code), "xid", summary, new_occurrences=len(xids),
         )  # fmt: skip
 
+    def _rank(self, code: int) -> tuple[Severity, Action]:
+        return self._severity(code), xid_action(code)
+
     def _severity(self, code: int) -> Severity:
-        return Severity.CRITICAL if code in self._settings.critical else Severity.WARNING
+        critical = is_critical(code, self._settings.critical)
+        return Severity.CRITICAL if critical else Severity.WARNING
 
 
 class LeakDetector:

@@ -61,8 +61,9 @@ class EccSettings:
 @dataclass(frozen=True)
 class XidSettings:
     enabled: bool = True
-    # Hardware Xids page; application Xids (13, 31, 43, 45, 68...) warn.
-    critical: tuple[int, ...] = (48, 61, 62, 63, 64, 74, 79, 92, 94, 95, 119, 120)
+    # The codes that page. None: those whose catalogue action is a GPU reset or more
+    # (gpufleet.v1.xid_catalogue); an application's Xid (13, 31, 43, 45...) warns.
+    critical: tuple[int, ...] | None = None
     # The alert clears this long after the last occurrence.
     clear_after_s: float = 300.0
 
@@ -123,7 +124,7 @@ def _coerce(base: Any, key: str, value: Any, where: str) -> Any:
         return {name: _merge(base, sub, f"{where}.{name!r}") for name, sub in value.items()}
     if isinstance(current, bool):
         ok = isinstance(value, bool)
-    elif isinstance(current, tuple):
+    elif isinstance(current, tuple) or (isinstance(base, XidSettings) and key == "critical"):
         ok = isinstance(value, list) and all(isinstance(v, int) for v in value)
         value = tuple(value) if ok else value
     else:

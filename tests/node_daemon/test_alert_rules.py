@@ -134,14 +134,14 @@ def test_one_ecc_error_is_one_error_not_one_errors() -> None:
 
 def test_an_unlisted_xid_still_reads_as_a_sentence() -> None:
     finding = next(XidDetector(XidSettings()).evaluate(tick(0, xids=(200,))))
-    assert finding.summary == "GPU 0: Xid 200: not in our list: see NVIDIA's Xid catalogue"
+    assert finding.summary == "GPU 0: Xid 200: not in the catalogue; see NVIDIA's Xid catalogue"
 
 
 def test_xids_are_counted_classified_and_clear_later() -> None:
     detector = XidDetector(XidSettings(clear_after_s=60))
     first = next(detector.evaluate(tick(0, xids=(13,))))
     assert first.severity is W and first.new_occurrences == 1 and "Xid 13" in first.summary
-    assert first.summary == "GPU 0: Xid 13: graphics engine exception"
+    assert first.summary == "GPU 0: Xid 13: graphics engine exception; restart the application"
     second = next(detector.evaluate(tick(1, xids=(79, 13))))
     assert second.severity is C and second.new_occurrences == 2  # counted, not latched
     quiet = next(detector.evaluate(tick(30)))
