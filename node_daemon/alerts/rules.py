@@ -16,10 +16,14 @@ See docs/alerts.md for every rule and key.
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
-from typing import Any
+from typing import Any, ClassVar
 
 from node_daemon.errors import ConfigError
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -70,10 +74,32 @@ class XidSettings:
 
 @dataclass(frozen=True)
 class LeakSettings:
+    """A process's GPU memory growing for long, on idle and busy GPUs (alerts/leak.py says how)."""
+
     enabled: bool = True
-    window_s: float = 120.0
+    history_s: float = 3600.0  # how far back the trend is judged
+    bucket_s: float = 30.0  # one point (the lowest memory seen) per bucket
+    min_duration_s: float = 600.0  # growth must last this long to be a leak
+    min_rate_mib_per_min: float = 32.0
     min_growth_mib: float = 512.0
-    max_util_pct: float = 10.0
+    steady_fraction: float = 0.75  # of bucket-to-bucket steps that must not fall
+    critical_within_s: float = 1800.0  # critical when the GPU is full sooner than this
+    # Keys of the old fixed-window detector: accepted so old configs load, ignored.
+    RETIRED: ClassVar[Mapping[str, str]] = {
+        "window_s": "ignored: the trend is judged over history_s, sustained for min_duration_s",
+        "max_util_pct": "ignored: a leak is a leak on a busy GPU too",
+    }
+
+    def __post_init__(self) -> None:
+        if not 0 < self.steady_fraction <= 1:
+            raise ConfigError("alerts.memory_leak.steady_fraction: must be above 0 and at most 1")
+        if self.bucket_s <= 0 or self.min_duration_s < 6 * self.bucket_s:
+            raise ConfigError(
+                "alerts.memory_leak: min_duration_s must span at least 6 buckets of bucket_s "
+                f"(> 0), got min_duration_s {self.min_duration_s:g}, bucket_s {self.bucket_s:g}"
+            )
+        if self.history_s < self.min_duration_s:
+            raise ConfigError("alerts.memory_leak.history_s: must be at least min_duration_s")
 
 
 @dataclass(frozen=True)
@@ -108,8 +134,12 @@ class AlertSettings:
 
 def _merge(base: Any, table: dict[str, Any], where: str) -> Any:
     known = {f.name: f for f in fields(base)}
+    retired: Mapping[str, str] = getattr(base, "RETIRED", {})
     values: dict[str, Any] = {}
     for key, value in table.items():
+        if key in retired:
+            log.warning("%s.%s: %s", where, key, retired[key])
+            continue
         if key not in known:
             raise ConfigError(f"{where}: unknown key {key!r} (known: {', '.join(sorted(known))})")
         values[key] = _coerce(base, key, value, f"{where}.{key}")

@@ -18,12 +18,11 @@ from node_daemon.alerts.detectors import (
 )
 from node_daemon.alerts.findings import GpuTick
 from node_daemon.alerts.model import Severity
-from node_daemon.alerts.occurrence_detectors import LeakDetector, XidDetector
+from node_daemon.alerts.occurrence_detectors import XidDetector
 from node_daemon.alerts.rules import (
     AlertSettings,
     EccSettings,
     IdleSettings,
-    LeakSettings,
     PowerSettings,
     ThresholdSettings,
     ThrottleSettings,
@@ -163,23 +162,7 @@ def leaky(memory_mib: float, pid: int = 42) -> tuple[ProcessReading, ...]:
     )
 
 
-def test_leak_needs_growth_only_idle_and_the_whole_window() -> None:
-    detector = LeakDetector(LeakSettings(window_s=60, min_growth_mib=500, max_util_pct=10))
-    found = []
-    for t in range(0, 70, 5):
-        found = list(detector.evaluate(tick(t, processes=leaky(1000 + 10 * t), util_gpu_pct=3)))
-    assert found and found[0].pid == 42 and found[0].key == "memory_leak/gpu0/pid42"
-    assert found[0].value >= 500 and "grew" in found[0].summary
-
-
-def test_memory_that_drops_or_a_busy_gpu_is_no_leak() -> None:
-    dropping = LeakDetector(LeakSettings(window_s=60, min_growth_mib=100))
-    busy = LeakDetector(LeakSettings(window_s=60, min_growth_mib=100))
-    for t in range(0, 70, 5):
-        memory = 1000 + 10 * t - (300 if t == 30 else 0)
-        dropped = list(dropping.evaluate(tick(t, processes=leaky(memory), util_gpu_pct=3)))
-        worked = list(busy.evaluate(tick(t, processes=leaky(1000 + 10 * t), util_gpu_pct=90)))
-    assert dropped == [] and worked == []
+# The memory leak rule has its own tests: tests/node_daemon/test_leak_detector.py.
 
 
 def test_idle_occupied_gpu_is_waste() -> None:
