@@ -12,15 +12,20 @@ import logging
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
+from node_daemon.alerts.engine import AlertEngine
 from node_daemon.alerts.findings import Finding, GpuTick
 from node_daemon.alerts.model import Severity
 from node_daemon.alerts.occurrence_detectors import LeakDetector
 from node_daemon.alerts.rules import AlertSettings, LeakSettings, parse_alert_settings
 from node_daemon.backends.readings import GpuReading, GpuStatic, ProcessReading
+from node_daemon.backends.simulated import SimulatedBackend
+from node_daemon.backends.simulated.scenario import Scenario, scenario_event
 from node_daemon.errors import ConfigError
+from node_daemon.journal.event_journal import EventJournal
 
 MIB, GIB = 1024**2, 1024**3
 TOTAL = 80 * GIB
@@ -226,3 +231,30 @@ def test_new_keys_load_and_nonsense_is_refused_by_name() -> None:
         parse_alert_settings({"memory_leak": {"history_s": 300}}, "daemon.toml")
     with pytest.raises(ConfigError, match="unknown key 'window'"):
         parse_alert_settings({"memory_leak": {"window": 3}}, "daemon.toml")
+
+
+def test_the_simulated_nodes_leaks_raise_alerts_and_its_loads_and_sawtooths_do_not(
+    tmp_path: Path,
+) -> None:
+    """The simulator's memory shapes through the whole alert engine, for 40 minutes."""
+    scenario = Scenario((
+        scenario_event(60, 0, "leak", rate_mib_per_min=100, busy=True),
+        scenario_event(60, 1, "weight_load", gib=20),
+        scenario_event(60, 2, "alloc_free", gib=8, period_s=300, busy=True),
+        scenario_event(60, 3, "leak", rate_mib_per_min=100),
+    ))  # fmt: skip
+    backend = SimulatedBackend(gpu_count=4, seed=5, model="h100", scenario=scenario)
+    clock = [1_800_000_000.0]
+    journal = EventJournal(tmp_path / "journal.sqlite3")
+    engine = AlertEngine(journal, clock=lambda: clock[0])
+    engine.set_gpu_facts(backend.open().gpus)
+    raised: dict[int, float] = {}
+    for second in range(40 * 60):
+        clock[0] += 1.0
+        engine.evaluate(backend.read_gpus(), backend.read_processes())
+        for alert in engine.firing():
+            if alert.rule == "memory_leak" and alert.gpu_index is not None:
+                raised.setdefault(alert.gpu_index, second / 60)
+    journal.close()
+    assert set(raised) == {0, 3}, raised  # the weight load and the sawtooth never
+    assert all(10 <= minute - 1 <= 12 for minute in raised.values()), raised
