@@ -18,6 +18,7 @@ from node_daemon.auth.settings import AuthSettings, parse_auth
 from node_daemon.control.settings import WorkloadSettings, parse_workload_settings
 from node_daemon.errors import ConfigError
 from node_daemon.healing.settings import HealingSettings, parse_healing_settings
+from node_daemon.health.settings import HealthSettings, parse_health_settings
 
 __all__ = ["OPTIONS", "ConfigError", "DaemonConfig", "load_config_file", "validate"]
 
@@ -51,6 +52,7 @@ class DaemonConfig:
     alertmanager: AlertmanagerSettings = field(default_factory=AlertmanagerSettings)
     workloads: WorkloadSettings = field(default_factory=WorkloadSettings)
     healing: HealingSettings = field(default_factory=HealingSettings)
+    health: HealthSettings = field(default_factory=HealthSettings)
 
 
 OPTIONS: dict[str, str] = {
@@ -92,6 +94,8 @@ OPTIONS: dict[str, str] = {
     "workloads": "the [workloads] table: accounts (owner = local account) and work_dir",
     "healing": "the [healing] table: self-healing's mode (off, dry-run, on), "
     "max_actions_per_hour and its actions (see docs/health.md)",
+    "health": "the [health] table: the lines of the GPU health states and predictions "
+    "(see docs/health.md)",
 }
 
 _PATH_KEYS = {"scenario", "ready_file", "state_dir"}
@@ -154,7 +158,7 @@ def load_config_file(path: Path, base: DaemonConfig | None = None) -> DaemonConf
     if not isinstance(table, dict):
         raise ConfigError(f"{path}: [daemon] must be a table")
     known_tables = {"daemon", "alerts", "alertmanager", "teams", "auth", "tls", "workloads",
-                    "healing"}  # fmt: skip
+                    "health", "healing"}  # fmt: skip
     unknown_tables = sorted(set(data) - known_tables)
     if unknown_tables:
         raise ConfigError(f"{path}: unknown table(s) {', '.join(unknown_tables)}")
@@ -171,6 +175,7 @@ def load_config_file(path: Path, base: DaemonConfig | None = None) -> DaemonConf
     values["workloads"] = parse_workload_settings(data.get("workloads", {}), str(path))
     values["alertmanager"] = parse_alertmanager(data.get("alertmanager", {}), str(path))
     values["healing"] = parse_healing_settings(data.get("healing", {}), str(path))
+    values["health"] = parse_health_settings(data.get("health", {}), str(path))
     return validate(replace(base or DaemonConfig(), **values), str(path))
 
 

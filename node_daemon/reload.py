@@ -75,6 +75,7 @@ def plan_reload(old: DaemonConfig, new: DaemonConfig, tls_live: bool = True) -> 
         *_kill_policy_change(old, applied),
         *_workload_changes(old, applied),
         *_healing_changes(old, applied),
+        *_health_changes(old, applied),
     ]
     return ReloadPlan(applied, tuple(changes), tuple(restart))
 
@@ -190,6 +191,12 @@ def _workload_changes(old: DaemonConfig, new: DaemonConfig) -> list[str]:
     if old.workloads.work_dir != new.workloads.work_dir:
         changes.append("workloads work_dir changed")
     return changes
+
+
+def _health_changes(old: DaemonConfig, new: DaemonConfig) -> list[str]:
+    keys = [f.name for f in fields(old.health) if getattr(old.health, f.name) !=
+            getattr(new.health, f.name)]  # fmt: skip
+    return [f"health settings changed: {', '.join(keys)}"] if keys else []
 
 
 def _healing_changes(old: DaemonConfig, new: DaemonConfig) -> list[str]:

@@ -27,7 +27,11 @@ from node_daemon.control.kill_service import ProcessKiller
 from node_daemon.control.reservations import ReservationLedger
 from node_daemon.control.wire import workload_messages
 from node_daemon.control.workloads import NodeView, WorkloadManager
+from node_daemon.health.assessor import HealthAssessor
+from node_daemon.health.events import health_events
+from node_daemon.health.model import GpuCondition
 from node_daemon.journal.event_journal import EventJournal, JournalError
+from node_daemon.journal.health_store import JournalHealthStore
 from node_daemon.listen import ListenAddress, parse_listen_address
 from node_daemon.metrics.exporter import MetricsExporter
 from node_daemon.metrics.reloads import ReloadStats
@@ -35,6 +39,7 @@ from node_daemon.rpc.alert_servicer import AlertServicer
 from node_daemon.rpc.auth_servicer import AuthServicer
 from node_daemon.rpc.control_servicer import ControlServicer
 from node_daemon.rpc.guard import RateLimitedLog, RpcGuard
+from node_daemon.rpc.health_servicer import HealthServicer
 from node_daemon.rpc.node_servicer import NodeServicer
 from node_daemon.rpc.service import SERVICE_NAME, node_service_handler
 from node_daemon.rpc.stream_admission import StreamAdmission
@@ -91,6 +96,11 @@ class NodeDaemon:
         self.auth_interceptor = AuthInterceptor(config.auth, self.audit)
         self.alerts = AlertEngine(self.journal, config.alerts)
         self.alerts.set_node_labels(self._node_labels())
+        # Judged before each batch is built, so each sample carries its tick's condition.
+        self.health = HealthAssessor(config.health, JournalHealthStore(self.journal))
+        self.health.add_listener(self._on_health_change)
+        self.sampler.set_health_judge(self.health.judge)
+        self.alerts.set_health_lookup(self.health.condition)
         self.reservations = ReservationLedger(self.journal, self._gpu_count)
         self.workloads = WorkloadManager(
             self.journal, resolve_state_dir(config) / "workloads", self.reservations,
@@ -152,6 +162,7 @@ class NodeDaemon:
         self.auth_interceptor.reconfigure(config.auth)
         self.killer.set_allow_job_processes(config.allow_kill_job_processes)
         self.workloads.set_settings(config.workloads)
+        self.health.reconfigure(config.health)
         self.config = config  # teams, WhoAmI's kill policy: read through self.config
 
     def _build_server(self, backend: GpuBackend) -> grpc.Server:
@@ -181,7 +192,9 @@ class NodeDaemon:
         )  # fmt: skip
         # WhoAmI reports the kill policy of the config in force (a reload replaces it).
         auth = AuthServicer(self.audit, lambda: self.config.allow_kill_job_processes)
-        handler = node_service_handler(servicer, alert_servicer, control, auth, usage)
+        handler = node_service_handler(
+            servicer, alert_servicer, control, auth, usage, HealthServicer(self.health)
+        )
         server.add_generic_rpc_handlers((handler,))
         health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
         names = (SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME)
@@ -257,7 +270,7 @@ class NodeDaemon:
     def _node_view(self) -> NodeView:
         latest, facts = self.sampler.latest, self.sampler.status.facts
         gpus = {g.index: g for g in facts.gpus} if facts else {}
-        return NodeView(latest.readings if latest else (), gpus)
+        return NodeView(latest.readings if latest else (), gpus, self.health.conditions())
 
     def _reserved_for(self, gpu: int) -> str | None:
         held = self.reservations.holder_of(gpu)
@@ -267,6 +280,12 @@ class NodeDaemon:
         self.alerts.set_backend_problem(None if status.ok else status.detail)
         if status.facts is not None:
             self.alerts.set_gpu_facts(status.facts.gpus)
+            self.health.set_gpu_facts(status.facts.gpus)
+
+    def _on_health_change(self, old: GpuCondition | None, new: GpuCondition, actor: str) -> None:
+        """A GPU's state, reasons or drain changed: its events, in the journal (or held
+        there while the disk is full: the change itself is made and kept in memory)."""
+        self.journal.record_or_hold(health_events(old, new, actor, int(time.time() * 1000)), [])
 
     def _set_health(self, status: BackendStatus) -> None:
         serving = health_pb2.HealthCheckResponse.SERVING

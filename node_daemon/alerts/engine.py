@@ -35,11 +35,13 @@ from node_daemon.alerts.detectors import (
     TrendDetector,
 )
 from node_daemon.alerts.findings import Finding, GpuTick
+from node_daemon.alerts.health_detector import HealthDetector
 from node_daemon.alerts.model import AlertRecord, Severity
 from node_daemon.alerts.occurrence_detectors import LeakDetector, XidDetector
 from node_daemon.alerts.rules import (
     AlertSettings,
     EccSettings,
+    GpuHealthAlertSettings,
     IdleSettings,
     LeakSettings,
     PowerSettings,
@@ -62,6 +64,7 @@ from node_daemon.alerts.silencing import Silencing, describe_silenced, set_silen
 from node_daemon.alerts.wire import alert_message, alert_record
 from node_daemon.backends.readings import GpuHealth, GpuReading, GpuStatic, ProcessReading
 from node_daemon.errors import Invalid, NotFound, Refused
+from node_daemon.health.model import GpuCondition
 from node_daemon.journal.event_journal import EventJournal, StoredRecord
 
 log = logging.getLogger(__name__)
@@ -167,6 +170,7 @@ def build_detectors(rules: LiveRules) -> list:  # type: ignore[type-arg]
         LeakDetector(view("memory_leak", LeakSettings)),
         IdleDetector(view("idle", IdleSettings)),
         TrendDetector(view("temp_trend", TrendSettings), gpu_temp),
+        HealthDetector(view("gpu_health", GpuHealthAlertSettings)),
     ]
 
 
@@ -193,6 +197,7 @@ class AlertEngine:
         self._backend_problem: str | None = None
         self._unkillable: dict[str, tuple[int, int, str]] = {}  # key -> (gpu, pid, summary)
         self._reserved_for: Callable[[int], str | None] = lambda _gpu: None
+        self._health_of: Callable[[int], GpuCondition | None] = lambda _gpu: None
         self._listeners: list[AlertListener] = []
         self._announced_peak: dict[str, tuple[float, float]] = {}  # key -> (peak, at s)
         self._silencing = Silencing(journal, self._active.values())
@@ -227,6 +232,10 @@ class AlertEngine:
     def set_reservation_lookup(self, reserved_for: Callable[[int], str | None]) -> None:
         """Who holds a GPU's reservation, if anyone (for the idle/waste rule)."""
         self._reserved_for = reserved_for
+
+    def set_health_lookup(self, health_of: Callable[[int], GpuCondition | None]) -> None:
+        """A GPU's health condition now, if judged (for the gpu_health rules)."""
+        self._health_of = health_of
 
     def report_unkillable(self, gpu: int, pid: int, summary: str) -> None:
         """A process survived KILL: a critical alert while it stays on the GPU."""
@@ -274,6 +283,7 @@ class AlertEngine:
             tick = GpuTick(
                 now_s, reading, self._facts.get(reading.index), processes.get(reading.index, ()),
                 self._reserved_for(reading.index),  # a reserved GPU left idle is waste too
+                self._health_of(reading.index),
             )  # fmt: skip
             for detector in self._detectors:
                 findings.update((f.key, f) for f in detector.evaluate(tick))

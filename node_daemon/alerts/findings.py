@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from node_daemon.alerts.model import Severity
 from node_daemon.backends.readings import GpuReading, GpuStatic, ProcessReading
+from node_daemon.health.model import GpuCondition
 
 
 @dataclass(frozen=True)
@@ -18,6 +19,7 @@ class GpuTick:
     static: GpuStatic | None
     processes: Sequence[ProcessReading]
     reserved_for: str | None = None
+    condition: GpuCondition | None = None  # its health at this tick
 
     @property
     def index(self) -> int:

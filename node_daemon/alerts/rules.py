@@ -120,6 +120,12 @@ class TrendSettings:
 
 
 @dataclass(frozen=True)
+class GpuHealthAlertSettings:
+    # An alert per GPU health reason (node_daemon.alerts.health_detector).
+    enabled: bool = True
+
+
+@dataclass(frozen=True)
 class AlertSettings:
     gpu_temp: ThresholdSettings = ThresholdSettings(warning=75.0, critical=85.0)
     memory_temp: ThresholdSettings = ThresholdSettings(warning=85.0, critical=95.0)
@@ -130,6 +136,7 @@ class AlertSettings:
     memory_leak: LeakSettings = LeakSettings()
     idle: IdleSettings = IdleSettings()
     temp_trend: TrendSettings = TrendSettings()
+    gpu_health: GpuHealthAlertSettings = GpuHealthAlertSettings()
 
 
 def _merge(base: Any, table: dict[str, Any], where: str) -> Any:

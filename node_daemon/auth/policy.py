@@ -19,6 +19,7 @@ METHOD_ROLES: dict[str, Role] = {
     "WhoAmI": Role.VIEWER,
     "QueryUsage": Role.VIEWER,
     "ListSilences": Role.VIEWER,
+    "GetHealth": Role.VIEWER,
     "AcknowledgeAlert": Role.OPERATOR,
     "SilenceAlert": Role.OPERATOR,
     "CreateSilence": Role.OPERATOR,
@@ -29,11 +30,15 @@ METHOD_ROLES: dict[str, Role] = {
     "Reserve": Role.OPERATOR,
     "ReleaseReservation": Role.OPERATOR,
     "KillProcess": Role.OPERATOR,
+    "DrainGpu": Role.OPERATOR,
     "QueryAudit": Role.ADMIN,
+    # After a repair (a reset, an RMA): forgets what the daemon cannot see was fixed.
+    "ClearGpuHealth": Role.ADMIN,
 }
 MUTATING = frozenset({
     "AcknowledgeAlert", "SilenceAlert", "CreateSilence", "ExpireSilence", "SubmitWorkload",
     "AssignWorkload", "CancelWorkload", "Reserve", "ReleaseReservation", "KillProcess",
+    "DrainGpu", "ClearGpuHealth",
 })  # fmt: skip
 
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from gpufleet.v1.gpu_metrics import MEM_TOTAL_BYTES, MEM_USED_BYTES, TEMP_GPU_C, UTIL_GPU_PCT
 from node_daemon.backends.readings import GpuHealth, GpuReading
+from node_daemon.health.model import GpuCondition
 
 
 @dataclass(frozen=True)
@@ -18,6 +19,7 @@ class GpuFacts:
     reserved_until_ms: int | None
     reserved_reason: str
     busy_with: str | None  # id of a running workload on it
+    condition: GpuCondition | None = None  # its health: drained, or needing a reset or more
 
 
 def refusal(
@@ -27,6 +29,9 @@ def refusal(
     r = gpu.reading
     if r.health is GpuHealth.LOST:
         return f"GPU {r.index} is lost"
+    health = gpu.condition.refusal() if gpu.condition is not None else None
+    if health is not None:
+        return health
     if gpu.busy_with is not None:
         return f"GPU {r.index} is already taken by workload {gpu.busy_with}"
     if gpu.reserved_for is not None and gpu.reserved_for not in (owner, *owner_teams):

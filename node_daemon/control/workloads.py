@@ -26,7 +26,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Protocol
 
@@ -43,6 +43,7 @@ from node_daemon.control.reservations import ReservationLedger
 from node_daemon.control.settings import WorkloadSettings
 from node_daemon.control.wire import workload_body, workload_from_body, workload_message
 from node_daemon.errors import Invalid, NotFound, Refused
+from node_daemon.health.model import GpuCondition
 from node_daemon.journal.event_journal import EventJournal, JournalError, StoredRecord
 
 log = logging.getLogger(__name__)
@@ -100,6 +101,7 @@ class ProcessHooks(Protocol):
 class NodeView:
     readings: Sequence[GpuReading]
     gpus: Mapping[int, GpuStatic]
+    conditions: Mapping[int, GpuCondition] = field(default_factory=dict)  # health, by GPU
 
 
 class WorkloadManager:
@@ -433,11 +435,13 @@ class WorkloadManager:
     def _gpu_facts(self) -> dict[int, GpuFacts]:
         busy = self.busy_gpus()
         facts = {}
-        for reading in self._node().readings:
+        node = self._node()
+        for reading in node.readings:
             held = self._ledger.holder_of(reading.index)
             facts[reading.index] = GpuFacts(
                 reading, held.holder if held else None, held.until_unix_ms if held else None,
                 held.reason if held else "", busy.get(reading.index),
+                node.conditions.get(reading.index),
             )  # fmt: skip
         return facts
 

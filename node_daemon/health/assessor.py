@@ -111,7 +111,7 @@ class HealthAssessor:
                 self._tracker(reading.index).observe(reading, now_ms, settings)
             for index, tracker in self._trackers.items():
                 if index not in present:
-                    tracker.missed(now_ms)
+                    tracker.missed(now_ms, settings)
             self._last_ms = now_ms
             changes = self._rejudge(now_ms, "")
             conditions = self._conditions

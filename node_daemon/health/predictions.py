@@ -104,6 +104,7 @@ class Predictor:
     def missed(self, now_ms: int) -> None:
         """A sweep came without this GPU."""
         self._gaps.mark(now_ms)
+        self._temp = self._fan = None  # no cooling verdict on an old reading
 
     def _note_core(self, reading: GpuReading, now_ms: int) -> None:
         present = {m.field for m in _CORE if reading[m] is not None}

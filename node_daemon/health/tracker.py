@@ -63,24 +63,23 @@ class GpuTracker:
         faults = self._faults_in(reading, now_ms, settings)
         if self.predictor.reset_seen:
             self._repaired(now_ms, HealthState.NEEDS_RESET)
-        if settings.enabled:
-            for prediction in self.predictor.predictions(now_ms, settings):
-                reason = HealthReason(
-                    prediction.code,
-                    prediction.state,
-                    prediction.summary,
-                    prediction.action,
-                    now_ms,
-                    prediction.lead_time_s,
-                )
-                self._hold(reason, now_ms, settings.hold_s)
+        self._predict(now_ms, settings)
         if faults and settings.enabled:
             self._fault(now_ms, settings)
         self.seen = True
 
-    def missed(self, now_ms: int) -> None:
+    def missed(self, now_ms: int, settings: HealthSettings) -> None:
+        """A sweep came without this GPU (after it had been seen): a telemetry gap."""
         if self.seen:
             self.predictor.missed(now_ms)
+            self._predict(now_ms, settings)
+
+    def _predict(self, now_ms: int, settings: HealthSettings) -> None:
+        if not settings.enabled:
+            return
+        for p in self.predictor.predictions(now_ms, settings):
+            reason = HealthReason(p.code, p.state, p.summary, p.action, now_ms, p.lead_time_s)
+            self._hold(reason, now_ms, settings.hold_s)
 
     def _faults_in(self, reading: GpuReading, now_ms: int, settings: HealthSettings) -> int:
         """Note Xids and the live signals' rising edges; how many faults they are."""
@@ -148,6 +147,10 @@ class GpuTracker:
         cured = [c for c in cured if self.sticky[c].state is not HealthState.NEEDS_INSPECTION]
         for code in cured:
             del self.sticky[code]
+        # A lesser Xid held for a while (63: a remap waits for the reset) is over too.
+        for code, (reason, _until) in list(self.held.items()):
+            if code.startswith("xid_") and reason.state <= cures:
+                del self.held[code]
         self.kept = replace(self.kept, repaired_ms=now_ms)
 
     # -- what people do --------------------------------------------------------

@@ -12,6 +12,7 @@ from node_daemon import __version__
 from node_daemon.alerts.engine import AlertEngine
 from node_daemon.backends.readings import GpuHealth, GpuStatic
 from node_daemon.journal.event_journal import EventJournal
+from node_daemon.metrics.health import health_families
 from node_daemon.sampling.sampler import Sampler
 
 GpuFacts = Callable[[], dict[int, GpuStatic]]
@@ -82,7 +83,7 @@ class NativeCollector(Collector):
             value=self._journal.held_events,
         )
 
-    def _gpus(self) -> Iterator[GaugeMetricFamily]:
+    def _gpus(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
         latest, gpus = self._sampler.latest, self._gpu_facts()
         lost = GaugeMetricFamily("gpufleet_gpu_lost", "1 while NVML reports the GPU lost.",
                                  labels=["gpu", "UUID"])  # fmt: skip
@@ -104,6 +105,7 @@ class NativeCollector(Collector):
                 count.add_metric([str(reading.index), uuid, user], n)
                 memory.add_metric([str(reading.index), uuid, user], held[user])
         yield from (lost, count, memory)
+        yield from health_families(latest.conditions if latest else {}, gpus)
 
     def _alert_counts(self) -> GaugeMetricFamily:
         family = GaugeMetricFamily(

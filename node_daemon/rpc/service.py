@@ -15,6 +15,7 @@ from gpufleet.v1 import node_pb2 as pb
 from node_daemon.rpc.alert_servicer import AlertServicer
 from node_daemon.rpc.auth_servicer import AuthServicer
 from node_daemon.rpc.control_servicer import ControlServicer
+from node_daemon.rpc.health_servicer import HealthServicer
 from node_daemon.rpc.node_servicer import NodeServicer
 from node_daemon.rpc.usage_servicer import UsageServicer
 
@@ -61,11 +62,15 @@ def node_service_handler(
     control: ControlServicer,
     auth: AuthServicer,
     usage: UsageServicer,
+    health: HealthServicer,
 ) -> grpc.GenericRpcHandler:
     """The service's method table. Sample streams send bytes the sampler serialized once."""
     methods = {
         **_control_methods(control),
         "QueryUsage": _unary(usage.QueryUsage, pb.QueryUsageRequest, pb.QueryUsageResponse),
+        "GetHealth": _unary(health.GetHealth, pb.GetHealthRequest, pb.NodeHealth),
+        "DrainGpu": _unary(health.DrainGpu, pb.DrainGpuRequest, pb.GpuCondition),
+        "ClearGpuHealth": _unary(health.ClearGpuHealth, pb.ClearGpuHealthRequest, pb.GpuCondition),
         "WhoAmI": _unary(auth.WhoAmI, pb.WhoAmIRequest, pb.Caller),
         "QueryAudit": _unary(auth.QueryAudit, pb.QueryAuditRequest, pb.QueryAuditResponse),
         "ListAlerts": _unary(alerts.ListAlerts, pb.ListAlertsRequest, pb.ListAlertsResponse),

@@ -18,6 +18,7 @@ from node_daemon.alerts.rules import AlertSettings
 from node_daemon.auth.settings import AuthSettings, TlsSettings
 from node_daemon.config import DaemonConfig, load_config_file
 from node_daemon.control.settings import WorkloadSettings
+from node_daemon.health.settings import HealthSettings
 from tests.installer.tools import CONSOLE_TOML, DAEMON_TOML
 
 # The one option the shipped file sets: a GPU server must not fall back to
@@ -54,7 +55,7 @@ def documented_keys(text: str) -> dict[str, set[str]]:
 def test_every_option_and_alert_rule_is_documented() -> None:
     keys = documented_keys(DAEMON_TOML.read_text(encoding="utf-8"))
     # DaemonConfig fields that are tables of their own
-    tables = {"alerts", "alertmanager", "teams", "auth", "workloads"}
+    tables = {"alerts", "alertmanager", "teams", "auth", "workloads", "health"}
     options = {f.name for f in fields(DaemonConfig)} - tables
     assert options - keys["daemon"] == set(), "add these options to installer/config/daemon.toml"
     assert {"teams", "auth.users", "tls"} <= set(keys)
@@ -62,6 +63,7 @@ def test_every_option_and_alert_rule_is_documented() -> None:
     auth_keys = {f.name for f in fields(AuthSettings)} - {"users", "tls", "jwks"}
     assert auth_keys <= keys["auth"], "document these keys under [auth]"
     assert {f.name for f in fields(WorkloadSettings)} <= keys["workloads"]
+    assert {f.name for f in fields(HealthSettings)} <= keys["health"], "document under [health]"
     am_keys = {f.name for f in fields(AlertmanagerSettings)} - {"auth"}
     am_keys |= {"basic_auth_user", "basic_auth_password_file", "bearer_token_file"}
     assert am_keys <= keys["alertmanager"], "document these keys under [alertmanager]"

@@ -349,6 +349,9 @@ REQUESTS: dict[str, st.SearchStrategy[Message]] = {
         limit=UINT32,
     ),
     "QueryUsage": st.builds(pb.QueryUsageRequest, from_day=DAYS, to_day=DAYS, group_by=ENUMS),
+    "GetHealth": st.just(pb.GetHealthRequest()),
+    "DrainGpu": st.builds(pb.DrainGpuRequest, gpu_index=GPU_INDEX, drain=BOOLS, reason=STRINGS),
+    "ClearGpuHealth": st.builds(pb.ClearGpuHealthRequest, gpu_index=GPU_INDEX, reason=STRINGS),
 }
 
 # Bytes that are not a request, or not quite: protobuf's own ways to be malformed.
