@@ -71,9 +71,10 @@ def _xid_lines(signals: HealthSignals) -> tuple[str, ...]:
     lines = []
     for code, count in signals.xid_counts:
         text = xid_text(code)
-        advice = f"; {text.advice}" if text.advice else ""
         times = "once" if count == 1 else f"{count:,} times"
-        lines.append(f"Xid {code}, {times}: {text.meaning}{advice}")
+        lines.append(f"Xid {code}, {times}: {text.meaning}")
+        if text.advice:
+            lines.append(f"    {text.advice}")
     return tuple(lines)
 
 

@@ -19,7 +19,7 @@ XID_TABLE_URL = "https://docs.nvidia.com/deploy/xid-errors/"
 @dataclass(frozen=True)
 class XidText:
     meaning: str  # "GPU has fallen off the bus"
-    advice: str  # "reboot the node"; "" when the catalogue says nothing
+    advice: str  # "Likely cause: … What to do: reboot the node. …"; "" without a catalogue
 
 
 @cache
@@ -35,6 +35,7 @@ def xid_text(code: int) -> XidText:
     catalogue = _catalogue()
     if catalogue is None:
         return XidText(f"no catalogue installed: see NVIDIA's Xid table, {XID_TABLE_URL}", "")
-    meaning = str(catalogue.describe_xid(code) or f"Xid {code}")
+    # describe_xid says "Xid 79: GPU has fallen off the bus"; the console names the code itself.
+    meaning = str(catalogue.describe_xid(code)).removeprefix(f"Xid {code}: ")
     advice = catalogue.xid_advice(code)
     return XidText(meaning, str(advice) if advice else "")

@@ -15,7 +15,8 @@ from PySide6.QtWidgets import QFrame, QLabel, QScrollArea, QWidget
 from console.fleet.health import HealthState
 from console.fleet.health_report import Part
 
-MAX_HEIGHT = 220
+MAX_HEIGHT = 170
+_INDENT = "&nbsp;" * 4
 # The state's word, coloured as the tile's tag is.
 _STATE_COLORS = {
     HealthState.HEALTHY: "#48bb78",
@@ -27,10 +28,18 @@ _STATE_COLORS = {
 }
 
 
+def _line_html(line: str) -> str:
+    """An indented line (an Xid's advice) reads as a note under the line above it."""
+    if line.startswith("    "):
+        note = html.escape(line.strip())
+        return f'<span style="color:#a0aec0">{_INDENT}{note}</span>'
+    return html.escape(line)
+
+
 def report_html(parts: list[Part], state: HealthState | None) -> str:
     blocks = []
     for i, part in enumerate(parts):
-        lines = [html.escape(line) for line in part.lines]
+        lines = [_line_html(line) for line in part.lines]
         if i == 0 and state is not None and lines:
             color = _STATE_COLORS[state]
             lines[0] = f'<span style="color:{color}; font-weight:bold">{lines[0]}</span>'
@@ -53,13 +62,22 @@ class HealthSection(QScrollArea):
         self.label.setAlignment(Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignLeft)
         self.label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.setWidget(self.label)
+        # The panel's dark background shows through (dark.qss styles the panel, not us).
+        self.viewport().setAutoFillBackground(False)
+        self.label.setAutoFillBackground(False)
         self.parts: list[Part] = []
 
     def show_report(self, parts: list[Part], state: HealthState | None) -> None:
         self.parts = parts
         text = report_html(parts, state)
-        if text != self.label.text():
-            self.label.setText(text)
+        if text == self.label.text():
+            return
+        self.label.setText(text)
+        # As tall as its lines (a healthy GPU's few, a sick one's up to MAX_HEIGHT, then it
+        # scrolls); the plots below take the rest.
+        lines = sum(1 + len(p.lines) for p in parts)
+        spacing = self.label.fontMetrics().lineSpacing()
+        self.setMinimumHeight(min(MAX_HEIGHT, lines * spacing + 6))
 
     def plain_text(self) -> str:
         """What the section says, line by line (for tests and copying)."""

@@ -400,7 +400,8 @@ def test_detail_health_section_says_everything_the_node_does(qtbot) -> None:
         "suspect: correctable ECC errors at 40/min (watch it; plan a reset)",
         "usually 2h00m ahead of the failure",
         "Xid 13, 4 times: ",
-        "Xid 79, once: ",
+        "Xid 79, once: " + ("GPU has fallen off the bus" if _catalogue() else "no catalogue"),
+        "What to do: reboot the node" if _catalogue() else XID_TABLE_URL,
         "PCIe replays: 1,234",
         "remapped rows: 3 correctable, 1 uncorrectable; pending yes, waiting for a GPU reset; "
         "failure no",
