@@ -39,7 +39,7 @@ class Cause(enum.Enum):
     MEMORY = "GPU memory (HBM, ECC)"
     NVLINK = "NVLink"
     BUS = "the PCIe bus"
-    SYSTEM = "the host (its memory, firmware or setup)"
+    SYSTEM = "the host system"
 
     @property
     def words(self) -> str:
