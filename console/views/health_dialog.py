@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from PySide6.QtWidgets import QDialog, QDialogButtonBox, QFormLayout, QLabel, QLineEdit, QWidget
 
+MAX_REASON = 1000  # the node refuses a longer one (node_daemon/rpc/health_servicer.py)
+
 
 class HealthDialog(QDialog):
     """One line of text, required: the reason goes to the node's audit log and events."""
@@ -25,6 +27,7 @@ class HealthDialog(QDialog):
         self.reason = QLineEdit()
         self.reason.setObjectName("healthReason")
         self.reason.setPlaceholderText(placeholder)
+        self.reason.setMaxLength(MAX_REASON)
         self.buttons = QDialogButtonBox(
             QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel
         )
