@@ -46,6 +46,7 @@ class HealthAssessor:
         self._listeners: list[HealthListener] = []
         self._trackers: dict[int, GpuTracker] = {}
         self._saved: dict[int, StoredHealth] = {}
+        self._saved_version: dict[int, int] = {}  # each tracker's version as last saved
         self._uuids: dict[int, str] = {}
         self._conditions: Mapping[int, GpuCondition] = {}
         self._last_ms = 0  # the latest judged tick's time
@@ -80,6 +81,7 @@ class HealthAssessor:
         """The GPUs' UUIDs: a GPU kept under another UUID was swapped, and starts afresh."""
         with self._lock:
             self._uuids = {g.index: g.uuid for g in gpus if g.uuid}
+            self._saved_version.clear()  # the UUIDs go into each record at its next save
             for index, uuid in self._uuids.items():
                 tracker = self._trackers.get(index)
                 before = tracker.kept.uuid if tracker else None
@@ -200,10 +202,13 @@ class HealthAssessor:
         return changes
 
     def _save(self, index: int, tracker: GpuTracker) -> None:
+        if self._saved_version.get(index) == tracker.version:
+            return  # nothing lasting changed since the last save (most ticks)
         kept = tracker.stored()
         record = replace(kept, uuid=self._uuids.get(index, kept.uuid), boot_id=self._boot_id)
         saved = self._saved.get(index)
         if self._store is None or record == saved or (saved is None and record.empty):
+            self._saved_version[index] = tracker.version
             return
         try:
             self._store.save(record)
@@ -211,6 +216,7 @@ class HealthAssessor:
             log.error("GPU %d: health state not kept on disk: %s", index, exc)
             return
         self._saved[index] = record
+        self._saved_version[index] = tracker.version
 
     def _announce(self, changes: list[_Change]) -> None:
         for old, new, actor in changes:

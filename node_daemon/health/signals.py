@@ -71,6 +71,7 @@ class LiveSignals:
     def __init__(self) -> None:
         self._known: dict[str, int] = {}
         self.down_links: tuple[int, ...] = ()
+        self.current: tuple[Signal, ...] = ()  # what signals() gives, as of the last update
 
     def update(self, reading: GpuReading) -> None:
         if reading.health is not GpuHealth.OK:
@@ -80,6 +81,7 @@ class LiveSignals:
             if value is not None:
                 self._known[metric.field] = value
         self.down_links = reading.nvlink_down_links
+        self.current = tuple(self.signals())
 
     def value(self, metric: GpuMetric[int]) -> int:
         return self._known.get(metric.field, 0)

@@ -51,13 +51,21 @@ class GpuTracker:
         self._lost = False
         self._lost_signal: Signal | None = None
         self._repair_undated = False
+        self._xids_shown: dict[int, int] = {}  # the counts as last put in a condition
+        # Bumped by every change of what the store keeps: the assessor saves on a change.
+        self.version = 0
         self.condition = GpuCondition(index, drain=kept.drain, power_capped_w=kept.power_capped_w)
+
+    def _keep(self, **changes: object) -> None:
+        self.kept = replace(self.kept, **changes)  # type: ignore[arg-type]
+        self.version += 1
 
     # -- what comes in ---------------------------------------------------------
 
     def observe(self, reading: GpuReading, now_ms: int, settings: HealthSettings) -> None:
         if self._repair_undated:
-            self.kept, self._repair_undated = replace(self.kept, repaired_ms=now_ms), False
+            self._keep(repaired_ms=now_ms)
+            self._repair_undated = False
         self.live.update(reading)
         self.predictor.observe(reading, now_ms, settings)
         faults = self._faults_in(reading, now_ms, settings)
@@ -92,15 +100,16 @@ class GpuTracker:
             self._repaired(now_ms, HealthState.NEEDS_REBOOT)  # it answers again: reset or replugged
         faults += int(lost and not self._lost and self._live_codes is not None)
         self._lost, self._lost_signal = lost, lost_signal(reading)
-        codes = {code for code, *_ in self.live.signals()}
+        codes = {signal[0] for signal in self.live.current}
         if self._live_codes is not None:  # the first reading is where we start, not a fault
             rising = codes - self._live_codes - _NOT_FAULTS
             faults += len(rising)
             if (self._live_codes & _PENDING) - codes:
                 self._repaired(now_ms, HealthState.NEEDS_RESET)
-        for signal in self.live.signals():
-            if signal[0] in _KEPT_LIVE and settings.enabled:
-                self.sticky.setdefault(signal[0], _dated(signal, now_ms))
+        for signal in self.live.current:
+            if signal[0] in _KEPT_LIVE and signal[0] not in self.sticky and settings.enabled:
+                self.sticky[signal[0]] = _dated(signal, now_ms)
+                self.version += 1
         self._live_codes = codes
         return faults
 
@@ -112,13 +121,17 @@ class GpuTracker:
         if verdict.state is None or verdict.state.takes_new_work:
             self._hold(reason, now_ms, max(settings.hold_s, XID_HOLD_S))
             return 0
-        self.sticky.setdefault(reason.code, reason)
+        if reason.code not in self.sticky:
+            self.sticky[reason.code] = reason
+            self.version += 1
         return 1
 
     def _hold(self, reason: HealthReason, now_ms: int, hold_s: float) -> None:
+        """Keep `reason` until hold_s from now; one held already keeps its since."""
         held = self.held.get(reason.code)
-        since = held[0].since_ms if held else reason.since_ms
-        self.held[reason.code] = (replace(reason, since_ms=since), now_ms + int(hold_s * 1000))
+        if held is not None:
+            reason = _continued(held[0], reason)
+        self.held[reason.code] = (reason, now_ms + int(hold_s * 1000))
 
     def _fault(self, now_ms: int, settings: HealthSettings) -> None:
         """A fault that needs a reset or more: after a recent repair, a repeat offender."""
@@ -139,7 +152,7 @@ class GpuTracker:
                 INSPECT_ACTION,
                 now_ms,
             )
-        self.kept = replace(kept, last_fault_ms=now_ms)
+        self._keep(last_fault_ms=now_ms)
 
     def _repaired(self, now_ms: int, cures: HealthState) -> None:
         """A reset (or more) was seen: the sticky reasons it cures go."""
@@ -151,7 +164,7 @@ class GpuTracker:
         for code, (reason, _until) in list(self.held.items()):
             if code.startswith("xid_") and reason.state <= cures:
                 del self.held[code]
-        self.kept = replace(self.kept, repaired_ms=now_ms)
+        self._keep(repaired_ms=now_ms)
 
     # -- what people do --------------------------------------------------------
 
@@ -159,7 +172,7 @@ class GpuTracker:
         """After a repair: forget the sticky and held reasons; a repair is noted."""
         self.sticky.clear()
         self.held.clear()
-        self.kept = replace(self.kept, repaired_ms=now_ms)
+        self._keep(repaired_ms=now_ms)
 
     def reboot_seen(self) -> None:
         """The node rebooted while the daemon was down: dated at the first reading."""
@@ -167,40 +180,37 @@ class GpuTracker:
         self._repair_undated = True
 
     def set_drain(self, drain: Drain | None) -> None:
-        self.kept = replace(self.kept, drain=drain)
+        self._keep(drain=drain)
 
     def set_power_capped(self, watts: float | None) -> None:
-        self.kept = replace(self.kept, power_capped_w=watts)
+        self._keep(power_capped_w=watts)
 
     # -- what goes out ---------------------------------------------------------
 
     def judged(self, now_ms: int, settings: HealthSettings) -> GpuCondition:
-        """The condition now (also kept in `condition`)."""
-        self.held = {c: h for c, h in self.held.items() if h[1] > now_ms}
+        """The condition now (also kept in `condition`). Reasons that hold on are the
+        same objects as the tick before: most ticks allocate nothing but the condition."""
+        if self.held:
+            self.held = {c: h for c, h in self.held.items() if h[1] > now_ms}
         reasons: dict[str, HealthReason] = {}
         if settings.enabled:
-            live = [_dated(s, now_ms) for s in self.live.signals()]
+            previous = {r.code: r for r in self.condition.reasons}
+            live = list(self.live.current)
             if self._lost_signal is not None:
-                live.append(_dated(self._lost_signal, now_ms))
-            reasons.update((r.code, r) for r in live)
+                live.append(self._lost_signal)
+            for signal in live:
+                reasons[signal[0]] = _reason_of(signal, previous.get(signal[0]), now_ms)
             reasons.update((c, h[0]) for c, h in self.held.items())
             reasons.update(self.sticky)
-        previous = {r.code: r for r in self.condition.reasons}
-        ordered = sorted(
-            (_since(r, previous.get(r.code)) for r in reasons.values()),
-            key=lambda r: (-r.state, r.code),
-        )
+        ordered = tuple(sorted(reasons.values(), key=lambda r: (-r.state, r.code)))
         state = ordered[0].state if ordered else HealthState.HEALTHY
         since = self.condition.since_ms if state is self.condition.state else now_ms
+        if self.xid_counts != self._xids_shown:
+            self._xids_shown = dict(self.xid_counts)  # conditions share it: never mutated
         self.condition = GpuCondition(
-            self.index,
-            state,
-            tuple(ordered),
-            since or now_ms,
-            self.kept.drain,
-            self.kept.power_capped_w,
-            dict(self.xid_counts),
-        )
+            self.index, state, ordered, since or now_ms, self.kept.drain,
+            self.kept.power_capped_w, self._xids_shown,
+        )  # fmt: skip
         return self.condition
 
     def stored(self) -> StoredHealth:
@@ -212,8 +222,16 @@ def _dated(signal: Signal, now_ms: int) -> HealthReason:
     return HealthReason(code, state, summary, action, now_ms)
 
 
-def _since(reason: HealthReason, before: HealthReason | None) -> HealthReason:
-    """Keep the reason's first time: a reason that holds on keeps its since."""
-    if before is None or before.since_ms == reason.since_ms:
-        return reason
-    return replace(reason, since_ms=before.since_ms)
+def _reason_of(signal: Signal, before: HealthReason | None, now_ms: int) -> HealthReason:
+    """The reason a live signal gives: the one before while it says the same."""
+    code, state, summary, action = signal
+    if before is not None and (before.state, before.summary, before.action) == signal[1:]:
+        return before
+    return HealthReason(code, state, summary, action, before.since_ms if before else now_ms)
+
+
+def _continued(before: HealthReason, now: HealthReason) -> HealthReason:
+    """A reason held on: the one before while it says the same, else now's from its since."""
+    if (before.state, before.summary, before.action) == (now.state, now.summary, now.action):
+        return before
+    return replace(now, since_ms=before.since_ms)
