@@ -10,7 +10,7 @@ import pytest
 from gpufleet.v1 import node_pb2 as pb
 from node_daemon.alerts.engine import AlertEngine, AlertNotFiring, BadAlertRequest, UnknownAlert
 from node_daemon.alerts.model import Severity
-from node_daemon.alerts.rules import AlertSettings, IdleSettings
+from node_daemon.alerts.rules import AlertSettings, IdleSettings, LeakSettings
 from node_daemon.backends.simulated import SimulatedBackend
 from node_daemon.backends.simulated.scenario import Scenario, ScenarioEvent
 from node_daemon.journal.event_journal import EventJournal
@@ -76,10 +76,13 @@ def test_overheat_raises_warning_then_critical_then_clears(tmp_path: Path) -> No
 
 
 def test_every_scenario_fault_raises_its_rule(tmp_path: Path) -> None:
+    # A leak must last min_duration_s (10 min by default): a minute keeps this test short.
+    quick_leak = AlertSettings(memory_leak=LeakSettings(min_duration_s=60, bucket_s=5))
     node = Node(
         tmp_path / "j.sqlite3",
         (1, 0, "overheat", None), (1, 1, "leak", None), (1, 2, "ecc", 1.0),
         (1, 3, "lost", None), (2, 2, "xid", 48.0), (2, 1, "ecc_correctable", 20.0),
+        settings=quick_leak,
     )  # fmt: skip
     node.run(140)
     raised = node.journal.events_after(0)
