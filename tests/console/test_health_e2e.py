@@ -1,0 +1,192 @@
+"""GPU health end to end (#15): a real daemon whose simulated GPUs fault by scenario, real
+consoles signed in as an operator and an admin, the tile menu, the prompts, and the node's
+own answers and refusals."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from PySide6.QtWidgets import QDialogButtonBox
+
+from console.connections.security import LinkSecurity
+from console.fleet.control import WorkloadRow, WorkloadState
+from console.fleet.health import GpuCondition, HealthState
+from console.fleet.model import NodeRecord
+from console.fleet.placement import gpu_refusal
+from console.fleet.updates import LinkState
+from console.main_window import MainWindow
+from console.qt import roles
+from console.session import ConsoleSession
+from node_daemon.auth.identity import Role as DaemonRole
+from node_daemon.auth.identity import User
+from node_daemon.auth.settings import AuthSettings
+from node_daemon.auth.tokens import new_token, token_hash
+from tests.conftest import DaemonFactory
+
+TOKENS = {name: new_token() for name in ("otto", "ada")}
+USERS = (
+    User("otto", DaemonRole.OPERATOR, (), token_hash(TOKENS["otto"])),
+    User("ada", DaemonRole.ADMIN, (), token_hash(TOKENS["ada"])),
+)
+# GPU 1: a row remap waits for a reset (needs reset); GPU 3: a remap failed (needs inspection).
+SCENARIO = """
+[[event]]
+at = 0.2
+gpu = 1
+kind = "remap_pending"
+
+[[event]]
+at = 0.2
+gpu = 3
+kind = "remap_failure"
+"""
+
+
+@pytest.fixture
+def target(start_daemon: DaemonFactory, tmp_path: Path) -> str:
+    scenario = tmp_path / "faults.toml"
+    scenario.write_text(SCENARIO, encoding="utf-8")
+    daemon = start_daemon(gpus=4, hostname="node-h", scenario=scenario, auth=AuthSettings(USERS))
+    return str(daemon.address)
+
+
+@pytest.fixture
+def open_console(qtbot) -> Iterator[Callable[[str, str], MainWindow]]:  # type: ignore[no-untyped-def]
+    windows: list[MainWindow] = []
+
+    def open_(target: str, user: str) -> MainWindow:
+        window = MainWindow(ConsoleSession([target], security=LinkSecurity(token=TOKENS[user])))
+        qtbot.addWidget(window)
+        window.resize(1400, 900)
+        window.session.start()
+        window.show()
+        windows.append(window)
+        node = window.session.fleet.node(target)
+        qtbot.waitUntil(lambda: judged(node, 1, HealthState.NEEDS_RESET), timeout=20_000)
+        qtbot.waitUntil(lambda: judged(node, 3, HealthState.NEEDS_INSPECTION), timeout=20_000)
+        assert node.state is LinkState.CONNECTED and node.identity is not None
+        return window
+
+    yield open_
+    for window in windows:
+        window.session.stop()
+
+
+def condition(node: NodeRecord, gpu: int) -> GpuCondition | None:
+    snap = node.latest.get(gpu)
+    return snap.condition if snap is not None else None
+
+
+def judged(node: NodeRecord, gpu: int, state: HealthState) -> bool:
+    found = condition(node, gpu)
+    return found is not None and found.state is state
+
+
+def menu_action(window: MainWindow, target: str, gpu: int, text: str):  # type: ignore[no-untyped-def]
+    found = [
+        a for a in window.grid.context_menu(target, gpu).actions() if a.text().startswith(text)
+    ]
+    assert found, f"no {text!r} in GPU {gpu}'s menu"
+    return found[0]
+
+
+def event_sentences(window: MainWindow) -> list[str]:
+    model = window.event_model
+    return [model.data(model.index(row, 4)) for row in range(model.rowCount())]
+
+
+def queued(target: str) -> WorkloadRow:
+    return WorkloadRow(
+        target=target, id="w-1", name="train", argv=("python", "train.py"), owner="otto",
+        gpu_count=1, min_free_memory_bytes=0, auto_place=False, state=WorkloadState.QUEUED,
+        gpu_indices=(), pid=None, pid_start_unix_ms=None, queued_unix_ms=0,
+        started_unix_ms=None, ended_unix_ms=None, exit_code=None, detail="",
+    )  # fmt: skip
+
+
+def test_an_operator_sees_health_drains_and_returns_a_gpu(qtbot, open_console, target) -> None:  # type: ignore[no-untyped-def]
+    window = open_console(target, "otto")
+    fleet = window.session.fleet
+    node = fleet.node(target)
+    # The node's judgement, in the tooltip and the detail's Health section.
+    tile = window.grid.tile_rect(target, 1)
+    assert tile is not None
+    tooltip = window.grid.tooltip_at(tile.center()) or ""
+    assert "health: needs reset" in tooltip
+    reset = condition(node, 1)
+    assert reset is not None and reset.reasons[0].code == "row_remap_pending"
+    assert reset.reasons[0].summary in tooltip
+    window.grid.select(target, 1)
+    health = window.detail.health.plain_text()
+    assert "needs reset since" in health and "the node places no new work on it" in health
+    assert "pending yes, waiting for a GPU reset" in health
+    # Drops refuse the broken GPUs, naming why, as the node would.
+    refused = gpu_refusal(queued(target), fleet, 3, 0)
+    assert refused is not None and refused.startswith("GPU 3 needs inspection: ")
+    # Mark repaired needs the admin role: offered, disabled, and says so.
+    clear = menu_action(window, target, 1, "Mark repaired (clear health)…")
+    assert not clear.isEnabled() and "needs the admin role" in clear.text()
+    # Drain GPU 0 from its tile's menu: a reason first, then the node's answer on the tile.
+    drain = menu_action(window, target, 0, "Drain from placement…")
+    assert drain.isEnabled()
+    drain.trigger()
+    dialog = window.health_prompts.dialog
+    assert dialog is not None
+    dialog.reason.setText("fan noise")
+    with qtbot.waitSignal(window.session.pump.commandFinished, timeout=10_000) as done:
+        dialog.buttons.button(QDialogButtonBox.StandardButton.Ok).click()
+    assert done.args[0].ok, done.args[0].message
+    drained = condition(node, 0)
+    assert drained is not None and drained.drained and drained.drained_by == "otto"
+    item = window.session.items.gpu_index(target, 0)
+    assert item.data(roles.CONDITION_ROLE).drained
+    refused = gpu_refusal(queued(target), fleet, 0, 0)
+    assert refused == "GPU 0 is drained by otto: fan noise"
+    sentence = "GPU 0 drained from placement by otto: fan noise (no new work)"
+    qtbot.waitUntil(lambda: sentence in event_sentences(window), timeout=10_000)
+    # ... and return it.
+    back = menu_action(window, target, 0, "Return to placement")
+    with qtbot.waitSignal(window.session.pump.commandFinished, timeout=10_000) as done:
+        back.trigger()
+    assert done.args[0].ok, done.args[0].message
+    qtbot.waitUntil(lambda: not getattr(condition(node, 0), "drained", True), timeout=10_000)
+    returned = "GPU 0 returned to placement by otto: it takes new work again"
+    qtbot.waitUntil(lambda: returned in event_sentences(window), timeout=10_000)
+
+
+def test_the_nodes_refusal_is_shown_in_its_own_words(qtbot, open_console, target) -> None:  # type: ignore[no-untyped-def]
+    window = open_console(target, "otto")
+    # Past the console's own check (the menu would not offer it): the node still decides.
+    with qtbot.waitSignal(window.session.pump.commandFinished, timeout=10_000) as done:
+        window.session.health.clear(target, 1, "GPU reset")
+    result = done.args[0]
+    assert not result.ok and result.message.startswith("PERMISSION_DENIED: ")
+    assert window.statusBar().currentMessage() == (
+        f"clear the health of GPU 1 of {target}: failed: {result.message}"
+    )
+    with qtbot.waitSignal(window.health_prompts.message) as said:
+        window.health_prompts.ask_clear(target, 1)
+    assert said.args[0].startswith("Cannot clear health: needs the admin role")
+
+
+def test_an_admin_marks_a_gpu_repaired(qtbot, open_console, target) -> None:  # type: ignore[no-untyped-def]
+    window = open_console(target, "ada")
+    clear = menu_action(window, target, 1, "Mark repaired (clear health)…")
+    assert clear.isEnabled() and clear.text() == "Mark repaired (clear health)…"
+    clear.trigger()
+    dialog = window.health_prompts.dialog
+    assert dialog is not None and not dialog.ok.isEnabled()  # what was done, first
+    dialog.reason.setText("GPU reset by hand")
+    with qtbot.waitSignal(window.session.pump.commandFinished, timeout=10_000) as done:
+        dialog.buttons.button(QDialogButtonBox.StandardButton.Ok).click()
+    assert done.args[0].ok, done.args[0].message
+    assert done.args[0].what == f"clear the health of GPU 1 of {target}"
+
+    # The node judges afresh from its readings: the simulated remap still waits for a
+    # reset, so the GPU still needs one, and the console says what the node answered.
+    assert done.args[0].message == "GPU 1 needs reset, in placement"
+    assert window.statusBar().currentMessage() == (
+        f"clear the health of GPU 1 of {target}: GPU 1 needs reset, in placement"
+    )
