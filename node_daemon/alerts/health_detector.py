@@ -7,9 +7,10 @@ degraded one warns. The summary says what is wrong and what to do.
 No double paging: the reasons that another rule already alerts on are left to
 it. A lost GPU is the `gpu_lost` rule's, an Xid the `xid` rule's (its summary
 names the Xid's meaning, and hardware Xids page), uncorrectable ECC errors the
-`ecc_uncorrectable` rule's, and an ECC storm the `ecc_correctable` rule's (it
-warns at a lower rate, so earlier). So one fault raises one alert per thing that is
-wrong, and the health state still shows every reason.
+`ecc_uncorrectable` rule's, an ECC storm the `ecc_correctable` rule's (it warns
+at a lower rate, so earlier), a hardware slowdown the `throttle` rule's. So one
+fault raises one alert per thing that is wrong, and the health state still shows
+every reason.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from node_daemon.alerts.rules import GpuHealthAlertSettings
 from node_daemon.health.model import HealthReason, HealthState
 
 # Reason codes another detector already alerts on (see the module's docstring).
-COVERED_ELSEWHERE = frozenset({"gpu_lost", "ecc_uncorrectable", "ecc_storm"})
+COVERED_ELSEWHERE = frozenset({"gpu_lost", "ecc_uncorrectable", "ecc_storm", "hw_slowdown"})
 
 
 def covered_elsewhere(code: str) -> bool:

@@ -47,6 +47,8 @@ class HealthSettings:
     cooling_rise_c: float = 3.0
     cooling_window_s: float = 120.0
     cooling_temp_c: float = 75.0
+    # Hardware slowdown (thermal, power brake) for this long: degraded.
+    hw_slowdown_for_s: float = 30.0
     # A GPU that faults again (a reason that needs a reset or more) this many hours
     # after a repair (a clear, a reset or a reboot seen) needs inspection.
     repeat_window_h: float = 24.0
@@ -63,7 +65,7 @@ _LIMITS: dict[str, tuple[float, float]] = {
     "telemetry_gap_ticks": (1, 1e6), "telemetry_window_s": (1, 86_400),
     "cooling_fan_pct": (1, 100), "cooling_rise_c": (0.1, 100),
     "cooling_window_s": (1, 3600), "cooling_temp_c": (1, 150),
-    "repeat_window_h": (0, 8760), "hold_s": (0, 86_400),
+    "hw_slowdown_for_s": (0, 86_400), "repeat_window_h": (0, 8760), "hold_s": (0, 86_400),
 }  # fmt: skip
 
 

@@ -16,6 +16,7 @@ from gpufleet.v1.gpu_metrics import (
     RETIRED_PAGES_PENDING,
     ROW_REMAP_FAILURE,
     ROW_REMAP_PENDING,
+    THROTTLE_REASONS,
     GpuMetric,
 )
 from node_daemon.backends.readings import GpuHealth, GpuReading
@@ -131,6 +132,38 @@ class LiveSignals:
                 "since the driver loaded",
                 "watch it: a pending remap or retirement will ask for a reset",
             )
+
+
+# NVML clock event reasons that the hardware imposes (not the driver's own caps).
+_HW_SLOWDOWN = {0x8: "hardware slowdown", 0x40: "hardware thermal slowdown",
+                0x80: "hardware power brake"}  # fmt: skip
+
+
+class SlowdownWatch:
+    """Since when the hardware has been slowing the GPU down, and why."""
+
+    def __init__(self) -> None:
+        self._since_ms: int | None = None
+        self._names: tuple[str, ...] = ()
+
+    def update(self, reading: GpuReading, now_ms: int) -> None:
+        bits = reading[THROTTLE_REASONS]
+        if bits is None or reading.health is not GpuHealth.OK:
+            return  # no news
+        self._names = tuple(name for bit, name in _HW_SLOWDOWN.items() if bits & bit)
+        if not self._names:
+            self._since_ms = None
+        elif self._since_ms is None:
+            self._since_ms = now_ms
+
+    def signal(self, now_ms: int, for_s: float) -> Signal | None:
+        """DEGRADED once the slowdown has lasted `for_s`: the GPU works, slower than it should."""
+        if self._since_ms is None or now_ms - self._since_ms < for_s * 1000:
+            return None
+        return ("hw_slowdown", HealthState.DEGRADED,
+                f"clocks held down by the hardware: {', '.join(self._names)}",
+                "check the cooling and the power supply; reset the GPU if it persists "
+                "while cool")  # fmt: skip
 
 
 def lost_signal(reading: GpuReading) -> Signal | None:

@@ -20,7 +20,13 @@ from node_daemon.backends.readings import GpuHealth, GpuReading
 from node_daemon.health.model import Drain, GpuCondition, HealthReason, HealthState
 from node_daemon.health.predictions import Predictor
 from node_daemon.health.settings import HealthSettings
-from node_daemon.health.signals import INSPECT_ACTION, LiveSignals, Signal, lost_signal
+from node_daemon.health.signals import (
+    INSPECT_ACTION,
+    LiveSignals,
+    Signal,
+    SlowdownWatch,
+    lost_signal,
+)
 from node_daemon.health.store import StoredHealth
 from node_daemon.health.xids import xid_verdict
 
@@ -44,6 +50,7 @@ class GpuTracker:
         self.sticky: dict[str, HealthReason] = {r.code: r for r in kept.sticky}
         self.held: dict[str, tuple[HealthReason, int]] = {}  # code -> (reason, until ms)
         self.live = LiveSignals()
+        self.slowdown = SlowdownWatch()
         self.predictor = Predictor()
         self.xid_counts: dict[int, int] = {}
         self.seen = False  # a reading of it has come in this run
@@ -67,6 +74,7 @@ class GpuTracker:
             self._keep(repaired_ms=now_ms)
             self._repair_undated = False
         self.live.update(reading)
+        self.slowdown.update(reading, now_ms)
         self.predictor.observe(reading, now_ms, settings)
         faults = self._faults_in(reading, now_ms, settings)
         if self.predictor.reset_seen:
@@ -198,6 +206,9 @@ class GpuTracker:
             live = list(self.live.current)
             if self._lost_signal is not None:
                 live.append(self._lost_signal)
+            slowdown = self.slowdown.signal(now_ms, settings.hw_slowdown_for_s)
+            if slowdown is not None:
+                live.append(slowdown)
             for signal in live:
                 reasons[signal[0]] = _reason_of(signal, previous.get(signal[0]), now_ms)
             reasons.update((c, h[0]) for c, h in self.held.items())

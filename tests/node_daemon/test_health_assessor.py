@@ -15,6 +15,8 @@ from node_daemon.alerts.health_detector import HealthDetector
 from node_daemon.alerts.model import Severity
 from node_daemon.alerts.rules import GpuHealthAlertSettings
 from node_daemon.backends.readings import GpuHealth, GpuReading, GpuStatic
+from node_daemon.backends.simulated import SimulatedBackend
+from node_daemon.backends.simulated.scenario import Scenario, ScenarioEvent
 from node_daemon.errors import ConfigError, Invalid, Refused
 from node_daemon.health.assessor import HealthAssessor
 from node_daemon.health.events import health_events
@@ -316,6 +318,17 @@ def test_a_fan_at_its_maximum_with_the_gpu_hot_is_cooling_failing(clock: Clock) 
     assert condition.reasons[0].summary == "cooling failing: fan at 100 % and the GPU at 76 °C"
 
 
+def test_a_lasting_hardware_slowdown_is_degraded(clock: Clock) -> None:
+    assert clock.codes(reading(throttle_reasons=0x40)) == set()
+    assert clock.codes(reading(throttle_reasons=0x40 | 0x4), seconds=29) == set()
+    condition = clock.tick(reading(throttle_reasons=0x40 | 0x4))[0]  # 30 s on
+    assert condition.state is HealthState.DEGRADED
+    assert condition.reasons[0].summary == (
+        "clocks held down by the hardware: hardware thermal slowdown"
+    )
+    assert clock.codes(reading(throttle_reasons=0x4)) == set()  # the driver's own cap is fine
+
+
 def test_disabled_health_judges_nothing_but_keeps_drains() -> None:
     clock = Clock(assessor(HealthSettings(enabled=False)))
     clock.tick()
@@ -465,6 +478,69 @@ def test_an_unreadable_record_is_skipped(tmp_path: Path) -> None:
     store.save(StoredHealth(1, drain=assessor_drain()))
     assert set(store.load()) == {1}
     journal.close()
+
+
+# -- the simulator's scripted faults, judged -----------------------------------------
+
+
+def judged_by_the_second(events: tuple[ScenarioEvent, ...], seconds: int, model: str | None = None
+                         ) -> list[tuple[int, HealthState, tuple[str, ...]]]:  # fmt: skip
+    """Each change of GPU 0's state or reasons: (second, state, codes)."""
+    backend = SimulatedBackend(gpu_count=1, seed=1, model=model, scenario=Scenario(events))
+    backend.open()
+    judge = assessor()
+    changes: list[tuple[int, HealthState, tuple[str, ...]]] = []
+    try:
+        for second in range(1, seconds + 1):
+            condition = judge.judge(backend.advance(1.0), {}, second * S)[0]
+            change = (condition.state, tuple(r.code for r in condition.reasons))
+            if not changes or changes[-1][1:] != change:
+                changes.append((second, *change))
+    finally:
+        backend.close()
+    return changes
+
+
+@pytest.mark.parametrize(
+    ("events", "model", "state", "codes"),
+    [
+        ((ScenarioEvent(5, 0, "remap_failure"),), None, HealthState.NEEDS_INSPECTION,
+         ("row_remap_failure",)),
+        ((ScenarioEvent(5, 0, "ecc_storm", 20.0),), None, HealthState.SUSPECT, ("ecc_storm",)),
+        ((ScenarioEvent(5, 0, "pcie_replay_storm", 100.0),), None, HealthState.SUSPECT,
+         ("pcie_replay_storm",)),
+        ((ScenarioEvent(5, 0, "nvlink_down", 2.0),), None, HealthState.DEGRADED, ("nvlink_down",)),
+        ((ScenarioEvent(5, 0, "nvlink_errors", 50.0),), None, HealthState.SUSPECT,
+         ("nvlink_storm",)),
+        ((ScenarioEvent(5, 0, "recovery_action", 2.0),), None, HealthState.NEEDS_REBOOT,
+         ("recovery_node_reboot",)),
+        ((ScenarioEvent(5, 0, "fan_fail", 5.0), ScenarioEvent(5, 0, "load", 100.0)), "l40s",
+         HealthState.SUSPECT, ("cooling_failing",)),
+    ],
+)  # fmt: skip
+def test_each_simulated_fault_is_judged(
+    events: tuple[ScenarioEvent, ...], model: str | None, state: HealthState,
+    codes: tuple[str, ...],
+) -> None:  # fmt: skip
+    changes = judged_by_the_second(events, 600, model)
+    assert changes[0] == (1, HealthState.HEALTHY, ())
+    assert (state, codes) in [c[1:] for c in changes], changes
+
+
+def test_a_simulated_remap_lasts_until_the_reset() -> None:
+    events = (ScenarioEvent(5, 0, "remap_pending", 1.0), ScenarioEvent(60, 0, "reset"))
+    assert judged_by_the_second(events, 90) == [
+        (1, HealthState.HEALTHY, ()),
+        (5, HealthState.NEEDS_RESET, ("row_remap_pending",)),
+        (60, HealthState.HEALTHY, ()),
+    ]
+
+
+def test_a_stuttering_gpu_is_suspect_before_it_falls_off_the_bus() -> None:
+    changes = judged_by_the_second((ScenarioEvent(5, 0, "stutter", 120.0),), 200)
+    suspect = next(c[0] for c in changes if c[2] == ("telemetry_gap",))
+    lost = next(c[0] for c in changes if c[1] is HealthState.NEEDS_REBOOT)
+    assert suspect < lost - 60, changes  # a minute's warning at least
 
 
 # -- alerts ---------------------------------------------------------------------------
