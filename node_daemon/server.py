@@ -27,6 +27,8 @@ from node_daemon.control.kill_service import ProcessKiller
 from node_daemon.control.reservations import ReservationLedger
 from node_daemon.control.wire import workload_messages
 from node_daemon.control.workloads import NodeView, WorkloadManager
+from node_daemon.healing.build import build_healer, node_now
+from node_daemon.healing.wire import policy_message
 from node_daemon.health.assessor import HealthAssessor
 from node_daemon.health.events import health_events
 from node_daemon.health.model import GpuCondition
@@ -120,6 +122,13 @@ class NodeDaemon:
         )  # fmt: skip
         self.alerts.set_reservation_lookup(self._reserved_for)
         self._hostname = config.hostname or socket.gethostname()
+        self.healer = build_healer(
+            config.healing, journal=self.journal, audit=self.audit, backend=backend,
+            sampler=self.sampler, control=self.health, killer=self.killer,
+            workloads=self.workloads, slurm_node=self._hostname.split(".")[0],
+            slurm_reason=lambda: self.slurm.state.reason if self.slurm.state else None,
+            host=self._hostname,
+        )  # fmt: skip
         self.alertmanager = AlertmanagerLink(self.alerts, self._hostname)
         # [alertmanager] urls and [daemon] alertmanager_urls (and --alertmanager) together.
         self.alertmanager.configure(alertmanager_settings(config))
@@ -162,6 +171,7 @@ class NodeDaemon:
         self.auth_interceptor.reconfigure(config.auth)
         self.killer.set_allow_job_processes(config.allow_kill_job_processes)
         self.workloads.set_settings(config.workloads)
+        self.healer.reconfigure(config.healing)
         self.health.reconfigure(config.health)
         self.config = config  # teams, WhoAmI's kill policy: read through self.config
 
@@ -192,9 +202,9 @@ class NodeDaemon:
         )  # fmt: skip
         # WhoAmI reports the kill policy of the config in force (a reload replaces it).
         auth = AuthServicer(self.audit, lambda: self.config.allow_kill_job_processes)
-        handler = node_service_handler(
-            servicer, alert_servicer, control, auth, usage, HealthServicer(self.health)
-        )
+        # GetHealth reports the self-healing policy in force (a reload replaces it).
+        gpu_health = HealthServicer(self.health, lambda: policy_message(self.healer.policy()))
+        handler = node_service_handler(servicer, alert_servicer, control, auth, usage, gpu_health)
         server.add_generic_rpc_handlers((handler,))
         health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
         names = (SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME)
@@ -235,7 +245,7 @@ class NodeDaemon:
     def _on_sweep(
         self, readings: Sequence[GpuReading], processes: Mapping[int, Sequence[ProcessReading]]
     ) -> None:
-        """After each sweep, on the sampler thread: rules, reservations, workloads.
+        """After each sweep, on the sampler thread: rules, reservations, workloads, healing.
 
         Each step on its own: a failure in one (a bug, a full disk) must never
         keep the others, above all the alert rules, from running.
@@ -246,6 +256,8 @@ class NodeDaemon:
             ("workloads", self.workloads.tick),
             ("usage", lambda: self.usage.observe(now, readings, processes, self._reserved_for)),
             ("alerts", lambda: self.alerts.evaluate(readings, processes)),
+            # After the rules: it acts on the alerts firing now (and on the conditions).
+            ("healing", lambda: self._heal(now, readings, processes)),
         )
         for name, step in steps:
             try:
@@ -256,6 +268,16 @@ class NodeDaemon:
                 self._disk_warnings.warn(f"{name}: {exc}")
             except Exception:
                 log.exception("after-sweep step %s failed", name)
+
+    def _heal(
+        self,
+        now: float,
+        readings: Sequence[GpuReading],
+        processes: Mapping[int, Sequence[ProcessReading]],
+    ) -> None:
+        self.healer.tick(
+            node_now(now, readings, processes, self.sampler, self.alerts, self.workloads)
+        )
 
     def _teams_of(self, user: str) -> tuple[str, ...]:
         """team:NAME of a user: from [teams] and [[auth.users]], and their latest JWT's groups."""
@@ -304,6 +326,7 @@ class NodeDaemon:
         self._server.stop(grace_s).wait()
         self._executor.shutdown(wait=False, cancel_futures=True)
         self.sampler.stop()
+        self.healer.stop()  # after the sampler: no tick hands it more work
         self.usage.close()  # after the sampler: its last sweep is billed too
         self.usage_store.close()
         self.slurm.stop()

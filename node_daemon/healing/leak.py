@@ -51,6 +51,8 @@ class LeakPolicy:
         s = settings.memory_leak
         kind = KILL_LEAK if s.action == "kill" else REQUEUE_LEAK
         leaking = _leakers(now)
+        if not dry_run:  # a dry run's pretend warnings end with it
+            self._memory.state.warnings = [w for w in self._memory.state.warnings if not w.dry_run]
         actions = []
         for (gpu, pid), (process, summary) in sorted(leaking.items()):
             warning = self._warning(gpu, process, dry_run)
@@ -91,8 +93,11 @@ class LeakPolicy:
         return action.step == "" and action.action == KILL_LEAK  # TERM, grace, KILL
 
     def execute(self, action: Action, now: NodeNow, settings: HealingSettings) -> str:
+        if action.step == WARN:
+            deadline = _clock(now.now_s + settings.memory_leak.grace_s)
+            return f"warned: {settings.memory_leak.action} at {deadline} unless the leak stops"
         if action.step:
-            return DONE  # a warning or a stand-down is its announcement
+            return "stood down: the leak stopped"
         assert action.gpu is not None and action.pid is not None
         if action.action == REQUEUE_LEAK:
             return self._requeue(action.pid)
@@ -147,7 +152,7 @@ class LeakPolicy:
         target = (action.gpu, action.pid, report.dry_run)
         mine = [w for w in state.warnings if (w.gpu, w.pid, w.dry_run) == target]
         if action.step == WARN:
-            if report.acted:
+            if report.acted or report.outcome.startswith("warned"):
                 process = _listed(now.processes, action.gpu, action.pid)
                 start = (process.start_time_unix_ms if process else None) or 0
                 deadline = now.now_s + settings.memory_leak.grace_s

@@ -7,6 +7,7 @@ step, with no sleeping. tests/node_daemon/test_healing_daemon.py runs it in a da
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -20,6 +21,7 @@ from node_daemon.auth.audit import AuditLog
 from node_daemon.backends.readings import GpuReading, GpuStatic, ProcessReading
 from node_daemon.backends.simulated.backend import SimulatedBackend
 from node_daemon.config import load_config_file
+from node_daemon.control.kill_service import ProcessKiller
 from node_daemon.errors import ConfigError
 from node_daemon.healing.drain import DrainPolicy
 from node_daemon.healing.healer import Healer, Policy
@@ -29,12 +31,15 @@ from node_daemon.healing.model import HealingPolicy, policy_of
 from node_daemon.healing.power_cap import NO_BACKEND, PowerCapPolicy
 from node_daemon.healing.repair import RepairPolicy
 from node_daemon.healing.settings import HealingSettings, parse_healing_settings
+from node_daemon.healing.slurm_drain import SlurmDrain
 from node_daemon.healing.view import NodeNow
 from node_daemon.healing.wire import policy_message
 from node_daemon.health.assessor import HealthAssessor
 from node_daemon.health.model import HealthState
 from node_daemon.health.settings import HealthSettings
 from node_daemon.journal.event_journal import EventJournal
+from node_daemon.sampling.history import SampleHistory
+from node_daemon.sampling.sampler import Sampler
 from tests.conftest import wait_for
 
 T0 = 1_800_000_000.0  # the first tick's Unix time
@@ -43,8 +48,15 @@ T0 = 1_800_000_000.0  # the first tick's Unix time
 class Node:
     """A healer over two GPUs, with what it acts on: the assessor, a backend, the journal."""
 
-    def __init__(self, tmp: Path, settings: HealingSettings, backend: object = None) -> None:
+    def __init__(
+        self,
+        tmp: Path,
+        settings: HealingSettings,
+        backend: object = None,
+        slurm_reason: Callable[[], str | None] | None = None,
+    ) -> None:
         self.tmp = tmp
+        self.slurm = SlurmDrain("node-1", slurm_reason) if slurm_reason is not None else None
         self.journal = EventJournal(tmp / "journal.sqlite3")
         self.audit = AuditLog(tmp / "audit.sqlite3", anchor=self.journal)
         self.assessor = HealthAssessor(HealthSettings(), boot_id="boot-1")
@@ -53,15 +65,18 @@ class Node:
         self.gpus: dict[int, GpuStatic] = {g.index: g for g in facts.gpus}
         self.assessor.set_gpu_facts(facts.gpus)
         self.processes: dict[int, list[ProcessReading]] = {0: [], 1: []}
+        # A killer over a sampler that never runs: a dry run's leak never reaches it.
+        sampler = Sampler(SimulatedBackend(2, seed=1), SampleHistory(10))
+        self.killer = ProcessKiller(sampler, self.journal, lambda _g, _p, _s: None)
         self.healer = self._healer(settings)
 
     def _healer(self, settings: HealingSettings) -> Healer:
         memory = HealingMemory(self.journal)
         fresh = lambda: self.processes  # noqa: E731 - the list the test keeps is the fresh one
         policies: list[Policy] = [
-            DrainPolicy(self.assessor, memory, None),
+            DrainPolicy(self.assessor, memory, self.slurm),
             PowerCapPolicy(self.backend, self.assessor),
-            LeakPolicy(memory, None, None),
+            LeakPolicy(memory, self.killer, None),
             RepairPolicy("reset", memory, fresh, "node-1"),
             RepairPolicy("reboot", memory, fresh, "node-1"),
         ]
@@ -112,8 +127,8 @@ def node_factory(tmp_path: Path) -> Iterator[MakeNode]:
     """make(settings, backend=None): a Node in this test's directory, closed after it."""
     nodes: list[Node] = []
 
-    def make(settings: HealingSettings, backend: object = None) -> Node:
-        nodes.append(Node(tmp_path, settings, backend))
+    def make(settings: HealingSettings, backend: object = None, **kwargs: object) -> Node:
+        nodes.append(Node(tmp_path, settings, backend, **kwargs))  # type: ignore[arg-type]
         return nodes[-1]
 
     yield make
@@ -268,6 +283,47 @@ def test_beyond_the_hourly_limit_an_action_is_rate_limited_once(node_factory: Ma
     assert node.assessor.condition(1).drain is not None  # type: ignore[union-attr]
 
 
+def stub_scontrol(directory: Path) -> Path:
+    """Slurm is not installed here: a stub scontrol on PATH that logs its arguments."""
+    script = directory / "scontrol"
+    script.write_text(f'#!/bin/sh\nfor a in "$@"; do printf "%s|" "$a"; done >> {directory}/args\n'
+                      f"echo >> {directory}/args\n")  # fmt: skip
+    script.chmod(0o755)
+    return directory / "args"
+
+
+def test_slurm_drain_and_resume_only_while_the_reason_is_ours(
+    node_factory: MakeNode, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    args = stub_scontrol(tmp_path)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    slurm_reason: list[str | None] = [None]
+    settings = healing(tmp_path, '[healing]\nmode = "on"\n[healing.drain]\nslurm = true\n'
+                                 "return_after_clean_s = 10\n")  # fmt: skip
+    node = node_factory(settings, slurm_reason=lambda: slurm_reason[0])
+    node.tick(1, [GpuReading(0, temp_gpu_c=50), NEEDS_RESET])
+    wait_for_events(node, 1)
+    drain = args.read_text().splitlines()
+    assert drain[0].startswith("update|NodeName=node-1|State=DRAIN|Reason=gpufleet: GPU 1: ")
+    assert node.healing_events()[0].outcome == "done"
+    slurm_reason[0] = "gpufleet: GPU 1: GPU 1 needs reset"
+    node.tick(2, [GpuReading(0, temp_gpu_c=50), CLEAN])
+    node.tick(12, [GpuReading(0, temp_gpu_c=50), CLEAN])
+    wait_for_events(node, 2)
+    assert args.read_text().splitlines()[1] == "update|NodeName=node-1|State=RESUME|"
+    # Drained again; an operator re-words Slurm's reason meanwhile: theirs to resume now.
+    node.tick(30 + 600, [GpuReading(0, temp_gpu_c=50), NEEDS_RESET])
+    wait_for_events(node, 3)
+    slurm_reason[0] = "card swap Tuesday"
+    node.tick(31 + 600, [GpuReading(0, temp_gpu_c=50), CLEAN])
+    node.tick(41 + 600, [GpuReading(0, temp_gpu_c=50), CLEAN])
+    wait_for_events(node, 4)
+    assert len(args.read_text().splitlines()) == 3  # no second RESUME
+    undrain = node.healing_events()[3]
+    assert undrain.action == "undrain" and "no longer gpufleet's" in undrain.outcome
+    assert node.assessor.condition(1).drain is None  # type: ignore[union-attr]
+
+
 # -- power cap ----------------------------------------------------------------
 
 
@@ -327,6 +383,60 @@ def test_a_backend_that_cannot_set_limits_is_refused(node_factory: MakeNode) -> 
     for at_s in (0, 300, 301):
         node.tick(at_s, hot(90))
     assert [(e.action, e.outcome) for e in node.healing_events()] == [("power_cap", NO_BACKEND)]
+
+
+# -- memory leak ----------------------------------------------------------------
+
+
+def leak_alert(pid: int) -> AlertRecord:
+    return AlertRecord("a-9", f"memory_leak/gpu0/pid{pid}", "memory_leak", Severity.WARNING,
+                       True, 0, "", pid, 900.0, "MiB", f"GPU 0: process {pid} grows",
+                       int(T0 * 1000), int(T0 * 1000))  # fmt: skip
+
+
+def leak_settings(mode: str, **table: object) -> HealingSettings:
+    settings = replace(HealingSettings(), mode=mode)
+    leak = replace(settings.memory_leak, enabled=True, grace_s=600, **table)
+    return replace(settings, memory_leak=leak)
+
+
+def test_dry_run_of_a_leak_warns_and_would_kill_once(node_factory: MakeNode) -> None:
+    node = node_factory(leak_settings("dry-run", allow_foreign=True))
+    node.processes[0] = [ProcessReading(pid=4242, start_time_unix_ms=7, user="bob")]
+    for at_s in (1, 2, 600, 601, 1300, 1400):
+        node.tick(at_s, alerts=[leak_alert(4242)])
+    events = [(e.action, e.pid, e.outcome, e.dry_run) for e in node.healing_events()]
+    assert events == [("kill_leak", 4242, "would do", True)] * 2
+    assert "kill at " in node.healing_events()[0].reason
+    assert "still leaking after 600 s" in node.healing_events()[1].reason
+    node.tick(1500)  # the leak stopped
+    last = node.healing_events()[-1]
+    assert (last.outcome, last.reason) == (
+        "would do",
+        "GPU 0: process 4242's leak stopped, or it ended",
+    )
+
+
+def test_a_leak_that_stops_within_the_grace_stands_the_warning_down(
+    node_factory: MakeNode,
+) -> None:
+    node = node_factory(leak_settings("on", allow_foreign=True))
+    node.processes[0] = [ProcessReading(pid=4242, start_time_unix_ms=7)]
+    node.tick(1, alerts=[leak_alert(4242)])
+    assert node.healing_events()[0].outcome.startswith("warned: kill at ")
+    node.tick(300)  # no leak alert any more
+    node.tick(700)
+    assert [e.outcome for e in node.healing_events()][1:] == ["stood down: the leak stopped"]
+
+
+def test_a_leaker_gpufleet_did_not_launch_is_refused_once(node_factory: MakeNode) -> None:
+    node = node_factory(leak_settings("on", action="requeue"))
+    node.processes[0] = [ProcessReading(pid=4242, start_time_unix_ms=7)]
+    for at_s in (1, 2, 3):
+        node.tick(at_s, alerts=[leak_alert(4242)])
+    assert [(e.action, e.outcome) for e in node.healing_events()] == [
+        ("requeue_leak", "refused: pid 4242 is no process of a workload gpufleet launched")
+    ]
 
 
 # -- reset --------------------------------------------------------------------
