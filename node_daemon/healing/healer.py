@@ -53,6 +53,8 @@ from node_daemon.journal.event_journal import EventJournal, JournalError
 log = logging.getLogger(__name__)
 
 ReportListener = Callable[[Report], None]
+# How long stop() waits for an action under way (a kill's grace, a command) to end.
+STOP_WAIT_S = 15.0
 
 
 class Policy(Protocol):
@@ -94,6 +96,7 @@ class Healer:
         self._limits = RateLimits(memory.state.taken)
         self._dry_limits = RateLimits()
         self._lock = threading.RLock()
+        self._idle = threading.Condition(self._lock)  # notified when an action ends
         self._seen: dict[str, _Seen] = {}
         self._in_flight: set[str] = set()
         self._worker: ThreadPoolExecutor | None = None
@@ -122,12 +125,18 @@ class Healer:
         """For GetHealth (node_daemon.healing.wire.policy_message)."""
         return policy_of(self._settings)
 
-    def stop(self) -> None:
+    def stop(self, timeout_s: float = STOP_WAIT_S) -> None:
+        """No new actions; one under way gets `timeout_s` to finish and be journaled."""
         with self._lock:
             self._stopped = True
             worker, self._worker = self._worker, None
-        if worker is not None:
-            worker.shutdown(wait=True, cancel_futures=True)
+        if worker is None:
+            return
+        worker.shutdown(wait=False, cancel_futures=True)
+        with self._idle:
+            if not self._idle.wait_for(lambda: not self._in_flight, timeout_s):
+                log.warning("self-healing: stopping with %s still under way",
+                            ", ".join(sorted(self._in_flight)))  # fmt: skip
 
     # -- each tick ---------------------------------------------------------------
 
@@ -216,12 +225,15 @@ class Healer:
                 self._worker = ThreadPoolExecutor(1, thread_name_prefix="gpufleet-healing")
             self._in_flight.add(action.key)
             worker = self._worker
+            # Kept before it runs: a reboot leaves no time to keep its place in the limits.
+            self._memory.state.taken = self._limits.history()
 
         def run() -> None:
             outcome = self._execute(policy, action, now, settings)
+            self._report(policy, Report(action, outcome, False), now, settings)
             with self._lock:
                 self._in_flight.discard(action.key)
-            self._report(policy, Report(action, outcome, False), now, settings)
+                self._idle.notify_all()
 
         worker.submit(run)
 

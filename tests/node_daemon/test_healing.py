@@ -484,6 +484,30 @@ def test_a_failing_command_says_why(node_factory: MakeNode) -> None:
     assert node.healing_events()[0].outcome == "failed: false exited 1: no output"
 
 
+def test_reboot_only_when_every_gpu_is_idle_and_not_again_after_a_restart(
+    node_factory: MakeNode, tmp_path: Path
+) -> None:
+    marker = tmp_path / "rebooted"
+    settings = replace(HealingSettings(), mode="on")
+    reboot = replace(settings.reboot, enabled=True, command=("touch", str(marker)))
+    settings = replace(settings, reboot=reboot)
+    node = node_factory(settings)
+    wants_reboot = [GpuReading(0, temp_gpu_c=50), GpuReading(1, temp_gpu_c=50, recovery_action=2)]
+    node.processes[0] = [ProcessReading(pid=4242, start_time_unix_ms=7)]  # GPU 0 is busy
+    node.tick(1, wants_reboot)
+    assert [e.action for e in node.healing_events()] == ["drain"] and not marker.exists()
+    node.processes[0] = []
+    node.tick(2, wants_reboot)
+    wait_for_events(node, 2)
+    assert node.healing_events()[-1].action == "node_reboot" and marker.exists()
+    assert "every GPU idle" in node.healing_events()[-1].reason
+    marker.unlink()
+    node.restart(settings)  # as after the reboot, had it not cured the GPU
+    node.tick(3, wants_reboot)
+    node.healer.stop()
+    assert not marker.exists() and len(node.healing_events()) == 2
+
+
 # -- restarts -----------------------------------------------------------------
 
 

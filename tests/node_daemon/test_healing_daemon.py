@@ -141,7 +141,7 @@ def test_power_cap_applied_when_hot_and_restored_once_cool(  # type: ignore[no-u
     )
     policy = settings(
         '[healing]\nmode = "on"\n[healing.power_cap]\nabove_c = 80\nabove_for_s = 1\n'
-        "cool_c = 80\nrestore_after_cool_s = 1\n"
+        "cool_c = 70\nrestore_after_cool_s = 1\n"
     )
     daemon = start_daemon(backend, gpus=1, healing=policy)
     stream = events(daemon)
@@ -165,7 +165,7 @@ def test_power_cap_applied_when_hot_and_restored_once_cool(  # type: ignore[no-u
     wait_for(lambda: limit_now() == static.power_limit_default_w, 10, "the default limit")
     assert not condition(stream.stub, 0).HasField("power_capped_w")
     latest = daemon.sampler.latest
-    assert latest is not None and (latest.readings[0][TEMP_GPU_C] or 0) < 80
+    assert latest is not None and (latest.readings[0][TEMP_GPU_C] or 0) < 70
 
 
 # -- reset --------------------------------------------------------------------
