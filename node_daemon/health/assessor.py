@@ -25,6 +25,8 @@ from node_daemon.health.tracker import GpuTracker
 
 log = logging.getLogger(__name__)
 
+# A store that failed (a full disk) is tried again this often, not every tick.
+SAVE_RETRY_MS = 30_000
 HealthListener = Callable[[GpuCondition | None, GpuCondition, str], None]
 _Change = tuple[GpuCondition | None, GpuCondition, str]
 
@@ -47,6 +49,7 @@ class HealthAssessor:
         self._trackers: dict[int, GpuTracker] = {}
         self._saved: dict[int, StoredHealth] = {}
         self._saved_version: dict[int, int] = {}  # each tracker's version as last saved
+        self._retry_at_ms: dict[int, int] = {}  # GPUs whose save failed: when to try again
         self._uuids: dict[int, str] = {}
         self._conditions: Mapping[int, GpuCondition] = {}
         self._last_ms = 0  # the latest judged tick's time
@@ -194,16 +197,18 @@ class HealthAssessor:
             old = conditions.get(index)
             new = tracker.judged(now_ms, self._settings)
             conditions[index] = new
-            self._save(index, tracker)
+            self._save(index, tracker, now_ms)
             first_news = old is None and (not new.placeable or bool(new.reasons))
             if first_news or (old is not None and _differs(old, new)):
                 changes.append((old, new, actor))
         self._conditions = conditions
         return changes
 
-    def _save(self, index: int, tracker: GpuTracker) -> None:
+    def _save(self, index: int, tracker: GpuTracker, now_ms: int) -> None:
         if self._saved_version.get(index) == tracker.version:
             return  # nothing lasting changed since the last save (most ticks)
+        if now_ms < self._retry_at_ms.get(index, 0):
+            return  # the store failed a moment ago (a full disk): not every tick
         kept = tracker.stored()
         record = replace(kept, uuid=self._uuids.get(index, kept.uuid), boot_id=self._boot_id)
         saved = self._saved.get(index)
@@ -212,9 +217,14 @@ class HealthAssessor:
             return
         try:
             self._store.save(record)
-        except Exception as exc:  # a full disk: kept in memory, tried at the next change
-            log.error("GPU %d: health state not kept on disk: %s", index, exc)
+        except Exception as exc:  # kept in memory meanwhile
+            if index not in self._retry_at_ms:
+                log.error("GPU %d: health state not kept on disk (tried again every %.0f s): "
+                          "%s", index, SAVE_RETRY_MS / 1000, exc)  # fmt: skip
+            self._retry_at_ms[index] = now_ms + SAVE_RETRY_MS
             return
+        if self._retry_at_ms.pop(index, None) is not None:
+            log.warning("GPU %d: health state kept on disk again", index)
         self._saved[index] = record
         self._saved_version[index] = tracker.version
 

@@ -428,6 +428,34 @@ def test_the_store_is_written_only_when_something_lasting_changes() -> None:
     assert store.saves == 2
 
 
+class FullDiskStore(MemoryStore):
+    """Refuses every write until `room` is set, as a journal on a full disk does."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.room, self.tries = False, 0
+
+    def save(self, record: StoredHealth) -> None:
+        self.tries += 1
+        if not self.room:
+            raise OSError("state disk full")
+        super().save(record)
+
+
+def test_a_full_disk_is_tried_again_now_and_then_not_every_tick() -> None:
+    store = FullDiskStore()
+    clock = Clock(assessor(store=store))
+    clock.tick()
+    clock.tick(reading(xids=(79,)))
+    for _ in range(20):
+        clock.tick()
+    assert store.tries == 1 and clock.state() is HealthState.NEEDS_REBOOT  # kept in memory
+    store.room = True
+    clock.tick(seconds=10)
+    assert [r.code for r in store.records[0].sticky] == ["xid_79"]
+    assert store.tries == 2
+
+
 def test_sticky_state_and_drains_survive_a_restart(tmp_path: Path) -> None:
     journal = EventJournal(tmp_path / "journal.sqlite3")
     clock = Clock(assessor(store=JournalHealthStore(journal)))
