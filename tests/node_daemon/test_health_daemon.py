@@ -23,6 +23,8 @@ from node_daemon.health.settings import HealthSettings
 from node_daemon.reload import plan_reload
 from node_daemon.server import NodeDaemon
 from tests.conftest import DaemonFactory, wait_for
+from tests.fake_nvml.fixture import FakeNvmlState
+from tests.node_daemon.test_nvml_daemon import NvmlDaemon
 
 # Placement is checked by assigning a workload, which runs as its owner's account.
 pytestmark = pytest.mark.usefixtures("workload_accounts")
@@ -226,3 +228,39 @@ def test_health_settings_reload_live(node: Node) -> None:
     assert not plan.needs_restart
     node.daemon.reconfigure(plan.config)
     assert node.daemon.health.settings.ecc_storm_errors == 5
+
+
+def test_nvml_signals_through_the_real_ctypes_path(
+    fake_nvml: FakeNvmlState, tmp_path: Path
+) -> None:
+    """`gpufleet daemon --backend nvml` against the fake libnvidia-ml: a failed remap, a
+    pending one, a link down, the driver asking for a reboot, and Xid 79 pushed as an
+    NVML event, each judged into its GPU's state."""
+    fake_nvml.set(gpu_count=5)
+    fake_nvml.set_gpu(0, remapped_rows_failure=1)
+    fake_nvml.set_gpu(1, remapped_rows_pending=1)
+    fake_nvml.set_nvlinks(2, 4, down=(2,))
+    fake_nvml.set_gpu(3, recovery_action=2)
+    daemon = NvmlDaemon(fake_nvml, tmp_path)
+    try:
+        stub = daemon.stub
+
+        def states() -> dict[int, tuple[int, list[str]]]:
+            health = stub.GetHealth(pb.GetHealthRequest(), timeout=5)
+            return {g.gpu_index: (g.state, [r.code for r in g.reasons]) for g in health.gpus}
+
+        wait_for(lambda: len(states()) == 5, 20, "every GPU judged")
+        fake_nvml.push_xid(4, 79)
+        wait_for(lambda: states()[4][0] == pb.GPU_HEALTH_STATE_NEEDS_REBOOT, 20, "Xid 79")
+        assert states() == {
+            0: (pb.GPU_HEALTH_STATE_NEEDS_INSPECTION, ["row_remap_failure"]),
+            1: (pb.GPU_HEALTH_STATE_NEEDS_RESET, ["row_remap_pending"]),
+            2: (pb.GPU_HEALTH_STATE_DEGRADED, ["nvlink_down"]),
+            3: (pb.GPU_HEALTH_STATE_NEEDS_REBOOT, ["recovery_node_reboot"]),
+            4: (pb.GPU_HEALTH_STATE_NEEDS_REBOOT, ["xid_79"]),
+        }
+        link = stub.GetHealth(pb.GetHealthRequest(), timeout=5).gpus[2].reasons[0]
+        assert link.summary == "1 NVLink link down (2)"
+    finally:
+        output = daemon.stop()
+    assert "Traceback" not in output, output
