@@ -5,7 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from node_daemon.backends.simulated import ScenarioError, load_scenario
+from gpufleet.v1.gpu_metrics import ECC_CORRECTED_TOTAL, PCIE_REPLAY_TOTAL, ROW_REMAP_PENDING
+from node_daemon.backends.readings import GpuHealth
+from node_daemon.backends.simulated import ScenarioError, SimulatedBackend, load_scenario
 from node_daemon.backends.simulated.scenario import scenario_event
 
 
@@ -101,3 +103,72 @@ def test_events_made_in_code_are_checked_as_files_are() -> None:
     with pytest.raises(ScenarioError, match=re.escape("'rate' of 'ecc_storm' must be > 0")):
         scenario_event(10, 0, "ecc_storm", rate=0)
     assert scenario_event(10, 0, "nvlink_down", link=2).value == 2.0
+
+
+# The example in docs/health.md ("Trying it in the simulator"), kept loadable here.
+HEALTH_EXAMPLE = """
+[[event]]
+at = 30
+gpu = 0
+kind = "fan_fail"          # cooling fails over 10 min: fan to 100 %, temperature rising
+minutes = 10
+
+[[event]]
+at = 30
+gpu = 1
+kind = "ecc_storm"         # 40 correctable ECC errors a minute: an ECC storm
+rate = 40
+
+[[event]]
+at = 60
+gpu = 2
+kind = "remap_pending"     # a row remapped, waiting for a GPU reset: needs reset
+
+[[event]]
+at = 60
+gpu = 3
+kind = "stutter"           # readings fail now and then for 2 min, then Xid 79
+seconds = 120
+
+[[event]]
+at = 90
+gpu = 4
+kind = "nvlink_down"       # NVLink 3 goes down
+link = 3
+
+[[event]]
+at = 90
+gpu = 5
+kind = "leak"              # 100 MiB/min on a busy GPU
+rate_mib_per_min = 100
+busy = true
+
+[[event]]
+at = 90
+gpu = 6
+kind = "weight_load"       # a model server loads 20 GiB of weights: not a leak
+gib = 20
+
+[[event]]
+at = 120
+gpu = 7
+kind = "pcie_replay_storm" # PCIe replays 200 a minute
+rate = 200
+
+[[event]]
+at = 600
+gpu = 2
+kind = "reset"             # the GPU reset: the pending remap is done
+"""
+
+
+def test_the_health_docs_example_loads_and_plays(tmp_path: Path) -> None:
+    scenario = load_scenario(write(tmp_path, HEALTH_EXAMPLE))
+    assert len(scenario.events) == 9
+    backend = SimulatedBackend(gpu_count=8, model="h100", scenario=scenario)
+    backend.open()
+    readings = [backend.advance(10.0) for _ in range(62)]  # to 620 s, past the reset
+    last = readings[-1]
+    assert last[3].health is GpuHealth.LOST and last[4].nvlink_down_links == (3,)
+    assert last[1][ECC_CORRECTED_TOTAL] >= 40 * 4 and last[7][PCIE_REPLAY_TOTAL] >= 200 * 2
+    assert readings[10][2][ROW_REMAP_PENDING] == 1 and last[2][ROW_REMAP_PENDING] == 0

@@ -300,3 +300,17 @@ def test_advance_runs_faster_than_real_time_and_deterministically() -> None:
     assert first.sim_time_s == 3600.0
     with pytest.raises(ValueError, match="dt_s must be > 0"):
         first.advance(0.0)
+
+
+def test_load_phases_change_as_often_at_any_step() -> None:
+    def phase_changes(step_s: float, load_phase_s: float) -> int:
+        backend = SimulatedBackend(gpu_count=8, seed=2, load_phase_s=load_phase_s)
+        utils = [[r[UTIL_GPU_PCT] for r in rs] for rs in advance(backend, 6 * 3600, step_s)]
+        return sum(abs(b - a) > 5 for col in zip(*utils, strict=True)
+                   for a, b in itertools.pairwise(col))  # fmt: skip
+
+    lively, calm = phase_changes(10.0, 100.0), phase_changes(10.0, 1800.0)
+    assert calm < lively / 5  # a new phase every 100 s, against every 30 min
+    assert phase_changes(60.0, 1800.0) == pytest.approx(calm, rel=0.6)  # per time, not per step
+    with pytest.raises(ValueError, match="load_phase_s must be > 0"):
+        SimulatedBackend(load_phase_s=0)

@@ -19,7 +19,7 @@ from node_daemon.backends.readings import (
     ProcessReading,
 )
 from node_daemon.backends.simulated.events import apply_event
-from node_daemon.backends.simulated.gpu import SimulatedGpu
+from node_daemon.backends.simulated.gpu import DEFAULT_LOAD_PHASE_S, SimulatedGpu
 from node_daemon.backends.simulated.processes import workload_process
 from node_daemon.backends.simulated.scenario import Scenario, ScenarioEvent
 from node_daemon.backends.simulated.specs import GpuSpec, spec_for
@@ -46,6 +46,7 @@ class SimulatedBackend:
         scenario: Scenario | None = None,
         step_s: float = 1.0,
         start_unix_ms: int | None = None,
+        load_phase_s: float = DEFAULT_LOAD_PHASE_S,
     ) -> None:
         if gpu_count < 1:
             raise ValueError(f"a simulated node needs at least 1 GPU, got {gpu_count}")
@@ -54,7 +55,11 @@ class SimulatedBackend:
         self._scenario = scenario or Scenario()
         start_ms = int(time.time() * 1000) if start_unix_ms is None else start_unix_ms
         self.start_unix_ms = start_ms
-        self._gpus = [SimulatedGpu(i, self._spec, seed, start_ms) for i in range(gpu_count)]
+        if not load_phase_s > 0:
+            raise ValueError(f"load_phase_s must be > 0 seconds, got {load_phase_s}")
+        self._gpus = [
+            SimulatedGpu(i, self._spec, seed, start_ms, load_phase_s) for i in range(gpu_count)
+        ]
         self._sim_time_s = 0.0
         # Changes asked for from other threads, applied on the sampler's next sweep.
         self._pending: deque[Callable[[], object]] = deque()

@@ -47,6 +47,8 @@ THROTTLE_SW_POWER_CAP = 0x4
 THROTTLE_SW_THERMAL = 0x20
 THROTTLE_HW_THERMAL = 0x40
 CONTEXT_OVERHEAD_BYTES = 512 * 1024**2
+# A GPU changes its load phase every this many seconds, on average: a lively demo.
+DEFAULT_LOAD_PHASE_S = 100.0
 # While a GPU stutters, this share of its readings fail (NVML_ERROR_UNKNOWN).
 STUTTER_FAIL_SHARE = 1 / 3
 
@@ -78,8 +80,15 @@ class Cooling:
 class SimulatedGpu:
     """State of one GPU, advanced in fixed steps by `step()`; deterministic from its seed."""
 
-    def __init__(self, index: int, spec: GpuSpec, seed: int, start_unix_ms: int) -> None:
-        self.index, self.spec = index, spec
+    def __init__(
+        self,
+        index: int,
+        spec: GpuSpec,
+        seed: int,
+        start_unix_ms: int,
+        load_phase_s: float = DEFAULT_LOAD_PHASE_S,
+    ) -> None:
+        self.index, self.spec, self._load_phase_s = index, spec, load_phase_s
         self.rng = random.Random(seed * 1009 + index)
         self.makes = ProcessMaker(index, seed, self.rng, start_unix_ms)
         self.now_s = 0.0  # simulated seconds since start
@@ -133,7 +142,7 @@ class SimulatedGpu:
         self.now_s += dt_s
         while self.util_plan and self.util_plan[0][0] <= self.now_s:
             self.forced_util = self.util_plan.pop(0)[1]
-        self.util += (self._goal_util() - self.util) * min(1.0, dt_s / 3.0)
+        self.util += (self._goal_util(dt_s) - self.util) * min(1.0, dt_s / 3.0)
         self.power = self._power_for(self.util, self._jitter())
         equilibrium = self._equilibrium_c(self.power)
         self.temp_c += (equilibrium - self.temp_c) * min(1.0, dt_s / THERMAL_TAU_S)
@@ -146,9 +155,9 @@ class SimulatedGpu:
             self.pending_xids.append(79)
             self.falling = True
 
-    def _goal_util(self) -> float:
-        # Jobs come and go: now and then a GPU changes its phase.
-        if self.rng.random() < 0.01:
+    def _goal_util(self, dt_s: float) -> float:
+        # Jobs come and go: now and then a GPU changes its phase (as often at any step).
+        if self.rng.random() < dt_s / self._load_phase_s:
             self._target_util = self.rng.choice((0.0, 20.0, 60.0, 90.0, 100.0))
         if self.forced_util is not None:
             return self.forced_util
