@@ -9,7 +9,7 @@ file as shipped: so a documented default cannot drift from the code.
 from __future__ import annotations
 
 import re
-from dataclasses import fields, replace
+from dataclasses import fields, is_dataclass, replace
 from pathlib import Path
 
 from console.settings import load_settings
@@ -18,6 +18,7 @@ from node_daemon.alerts.rules import AlertSettings
 from node_daemon.auth.settings import AuthSettings, TlsSettings
 from node_daemon.config import DaemonConfig, load_config_file
 from node_daemon.control.settings import WorkloadSettings
+from node_daemon.healing.settings import HealingSettings
 from node_daemon.health.settings import HealthSettings
 from tests.installer.tools import CONSOLE_TOML, DAEMON_TOML
 
@@ -55,7 +56,7 @@ def documented_keys(text: str) -> dict[str, set[str]]:
 def test_every_option_and_alert_rule_is_documented() -> None:
     keys = documented_keys(DAEMON_TOML.read_text(encoding="utf-8"))
     # DaemonConfig fields that are tables of their own
-    tables = {"alerts", "alertmanager", "teams", "auth", "workloads", "health"}
+    tables = {"alerts", "alertmanager", "teams", "auth", "workloads", "health", "healing"}
     options = {f.name for f in fields(DaemonConfig)} - tables
     assert options - keys["daemon"] == set(), "add these options to installer/config/daemon.toml"
     assert {"teams", "auth.users", "tls"} <= set(keys)
@@ -64,6 +65,12 @@ def test_every_option_and_alert_rule_is_documented() -> None:
     assert auth_keys <= keys["auth"], "document these keys under [auth]"
     assert {f.name for f in fields(WorkloadSettings)} <= keys["workloads"]
     assert {f.name for f in fields(HealthSettings)} <= keys["health"], "document under [health]"
+    healing = HealingSettings()
+    for table in ("drain", "power_cap", "memory_leak", "reset", "reboot"):
+        table_keys = {f.name for f in fields(getattr(healing, table))}
+        assert table_keys <= keys[f"healing.{table}"], f"document under [healing.{table}]"
+    healing_keys = {f.name for f in fields(healing) if not is_dataclass(getattr(healing, f.name))}
+    assert healing_keys <= keys["healing"], "document these keys under [healing]"
     am_keys = {f.name for f in fields(AlertmanagerSettings)} - {"auth"}
     am_keys |= {"basic_auth_user", "basic_auth_password_file", "bearer_token_file"}
     assert am_keys <= keys["alertmanager"], "document these keys under [alertmanager]"
