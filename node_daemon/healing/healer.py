@@ -48,7 +48,7 @@ from node_daemon.healing.model import (
 from node_daemon.healing.settings import HealingSettings
 from node_daemon.healing.view import NodeNow
 from node_daemon.healing.wire import action_event
-from node_daemon.journal.event_journal import EventJournal, JournalError
+from node_daemon.journal.event_journal import EventJournal
 
 log = logging.getLogger(__name__)
 
@@ -156,7 +156,10 @@ class Healer:
                 continue
             for action in actions:
                 proposed.add(action.key)
-                self._consider(policy, action, now, settings, dry_run)
+                try:
+                    self._consider(policy, action, now, settings, dry_run)
+                except Exception:  # a bug in one action must not keep the others from running
+                    log.exception("self-healing: %s failed", action.key)
         with self._lock:
             for key in [k for k in self._seen if k not in proposed and k not in self._in_flight]:
                 del self._seen[key]
@@ -256,10 +259,9 @@ class Healer:
             self._memory.state.taken = self._limits.history()
             record = self._memory.record()
         event = action_event(report, int(at_s * 1000))
-        try:
-            self._journal.record([event], records=[record])
-        except JournalError as exc:
-            log.error("self-healing: %s not journaled: %s", event.summary, exc)
+        # What was done is an observation: held in memory while the disk is full, and
+        # written (before anything newer) once there is room, as the alert engine's are.
+        self._journal.record_or_hold([event], [], [record])
         self._audit_record(report)
         log.info("%s", event.summary)
         for listener in self._listeners:
