@@ -14,19 +14,12 @@ from typing import Any
 import numpy as np
 from google.protobuf.message import Message
 
+from console.connections.decode_health import decode_condition, decode_healing, decode_signals
 from console.fleet.alerts import AlertRow, EventRow, Severity
 from console.fleet.audit import METHOD_PREFIX, AuditRow
 from console.fleet.columns import COLUMN_COUNT, FIELD_SCALES
 from console.fleet.control import ReservationRow, WorkloadRow, WorkloadState
-from console.fleet.health import (
-    NO_SIGNALS,
-    GpuCondition,
-    HealingRow,
-    HealthReason,
-    HealthSignals,
-    HealthState,
-    MigInstanceRow,
-)
+from console.fleet.health import MigInstanceRow
 from console.fleet.health_words import event_sentence
 from console.fleet.identity import Identity, Role
 from console.fleet.silences import SilenceListing, SilenceMatcher, SilenceRow
@@ -78,60 +71,12 @@ def decode_batch(target: str, batch: pb.SampleBatch, gpu_count: int) -> SamplesU
         processes = tuple(_process(p) for p in s.processes)
         condition = decode_condition(s.condition) if s.HasField("condition") else None
         snapshots.append(
-            GpuSnapshot(index, health, s.error, processes, condition, _signals(s),
+            GpuSnapshot(index, health, s.error, processes, condition, decode_signals(s),
                         tuple(_mig_instance(m) for m in s.mig_instances))
         )  # fmt: skip
     return SamplesUpdate(
         target, batch.timestamp_unix_ms / 1000.0, rows, tuple(snapshots), batch.replayed
     )
-
-
-# The health counters, by GpuSample field: read only where the GPU reported one.
-_SIGNAL_FIELDS = (
-    "pcie_replay_total", "remapped_rows_correctable", "remapped_rows_uncorrectable",
-    "row_remap_pending", "row_remap_failure", "retired_pages_sbe", "retired_pages_dbe",
-    "retired_pages_pending", "nvlink_crc_flit_errors_total", "nvlink_crc_data_errors_total",
-    "nvlink_replay_errors_total", "nvlink_recovery_errors_total", "nvlink_links_active",
-    "nvlink_links_down", "recovery_action", "power_limit_w",
-)  # fmt: skip
-_FLAGS = frozenset({"row_remap_pending", "row_remap_failure", "retired_pages_pending"})
-_HEALTH_STATES = {int(s): s for s in HealthState}
-
-
-def _signals(s: pb.GpuSample) -> HealthSignals:
-    """The sample's RAS counters; one shared empty record for a GPU that reports none."""
-    sample: Message = s
-    found: dict[str, Any] = {
-        f: (bool(getattr(s, f)) if f in _FLAGS else getattr(s, f))
-        for f in _SIGNAL_FIELDS
-        if sample.HasField(f)
-    }
-    if not found and not s.xid_counts and not s.nvlink_down_links:
-        return NO_SIGNALS
-    return HealthSignals(
-        **found,
-        nvlink_down_links=tuple(s.nvlink_down_links),
-        xid_counts=tuple(sorted(s.xid_counts.items())),
-    )
-
-
-def _state(state: int) -> HealthState:
-    """A state this console does not know (a newer daemon's) reads as healthy."""
-    return _HEALTH_STATES.get(state, HealthState.HEALTHY)
-
-
-def _reason(r: pb.HealthReason) -> HealthReason:
-    lead = r.lead_time_s if r.HasField("lead_time_s") else None
-    return HealthReason(r.code, _state(r.state), r.summary, r.action, r.since_unix_ms, lead)
-
-
-def decode_condition(c: pb.GpuCondition) -> GpuCondition:
-    return GpuCondition(
-        gpu_index=c.gpu_index, state=_state(c.state),
-        reasons=tuple(_reason(r) for r in c.reasons), since_unix_ms=c.since_unix_ms,
-        drained=c.drained, drained_by=c.drained_by, drain_reason=c.drain_reason,
-        power_capped_w=c.power_capped_w if c.HasField("power_capped_w") else None,
-    )  # fmt: skip
 
 
 def _mig_instance(m: pb.MigInstance) -> MigInstanceRow:
@@ -141,14 +86,6 @@ def _mig_instance(m: pb.MigInstance) -> MigInstanceRow:
         mem_used_bytes=m.mem_used_bytes if m.HasField("mem_used_bytes") else None,
         mem_total_bytes=m.mem_total_bytes if m.HasField("mem_total_bytes") else None,
         processes=tuple(_process(p) for p in m.processes),
-    )  # fmt: skip
-
-
-def decode_healing(h: pb.HealingAction) -> HealingRow:
-    return HealingRow(
-        action=h.action, gpu_index=h.gpu_index if h.HasField("gpu_index") else None,
-        dry_run=h.dry_run, reason=h.reason, outcome=h.outcome,
-        pid=h.pid if h.HasField("pid") else None,
     )  # fmt: skip
 
 
