@@ -13,6 +13,7 @@ from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QDialogButtonBox
 
 from console.connections.decode import decode_batch, decode_event, decode_reply
+from console.connections.decode_health import decode_condition, decode_signals
 from console.connections.health_actions import HealthActions
 from console.connections.manager import ConnectionManager, UpdateInbox
 from console.fleet.healing_notices import healing_notices
@@ -461,3 +462,18 @@ def test_a_health_event_updates_the_tile_at_once() -> None:
     assert judged is not None and judged.drained
     items = FleetItemModel(fleet)
     assert items.gpu_index(A, 0).data(roles.CONDITION_ROLE) == judged
+
+
+def test_reused_records_still_tell_unset_from_zero() -> None:
+    """The decoder reuses a GPU's records while its health stays the same; a counter the GPU
+    stops reporting still reads as not available, not as the 0 it last said."""
+    reported = pb.GpuSample(index=0, pcie_replay_total=0, power_limit_w=300.0)
+    silent = pb.GpuSample(index=0, power_limit_w=300.0)
+    same = pb.GpuSample(index=0, pcie_replay_total=0, power_limit_w=300.0)
+    first, again = decode_signals(reported), decode_signals(same)
+    assert first is again and first.pcie_replay_total == 0
+    assert decode_signals(silent).pcie_replay_total is None
+    drained = condition(1, drained=True, drained_by="alice")
+    copy = pb.GpuCondition.FromString(drained.SerializeToString())
+    assert decode_condition(drained) is decode_condition(copy)
+    assert not decode_condition(condition(1)).drained
