@@ -129,6 +129,26 @@ def test_on_drains_after_a_fault_and_returns_it_after_the_clean_period(  # type:
     assert "return_after_clean_s" in returned.reason
 
 
+def test_a_restarted_daemon_still_returns_what_self_healing_drained(  # type: ignore[no-untyped-def]
+    start_daemon: DaemonFactory, events, tmp_path: Path
+) -> None:
+    policy = settings('[healing]\nmode = "on"\n[healing.drain]\nreturn_after_clean_s = 1\n')
+    faulty = simulated(2, {"at": 0.3, "gpu": 1, "kind": "recovery_action", "value": 1})
+    first = start_daemon(faulty, gpus=2, healing=policy, state_dir=tmp_path)
+    stream = events(first)
+    stream.wait_healing(action="drain")
+    stream.close()
+    first.stop(grace_s=0.5)
+    # The same node after a restart, the fault gone (the GPU was reset meanwhile).
+    second = start_daemon(simulated(2), gpus=2, healing=policy, state_dir=tmp_path)
+    stream = events(second)
+    assert condition(stream.stub, 1).drained_by == "self-healing"  # kept across the restart
+    returned = stream.wait_healing(action="undrain")
+    assert (returned.gpu_index, returned.outcome) == (1, "done")
+    assert len(stream.healing(action="drain")) == 1  # the one before the restart, not again
+    assert not condition(stream.stub, 1).drained
+
+
 # -- power cap ----------------------------------------------------------------
 
 
