@@ -23,6 +23,9 @@ from node_daemon.auth.identity import Role as DaemonRole
 from node_daemon.auth.identity import User
 from node_daemon.auth.settings import AuthSettings
 from node_daemon.auth.tokens import new_token, token_hash
+from node_daemon.backends.simulated.backend import SimulatedBackend
+from node_daemon.backends.simulated.scenario import ScenarioEvent
+from node_daemon.healing.settings import HealingSettings
 from tests.conftest import DaemonFactory
 
 TOKENS = {name: new_token() for name in ("otto", "ada")}
@@ -190,3 +193,51 @@ def test_an_admin_marks_a_gpu_repaired(qtbot, open_console, target) -> None:  # 
     assert window.statusBar().currentMessage() == (
         f"clear the health of GPU 1 of {target}: GPU 1 needs reset, in placement"
     )
+
+
+# -- self-healing -------------------------------------------------------------------------
+
+
+def test_self_healing_that_acted_pops_up_and_a_dry_run_does_not(  # type: ignore[no-untyped-def]
+    qtbot, start_daemon: DaemonFactory, monkeypatch
+) -> None:
+    backends = {mode: SimulatedBackend(2, seed=3, step_s=0.1) for mode in ("dry-run", "on")}
+    nodes = {
+        mode: str(start_daemon(backend, gpus=2, hostname=f"node-{mode}",
+                               healing=HealingSettings(mode=mode)).address)
+        for mode, backend in backends.items()
+    }  # fmt: skip
+    window = MainWindow(ConsoleSession(list(nodes.values())))
+    qtbot.addWidget(window)
+    notices: list[tuple[str, str]] = []
+    show_notice = window.toast.show_notice
+
+    def record(title: str, body: str, topic: str) -> None:
+        notices.append((title, body))
+        show_notice(title, body, topic)
+
+    monkeypatch.setattr(window.toast, "show_notice", record)
+    window.session.start()
+    fleet = window.session.fleet
+    try:
+        qtbot.waitUntil(lambda: all(len(n.latest) == 2 for n in fleet), timeout=15_000)
+        # The console sees events from its connection on: the faults come after it.
+        for backend in backends.values():  # GPU 1's driver asks for a reset
+            backend.inject(ScenarioEvent(0, 1, "recovery_action", 1))
+        did = "Self-healing drained GPU 1 from placement: "
+        would = "Self-healing would drain GPU 1 from placement (dry run): "
+
+        def logged(start: str, node: str) -> bool:
+            return any(e.summary.startswith(start) and e.target == nodes[node]
+                       for e in fleet.alerts.events())  # fmt: skip
+
+        qtbot.waitUntil(lambda: logged(did, "on") and logged(would, "dry-run"), timeout=30_000)
+        assert [title for title, _body in notices] == ["Self-healing on node-on"]
+        assert notices[0][1].startswith(did)
+        drained = condition(fleet.node(nodes["on"]), 1)
+        assert drained is not None and drained.drained and drained.drained_by == "self-healing"
+        watched = condition(fleet.node(nodes["dry-run"]), 1)
+        assert watched is not None and watched.state is HealthState.NEEDS_RESET
+        assert not watched.drained
+    finally:
+        window.session.stop()
