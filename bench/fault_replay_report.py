@@ -72,7 +72,14 @@ def healing_table(runs: dict[str, dict[str, Any]]) -> list[str]:
     for name in ("cooling_failure", "leak_fast", "leak_slow", "leak_busy"):
         row(f"{name}: faults that reached their failure", lambda r, n=name: _failed_of(r, n))
     row("time from fault onset to drain, median (range)", _drain_cell)
+    row("must-not-flag loads whose process self-healing killed", _wrongly_killed)
+    row("replay wall time (s), per GPU-tick (us)",
+        lambda r: f"{r['fleet']['wall_s']:.0f}, {r['fleet']['us_per_gpu_tick']}")  # fmt: skip
     return lines
+
+
+def _wrongly_killed(run: dict[str, Any]) -> int:
+    return sum(run["kinds"][k.name]["killed_by_healing"] for k in KINDS if k.negative)
 
 
 def _failed_of(run: dict[str, Any], name: str) -> str:

@@ -78,8 +78,10 @@ def _kind(kind: FaultKind, log: RunLog, explained: set[int]) -> dict[str, Any]:
     if kind.negative:
         flagged = [r for r in rows if r["caught_s"] is not None]
         rate = _ratio(len(flagged), len(rows))
+        killed = sum(_killed(s, log) for s in seens)
         return {"faults": len(rows), "negative": True, "flagged": len(flagged),
-                "false_positive_rate": rate, "faults_seen": rows}  # fmt: skip
+                "false_positive_rate": rate, "killed_by_healing": killed,
+                "faults_seen": rows}  # fmt: skip
     predicted = [r for r in rows if r["predicted"]]
     false_positives = _false_positives(kind, log, explained)
     leads = [r["lead_s"] for r in rows if r["lead_s"] is not None]
@@ -124,6 +126,17 @@ def _fault_row(seen: FaultSeen, log: RunLog) -> dict[str, Any]:
     }
 
 
+def _killed(seen: FaultSeen, log: RunLog) -> bool:
+    """Whether self-healing killed a process on the fault's GPU while it played."""
+    fault = seen.fault
+    until = fault.script.ends_s or fault.script.fine_until_s
+    return any(
+        action == "kill_leak" and outcome == "done" and (node, gpu) == (fault.node, fault.gpu)
+        and fault.script.onset_s <= t <= until
+        for t, node, action, gpu, outcome in log.reports
+    )  # fmt: skip
+
+
 def _false_positives(kind: FaultKind, log: RunLog, explained: set[int]) -> int:
     """Episodes of the kind's signals on GPUs with no fault to account for them."""
     last: dict[tuple[int, int], float] = {}
@@ -153,6 +166,7 @@ def _fleet(log: RunLog) -> dict[str, Any]:
         ],
         "gpu_ticks": log.gpu_ticks,
         "wall_s": round(log.wall_s, 1),
+        "us_per_gpu_tick": round(1e6 * log.wall_s / log.gpu_ticks, 1) if log.gpu_ticks else None,
     }
 
 
