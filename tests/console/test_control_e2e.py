@@ -216,7 +216,8 @@ def test_person_dropped_on_selected_tiles_reserves_them(qtbot, console: Console)
     gpu0 = console.window.session.items.gpu_index(console.target, 0)
     assert gpu0.data(roles.RESERVATION_ROLE).id == held.id
     menu = grid.context_menu(console.target, 0)
-    (release,) = menu.actions()
+    # First the reservation's entry; the GPU's health entries (drain...) follow it.
+    release = menu.actions()[0]
     assert release.text().startswith("Release reservation of GPUs 0, 3 for team:ml")
     release.trigger()
     qtbot.waitUntil(lambda: gpu0.data(roles.RESERVATION_ROLE) is None, timeout=10_000)
