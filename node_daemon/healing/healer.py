@@ -161,7 +161,9 @@ class Healer:
                 except Exception:  # a bug in one action must not keep the others from running
                     log.exception("self-healing: %s failed", action.key)
         with self._lock:
-            for key in [k for k in self._seen if k not in proposed and k not in self._in_flight]:
+            # What is no longer called for is forgotten: called for again, it is new. (One
+            # under way is kept from starting twice by _in_flight, not by this.)
+            for key in [k for k in self._seen if k not in proposed]:
                 del self._seen[key]
 
     def _consider(
