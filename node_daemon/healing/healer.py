@@ -52,7 +52,6 @@ from node_daemon.journal.event_journal import EventJournal
 
 log = logging.getLogger(__name__)
 
-ReportListener = Callable[[Report], None]
 # How long stop() waits for an action under way (a kill's grace, a command) to end.
 STOP_WAIT_S = 15.0
 
@@ -100,14 +99,9 @@ class Healer:
         self._seen: dict[str, _Seen] = {}
         self._in_flight: set[str] = set()
         self._worker: ThreadPoolExecutor | None = None
-        self._listeners: list[ReportListener] = []
         self._stopped = False
 
     # -- wiring and settings -----------------------------------------------------
-
-    def add_listener(self, listener: ReportListener) -> None:
-        """Called after each report is journaled (from the sampler or the worker thread)."""
-        self._listeners.append(listener)
 
     def reconfigure(self, settings: HealingSettings) -> None:
         """A reloaded [healing]: in force from the next tick. Warnings, the rate limit's
@@ -266,8 +260,6 @@ class Healer:
         self._journal.record_or_hold([event], [], [record])
         self._audit_record(report)
         log.info("%s", event.summary)
-        for listener in self._listeners:
-            listener(report)
 
     def _audit_record(self, report: Report) -> None:
         if self._audit is None:
