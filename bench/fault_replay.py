@@ -3,6 +3,7 @@
     .venv/bin/python bench/fault_replay.py           # 16 nodes x 8 GPUs, 7 simulated days
     .venv/bin/python bench/fault_replay.py --smoke   # 2 nodes, 16 simulated hours, one fault a kind
     .venv/bin/python bench/fault_replay.py --modes off,on --per-kind 2
+    .venv/bin/python bench/fault_replay.py --modes on,on-drain-suspect  # drain on predictions
 
 A fleet of simulated nodes (node_daemon/backends/simulated, stepped in simulated
 time with SimulatedBackend.advance, no wall clock) plays scripted faults of each
@@ -26,6 +27,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -39,26 +41,34 @@ from results import write_outputs
 
 from node_daemon.backends.simulated.specs import spec_for
 from node_daemon.healing.settings import CommandSettings, HealingSettings, LeakSettings
+from node_daemon.health.model import HealthState
 
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
 RESULTS = BENCH / "results"
 FULL = {"nodes": 16, "gpus": 8, "days": 7.0, "per_kind": 3}
 SMOKE = {"nodes": 2, "gpus": 8, "days": 16 / 24, "per_kind": 1}
+DRAIN_SUSPECT = "on-drain-suspect"
+MODES = ("off", "dry-run", "on", DRAIN_SUSPECT)
 # Jobs change their load phase every half hour or so (the demo's 100 s is too lively).
 LOAD_PHASE_S = 1800.0
 
 
 def healing_for(mode: str) -> HealingSettings:
     """The daemon's defaults, with the opt-in actions a fleet would turn on: leak kills
-    (of any process: the simulator's are not gpufleet's own) and GPU resets."""
+    (of any process: the simulator's are not gpufleet's own) and GPU resets. The extra
+    mode "on, drain suspect" also drains a GPU on a prediction (a suspect state)."""
     if mode == "off":
         return HealingSettings()
-    return HealingSettings(
-        mode=mode,
+    settings = HealingSettings(
+        mode="on" if mode == DRAIN_SUSPECT else mode,
         memory_leak=LeakSettings(enabled=True, allow_foreign=True),
         reset=CommandSettings(enabled=True, command=("true",)),
     )
+    if mode == DRAIN_SUSPECT:
+        states = (HealthState.SUSPECT, *settings.drain.on_states)
+        settings = replace(settings, drain=replace(settings.drain, on_states=states))
+    return settings
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -70,7 +80,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=15, help="the plan's seed (15)")
     parser.add_argument("--coarse", type=float, default=1800.0,
                         help="seconds per tick on a node playing no fault (1800)")  # fmt: skip
-    parser.add_argument("--modes", default="off,dry-run,on", help="healing modes to run")
+    modes = ", ".join(MODES)
+    parser.add_argument("--modes", default="off,dry-run,on",
+                        help=f"healing modes to run, of {modes} (off,dry-run,on)")  # fmt: skip
     parser.add_argument("--out", type=Path, help="JSON result (bench/results/fault_replay.json)")
     parser.add_argument("--md", type=Path, help="Markdown report (bench/results/fault_replay.md)")
     args = parser.parse_args(argv)
@@ -80,9 +92,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     args.per_kind = args.per_kind or size["per_kind"]
     args.gpus = size["gpus"]
     args.modes = [m.strip() for m in args.modes.split(",") if m.strip()]
-    bad = [m for m in args.modes if m not in ("off", "dry-run", "on")]
+    bad = [m for m in args.modes if m not in MODES]
     if bad or not args.modes:
-        parser.error(f"--modes: choose from off, dry-run, on (got {args.modes})")
+        parser.error(f"--modes: choose from {', '.join(MODES)} (got {args.modes})")
     if not args.smoke:
         args.out = args.out or RESULTS / "fault_replay.json"
         args.md = args.md or RESULTS / "fault_replay.md"

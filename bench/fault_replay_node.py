@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from gpufleet.v1 import node_pb2 as pb
 from gpufleet.v1.gpu_metrics import MEM_TOTAL_BYTES, MEM_USED_BYTES, TEMP_GPU_C
 from node_daemon.alerts.engine import AlertEngine
 from node_daemon.alerts.model import AlertRecord
@@ -108,6 +109,16 @@ class Inline:
         self._policy.settled(report, now, settings)
 
 
+@dataclass(frozen=True)
+class HealingSeen:
+    """One EVENT_KIND_HEALING_ACTION the healer journaled: what it did, or would have."""
+
+    action: str
+    gpu: int | None
+    outcome: str
+    dry_run: bool
+
+
 @dataclass
 class Tick:
     """What one step showed, for the score."""
@@ -118,7 +129,7 @@ class Tick:
     processes: Mapping[int, Sequence[ProcessReading]]
     conditions: Mapping[int, GpuCondition]
     firing: set[tuple[str, int]]  # (rule, GPU) of the alerts firing
-    reports: list[Report] = field(default_factory=list)
+    reports: list[HealingSeen] = field(default_factory=list)
 
 
 class ReplayNode:
@@ -154,7 +165,7 @@ class ReplayNode:
             health_lookup(self.assessor.condition)
         self.busy: dict[int, str] = {}  # GPU -> the replay's job running there
         self._processes: Mapping[int, Sequence[ProcessReading]] = {}
-        self._reports: list[Report] = []
+        self._seq = self.journal.last_seq
         self.healer = self._healer(healing)
 
     def _healer(self, settings: HealingSettings) -> Healer:
@@ -168,9 +179,7 @@ class ReplayNode:
             Inline(RepairPolicy("reset", memory, fresh, "replay"), self._reset_done),
             Inline(RepairPolicy("reboot", memory, fresh, "replay")),
         ]
-        healer = Healer(settings, policies, memory, self.journal, None, self.clock)
-        healer.add_listener(self._reports.append)
-        return healer
+        return Healer(settings, policies, memory, self.journal, None, self.clock)
 
     def _on_engine_alerts(self, alerts: list[AlertRecord]) -> None:
         for alert in alerts:
@@ -196,10 +205,22 @@ class ReplayNode:
             {g.index: g for g in self.facts.gpus}, dict(self.busy),
         )  # fmt: skip
         self.healer.tick(now)
-        reports, self._reports[:] = list(self._reports), []
+        reports = self._healing_events()
         fired = {(a.rule, a.gpu_index) for a in firing if a.gpu_index is not None}
         sim_s = self.clock.now - self.start_unix_s
         return Tick(sim_s, dt_s, readings, processes, conditions, fired, reports)
+
+    def _healing_events(self) -> list[HealingSeen]:
+        """The healer's reports of this tick, as the journal has them (consoles see these)."""
+        seen = []
+        while events := self.journal.events_after(self._seq):
+            self._seq = events[-1].seq
+            for event in events:
+                if event.kind == pb.EVENT_KIND_HEALING_ACTION:
+                    h = event.healing
+                    gpu = h.gpu_index if h.HasField("gpu_index") else None
+                    seen.append(HealingSeen(h.action, gpu, h.outcome, h.dry_run))
+        return seen
 
     def crash_work(self, gpu: int, command: str | None = None) -> None:
         """The GPU's applications died (an uncorrectable error, a bus drop, out of memory):

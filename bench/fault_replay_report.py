@@ -6,7 +6,8 @@ from typing import Any
 
 from fault_replay_plan import KINDS
 
-MODES = ("off", "dry-run", "on")
+MODES = ("off", "dry-run", "on", "on-drain-suspect")
+ACTING = ("on", "on-drain-suspect")
 
 
 def duration(seconds: float | None) -> str:
@@ -88,14 +89,14 @@ def _failed_of(run: dict[str, Any], name: str) -> str:
 
 
 def _drain_cell(run: dict[str, Any]) -> str:
-    values = [row["to_drain_s"] if run["mode"] == "on" else row["to_would_drain_s"]
+    values = [row["to_drain_s"] if run["mode"] in ACTING else row["to_would_drain_s"]
               for kind in KINDS if not kind.negative
               for row in run["kinds"][kind.name]["faults_seen"]]  # fmt: skip
     values = sorted(v for v in values if v is not None)
     if not values:
         return "-"
     median = values[len(values) // 2]
-    words = "" if run["mode"] == "on" else " (would)"
+    words = "" if run["mode"] in ACTING else " (would)"
     return (
         f"{duration(median)} ({duration(values[0])}-{duration(values[-1])}), n={len(values)}{words}"
     )
@@ -103,17 +104,18 @@ def _drain_cell(run: dict[str, Any]) -> str:
 
 def per_kind_healing(runs: dict[str, dict[str, Any]]) -> list[str]:
     present = [m for m in MODES if m in runs]
-    heads = " | ".join(f"lost ({m})" for m in present)
-    lines = [f"| fault kind | {heads} | to drain (on) | to drain (dry-run, would) |",
-             f"| --- |{' ---: |' * (len(present) + 2)}"]  # fmt: skip
+    draining = [m for m in present if m != "off"]
+    heads = [f"lost ({m})" for m in present]
+    heads += [f"to drain ({m}{', would' if m == 'dry-run' else ''})" for m in draining]
+    lines = [f"| fault kind | {' | '.join(heads)} |", f"| --- |{' ---: |' * len(heads)}"]
     for kind in KINDS:
         if kind.negative:
             continue
-        lost = " | ".join(str(runs[m]["kinds"][kind.name]["jobs_lost"]) for m in present)
-        on = runs.get("on", {}).get("kinds", {}).get(kind.name, {})
-        dry = runs.get("dry-run", {}).get("kinds", {}).get(kind.name, {})
-        lines.append(f"| {kind.name} | {lost} | {_spread(on.get('to_drain_s', {}))} | "
-                     f"{_spread(dry.get('to_would_drain_s', {}))} |")  # fmt: skip
+        cells = [str(runs[m]["kinds"][kind.name]["jobs_lost"]) for m in present]
+        for mode in draining:
+            key = "to_would_drain_s" if mode == "dry-run" else "to_drain_s"
+            cells.append(_spread(runs[mode]["kinds"][kind.name][key]))
+        lines.append(f"| {kind.name} | {' | '.join(cells)} |")
     return lines
 
 

@@ -102,8 +102,7 @@ class _NodeWatch:
             self._fault(number, seen, tick)
         self._work(tick)
         for report in tick.reports:
-            action = report.action
-            self.log.reports.append((tick.now_s, self.node.index, action.action, action.gpu,
+            self.log.reports.append((tick.now_s, self.node.index, report.action, report.gpu,
                                      report.outcome))  # fmt: skip
         for reading in tick.readings:
             if hot(reading, self.slowdown_c.get(reading.index)):
@@ -133,7 +132,7 @@ class _NodeWatch:
         if seen.drained_s is None and condition is not None and condition.drain is not None:
             seen.drained_s = now
         if seen.would_drain_s is None and any(
-            r.action.gpu == gpu and r.action.action == "drain" and r.dry_run for r in tick.reports
+            r.gpu == gpu and r.action == "drain" and r.dry_run for r in tick.reports
         ):
             seen.would_drain_s = now
         if seen.failure_s is None and self._failed(fault, reading, now):

@@ -10,7 +10,8 @@ Definitions (the report repeats them):
   uncorrectable ECC error, the failed remap, the bus drop, the link down, the GPU's
   memory full. Scripted, or measured in the readings.
 - caught: the first of the kind's signals (an alert rule or a health reason, see
-  fault_replay_plan.KINDS) raised on the fault's GPU at or after the onset.
+  fault_replay_plan.KINDS) raised on the fault's GPU from the onset until the
+  fault has played out (for a load that must not be flagged: flagged).
 - predicted: caught at or before the failure. Recall = predicted / faults (for a
   kind whose failure may not come, such as a leak killed first, a fault caught
   before it ends counts).
@@ -64,11 +65,12 @@ def _explained(log: RunLog) -> set[int]:
 
 
 def _caught(seen: FaultSeen, log: RunLog) -> float | None:
+    """The first of the kind's signals on the fault's GPU while the fault plays."""
     fault = seen.fault
-    onset = fault.script.onset_s - EXPLAINS_BEFORE_S
+    start, until = fault.script.onset_s - EXPLAINS_BEFORE_S, fault.script.fine_until_s
     times = [t for t, node, gpu, signal in log.raises
              if (node, gpu) == (fault.node, fault.gpu) and signal in fault.kind.signals
-             and t >= onset]  # fmt: skip
+             and start <= t <= until]  # fmt: skip
     return min(times) if times else None
 
 
