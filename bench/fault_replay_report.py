@@ -147,7 +147,7 @@ def markdown(result: dict[str, Any]) -> str:
         f"Tick: {c['fine_ticks']} while a node plays a fault (from 10 min before its onset), "
         f"{c['coarse_s']:g} s otherwise; every GPU is judged at every tick of its node "
         f"({first['fleet']['gpu_ticks']:,} GPU-ticks a run). Judged by the daemon's "
-        "HealthAssessor, AlertEngine (default rules) and Healer (off, dry-run, on).",
+        f"HealthAssessor, AlertEngine (default rules) and Healer ({', '.join(c['modes'])}).",
         "",
         "## Detection (healing off)",
         "",
