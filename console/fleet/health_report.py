@@ -89,44 +89,66 @@ def _flag(value: bool | None, yes: str) -> str:
 def _signal_lines(
     s: HealthSignals, condition: GpuCondition | None, default_limit_w: float | None
 ) -> tuple[str, ...]:
-    lines = []
+    """A line per signal that says something is wrong; the quiet ones share one line.
+
+    A healthy GPU's counters are all zero: "PCIe replays 0 · no remapped rows · …"
+    keeps the section short, so the plots below keep their room.
+    """
+    loud: list[str] = []
+    quiet: list[str] = []
+    for text, ok in _signals_said(s):
+        (quiet if ok else loud).append(text)
+    lines = loud + ([" · ".join(quiet)] if quiet else [])
+    return tuple(lines + _power_lines(s, condition, default_limit_w))
+
+
+def _zero(*values: int | bool | None) -> bool:
+    return not any(values)
+
+
+def _signals_said(s: HealthSignals) -> list[tuple[str, bool]]:
+    """(the signal in words, and whether all is well with it): the quiet words when it is."""
+    said = []
     if s.pcie_replay_total is not None:
-        lines.append(f"PCIe replays: {_count(s.pcie_replay_total)}")
+        said.append((f"PCIe replays: {_count(s.pcie_replay_total)}", not s.pcie_replay_total))
     if s.remapped_rows_correctable is not None or s.row_remap_pending is not None:
-        lines.append(
+        rows = (s.remapped_rows_correctable, s.remapped_rows_uncorrectable,
+                s.row_remap_pending, s.row_remap_failure)  # fmt: skip
+        said.append(("no remapped rows", True) if _zero(*rows) else (
             f"remapped rows: {_count(s.remapped_rows_correctable)} correctable, "
             f"{_count(s.remapped_rows_uncorrectable)} uncorrectable; pending "
             f"{_flag(s.row_remap_pending, 'yes, waiting for a GPU reset')}; failure "
-            f"{_flag(s.row_remap_failure, 'YES: the GPU needs inspection')}"
-        )
+            f"{_flag(s.row_remap_failure, 'YES: the GPU needs inspection')}", False))  # fmt: skip
     if s.retired_pages_sbe is not None or s.retired_pages_pending is not None:
-        lines.append(
+        pages = (s.retired_pages_sbe, s.retired_pages_dbe, s.retired_pages_pending)
+        said.append(("no retired pages", True) if _zero(*pages) else (
             f"retired pages: {_count(s.retired_pages_sbe)} single-bit, "
             f"{_count(s.retired_pages_dbe)} double-bit; pending "
-            f"{_flag(s.retired_pages_pending, 'yes, waiting for a GPU reset')}"
-        )
-    lines += _nvlink_lines(s)
+            f"{_flag(s.retired_pages_pending, 'yes, waiting for a GPU reset')}",
+            False))  # fmt: skip
+    said += _nvlink_said(s)
     if s.recovery_action is not None:
-        lines.append(f"driver's recovery action: {recovery_words(s.recovery_action)}")
-    lines += _power_lines(s, condition, default_limit_w)
-    return tuple(lines)
+        said.append((f"driver's recovery action: {recovery_words(s.recovery_action)}",
+                     not s.recovery_action))  # fmt: skip
+    return said
 
 
-def _nvlink_lines(s: HealthSignals) -> list[str]:
+def _nvlink_said(s: HealthSignals) -> list[tuple[str, bool]]:
     if s.nvlink_links_active is None and s.nvlink_links_down is None:
         return []
     down = s.nvlink_links_down or 0
     which = (
         f" (link {', '.join(str(n) for n in s.nvlink_down_links)})" if s.nvlink_down_links else ""
     )
-    lines = [f"NVLink: {_count(s.nvlink_links_active)} links up, {down} down{which}"]
+    said = [(f"NVLink: {_count(s.nvlink_links_active)} links up, {down} down{which}", not down)]
     totals = (s.nvlink_crc_flit_errors_total, s.nvlink_crc_data_errors_total,
               s.nvlink_replay_errors_total, s.nvlink_recovery_errors_total)  # fmt: skip
     if any(t is not None for t in totals):
         flit, data, replay, recovery = (_count(t) for t in totals)
-        lines.append(f"NVLink errors: CRC flit {flit}, CRC data {data}, replay {replay}, "
-                     f"recovery {recovery}")  # fmt: skip
-    return lines
+        said.append(("no NVLink errors", True) if _zero(*totals) else (
+            f"NVLink errors: CRC flit {flit}, CRC data {data}, replay {replay}, "
+            f"recovery {recovery}", False))  # fmt: skip
+    return said
 
 
 def _power_lines(

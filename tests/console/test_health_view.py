@@ -477,3 +477,22 @@ def test_reused_records_still_tell_unset_from_zero() -> None:
     copy = pb.GpuCondition.FromString(drained.SerializeToString())
     assert decode_condition(drained) is decode_condition(copy)
     assert not decode_condition(condition(1)).drained
+
+
+def test_a_healthy_gpus_quiet_signals_share_one_line(qtbot) -> None:
+    fleet = fleet_with(A)
+    zeros = dict(
+        pcie_replay_total=0, remapped_rows_correctable=0, remapped_rows_uncorrectable=0,
+        row_remap_pending=0, row_remap_failure=0, nvlink_links_active=12, nvlink_links_down=0,
+        nvlink_crc_flit_errors_total=0, nvlink_crc_data_errors_total=0,
+        nvlink_replay_errors_total=0, nvlink_recovery_errors_total=0, recovery_action=0,
+    )  # fmt: skip
+    tick(fleet, {3: condition(3)}, **zeros)
+    panel = GpuDetailPanel(fleet, clock=lambda: NOW)
+    qtbot.addWidget(panel)
+    panel.show_gpu(A, 3)
+    assert panel.health.plain_text().splitlines()[2:] == [
+        "Signals",
+        "PCIe replays: 0 · no remapped rows · NVLink: 12 links up, 0 down · no NVLink errors · "
+        "driver's recovery action: none",
+    ]
