@@ -20,6 +20,7 @@ import sys
 import time
 from pathlib import Path
 
+from PySide6.QtGui import QColor, QPixmap
 from shot_tools import wait_until
 
 from console.app import has_display, qt_application
@@ -115,7 +116,8 @@ def events(target_index: int) -> list[pb.Event]:
     """What the Events tab shows for gpu-node-02: health changed, healing, drained."""
     rebooting = pb.GpuCondition(gpu_index=3, state=S.GPU_HEALTH_STATE_NEEDS_REBOOT,
                                 reasons=[XID79, STORM], drained=True, drained_by="self-healing",
-                                drain_reason="Xid 79", since_unix_ms=NOW_MS - 540_000)  # fmt: skip
+                                drain_reason="Xid 79", since_unix_ms=NOW_MS - 540_000,
+                                power_capped_w=450.0)  # fmt: skip
     alice = pb.GpuCondition(gpu_index=6, state=S.GPU_HEALTH_STATE_HEALTHY, drained=True,
                             drained_by="alice", drain_reason="fan noise",
                             since_unix_ms=NOW_MS - 86_400_000)  # fmt: skip
@@ -169,7 +171,15 @@ def main() -> int:
     OUT.mkdir(parents=True, exist_ok=True)
     window.grab().save(str(OUT / "health-tiles.png"))
     window.detail.grab().save(str(OUT / "health-detail.png"))
-    print(f"saved {OUT / 'health-tiles.png'} and {OUT / 'health-detail.png'}")
+    # The whole Health section, unscrolled: its label at the panel's width, full height.
+    label = window.detail.health.label
+    width = window.detail.health.viewport().width()
+    label.resize(width, label.heightForWidth(width))
+    shot = QPixmap(label.size())
+    shot.fill(QColor("#1a1d23"))  # the panel's background (resources/styles/dark.qss)
+    label.render(shot)
+    shot.save(str(OUT / "health-section.png"))
+    print(f"saved health-tiles.png, health-detail.png and health-section.png in {OUT}")
     window.close()
     session.stop()
     return 0
