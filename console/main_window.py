@@ -197,6 +197,7 @@ class MainWindow(QMainWindow):
         self.audit_panel.message.connect(self.show_message)
         # Selection: a tile, an alert row, a toast or a notification opens a GPU.
         self.grid.gpuSelected.connect(self.detail.show_gpu)
+        self.grid.gpuSelected.connect(self._on_grid_gpu_selected)  # the node's healing policy
         self.alert_panel.gpuRequested.connect(self.open_gpu)
         self.toast.clicked.connect(self.open_alert)
         self.notifier.activated.connect(self.open_alert)
@@ -270,6 +271,9 @@ class MainWindow(QMainWindow):
     def _on_silence_reminder_due(self, text: str) -> None:
         self.toast.show_notice("Silence ending", text, "silences")
         self.notifier.remind("Silence ending", text)
+
+    def _on_grid_gpu_selected(self, target: str, _gpu: int) -> None:
+        self.session.health.policy(target)  # asked again each time: a reload may change it
 
     def _on_grid_drain_requested(self, target: str, gpu: int, drain: bool) -> None:
         if drain:

@@ -17,6 +17,7 @@ from google.protobuf.message import Message
 from console.fleet.health import (
     NO_SIGNALS,
     GpuCondition,
+    HealingPolicyRow,
     HealingRow,
     HealthReason,
     HealthSignals,
@@ -117,3 +118,10 @@ def decode_healing(h: pb.HealingAction) -> HealingRow:
         dry_run=h.dry_run, reason=h.reason, outcome=h.outcome,
         pid=h.pid if h.HasField("pid") else None,
     )  # fmt: skip
+
+
+def decode_node_health(target: str, reply: pb.NodeHealth) -> HealingPolicyRow:
+    """GetHealth's answer, for its healing policy (the conditions come with every sample)."""
+    policy = reply.healing
+    return HealingPolicyRow(target, policy.mode or "off", tuple(policy.actions),
+                            policy.max_actions_per_hour)  # fmt: skip

@@ -9,7 +9,9 @@ caller's credential: DrainGpu needs the operator role, ClearGpuHealth admin.
 from __future__ import annotations
 
 from console.connections.channel import CALL_DEADLINE_S
+from console.connections.decode_health import decode_node_health
 from console.connections.manager import ConnectionManager
+from console.fleet.query_round import next_query_id
 from gpufleet.v1 import node_pb2 as pb
 
 
@@ -42,4 +44,14 @@ class HealthActions:
             target,
             f"clear the health of GPU {gpu} of {target}",
             lambda stub: stub.ClearGpuHealth(request, timeout=CALL_DEADLINE_S),
+        )
+
+    def policy(self, target: str) -> None:
+        """The node's self-healing policy; the answer (a HealingPolicyRow) goes to the model."""
+        self._connections.query(
+            target,
+            f"health of {target}",
+            lambda stub: stub.GetHealth(pb.GetHealthRequest(), timeout=CALL_DEADLINE_S),
+            decode_node_health,
+            next_query_id(),
         )

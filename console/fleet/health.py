@@ -149,3 +149,13 @@ class HealingRow:
     def acted(self) -> bool:
         """Not a dry run: self-healing did it, or tried to and was refused or failed."""
         return not self.dry_run
+
+
+@dataclass(frozen=True)
+class HealingPolicyRow:
+    """What a node's self-healing may do ([healing] in its daemon.toml, via GetHealth)."""
+
+    target: str
+    mode: str  # "off", "dry-run" or "on"
+    actions: tuple[str, ...]  # as HealingAction.action names them
+    max_actions_per_hour: int

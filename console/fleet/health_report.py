@@ -8,7 +8,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from console.fleet.health import GpuCondition, HealthReason, HealthSignals, MigInstanceRow
+from console.fleet.health import (
+    GpuCondition,
+    HealingPolicyRow,
+    HealthReason,
+    HealthSignals,
+    MigInstanceRow,
+)
 from console.fleet.health_words import drain_text, lead_text, reason_text, recovery_words
 from console.fleet.placement import clock_text, gib_text
 from console.fleet.xid_words import xid_text
@@ -27,9 +33,11 @@ def health_report(
     mig_enabled: bool,
     default_power_limit_w: float | None,
     now_ms: int,
+    healing: HealingPolicyRow | None = None,
 ) -> list[Part]:
     """Everything the node says about the GPU's health, worst first."""
-    parts = [_state_part(condition, now_ms)]
+    state = _state_part(condition, now_ms)
+    parts = [Part(state.heading, (*state.lines, healing_text(healing)))] if healing else [state]
     if condition is not None and condition.reasons:
         parts.append(Part("Reasons", tuple(_reason_line(r, now_ms) for r in condition.reasons)))
     if signals.xid_counts:
@@ -40,6 +48,23 @@ def health_report(
     if mig_enabled:
         parts.append(Part("MIG instances", _mig_lines(mig)))
     return parts
+
+
+_MODES = {
+    "off": "off",
+    "dry-run": "dry run (it only says what it would do)",
+    "on": "on",
+}
+
+
+def healing_text(policy: HealingPolicyRow) -> str:
+    """ "self-healing on this node: dry run (…): drain, power_cap; at most 6 actions an hour"."""
+    mode = _MODES.get(policy.mode, policy.mode)
+    if policy.mode == "off" or not policy.actions:
+        return f"self-healing on this node: {mode}"
+    actions = ", ".join(policy.actions)
+    return (f"self-healing on this node: {mode}: {actions}; "
+            f"at most {policy.max_actions_per_hour} actions an hour")  # fmt: skip
 
 
 def _state_part(condition: GpuCondition | None, now_ms: int) -> Part:

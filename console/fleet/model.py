@@ -19,7 +19,7 @@ import numpy.typing as npt
 from console.fleet.alerts import AlertBook, AlertRow, EventRow, Severity
 from console.fleet.columns import COLUMN_COUNT, Row, value
 from console.fleet.control import ControlBook, ReservationRow, WorkloadRow
-from console.fleet.health import GpuCondition
+from console.fleet.health import GpuCondition, HealingPolicyRow
 from console.fleet.identity import Identity, Role, role_refusal
 from console.fleet.not_responding import NotRespondingAlarm, is_local
 from console.fleet.ring import SampleRing
@@ -65,6 +65,8 @@ class NodeRecord:
     samples_received: int = 0
     # Who we are on the node (WhoAmI); None until it said, or when it cannot.
     identity: Identity | None = None
+    # What its self-healing may do (GetHealth, asked when one of its GPUs is shown).
+    healing: HealingPolicyRow | None = None
 
     @property
     def name(self) -> str:
@@ -165,6 +167,9 @@ class FleetModel:
         if isinstance(update, QueryResult):
             if isinstance(update.payload, SilenceListing):
                 self.silences.replace_node(update.target, update.payload.rows)
+                return Change.DATA
+            if isinstance(update.payload, HealingPolicyRow):
+                node.healing = update.payload
                 return Change.DATA
             return Change.NONE  # for whoever asked; the fleet keeps no other query results
         return self._apply_alerting(update)

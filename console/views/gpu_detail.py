@@ -145,7 +145,7 @@ class GpuDetailPanel(QWidget):
         parts = health_report(
             snap.condition, snap.signals, snap.mig_instances,
             info.mig_enabled if info else False,
-            info.power_limit_default_w if info else None, self._clock(),
+            info.power_limit_default_w if info else None, self._clock(), node.healing,
         )  # fmt: skip
         self.health.show_report(parts, snap.condition.state if snap.condition else None)
 

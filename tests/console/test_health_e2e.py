@@ -236,6 +236,10 @@ def test_self_healing_that_acted_pops_up_and_a_dry_run_does_not(  # type: ignore
         assert notices[0][1].startswith(did)
         drained = condition(fleet.node(nodes["on"]), 1)
         assert drained is not None and drained.drained and drained.drained_by == "self-healing"
+        # The detail says what the node's self-healing may do (GetHealth, on selecting).
+        window.grid.select(nodes["dry-run"], 1)
+        policy = "self-healing on this node: dry run (it only says what it would do): drain"
+        qtbot.waitUntil(lambda: policy in window.detail.health.plain_text(), timeout=10_000)
         watched = condition(fleet.node(nodes["dry-run"]), 1)
         assert watched is not None and watched.state is HealthState.NEEDS_RESET
         assert not watched.drained

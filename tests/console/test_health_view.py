@@ -13,15 +13,16 @@ from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QDialogButtonBox
 
 from console.connections.decode import decode_batch, decode_event, decode_reply
-from console.connections.decode_health import decode_condition, decode_signals
+from console.connections.decode_health import decode_condition, decode_node_health, decode_signals
 from console.connections.health_actions import HealthActions
 from console.connections.manager import ConnectionManager, UpdateInbox
 from console.fleet.healing_notices import healing_notices
 from console.fleet.health import NO_SIGNALS, HealthState
+from console.fleet.health_report import healing_text
 from console.fleet.identity import Identity, Role
 from console.fleet.model import Change, FleetModel
 from console.fleet.placement import can_assign
-from console.fleet.updates import CommandResult, EventUpdate, IdentityUpdate
+from console.fleet.updates import CommandResult, EventUpdate, IdentityUpdate, QueryResult
 from console.fleet.xid_words import XID_TABLE_URL, xid_text
 from console.qt import roles
 from console.qt.event_model import EventLogModel
@@ -496,3 +497,15 @@ def test_a_healthy_gpus_quiet_signals_share_one_line(qtbot) -> None:
         "PCIe replays: 0 · no remapped rows · NVLink: 12 links up, 0 down · no NVLink errors · "
         "driver's recovery action: none",
     ]
+
+
+def test_the_nodes_healing_policy_in_words() -> None:
+    on = decode_node_health(A, pb.NodeHealth(healing=pb.HealingPolicy(
+        mode="on", actions=["drain", "power_cap"], max_actions_per_hour=6)))  # fmt: skip
+    assert healing_text(on) == (
+        "self-healing on this node: on: drain, power_cap; at most 6 actions an hour"
+    )
+    assert healing_text(decode_node_health(A, pb.NodeHealth())) == "self-healing on this node: off"
+    fleet = fleet_with(A)
+    assert fleet.apply(QueryResult(A, "health", 1, True, "done", on)) is Change.DATA
+    assert fleet.node(A).healing == on
