@@ -25,9 +25,17 @@ from shot_tools import wait_until
 
 from console.app import has_display, qt_application
 from console.connections.decode import decode_batch, decode_event
+from console.connections.decode_health import decode_node_health
 from console.fleet.identity import Identity, Role
 from console.fleet.model import Change
-from console.fleet.updates import GpuInfo, IdentityUpdate, InventoryUpdate, LinkState, LinkUpdate
+from console.fleet.updates import (
+    GpuInfo,
+    IdentityUpdate,
+    InventoryUpdate,
+    LinkState,
+    LinkUpdate,
+    QueryResult,
+)
 from console.fleet.updates import NodeInfo as Node
 from console.main_window import MainWindow
 from console.session import ConsoleSession
@@ -152,6 +160,10 @@ def feed(window: MainWindow) -> None:
             fleet.apply(decode_batch(target, batch, 8))
     for message in events(1):
         fleet.apply(decode_event(TARGETS[1], message))
+    policy = pb.NodeHealth(healing=pb.HealingPolicy(mode="on", actions=["drain", "power_cap"],
+                                                    max_actions_per_hour=6))  # fmt: skip
+    answer = decode_node_health(TARGETS[1], policy)  # as GetHealth's QueryResult carries it
+    fleet.apply(QueryResult(TARGETS[1], "health", 1, True, "done", answer))
     session.pump.fleetChanged.emit(dict.fromkeys(TARGETS, Change.DATA))
     session.pump.eventsArrived.emit(fleet.take_new_events())
 
