@@ -175,9 +175,9 @@ def decode_event(target: str, e: pb.Event) -> EventUpdate:
     kind = pb.EventKind.Name(e.kind).removeprefix(_EVENT_PREFIX).lower()
     condition = decode_condition(e.condition) if e.HasField("condition") else None
     healing = decode_healing(e.healing) if e.HasField("healing") else None
-    # Health, drain and healing events read as the console's sentences, built from
-    # the records; the daemon's summary where the event carries none.
-    summary = event_sentence(kind, condition, healing, e.actor) or e.summary
+    # Health, drain and healing events read as sentences built from their records
+    # (a health change: the daemon's, with what to do); other kinds: the daemon's summary.
+    summary = event_sentence(kind, condition, healing, e.actor, e.summary) or e.summary
     row = EventRow(
         target=target, seq=e.seq, time_unix_ms=e.time_unix_ms, kind=kind,
         gpu_index=e.gpu_index if e.HasField("gpu_index") else None, summary=summary,

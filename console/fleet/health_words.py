@@ -139,15 +139,28 @@ def healing_sentence(healing: HealingRow) -> str:
 
 
 def event_sentence(
-    kind: str, condition: GpuCondition | None, healing: HealingRow | None, actor: str
+    kind: str,
+    condition: GpuCondition | None,
+    healing: HealingRow | None,
+    actor: str,
+    summary: str = "",
 ) -> str | None:
-    """The sentence for a health, drain or healing event; None for other kinds."""
+    """The sentence for a health, drain or healing event; None for other kinds.
+
+    A health change keeps the node's own summary, which alone knows the state before
+    ("GPU 3 needs reset (was healthy): …"), and gains what to do about it.
+    """
     if kind == "healing_action" and healing is not None:
         return healing_sentence(healing)
     if condition is None:
         return None
     if kind == "gpu_health_changed":
-        return health_changed_sentence(condition, actor)
+        worst = condition.worst_reason()
+        if not summary:
+            return health_changed_sentence(condition, actor)
+        if worst is None or not worst.action or worst.action in summary:
+            return summary
+        return f"{summary} ({worst.action})"
     if kind in ("gpu_drained", "gpu_undrained"):
         return drain_sentence(condition, kind == "gpu_drained", actor)
     return None

@@ -233,6 +233,10 @@ def test_self_healing_that_acted_pops_up_and_a_dry_run_does_not(  # type: ignore
 
         qtbot.waitUntil(lambda: logged(did, "on") and logged(would, "dry-run"), timeout=30_000)
         assert [title for title, _body in notices] == ["Self-healing on node-on"]
+        # The health change itself pops up as the node's alert, not as a second notice here;
+        # the Events tab has it in the node's words.
+        changed = [e.summary for e in fleet.alerts.events() if e.kind == "gpu_health_changed"]
+        assert any(line.startswith("GPU 1 needs reset (was healthy)") for line in changed), changed
         assert notices[0][1].startswith(did)
         drained = condition(fleet.node(nodes["on"]), 1)
         assert drained is not None and drained.drained and drained.drained_by == "self-healing"

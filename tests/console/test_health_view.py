@@ -152,15 +152,23 @@ def test_drain_reply_is_shown_before_the_next_sample() -> None:
 
 
 def event(kind: int, **fields: object) -> pb.Event:
-    return pb.Event(seq=7, time_unix_ms=NOW, kind=kind, gpu_index=3, summary="daemon words",
-                    actor="self-healing", **fields)  # fmt: skip
+    fields.setdefault("summary", "daemon words")
+    return pb.Event(seq=7, time_unix_ms=NOW, kind=kind, gpu_index=3, actor="self-healing",
+                    **fields)  # fmt: skip
 
 
 @pytest.mark.parametrize(
     ("message", "sentence"),
     [
         (event(pb.EVENT_KIND_GPU_HEALTH_CHANGED,
-               condition=condition(3, pb.GPU_HEALTH_STATE_NEEDS_REBOOT, (XID79, STORM))),
+               condition=condition(3, pb.GPU_HEALTH_STATE_NEEDS_REBOOT, (XID79, STORM)),
+               summary="GPU 3 needs reboot (was suspect): Xid 79: GPU has fallen off the bus "
+               "and 1 more"),
+         "GPU 3 needs reboot (was suspect): Xid 79: GPU has fallen off the bus and 1 more "
+         "(reboot the node)"),  # the node's words, which alone know the state before
+        (event(pb.EVENT_KIND_GPU_HEALTH_CHANGED,
+               condition=condition(3, pb.GPU_HEALTH_STATE_NEEDS_REBOOT, (XID79, STORM)),
+               summary=""),
          "GPU 3 needs the node rebooted: Xid 79: GPU has fallen off the bus (reboot the node); "
          "and 1 more"),
         (event(pb.EVENT_KIND_HEALING_ACTION, healing=pb.HealingAction(
