@@ -124,7 +124,8 @@ def _alloc_free(t0: float, gpu: int, spec: GpuSpec, rng: random.Random) -> Scrip
     gib = round(rng.uniform(0.1, 0.3) * spec.memory_total_bytes / GIB, 1)
     event = _ev(t0, gpu, "alloc_free", gib=gib, period_s=round(rng.uniform(120, 480)),
                 busy=rng.random() < 0.5)  # fmt: skip
-    return Script((event,), t0, None, t0 + HOUR, t0 + HOUR)
+    # Three hours: a sawtooth can look like a leak after an hour or more of cycles.
+    return Script((event,), t0, None, t0 + 3 * HOUR, t0 + 3 * HOUR)
 
 
 LEAK = frozenset({"alert:memory_leak"})
@@ -153,7 +154,7 @@ KINDS: tuple[FaultKind, ...] = (
               _leak(400.0, True, 4.0), measured=MEMORY_FULL),
     FaultKind("weight_load", "a model server loads 25-45 % of memory in 40 s, then serves",
               LEAK, 10.0, _weight_load, negative=True),
-    FaultKind("alloc_free", "allocates 10-30 % of memory over 2-8 min, frees it, again",
+    FaultKind("alloc_free", "allocates 10-30 % of memory over 2-8 min, frees it, again, for 3 h",
               LEAK, 10.0, _alloc_free, negative=True),
 )  # fmt: skip
 BY_NAME = {kind.name: kind for kind in KINDS}

@@ -36,23 +36,28 @@ def judgement_table(run: dict[str, Any]) -> list[str]:
     lines = [
         "| fault kind | what happens | faults | caught | predicted (recall) | precision "
         "(false positives) | lead time before the failure, median (range) | detection delay "
-        "after onset |",
-        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "after onset | caught first by |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
     ]
     for kind in KINDS:
         k = run["kinds"][kind.name]
         if k.get("negative"):
             lines.append(
                 f"| {kind.name} (must not be flagged) | {kind.words} | {k['faults']} | "
-                f"flagged {k['flagged']} | - | - | - | - |"
+                f"flagged {k['flagged']} | - | - | - | - | - |"
             )
             continue
         lines.append(
             f"| {kind.name} | {kind.words} | {k['faults']} | {k['caught']} | "
             f"{k['predicted']} ({_pct(k['recall'])}) | {_pct(k['precision'])} "
-            f"({k['false_positives']}) | {_spread(k['lead_s'])} | {_spread(k['delay_s'])} |"
+            f"({k['false_positives']}) | {_spread(k['lead_s'])} | {_spread(k['delay_s'])} | "
+            f"{_firsts(k['caught_first_by'])} |"
         )
     return lines
+
+
+def _firsts(counts: dict[str, int]) -> str:
+    return ", ".join(f"{signal} x{n}" for signal, n in counts.items()) or "-"
 
 
 def healing_table(runs: dict[str, dict[str, Any]]) -> list[str]:

@@ -64,14 +64,14 @@ def _explained(log: RunLog) -> set[int]:
     }  # fmt: skip
 
 
-def _caught(seen: FaultSeen, log: RunLog) -> float | None:
-    """The first of the kind's signals on the fault's GPU while the fault plays."""
+def _caught(seen: FaultSeen, log: RunLog) -> tuple[float, str] | None:
+    """The first of the kind's signals on the fault's GPU while the fault plays, and when."""
     fault = seen.fault
     start, until = fault.script.onset_s - EXPLAINS_BEFORE_S, fault.script.fine_until_s
-    times = [t for t, node, gpu, signal in log.raises
+    found = [(t, signal) for t, node, gpu, signal in log.raises
              if (node, gpu) == (fault.node, fault.gpu) and signal in fault.kind.signals
              and start <= t <= until]  # fmt: skip
-    return min(times) if times else None
+    return min(found) if found else None
 
 
 def _kind(kind: FaultKind, log: RunLog, explained: set[int]) -> dict[str, Any]:
@@ -90,8 +90,13 @@ def _kind(kind: FaultKind, log: RunLog, explained: set[int]) -> dict[str, Any]:
     delays = [r["delay_s"] for r in rows if r["delay_s"] is not None]
     drains = [r["to_drain_s"] for r in rows if r["to_drain_s"] is not None]
     would = [r["to_would_drain_s"] for r in rows if r["to_would_drain_s"] is not None]
+    first_by: dict[str, int] = defaultdict(int)
+    for row in rows:
+        if row["caught_by"]:
+            first_by[row["caught_by"]] += 1
     return {
         "faults": len(rows),
+        "caught_first_by": dict(sorted(first_by.items())),
         "failed": sum(r["failure_s"] is not None for r in rows),
         "caught": sum(r["caught_s"] is not None for r in rows),
         "predicted": len(predicted),
@@ -111,13 +116,15 @@ def _kind(kind: FaultKind, log: RunLog, explained: set[int]) -> dict[str, Any]:
 def _fault_row(seen: FaultSeen, log: RunLog) -> dict[str, Any]:
     script = seen.fault.script
     failure = seen.failure_s  # as it happened in this run (a healed one may never fail)
-    caught = _caught(seen, log)
+    first = _caught(seen, log)
+    caught, by = (None, None) if first is None else first
     predicted = caught is not None and (failure is None or caught <= failure)
     return {
         "fault": seen.fault.label,
         "onset_s": script.onset_s,
         "failure_s": failure,
         "caught_s": caught,
+        "caught_by": by,
         "predicted": predicted,
         "lead_s": None if failure is None or not predicted else round(failure - caught, 1),  # type: ignore[operator]
         "delay_s": None if caught is None else round(caught - script.onset_s, 1),
