@@ -68,7 +68,11 @@ class MemoryStore:
 class SimKiller:
     """The ProcessKiller's `kill` for the simulator's processes: they go at once."""
 
-    def __init__(self, backend: SimulatedBackend, processes: Callable[[], Mapping]) -> None:  # type: ignore[type-arg]
+    def __init__(
+        self,
+        backend: SimulatedBackend,
+        processes: Callable[[], Mapping[int, Sequence[ProcessReading]]],
+    ) -> None:
         self._backend, self._processes = backend, processes
 
     def kill(
@@ -175,7 +179,7 @@ class ReplayNode:
         policies: list[Policy] = [
             DrainPolicy(self.assessor, memory, None),
             PowerCapPolicy(self.backend, self.assessor),
-            Inline(LeakPolicy(memory, killer, None)),  # type: ignore[arg-type]
+            Inline(LeakPolicy(memory, killer, None)),  # type: ignore[arg-type]  # duck-typed killer
             Inline(RepairPolicy("reset", memory, fresh, "replay"), self._reset_done),
             Inline(RepairPolicy("reboot", memory, fresh, "replay")),
         ]
@@ -241,7 +245,7 @@ def hot(reading: GpuReading, slowdown_c: float | None) -> bool:
 
 def memory_full(reading: GpuReading, share: float) -> bool:
     used, total = reading[MEM_USED_BYTES], reading[MEM_TOTAL_BYTES]
-    return used is not None and bool(total) and used >= share * total  # type: ignore[operator]
+    return used is not None and total is not None and total > 0 and used >= share * total
 
 
 def lost(reading: GpuReading) -> bool:

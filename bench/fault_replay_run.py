@@ -32,6 +32,7 @@ from fault_replay_plan import (
     Plan,
 )
 
+from node_daemon.backends.readings import GpuReading
 from node_daemon.backends.simulated import Scenario
 from node_daemon.healing.settings import HealingSettings
 
@@ -148,13 +149,13 @@ class _NodeWatch:
             self._done.add((number, "end"))
             self.node.crash_work(gpu, FAULT_COMMANDS.get(fault.kind.name))
 
-    def _failed(self, fault: Fault, reading: object, now: float) -> bool:
+    def _failed(self, fault: Fault, reading: GpuReading, now: float) -> bool:
         script, measured = fault.script, fault.kind.measured
         if measured == SLOWDOWN:
-            return now <= script.fine_until_s and hot(reading, self.slowdown_c.get(fault.gpu))  # type: ignore[arg-type]
+            return now <= script.fine_until_s and hot(reading, self.slowdown_c.get(fault.gpu))
         if measured == MEMORY_FULL:
             ends = script.ends_s or script.fine_until_s
-            return now <= ends and memory_full(reading, MEMORY_FULL_SHARE)  # type: ignore[arg-type]
+            return now <= ends and memory_full(reading, MEMORY_FULL_SHARE)
         return script.failure_s is not None and now >= script.failure_s
 
     def _lose_job(self, gpu: int, now: float) -> int:
