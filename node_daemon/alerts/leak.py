@@ -15,7 +15,9 @@ leak when its growth is:
   step lies in one third only);
 - not slowing down: the last third rises at least half as fast as the whole span
   (an allocator's cache warming up to a plateau slows down; a leak does not);
-- steady: at least `steady_fraction` of bucket-to-bucket steps do not fall;
+- steady: at least `steady_fraction` of bucket-to-bucket steps do not fall, and
+  the lows never give back more than a quarter of the span's growth (a sawtooth
+  slower than a bucket falls by all it grew, however few its falling steps);
 - new: the last third reaches above every point before the span (memory that was
   given back before is an allocation cycle, not a leak).
 
@@ -81,6 +83,15 @@ def _thirds(points: Sequence[Point]) -> tuple[Sequence[Point], Sequence[Point], 
 def _steady(points: Sequence[Point], fraction: float) -> bool:
     steps = list(itertools.pairwise(low for _, low in points))
     return sum(b >= a for a, b in steps) >= fraction * len(steps)
+
+
+def _drawdown(points: Sequence[Point]) -> int:
+    """The most the lows fell below an earlier low within `points` (bytes)."""
+    highest, deepest = points[0][1], 0
+    for _, low in points:
+        highest = max(highest, low)
+        deepest = max(deepest, highest - low)
+    return deepest
 
 
 def _sustained(points: Sequence[Point], min_rate: float) -> bool:
@@ -163,6 +174,9 @@ class LeakDetector:
         min_rate = settings.min_rate_mib_per_min * MIB / 60
         if len(points) < 6 or not _steady(points, settings.steady_fraction):
             return None
+        lows = [low for _, low in points]
+        if _drawdown(points) > (max(lows) - min(lows)) / 4:
+            return None  # it gave back much of what it took: an allocation cycle
         if before is not None and max(low for _, low in _thirds(points)[2]) <= before:
             return None
         if not _sustained(points, min_rate):
@@ -195,7 +209,7 @@ class LeakDetector:
         if eta_s is not None and eta_s < self._settings.critical_within_s:
             series.severity = Severity.CRITICAL
         who = f"{process.user or '?'}: {(process.command or '?')[:60]}"
-        grown = (process.gpu_memory_bytes or leak.low_b) - leak.low_b
+        grown = max(0, (process.gpu_memory_bytes or leak.low_b) - leak.low_b)
         summary = (
             f"GPU {gpu.index}: process {process.pid} ({who}) has been leaking "
             f"GPU memory for {_duration(gpu.now_s - leak.start_s)} ({_size(grown)}); "

@@ -123,6 +123,16 @@ def test_allocating_and_freeing_around_a_flat_baseline_is_never_a_leak() -> None
         assert run(sawtooth, util=80.0).findings == [], f"a {period_s} s sawtooth flagged"
 
 
+def test_a_slow_sawtooth_out_of_step_with_the_buckets_is_never_a_leak() -> None:
+    """The replay benchmark's case: 8.6 GiB every 423 s beats against the 30 s buckets,
+    so the lows climb for a while before each free; they fall by all they grew."""
+
+    def sawtooth(t: float) -> float:
+        return BASE + (t % 423) / 423 * 8.6 * GIB
+
+    assert run(sawtooth, minutes=120, util=95.0).findings == []
+
+
 def test_slow_fragmentation_below_the_minimum_rate_is_never_a_leak() -> None:
     # 10 MiB/min grows 600 MiB in the hour (over min_growth_mib), at under a third of the rate.
     assert run(leak(10)).findings == []
