@@ -51,11 +51,13 @@ def add_demo_command(subparsers: argparse._SubParsersAction) -> None:
 
 # The commands console/terminal/commands.py registers (tests/console/test_terminal.py
 # checks the two agree): named here too, for an install without the console extra.
-TERMINAL_COMMANDS = ("status", "ps", "alerts", "ack", "silence", "reserve", "release", "kill")
+TERMINAL_COMMANDS = ("status", "ps", "alerts", "ack", "silence", "silences", "unsilence",
+                     "reserve", "release", "kill", "health", "drain", "undrain")  # fmt: skip
 
 
 def add_terminal_commands(subparsers: argparse._SubParsersAction) -> None:
-    """status, ps, alerts, ack, silence, reserve, release, kill: gRPC only, no Qt.
+    """status, ps, alerts, ack, silence(s), unsilence, reserve, release, kill, health,
+    drain, undrain: gRPC only, no Qt.
 
     They find nodes and credentials as the console does (its settings, keyring), so a
     daemon-only install (no console extra: no platformdirs, no keyring) lacks their

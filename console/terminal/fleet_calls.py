@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
 from console.connections.security import LinkSecurity
-from console.terminal.link import CallFailed, NodeLink
+from console.terminal.link import CallFailed, Node, NodeLink
+from gpufleet.v1 import node_pb2 as pb
 
 T = TypeVar("T")
 
@@ -21,7 +23,7 @@ EXIT_UNREACHABLE = 3
 
 @dataclass
 class Outcome(Generic[T]):
-    results: list[tuple[str, T]] = field(default_factory=list)  # (target, result), in order
+    results: list[tuple[Node, T]] = field(default_factory=list)  # in the order asked
     failures: list[CallFailed] = field(default_factory=list)
 
     def exit_code(self) -> int:
@@ -31,12 +33,12 @@ class Outcome(Generic[T]):
 
 
 def on_each(
-    targets: Sequence[str], security: LinkSecurity, work: Callable[[NodeLink], T]
+    nodes: Sequence[Node], security: LinkSecurity, work: Callable[[NodeLink], T]
 ) -> Outcome[T]:
-    """`work` on every node in parallel (each call has its own deadline), in target order."""
+    """`work` on every node in parallel (each call has its own deadline), in the order given."""
 
-    def one(target: str) -> T | CallFailed:
-        link = NodeLink(target, security)
+    def one(node: Node) -> T | CallFailed:
+        link = NodeLink(node, security)
         try:
             return work(link)
         except CallFailed as exc:
@@ -45,10 +47,44 @@ def on_each(
             link.close()
 
     outcome: Outcome[T] = Outcome()
-    with ThreadPoolExecutor(max(1, min(16, len(targets))), "gpufleet-terminal") as pool:
-        for target, result in zip(targets, pool.map(one, targets), strict=True):
+    with ThreadPoolExecutor(max(1, min(16, len(nodes))), "gpufleet-terminal") as pool:
+        for node, result in zip(nodes, pool.map(one, nodes), strict=True):
             if isinstance(result, CallFailed):
                 outcome.failures.append(result)
             else:
-                outcome.results.append((target, result))
+                outcome.results.append((node, result))
+    return outcome
+
+
+def survey(addresses: Sequence[str], security: LinkSecurity) -> Outcome[pb.Inventory]:
+    """Each node's inventory, asked once per run: the results' nodes carry their host names.
+
+    Messages name a node by its host name, never by its address; where two
+    nodes of the run report the same host name, the address is added to tell
+    them apart.
+    """
+    asked = on_each(
+        [Node.unnamed(a) for a in addresses], security,
+        lambda link: link.call(link.stub.GetInventory, pb.GetInventoryRequest()),
+    )  # fmt: skip
+    shared = Counter(inventory.hostname for _, inventory in asked.results)
+    named: Outcome[pb.Inventory] = Outcome(failures=asked.failures)
+    for node, inventory in asked.results:
+        host = inventory.hostname
+        name = (
+            node.address if not host else host if shared[host] == 1 else f"{host} ({node.address})"
+        )
+        named.results.append((Node(node.address, name, host), inventory))
+    return named
+
+
+def on_fleet(
+    addresses: Sequence[str], security: LinkSecurity, work: Callable[[NodeLink, pb.Inventory], T]
+) -> Outcome[T]:
+    """`work` on every node that answered the survey; the survey's failures first."""
+    surveyed = survey(addresses, security)
+    inventories = {node.address: inventory for node, inventory in surveyed.results}
+    outcome = on_each([n for n, _ in surveyed.results], security,
+                      lambda link: work(link, inventories[link.target]))  # fmt: skip
+    outcome.failures[:0] = surveyed.failures
     return outcome

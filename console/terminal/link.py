@@ -36,14 +36,35 @@ class UsageProblem(Exception):
 
 @dataclass(frozen=True)
 class CallFailed(Exception):
-    """A node did not do what was asked; `unreachable` when it could not be reached at all."""
+    """A node did not do what was asked; `unreachable` when it could not be reached at all.
+
+    `node` names it as messages do (its host name once known); `address` is its HOST:PORT.
+    """
 
     node: str
     reason: str
     unreachable: bool
+    address: str = ""
 
     def __str__(self) -> str:
         return f"{self.node}: {self.reason}"
+
+
+@dataclass(frozen=True)
+class Node:
+    """A node of this run: its HOST:PORT, and the name messages call it by.
+
+    `name` is the inventory's host name (with the address where two nodes of the
+    run share one), or the address until the node has answered.
+    """
+
+    address: str
+    name: str
+    host: str = ""  # the inventory's host name, as silences match it; "" until known
+
+    @classmethod
+    def unnamed(cls, address: str) -> Node:
+        return cls(address, address)
 
 
 def add_node_arguments(parser: argparse.ArgumentParser, node_flag: str | None = "--node") -> None:
@@ -59,18 +80,28 @@ def add_node_arguments(parser: argparse.ArgumentParser, node_flag: str | None = 
     arg("--json", action="store_true", help="print JSON for scripts instead of a table")
 
 
-def resolve(args: argparse.Namespace) -> tuple[list[str], LinkSecurity]:
-    """The targets and how to reach them.
+def profile_nodes(args: argparse.Namespace) -> tuple[list[str], LinkSecurity]:
+    """The profile's nodes (maybe none) and how to reach them.
 
     Raises:
-        UsageProblem: bad settings, unreadable certificates, or no nodes at all.
+        UsageProblem: bad settings or unreadable certificates.
     """
     try:
         profile = load_settings(args.config).profile(args.profile)
         security = link_security(profile, find_token(profile))
     except (SettingsError, CredentialError) as exc:
         raise UsageProblem(str(exc)) from exc
-    nodes = list(args.node) or list(profile.nodes)
+    return list(profile.nodes), security
+
+
+def resolve(args: argparse.Namespace) -> tuple[list[str], LinkSecurity]:
+    """The targets (the --node flags, else the profile's nodes) and how to reach them.
+
+    Raises:
+        UsageProblem: bad settings, unreadable certificates, or no nodes at all.
+    """
+    listed, security = profile_nodes(args)
+    nodes = list(args.node) or listed
     if not nodes:
         raise UsageProblem(
             "no nodes; pass --node HOST:PORT or list them in the console settings "
@@ -82,8 +113,9 @@ def resolve(args: argparse.Namespace) -> tuple[list[str], LinkSecurity]:
 class NodeLink:
     """A blocking channel to one node; `call` runs one RPC with the deadline and token."""
 
-    def __init__(self, target: str, security: LinkSecurity) -> None:
-        self.target = target
+    def __init__(self, node: Node, security: LinkSecurity) -> None:
+        self.node = node
+        self.target = target = node.address
         self._metadata: tuple[tuple[str, str], ...] = ()
         token = security.current_token()
         if security.tls:
@@ -112,7 +144,7 @@ class NodeLink:
         try:
             return method(request, timeout=deadline_s, metadata=self._metadata)
         except grpc.RpcError as exc:
-            raise failure(self.target, exc) from None
+            raise failure(self.node, exc) from None
 
     def stream(
         self,
@@ -125,17 +157,21 @@ class NodeLink:
         try:
             yield from responses
         except grpc.RpcError as exc:
-            raise failure(self.target, exc) from None
+            raise failure(self.node, exc) from None
         finally:
             responses.cancel()
 
     def close(self) -> None:
         self._channel.close()
 
+    def failed(self, reason: str, unreachable: bool = False) -> CallFailed:
+        """A failure of this node that is not a gRPC error (an answer without what was asked)."""
+        return CallFailed(self.node.name, reason, unreachable, self.node.address)
 
-def failure(target: str, exc: grpc.RpcError) -> CallFailed:
+
+def failure(node: Node, exc: grpc.RpcError) -> CallFailed:
     code: grpc.StatusCode = exc.code()  # type: ignore[attr-defined]
     details: str = exc.details() or ""  # type: ignore[attr-defined]
     if code in UNREACHABLE_CODES:
-        return CallFailed(target, f"unreachable ({code.name}: {details})", unreachable=True)
-    return CallFailed(target, f"{code.name}: {details}", unreachable=False)
+        return CallFailed(node.name, f"unreachable ({code.name}: {details})", True, node.address)
+    return CallFailed(node.name, f"{code.name}: {details}", False, node.address)

@@ -1,4 +1,5 @@
-"""`gpufleet status | ps | alerts | ack | silence | reserve | release | kill` end to end.
+"""`gpufleet status | ps | alerts | ack | silence(s) | unsilence | reserve | release | kill |
+health | drain | undrain` end to end.
 
 Real daemons over real gRPC on loopback; the commands run as real processes
 (`python -m node_daemon ...`), as a shell would run them. What an action did is
@@ -99,14 +100,14 @@ def test_status_table_json_and_exit_codes(home: Path, calm: NodeDaemon, lost: No
     code, out, err = gpufleet(home, "status", "--node", a)
     assert (code, err) == (0, "")
     header, row = out.splitlines()
-    assert header.split()[:3] == ["NODE", "STATE", "HOST"]
-    assert row.split()[:4] == [a, "up", "gpu-calm", "2"]
-    assert header.index("HOST") == row.index("gpu-calm")  # aligned columns
+    assert header.split()[:3] == ["NODE", "ADDRESS", "STATE"]
+    assert row.split()[:4] == ["gpu-calm", a, "up", "2"]  # named by host name
+    assert header.index("ADDRESS") == row.index(a)  # aligned columns
 
     code, out, _ = gpufleet(home, "status", "--node", a, "--node", b, "--json")
     assert code == 1  # a critical alert fires on b
     nodes = json.loads(out)["nodes"]
-    assert [n["node"] for n in nodes] == [a, b]
+    assert [(n["node"], n["address"]) for n in nodes] == [("gpu-calm", a), ("gpu-lost", b)]
     assert nodes[0]["alerts"] == {"critical": 0, "warning": 0, "info": 0}
     assert nodes[1]["alerts"]["critical"] >= 1 and nodes[1]["host"] == "gpu-lost"
     assert nodes[0]["hottest_gpu"] in (0, 1) and nodes[0]["hottest_temp_c"] > 0
@@ -127,7 +128,7 @@ def test_ps_lists_the_processes_the_daemon_sees(home: Path, calm: NodeDaemon) ->
     assert listed["errors"] == []
     rows = listed["processes"]
     assert rows, "the simulated node runs processes"
-    assert set(rows[0]) == {"node", "gpu", "pid", "user", "gpu_memory_bytes",
+    assert set(rows[0]) == {"node", "address", "gpu", "pid", "user", "gpu_memory_bytes",
                             "start_time_unix_ms", "slurm_job_id", "command"}  # fmt: skip
     seen = {(r["gpu"], r["pid"]) for r in rows}
     after = calm.sampler.latest
@@ -157,7 +158,7 @@ def test_alerts_then_ack_takes_effect_on_the_daemon(home: Path, lost: NodeDaemon
     assert code == 0 and "acked by" in out
 
     code, _, err = gpufleet(home, "ack", address, "a-999999")
-    assert code == 1 and f"gpufleet ack: {address}: NOT_FOUND" in err
+    assert code == 1 and "gpufleet ack: gpu-lost: NOT_FOUND" in err
 
 
 def test_silence_goes_to_the_nodes_the_pattern_names(home: Path, calm: NodeDaemon,
@@ -167,7 +168,7 @@ def test_silence_goes_to_the_nodes_the_pattern_names(home: Path, calm: NodeDaemo
     code, out, err = gpufleet(home, "silence", "--at", a, "--at", b, *pattern,
                               "--for", "2h", "--comment", "card swap")  # fmt: skip
     assert (code, err) == (0, ""), err
-    assert out.startswith(f"{b}: silence s-")
+    assert out.startswith("gpu-lost: silence s-")
     with stub(b) as node:
         silences = node.ListSilences(pb.ListSilencesRequest(), timeout=5).silences
         assert [(s.comment, {m.label: m.pattern for m in s.matchers}) for s in silences] == [
@@ -222,7 +223,7 @@ def test_reserve_then_release(home: Path, calm: NodeDaemon) -> None:
 def test_kill_names_the_start_time_and_refuses_a_reused_pid(
     home: Path, start_daemon: DaemonFactory
 ) -> None:
-    daemon = start_daemon(gpus=2)
+    daemon = start_daemon(gpus=2, hostname="gpu-kill")
     address = str(daemon.address)
     with stub(address) as node:
         request = pb.SubmitWorkloadRequest(argv=["sleep", "300"], owner="worker", gpu_count=1,
@@ -244,7 +245,7 @@ def test_kill_names_the_start_time_and_refuses_a_reused_pid(
         home, "kill", address, "1", pid, "--start-time-ms", str(started - 60_000)
     )
     # Another process that got this pid since: refused, the sleeper lives.
-    assert code == 1 and f"gpufleet kill: {address}: FAILED_PRECONDITION" in err
+    assert code == 1 and "gpufleet kill: gpu-kill: FAILED_PRECONDITION" in err
     assert os.path.exists(f"/proc/{pid}")
     code, out, err = gpufleet(home, "kill", address, "1", pid, "--grace", "5", "--json")
     assert (code, err) == (0, "")
@@ -360,3 +361,155 @@ def test_the_daemon_only_stand_ins_name_exactly_the_registered_commands() -> Non
     subparsers = parser.add_subparsers()
     add_terminal_commands(subparsers)
     assert tuple(subparsers.choices) == TERMINAL_COMMANDS
+
+
+def profile(tmp_path: Path, *nodes: str) -> tuple[str, str]:
+    """--config of a plaintext profile listing `nodes`: where NODE host names are looked up."""
+    settings = tmp_path / "fleet.toml"
+    settings.write_text("nodes = [" + ", ".join(f'"{n}"' for n in nodes) + "]\n")
+    return "--config", str(settings)
+
+
+def silences(address: str, include_expired: bool = False) -> list[pb.Silence]:
+    with stub(address) as node:
+        request = pb.ListSilencesRequest(include_expired=include_expired)
+        return list(node.ListSilences(request, timeout=5).silences)
+
+
+def test_a_maintenance_window_listed_then_ended_by_host_name(
+    home: Path, tmp_path: Path, calm: NodeDaemon, lost: NodeDaemon
+) -> None:
+    a, b = str(calm.address), str(lost.address)
+    fleet = profile(tmp_path, a, b)
+    start = dt.datetime.now(dt.UTC).replace(microsecond=0) + dt.timedelta(hours=1)
+    code, out, err = gpufleet(home, "silence", *fleet, "--node", "gpu-lost", "--rule", "gpu_*",
+                              "--start", start.isoformat(), "--for", "2h",
+                              "--comment", "PSU swap", "--json")  # fmt: skip
+    assert (code, err) == (0, "")
+    made = json.loads(out)["results"][0]
+    assert (made["node"], made["address"], made["state"]) == ("gpu-lost", b, "pending")
+    [window] = silences(b)
+    assert window.id == made["id"] and window.starts_unix_ms == int(start.timestamp() * 1000)
+    assert window.ends_unix_ms - window.starts_unix_ms == 2 * 3_600_000
+    assert not silences(a)
+    assert not any(x.silence_id for x in firing(b))  # a window that has not begun silences none
+
+    code, out, err = gpufleet(home, "silences", *fleet, "--json")
+    assert (code, err) == (0, "")
+    [listed] = json.loads(out)["silences"]
+    assert listed["id"] == window.id and listed["state"] == "pending"
+    assert listed["matchers"] == [{"label": "node", "pattern": "gpu-lost"},
+                                  {"label": "alertname", "pattern": "gpu_*"}]  # fmt: skip
+    assert set(listed) >= {"starts_unix_ms", "ends_unix_ms", "created_by", "comment"}
+    code, out, _ = gpufleet(home, "silences", *fleet)
+    assert code == 0 and out.splitlines()[0].split()[:3] == ["NODE", "ID", "STATE"]
+    assert out.splitlines()[1].split()[:3] == ["gpu-lost", window.id, "pending"]
+
+    code, out, err = gpufleet(home, "unsilence", "gpu-lost", window.id, *fleet)
+    assert (code, err) == (0, "")
+    assert out.startswith(f"gpu-lost: silence {window.id} (node=gpu-lost alertname=gpu_*) expired")
+    assert not silences(b)
+    [ended] = silences(b, include_expired=True)
+    assert ended.expired_by
+    code, out, _ = gpufleet(home, "silences", *fleet, "--all", "--json")
+    assert [s["state"] for s in json.loads(out)["silences"]] == ["expired"]
+    code, _, err = gpufleet(home, "unsilence", "gpu-lost", window.id, *fleet)
+    assert code == 1 and f"gpufleet unsilence: gpu-lost: FAILED_PRECONDITION: silence {window.id}" \
+        " already expired" in err  # fmt: skip
+
+
+def test_a_window_starting_in_the_past_is_a_usage_error(home: Path, calm: NodeDaemon) -> None:
+    code, _, err = gpufleet(home, "silence", "--at", str(calm.address), "--rule", "x", "--start",
+                            "2020-01-01T00:00", "--for", "1h", "--comment", "x")  # fmt: skip
+    assert code == 2 and "the start is in the past" in err
+    assert not silences(str(calm.address))
+
+
+def test_node_by_host_name_and_messages_that_name_it(
+    home: Path, tmp_path: Path, calm: NodeDaemon, lost: NodeDaemon
+) -> None:
+    a, b = str(calm.address), str(lost.address)
+    fleet = profile(tmp_path, a, b)
+    alert = next(x for x in firing(b) if x.rule == "gpu_lost")
+    code, out, err = gpufleet(home, "ack", "GPU-LOST", alert.id, *fleet)  # case-insensitive
+    assert (code, err) == (0, "")
+    assert out.startswith(f"gpu-lost: {alert.id} (gpu_lost) acknowledged")
+    assert next(x for x in firing(b) if x.id == alert.id).acknowledged_by
+
+    code, out, _ = gpufleet(home, "reserve", "gpu-calm", "--gpu", "1", "--holder", "alice",
+                            "--for", "1h", "--reason", "x", *fleet)  # fmt: skip
+    assert code == 0 and out.startswith("gpu-calm: reservation ")
+    with stub(a) as node:
+        listed = node.ListReservations(pb.ListReservationsRequest(), timeout=5).reservations
+        assert [(r.holder, list(r.gpu_indices)) for r in listed if r.active] == [("alice", [1])]
+
+    code, out, err = gpufleet(home, "alerts", *fleet)
+    assert code == 0 and a not in out and b not in out and "gpu-lost" in out
+
+    code, _, err = gpufleet(home, "release", "gpu-nope", "r-1", *fleet)
+    assert code == 2
+    assert f"no node is named 'gpu-nope' (nodes: gpu-calm ({a}), gpu-lost ({b}))" in err
+
+
+def test_an_ambiguous_name_and_one_a_silent_node_may_have(
+    home: Path, tmp_path: Path, calm: NodeDaemon, start_daemon: DaemonFactory, unreachable: str
+) -> None:
+    twin = str(start_daemon(gpus=1, hostname="gpu-calm").address)
+    a = str(calm.address)
+    code, _, err = gpufleet(home, "drain", "gpu-calm", "0", "--reason", "x",
+                            *profile(tmp_path, a, twin))  # fmt: skip
+    assert code == 2 and "NODE 'gpu-calm' names 2 nodes; name one by HOST:PORT" in err
+    code, out, _ = gpufleet(home, "status", *profile(tmp_path, a, twin), "--json")
+    names = [n["node"] for n in json.loads(out)["nodes"]]
+    assert names == [f"gpu-calm ({a})", f"gpu-calm ({twin})"]  # told apart by address
+
+    code, _, err = gpufleet(home, "drain", "gpu-far", "0", "--reason", "x",
+                            *profile(tmp_path, a, unreachable))  # fmt: skip
+    assert code == 3  # it may be the node that did not answer: not a usage error
+    assert err.startswith("gpufleet drain: gpu-far: no node that answered is named 'gpu-far'")
+    assert f"(nodes: gpu-calm ({a}), {unreachable} (unreachable))" in err
+
+
+def test_health_lists_states_and_reasons_and_drain_takes_a_gpu_out(
+    home: Path, tmp_path: Path, calm: NodeDaemon, lost: NodeDaemon
+) -> None:
+    a, b = str(calm.address), str(lost.address)
+    fleet = profile(tmp_path, a, b)
+
+    def lost_gpu() -> dict[str, object] | None:
+        _, out, _ = gpufleet(home, "health", *fleet, "--json")
+        gpus = json.loads(out)["gpus"]
+        return next((g for g in gpus if g["node"] == "gpu-lost" and g["gpu"] == 1
+                     and g["state"] != "healthy"), None)  # fmt: skip
+
+    wait_for(lost_gpu, 20, "the lost GPU's health in `gpufleet health`")
+    code, out, err = gpufleet(home, "health", *fleet, "--json")
+    assert code == 1 and err == ""  # a GPU needs a person: like status with a critical alert
+    report = json.loads(out)
+    gone = next(g for g in report["gpus"] if g["node"] == "gpu-lost" and g["gpu"] == 1)
+    assert gone["state"] == "needs_reboot" and gone["reasons"] and gone["address"] == b
+    assert {"code", "state", "summary", "action", "since_unix_ms"} <= set(gone["reasons"][0])
+    assert [g["state"] for g in report["gpus"] if g["node"] == "gpu-calm"] == ["healthy"] * 2
+    assert [n["healing"]["mode"] for n in report["nodes"]] == ["off", "off"]
+
+    code, out, err = gpufleet(home, "drain", "gpu-calm", "1", "--reason", "fan rattles", *fleet)
+    assert (code, err) == (0, "")
+    assert out.startswith("gpu-calm: GPU 1 drained by ") and "fan rattles" in out
+    with stub(a) as node:
+        condition = node.GetHealth(pb.GetHealthRequest(), timeout=5).gpus[1]
+    assert condition.drained and condition.drain_reason == "fan rattles"
+    code, out, _ = gpufleet(home, "health", "--node", a, "--problems")
+    assert code == 0  # drained, but healthy
+    header, row = out.splitlines()
+    assert header.split() == ["NODE", "GPU", "STATE", "SINCE", "DRAINED", "REASONS"]
+    assert row.startswith("gpu-calm") and row.split()[1:3] == ["1", "healthy"]
+    assert "fan rattles" in row
+
+    code, out, err = gpufleet(home, "undrain", "gpu-calm", "1", *fleet)
+    assert (code, err) == (0, "") and out.startswith("gpu-calm: GPU 1 returned to placement")
+    with stub(a) as node:
+        assert not node.GetHealth(pb.GetHealthRequest(), timeout=5).gpus[1].drained
+    code, _, err = gpufleet(home, "undrain", "gpu-calm", "1", *fleet)
+    assert code == 1 and "gpu-calm: FAILED_PRECONDITION: GPU 1 is not drained" in err
+    code, _, err = gpufleet(home, "drain", a, "7", "--reason", "x")
+    assert code == 1 and "gpu-calm: INVALID_ARGUMENT: no GPU 7 on this node" in err

@@ -1,0 +1,150 @@
+"""What every terminal command shares: its parser, errors, output, and when things end.
+
+Exit codes: 0 done, 1 a node refused or failed (`status`, `health`: something
+needs a person), 2 a usage error, 3 a node could not be reached. Errors go to
+standard error, one line each, naming the node (by host name) and the reason.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import re
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+from console.terminal.fleet_calls import EXIT_USAGE, Outcome, on_each
+from console.terminal.link import (
+    CallFailed,
+    NodeLink,
+    UsageProblem,
+    add_node_arguments,
+    profile_nodes,
+)
+from console.terminal.nodes import pick_node
+from console.terminal.table import local_time
+
+EXIT_CODES = (
+    "Exit codes: 0 done, 1 a node refused or failed (status: a critical alert fires; health: "
+    "a GPU needs a reset, reboot or inspection), 2 a usage error (an unknown or ambiguous "
+    "NODE), 3 a node could not be reached."
+)
+NODE_HELP = "the node: its host name (as `gpufleet status` shows it) or HOST:PORT"
+Row = dict[str, Any]
+
+
+def command(
+    subparsers: argparse._SubParsersAction,
+    name: str,
+    help_: str,
+    run: Callable[[argparse.Namespace], int],
+    node_flag: str | None = "--node",
+) -> argparse.ArgumentParser:
+    """A subcommand; `node_flag` None takes one NODE argument (`target`) instead of flags."""
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        name, help=help_, description=f"{help_[0].upper()}{help_[1:]}. {EXIT_CODES}"
+    )
+    if node_flag is None:
+        parser.add_argument("target", metavar="NODE", help=NODE_HELP)
+    add_node_arguments(parser, node_flag)
+    parser.set_defaults(run=lambda args: _guarded(run, args, name))
+    return parser
+
+
+def _guarded(run: Callable[[argparse.Namespace], int], args: argparse.Namespace, name: str) -> int:
+    try:
+        return run(args)
+    except UsageProblem as exc:
+        print(f"gpufleet {name}: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:  # ^C: the shell's code for SIGINT, and no traceback
+        print(f"gpufleet {name}: interrupted", file=sys.stderr)
+        return 130
+
+
+def report(outcome: Outcome[Any], name: str) -> None:
+    for failure in outcome.failures:
+        print(f"gpufleet {name}: {failure}", file=sys.stderr)
+
+
+def errors(outcome: Outcome[Any]) -> list[Row]:
+    return [{"node": f.node, "address": f.address or None, "reason": f.reason,
+             "unreachable": f.unreachable} for f in outcome.failures]  # fmt: skip
+
+
+def print_json(data: Row) -> None:
+    print(json.dumps(data, indent=2, sort_keys=True))
+
+
+def act(args: argparse.Namespace, name: str, work: Callable[[NodeLink], Row]) -> int:
+    """One action on the node named on the command line, with the profile's credentials."""
+    addresses, security = profile_nodes(args)
+    try:
+        node = pick_node(args.target, addresses, security)
+    except CallFailed as failed:
+        outcome: Outcome[Row] = Outcome(failures=[failed])
+    else:
+        outcome = on_each([node], security, work)
+    report(outcome, name)
+    return print_results(args, outcome)
+
+
+def print_results(args: argparse.Namespace, outcome: Outcome[Row]) -> int:
+    """What the actions did: one line each, or {"results", "errors"} with --json."""
+    rows = [row for _, row in outcome.results]
+    if args.json:
+        print_json({"results": rows, "errors": errors(outcome)})
+    else:
+        for row in rows:
+            print(row["done"])
+    return outcome.exit_code()
+
+
+def where(link: NodeLink) -> Row:
+    """The keys that name a node in every row: as people read it, and its address."""
+    return {"node": link.node.name, "address": link.target}
+
+
+# -- when -----------------------------------------------------------------------------
+
+DURATION = re.compile(r"^(\d+)([smhd])$")
+UNIT_MS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+
+
+def add_end(parser: argparse.ArgumentParser) -> None:
+    end = parser.add_mutually_exclusive_group(required=True)
+    end.add_argument("--for", dest="for_ms", type=duration, metavar="DURATION",
+                     help="how long: 90s, 30m, 2h, 1d")  # fmt: skip
+    end.add_argument("--until", dest="until_ms", type=moment, metavar="TIME",
+                     help="when it ends: ISO 8601, e.g. 2026-12-01T18:00 (local unless "
+                     "it names a zone)")  # fmt: skip
+
+
+def duration(text: str) -> int:
+    match = DURATION.match(text.strip())
+    if not match or int(match[1]) == 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: a duration such as 90s, 30m, 2h or 1d")
+    return int(match[1]) * UNIT_MS[match[2]]
+
+
+def moment(text: str) -> int:
+    """ISO 8601 to Unix ms; a time without a zone is local."""
+    try:
+        parsed = dt.datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: a time such as 2026-12-01T18:00") from None
+    return int(parsed.astimezone().timestamp() * 1000)
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def end_ms(args: argparse.Namespace, now: int) -> int:
+    end: int = now + args.for_ms if args.for_ms is not None else args.until_ms
+    if end <= now:
+        raise UsageProblem(f"the end, {local_time(end)}, is not in the future")
+    return end

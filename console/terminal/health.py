@@ -1,0 +1,126 @@
+"""`gpufleet health | drain | undrain`: each GPU's health from a shell, and drains.
+
+`health` reads GetHealth (viewer) from each node; `drain` and `undrain` call
+DrainGpu (operator), which takes a GPU out of placement or returns it, as
+the console's Drain action does. States and reasons are the node's own
+(docs/health.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from console.terminal.common import Row, act, command, errors, print_json, report, where
+from console.terminal.fleet_calls import EXIT_FAILED, EXIT_OK, on_fleet
+from console.terminal.link import NodeLink, UsageProblem, resolve
+from console.terminal.table import format_table, local_time
+from gpufleet.v1 import node_pb2 as pb
+
+# The states that stop new work on a GPU: `health` exits 1 while a GPU is in one.
+NEEDS_A_PERSON = frozenset({"needs_reset", "needs_reboot", "needs_inspection"})
+
+
+def add_commands(subparsers: argparse._SubParsersAction) -> None:
+    health = command(subparsers, "health", "each GPU's health state, reasons and drain",
+                     run_health)  # fmt: skip
+    health.add_argument("--problems", action="store_true",
+                        help="only GPUs that are not healthy, or are drained")  # fmt: skip
+    drain = command(subparsers, "drain", "take a GPU out of placement (no new work)",
+                    run_drain, None)  # fmt: skip
+    drain.add_argument("gpu", type=int, metavar="GPU")
+    drain.add_argument("--reason", required=True, help="what is wrong with the GPU")
+    undrain = command(subparsers, "undrain", "return a drained GPU to placement", run_undrain,
+                      None)  # fmt: skip
+    undrain.add_argument("gpu", type=int, metavar="GPU")
+
+
+def state_name(state: int) -> str:
+    """'needs_reset': the proto's name, as --json carries it."""
+    return pb.GpuHealthState.Name(state).removeprefix("GPU_HEALTH_STATE_").lower()  # type: ignore[arg-type]
+
+
+def condition_row(link: NodeLink, gpu: pb.GpuCondition) -> Row:
+    return {
+        **where(link), "gpu": gpu.gpu_index, "state": state_name(gpu.state),
+        "since_unix_ms": gpu.since_unix_ms, "drained": gpu.drained,
+        "drained_by": gpu.drained_by or None, "drain_reason": gpu.drain_reason or None,
+        "power_capped_w": gpu.power_capped_w if gpu.HasField("power_capped_w") else None,
+        "reasons": [_reason_row(r) for r in gpu.reasons],
+    }  # fmt: skip
+
+
+def _reason_row(reason: pb.HealthReason) -> Row:
+    lead = reason.lead_time_s if reason.HasField("lead_time_s") else None
+    return {"code": reason.code, "state": state_name(reason.state), "summary": reason.summary,
+            "action": reason.action, "since_unix_ms": reason.since_unix_ms,
+            "lead_time_s": lead}  # fmt: skip
+
+
+def _health_of(link: NodeLink, _: pb.Inventory) -> tuple[list[Row], Row]:
+    answer = link.call(link.stub.GetHealth, pb.GetHealthRequest())
+    policy = answer.healing
+    healing = {**where(link), "healing": {"mode": policy.mode or "off",
+               "actions": list(policy.actions),
+               "max_actions_per_hour": policy.max_actions_per_hour}}  # fmt: skip
+    return [condition_row(link, gpu) for gpu in answer.gpus], healing
+
+
+def run_health(args: argparse.Namespace) -> int:
+    targets, security = resolve(args)
+    outcome = on_fleet(targets, security, _health_of)
+    rows = [row for _, (gpus, _) in outcome.results for row in gpus
+            if not args.problems or row["state"] != "healthy" or row["drained"]]  # fmt: skip
+    nodes = [node for _, (_, node) in outcome.results]
+    report(outcome, "health")
+    if args.json:
+        print_json({"gpus": rows, "nodes": nodes, "errors": errors(outcome)})
+    else:
+        print(format_table(("NODE", "GPU", "STATE", "SINCE", "DRAINED", "REASONS"),
+                           [_cells(r) for r in rows]))  # fmt: skip
+        for node in nodes:
+            if node["healing"]["mode"] != "off":
+                print(f"{node['node']}: self-healing {_healing_text(node['healing'])}")
+    code = outcome.exit_code()
+    needy = any(r["state"] in NEEDS_A_PERSON for r in rows)
+    return code if code != EXIT_OK else (EXIT_FAILED if needy else EXIT_OK)
+
+
+def _cells(row: Row) -> list[str]:
+    drained = "-"
+    if row["drained"]:
+        drained = f"by {row['drained_by'] or '?'}: {row['drain_reason'] or '-'}"
+    if row["power_capped_w"] is not None:
+        drained += f" (capped at {row['power_capped_w']:.0f} W)"
+    reasons = "; ".join(
+        f"{r['code']}: {r['action']}" if r["action"] else r["code"] for r in row["reasons"]
+    )
+    return [row["node"], str(row["gpu"]), row["state"].replace("_", " "),
+            local_time(row["since_unix_ms"]), drained, reasons or "-"]  # fmt: skip
+
+
+def _healing_text(healing: Row) -> str:
+    actions = ", ".join(healing["actions"]) or "no actions"
+    return f"{healing['mode']} ({actions}; at most {healing['max_actions_per_hour']} an hour)"
+
+
+def run_drain(args: argparse.Namespace) -> int:
+    if not args.reason.strip():
+        raise UsageProblem("--reason: say what is wrong with the GPU")
+    return act(args, "drain", lambda link: _drain(link, args.gpu, True, args.reason.strip()))
+
+
+def run_undrain(args: argparse.Namespace) -> int:
+    return act(args, "undrain", lambda link: _drain(link, args.gpu, False, ""))
+
+
+def _drain(link: NodeLink, gpu: int, drain: bool, reason: str) -> Row:
+    request = pb.DrainGpuRequest(gpu_index=gpu, drain=drain, reason=reason)
+    row = condition_row(link, link.call(link.stub.DrainGpu, request))
+    state = row["state"].replace("_", " ")
+    what = (
+        f"drained by {row['drained_by']}: {row['drain_reason']}"
+        if drain
+        else ("returned to placement")
+    )
+    done = f"{link.node.name}: GPU {gpu} {what} ({state})"
+    return {**row, "done": done}

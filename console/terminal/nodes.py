@@ -1,0 +1,85 @@
+"""NODE on a command line: a HOST:PORT, or a host name looked up among the profile's nodes.
+
+A host name is matched against what each node's inventory reports (exact,
+case-insensitive), then against its short form (before the first dot) and
+the host part of the profile's addresses. A name no node carries, or several
+carry, is a usage error that lists the nodes; a name that may belong to a node
+that did not answer is that node's failure (unreachable: exit 3).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Sequence
+
+from console.connections.security import LinkSecurity
+from console.terminal.fleet_calls import survey
+from console.terminal.link import CallFailed, Node, UsageProblem
+
+
+def pick_node(wanted: str, profile: Sequence[str], security: LinkSecurity) -> Node:
+    """The node `wanted` names, with its host name.
+
+    Raises:
+        UsageProblem: no node of the profile is called that, or several are.
+        CallFailed: the node (or every node it might be) did not answer.
+    """
+    if ":" in wanted:  # host names never hold a colon: HOST:PORT, [v6]:PORT
+        surveyed = survey([wanted], security)
+        if surveyed.failures:
+            raise surveyed.failures[0]
+        return surveyed.results[0][0]
+    if not profile:
+        raise UsageProblem(
+            f"NODE {wanted!r} is not HOST:PORT, and the profile lists no nodes to find a host "
+            'name among (nodes = ["host:50051"] in the console settings)'
+        )
+    surveyed = survey(profile, security)
+    answered = [node for node, _ in surveyed.results]
+    matches = _matches(wanted, answered, surveyed.failures)
+    if len(matches) == 1:
+        if isinstance(matches[0], CallFailed):
+            raise matches[0]
+        return matches[0]
+    known = _listing(answered, surveyed.failures)
+    if matches:
+        raise UsageProblem(f"NODE {wanted!r} names {len(matches)} nodes; name one by HOST:PORT "
+                           f"(nodes: {known})")  # fmt: skip
+    if surveyed.failures:
+        raise CallFailed(
+            wanted, f"no node that answered is named {wanted!r}; it may be one that did not "
+            f"(nodes: {known})", any(f.unreachable for f in surveyed.failures),
+        )  # fmt: skip
+    raise UsageProblem(f"no node is named {wanted!r} (nodes: {known})")
+
+
+def _matches(
+    wanted: str, answered: Sequence[Node], failed: Sequence[CallFailed]
+) -> list[Node | CallFailed]:
+    name = wanted.casefold()
+    exact: list[Node | CallFailed] = [n for n in answered if n.host.casefold() == name]
+    if exact:
+        return exact
+    loose: list[Node | CallFailed] = [
+        n for n in answered if name in (_short(n.host), _address_host(n.address))
+    ]
+    return loose + [f for f in failed if _address_host(f.address) == name]
+
+
+def _short(host: str) -> str:
+    """gpu-node-03.example.com → gpu-node-03; an IP address stays whole."""
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return host.split(".")[0].casefold()
+    return host.casefold()
+
+
+def _address_host(address: str) -> str:
+    return address.rsplit(":", 1)[0].strip("[]").casefold()
+
+
+def _listing(answered: Sequence[Node], failed: Sequence[CallFailed]) -> str:
+    names = [f"{n.host or '?'} ({n.address})" for n in answered]
+    names += [f"{f.address} ({'unreachable' if f.unreachable else 'refused'})" for f in failed]
+    return ", ".join(names) or "none"

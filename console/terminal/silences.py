@@ -1,0 +1,148 @@
+"""`gpufleet silence | silences | unsilence`: matcher silences (maintenance windows) from a shell.
+
+`silence` makes one on every node whose host name its `--node` pattern
+matches, as the console's New silence dialog does; a `--start` later than now
+makes a maintenance window. Silence ids are unique per node, so `unsilence`
+takes the node and the id, as `release` takes a reservation's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import sys
+
+from console.fleet.silence_draft import SilenceDraft, matching_targets
+from console.terminal.common import (
+    Row,
+    act,
+    add_end,
+    command,
+    errors,
+    moment,
+    now_ms,
+    print_json,
+    print_results,
+    report,
+    where,
+)
+from console.terminal.fleet_calls import EXIT_FAILED, on_each, on_fleet, survey
+from console.terminal.link import NodeLink, UsageProblem, resolve
+from console.terminal.table import format_table, local_time
+from gpufleet.v1 import node_pb2 as pb
+
+
+def add_commands(subparsers: argparse._SubParsersAction) -> None:
+    silence = command(subparsers, "silence", "keep matching alerts quiet on the matching nodes",
+                      run_silence, "--at")  # fmt: skip
+    arg = silence.add_argument
+    arg("--node", dest="node_pattern", default="", metavar="PAT",
+        help="node (host name) pattern, exact or glob: gpu-node-0*")  # fmt: skip
+    arg("--rule", default="", metavar="PAT", help="rule pattern: gpu_temp, ecc_*")
+    arg("--gpu", default="", metavar="N", help="GPU index or glob")
+    arg("--severity", default="", metavar="S", help="info, warning, critical or a glob")
+    arg("--start", dest="start_ms", type=moment, metavar="TIME",
+        help="a maintenance window that begins later: ISO 8601, e.g. 2026-12-02T06:00 "
+        "(default: now); --for counts from it")  # fmt: skip
+    add_end(silence)
+    arg("--comment", required=True, help="why these alerts may stay quiet")
+    listing = command(subparsers, "silences", "pending and active silences of the nodes",
+                      run_silences)  # fmt: skip
+    listing.add_argument("--all", action="store_true", help="expired ones too (newest first)")
+    unsilence = command(subparsers, "unsilence", "end a silence now (it stays listed, expired)",
+                        run_unsilence, None)  # fmt: skip
+    unsilence.add_argument("silence_id", metavar="SILENCE_ID",
+                           help="e.g. s-7 (from `gpufleet silences`)")  # fmt: skip
+
+
+def silence_row(link: NodeLink, silence: pb.Silence, now: int) -> Row:
+    return {
+        **where(link), "id": silence.id, "state": _state(silence, now),
+        "matchers": [{"label": m.label, "pattern": m.pattern} for m in silence.matchers],
+        "starts_unix_ms": silence.starts_unix_ms, "ends_unix_ms": silence.ends_unix_ms,
+        "created_by": silence.created_by, "created_unix_ms": silence.created_unix_ms,
+        "comment": silence.comment, "expired_by": silence.expired_by or None,
+    }  # fmt: skip
+
+
+def _state(silence: pb.Silence, now: int) -> str:
+    if now >= silence.ends_unix_ms:
+        return "expired"
+    return "pending" if now < silence.starts_unix_ms else "active"
+
+
+def _matchers_text(row: Row) -> str:
+    return " ".join(f"{m['label']}={m['pattern']}" for m in row["matchers"])
+
+
+def run_silence(args: argparse.Namespace) -> int:
+    targets, security = resolve(args)
+    now = now_ms()
+    draft = SilenceDraft(node=args.node_pattern, rule=args.rule, gpu=args.gpu,
+                         severity=args.severity, starts_unix_ms=args.start_ms or 0,
+                         duration_ms=args.for_ms, ends_unix_ms=args.until_ms or 0,
+                         comment=args.comment)  # fmt: skip
+    problem = draft.problem(now)
+    if problem:
+        raise UsageProblem(problem)
+    surveyed = survey(targets, security)
+    chosen = set(matching_targets(draft.node, [(n.address, n.host) for n, _ in surveyed.results]))
+    wanted = draft.request(now)
+    request = pb.CreateSilenceRequest(
+        matchers=[pb.SilenceMatcher(label=m.label, pattern=m.pattern) for m in wanted.matchers],
+        starts_unix_ms=wanted.starts_unix_ms, ends_unix_ms=wanted.ends_unix_ms,
+        comment=wanted.comment, actor=getpass.getuser())  # fmt: skip
+
+    def create(link: NodeLink) -> Row:
+        row = silence_row(link, link.call(link.stub.CreateSilence, request), now_ms())
+        begins = f" from {local_time(row['starts_unix_ms'])}" if row["state"] == "pending" else ""
+        return {**row, "done": f"{link.node.name}: silence {row['id']}{begins} "
+                               f"until {local_time(row['ends_unix_ms'])}"}  # fmt: skip
+
+    outcome = on_each([n for n, _ in surveyed.results if n.address in chosen], security, create)
+    outcome.failures[:0] = surveyed.failures
+    report(outcome, "silence")
+    if not chosen and not surveyed.failures:
+        names = ", ".join(n.name for n, _ in surveyed.results)
+        print(f"gpufleet silence: no node is named like {draft.node!r} (nodes: {names})",
+              file=sys.stderr)  # fmt: skip
+        return EXIT_FAILED
+    return print_results(args, outcome)
+
+
+def run_silences(args: argparse.Namespace) -> int:
+    targets, security = resolve(args)
+    request = pb.ListSilencesRequest(include_expired=args.all)
+
+    def silences_of(link: NodeLink, _: pb.Inventory) -> list[Row]:
+        now = now_ms()
+        return [silence_row(link, s, now)
+                for s in link.call(link.stub.ListSilences, request).silences]  # fmt: skip
+
+    outcome = on_fleet(targets, security, silences_of)
+    rows = [row for _, node_rows in outcome.results for row in node_rows]
+    report(outcome, "silences")
+    if args.json:
+        print_json({"silences": rows, "errors": errors(outcome)})
+    else:
+        print(format_table(
+            ("NODE", "ID", "STATE", "STARTS", "ENDS", "MATCHERS", "BY", "COMMENT"),
+            [[r["node"], r["id"], _state_text(r), local_time(r["starts_unix_ms"]),
+              local_time(r["ends_unix_ms"]), _matchers_text(r), r["created_by"], r["comment"]]
+             for r in rows],
+        ))  # fmt: skip
+    return outcome.exit_code()
+
+
+def _state_text(row: Row) -> str:
+    return f"expired by {row['expired_by']}" if row["expired_by"] else row["state"]
+
+
+def run_unsilence(args: argparse.Namespace) -> int:
+    def expire(link: NodeLink) -> Row:
+        request = pb.ExpireSilenceRequest(silence_id=args.silence_id, actor=getpass.getuser())
+        row = silence_row(link, link.call(link.stub.ExpireSilence, request), now_ms())
+        return {**row, "done": f"{link.node.name}: silence {row['id']} ({_matchers_text(row)}) "
+                               f"expired by {row['expired_by']}"}  # fmt: skip
+
+    return act(args, "unsilence", expire)
