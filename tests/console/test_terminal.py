@@ -513,3 +513,34 @@ def test_health_lists_states_and_reasons_and_drain_takes_a_gpu_out(
     assert code == 1 and "gpu-calm: FAILED_PRECONDITION: GPU 1 is not drained" in err
     code, _, err = gpufleet(home, "drain", a, "7", "--reason", "x")
     assert code == 1 and "gpu-calm: INVALID_ARGUMENT: no GPU 7 on this node" in err
+
+
+def test_drain_is_for_operators_and_names_who_drained(
+    home: Path, tmp_path: Path, start_daemon: DaemonFactory
+) -> None:
+    ca = Authority()
+    (tmp_path / "ca.crt").write_bytes(ca.pem)
+    cert, key = write(tmp_path, "server", ca.issue("localhost", server=True))
+    vera = new_token()
+    users = (User("otto", Role.OPERATOR, (), token_hash(OTTO)),
+             User("vera", Role.VIEWER, (), token_hash(vera)))  # fmt: skip
+    daemon = start_daemon(gpus=2, hostname="gpu-auth",
+                          auth=AuthSettings(users, TlsSettings(cert, key, None)))  # fmt: skip
+    target = f"localhost:{daemon.address.port}"
+
+    def as_user(token: str) -> tuple[str, ...]:
+        token_file = tmp_path / "token"
+        token_file.write_text(token + "\n")
+        token_file.chmod(0o600)
+        settings = tmp_path / "auth.toml"
+        settings.write_text(f'[profiles.lab]\nnodes = ["{target}"]\nca = "{tmp_path / "ca.crt"}"\n'
+                            f'token_file = "{token_file}"\n')  # fmt: skip
+        return "--config", str(settings), "--profile", "lab"
+
+    code, out, err = gpufleet(home, "health", *as_user(vera), "--json")
+    assert (code, err) == (0, "") and len(json.loads(out)["gpus"]) == 2  # a viewer reads
+    code, _, err = gpufleet(home, "drain", "gpu-auth", "0", "--reason", "x", *as_user(vera))
+    assert code == 1 and "gpufleet drain: gpu-auth: PERMISSION_DENIED" in err
+    assert not daemon.health.conditions()[0].drain
+    code, out, err = gpufleet(home, "drain", "gpu-auth", "0", "--reason", "x", *as_user(OTTO))
+    assert (code, err) == (0, "") and out.startswith("gpu-auth: GPU 0 drained by otto: x")
