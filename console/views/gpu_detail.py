@@ -25,9 +25,9 @@ from console.fleet.identity import Role
 from console.fleet.model import Change, FleetModel, GpuKey
 from console.fleet.placement import can_kill
 from console.qt.process_model import ProcessTableModel
-from console.views.gpu_plots import GpuPlots
 from console.views.health_section import HealthSection
 from console.views.kill_zone import KillZone
+from console.views.plot_panel import PlotPanel
 
 
 def _now_ms() -> int:
@@ -54,7 +54,9 @@ class GpuDetailPanel(QWidget):
         self.facts.setObjectName("detailFacts")
         self.facts.setWordWrap(True)
         self.health = HealthSection()
-        self.plots = GpuPlots()
+        # The plots under their time-range bar, scrolling rather than squeezed.
+        self.plot_panel = PlotPanel()
+        self.plots = self.plot_panel.plots
         self.processes = ProcessTableModel()
         self.process_table = QTableView()
         self.process_table.setModel(self.processes)
@@ -74,7 +76,7 @@ class GpuDetailPanel(QWidget):
         layout = QVBoxLayout(self)
         for widget in (self.title, self.facts, self.health):
             layout.addWidget(widget)
-        layout.addWidget(self.plots, stretch=1)
+        layout.addWidget(self.plot_panel, stretch=1)
         layout.addWidget(self.process_table)
         layout.addWidget(self.kill_zone)
         self.process_table.customContextMenuRequested.connect(

@@ -1,0 +1,103 @@
+"""TimeWindow: which span of time the GPU plots show, live or paused.
+
+Live, the plots follow the newest sample and show the last `span_s`; paused,
+they hold a fixed [start, end] (chosen with Custom…, or left by a zoom or a
+pan) while samples keep arriving in the ring. No Qt here: the plot view asks
+`visible(now)` each frame and renders what it says.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Final
+
+
+@dataclass(frozen=True)
+class RangePreset:
+    label: str  # the button's text, after "Last"
+    span_s: float
+
+
+PRESETS: Final = (
+    RangePreset("5 min", 300.0),
+    RangePreset("15 min", 900.0),
+    RangePreset("1 h", 3600.0),
+    RangePreset("6 h", 6 * 3600.0),
+    RangePreset("24 h", 24 * 3600.0),
+    RangePreset("7 d", 7 * 24 * 3600.0),
+)
+# 15 min: the widest preset the console's own ring (1,024 samples at 1 s) holds whole.
+DEFAULT_SPAN_S: Final = 900.0
+# The narrowest zoom: below half a minute the time axis would label fractions of a second.
+MIN_SPAN_S: Final = 30.0
+MAX_SPAN_S: Final = PRESETS[-1].span_s
+
+
+class TimeWindow:
+    """The plots' time range: the last `span_s` while live, else a held [start, end]."""
+
+    def __init__(self, span_s: float = DEFAULT_SPAN_S) -> None:
+        self.span_s = span_s
+        self.live = True
+        self.held: tuple[float, float] | None = None  # what a paused view shows
+        self.custom: tuple[float, float] | None = None  # the range Custom… chose
+
+    def visible(self, now_s: float) -> tuple[float, float]:
+        """(start, end) in epoch seconds to show when the newest time is `now_s`."""
+        if self.live or self.held is None:
+            return now_s - self.span_s, now_s
+        return self.held
+
+    def choose_span(self, span_s: float) -> None:
+        """A preset: the last `span_s`, live."""
+        self.span_s, self.custom = span_s, None
+        self.go_live()
+
+    def choose_custom(self, start_s: float, end_s: float) -> None:
+        """A fixed range from Custom…; ValueError unless it runs forwards and is finite."""
+        if not (math.isfinite(start_s) and math.isfinite(end_s)) or end_s <= start_s:
+            raise ValueError(f"a time range must end after it starts (from {start_s} to {end_s})")
+        self.custom = (start_s, end_s)
+        self.hold(start_s, end_s)
+
+    def pause(self, now_s: float) -> None:
+        """Freeze what is shown now; data keeps arriving behind it."""
+        if self.live:
+            self.hold(*self.visible(now_s))
+
+    def hold(self, start_s: float, end_s: float) -> None:
+        """Show [start, end] until Live or a preset (a zoom or a pan lands here)."""
+        self.live, self.held = False, (start_s, end_s)
+
+    def go_live(self) -> None:
+        self.live, self.held = True, None
+
+    def reset_zoom(self) -> None:
+        """Back to the chosen range: the Custom… one if any, else the live preset."""
+        if self.custom is not None:
+            self.hold(*self.custom)
+        else:
+            self.go_live()
+
+
+def ring_reach_s(capacity: int, first_s: float, last_s: float, count: int) -> float:
+    """How far back the console's ring reaches when full, from its sampling interval so far."""
+    if count < 2 or last_s <= first_s:
+        return math.inf  # no interval seen yet: nothing to warn about
+    return capacity * (last_s - first_s) / (count - 1)
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 120 * 60:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.0f} h"
+
+
+def coverage_note(start_s: float, newest_s: float, reach_s: float) -> str | None:
+    """What to say on the plot when the range starts before the console's ring can reach."""
+    if not math.isfinite(reach_s) or newest_s - start_s <= reach_s * 1.01:
+        return None
+    return f"console holds the last {_duration(reach_s)}; longer ranges need the daemon's history"

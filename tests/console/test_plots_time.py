@@ -1,0 +1,353 @@
+"""The GPU plots in time: range bar, live and paused, zoom, crosshair, thresholds, geometry.
+
+Real widgets (pytest-qt, offscreen) over a real SampleRing; the window-size
+tests use the real MainWindow fed through the console's own decoder, as the
+network thread feeds it. Real input events: mouse clicks on the range bar, a
+QWheelEvent and mouse moves on the plots' viewport.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import re
+import time
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+from PySide6.QtCore import QEvent, QPoint, QPointF, Qt
+from PySide6.QtGui import QImage, QPainter, QWheelEvent
+from PySide6.QtTest import QTest
+from PySide6.QtWidgets import QApplication
+
+from console.connections.decode import decode_batch
+from console.fleet.columns import COLUMN_COUNT, column
+from console.fleet.ring import SampleRing
+from console.fleet.time_range import TimeWindow, coverage_note, ring_reach_s
+from console.fleet.updates import GpuInfo, InventoryUpdate, LinkState, LinkUpdate, NodeInfo
+from console.main_window import MainWindow
+from console.session import ConsoleSession
+from console.views.gpu_plots import MIN_PLOT_HEIGHT, GpuPlots
+from console.views.plot_axes import nice_step
+from console.views.plot_panel import PlotPanel
+from console.views.plot_readout import value_at
+from gpufleet.v1 import node_pb2 as pb
+from gpufleet.v1.gpu_metrics import MEM_USED_BYTES, POWER_W, TEMP_GPU_C, UTIL_GPU_PCT
+
+END_S = 1_790_000_000.0  # the newest sample: a fixed epoch second, so every range is known
+SAMPLES = 1024  # the console's ring (DEFAULT_RING_CAPACITY) at 1 s: 17 minutes
+
+
+def temperature(i: int) -> float:
+    return 60.0 + (i % 20)
+
+
+def filled_ring(samples: int = SAMPLES, end_s: float = END_S) -> SampleRing:
+    ring = SampleRing(SAMPLES, 1, COLUMN_COUNT)
+    for i in range(samples):
+        row = np.full((1, COLUMN_COUNT), np.nan, dtype=np.float32)
+        row[0, column(UTIL_GPU_PCT)] = 50.0
+        row[0, column(MEM_USED_BYTES)] = 40.0
+        row[0, column(TEMP_GPU_C)] = temperature(i)
+        row[0, column(POWER_W)] = 300.0 + i % 7
+        ring.append(end_s - (samples - 1 - i), row, 1.0)
+    return ring
+
+
+@pytest.fixture
+def panel(qtbot) -> PlotPanel:
+    panel = PlotPanel()
+    qtbot.addWidget(panel)
+    panel.resize(700, 600)
+    panel.show()
+    qtbot.waitExposed(panel)
+    return panel
+
+
+def x_range(plots: GpuPlots) -> tuple[float, float]:
+    start, end = plots.plot_item(TEMP_GPU_C).getViewBox().viewRange()[0]
+    return float(start), float(end)
+
+
+def tick_texts(axis) -> list[tuple[object, str]]:  # (QRectF, text) as the axis draws them
+    image = QImage(
+        max(1, int(axis.width())), max(1, int(axis.height())), QImage.Format.Format_ARGB32
+    )
+    painter = QPainter(image)
+    try:
+        _, _, texts = axis.generateDrawSpecs(painter)
+    finally:
+        painter.end()
+    return [(rect, text) for rect, _flags, text in texts]
+
+
+# The model, without Qt ------------------------------------------------------------------
+
+
+def test_time_window_live_paused_custom_and_reset() -> None:
+    window = TimeWindow(span_s=300)
+    assert window.visible(1000.0) == (700.0, 1000.0)
+    window.pause(1000.0)
+    assert window.visible(2000.0) == (700.0, 1000.0)  # frozen while time moves on
+    window.go_live()
+    assert window.visible(2000.0) == (1700.0, 2000.0)
+    window.choose_custom(100.0, 400.0)
+    window.hold(150.0, 200.0)  # a zoom inside the custom range
+    window.reset_zoom()
+    assert not window.live and window.visible(5000.0) == (100.0, 400.0)
+    window.choose_span(3600)
+    assert window.live and window.custom is None and window.visible(5000.0) == (1400.0, 5000.0)
+    with pytest.raises(ValueError, match="must end after it starts"):
+        window.choose_custom(400.0, 100.0)
+
+
+def test_coverage_note_names_what_the_console_holds() -> None:
+    reach = ring_reach_s(1024, 0.0, 1023.0, 1024)
+    assert reach == pytest.approx(1024.0)
+    assert coverage_note(END_S - 900, END_S, reach) is None
+    assert coverage_note(END_S - 3600, END_S, reach) == (
+        "console holds the last 17 min; longer ranges need the daemon's history"
+    )
+    assert coverage_note(0.0, END_S, ring_reach_s(1024, 5.0, 5.0, 1)) is None  # nothing seen yet
+
+
+def test_values_at_a_time_are_the_nearest_sample_or_not_available() -> None:
+    times = np.array([10.0, 11.0, 12.0, 20.0, 21.0])
+    values = np.array([1.0, 2.0, np.nan, 4.0, 5.0])
+    assert value_at(times, values, 11.3) == 2.0
+    assert value_at(times, values, 12.1) is None  # NaN: not available
+    assert value_at(times, values, 16.0) is None  # a gap: nothing near
+    assert value_at(times, values, 3.0) is None  # before the first sample
+    assert [nice_step(r) for r in (0.7, 11.7, 26.7, 30.0, 1500.0)] == [
+        1.0,
+        20.0,
+        50.0,
+        50.0,
+        2000.0,
+    ]
+
+
+# The range bar ----------------------------------------------------------------------------
+
+
+def test_range_buttons_change_the_visible_time_and_say_what_the_ring_holds(qtbot, panel) -> None:
+    plots = panel.plots
+    plots.show_series(filled_ring(), 0)
+    assert x_range(plots) == pytest.approx((END_S - 900, END_S))  # default: last 15 min
+    assert not plots.note.isVisible()
+    qtbot.mouseClick(panel.bar.presets[300.0], Qt.MouseButton.LeftButton)
+    assert x_range(plots) == pytest.approx((END_S - 300, END_S))
+    qtbot.mouseClick(panel.bar.presets[3600.0], Qt.MouseButton.LeftButton)
+    assert x_range(plots) == pytest.approx((END_S - 3600, END_S))
+    assert plots.note.isVisible()
+    assert plots.note.textItem.toPlainText() == (
+        "console holds the last 17 min; longer ranges need the daemon's history"
+    )
+    qtbot.mouseClick(panel.bar.presets[7 * 86400.0], Qt.MouseButton.LeftButton)
+    assert x_range(plots) == pytest.approx((END_S - 7 * 86400, END_S))
+
+
+def test_custom_range_from_the_dialog(qtbot, panel) -> None:
+    plots = panel.plots
+    plots.show_series(filled_ring(), 0)
+    dialog = panel.custom_dialog()
+    qtbot.addWidget(dialog)
+    dialog.start.setDateTime(dialog.start.dateTime().fromSecsSinceEpoch(int(END_S - 600)))
+    dialog.end.setDateTime(dialog.end.dateTime().fromSecsSinceEpoch(int(END_S - 60)))
+    plots.choose_custom(*dialog.chosen())
+    assert x_range(plots) == pytest.approx((END_S - 600, END_S - 60))
+    assert panel.bar.custom.isChecked() and panel.bar.live.text() == "❚❚ Paused"
+    dialog.end.setDateTime(dialog.start.dateTime())
+    ok = dialog.buttons.button(dialog.buttons.StandardButton.Ok)
+    assert not ok.isEnabled() and "after" in dialog.problem.text()
+
+
+def test_pause_freezes_the_view_while_samples_arrive_and_live_jumps_to_now(qtbot, panel) -> None:
+    plots = panel.plots
+    ring = filled_ring()
+    plots.show_series(ring, 0)
+    qtbot.mouseClick(panel.bar.live, Qt.MouseButton.LeftButton)
+    assert not plots.window.live and panel.bar.live.text() == "❚❚ Paused"
+    held_x, _ = plots.curves[TEMP_GPU_C].getOriginalDataset()
+    row = np.full((1, COLUMN_COUNT), 99.0, dtype=np.float32)
+    for k in range(1, 31):
+        ring.append(END_S + k, row, 1.0)
+        plots.show_series(ring, 0)  # the frames go on
+    assert x_range(plots) == pytest.approx((END_S - 900, END_S))
+    x, y = plots.curves[TEMP_GPU_C].getOriginalDataset()
+    np.testing.assert_array_equal(x, held_x)
+    qtbot.mouseClick(panel.bar.live, Qt.MouseButton.LeftButton)
+    assert plots.window.live and panel.bar.live.text() == "● Live"
+    assert x_range(plots) == pytest.approx((END_S + 30 - 900, END_S + 30))
+    x, y = plots.curves[TEMP_GPU_C].getOriginalDataset()
+    assert x[-1] == END_S + 30 and y[-1] == 99.0
+
+
+# Zoom, pan, menu ----------------------------------------------------------------------
+
+
+def wheel(widget, at: QPoint, notches: int) -> None:
+    event = QWheelEvent(
+        QPointF(at), QPointF(widget.mapToGlobal(at)), QPoint(0, 0), QPoint(0, 120 * notches),
+        Qt.MouseButton.NoButton, Qt.KeyboardModifier.NoModifier, Qt.ScrollPhase.NoScrollPhase,
+        False,
+    )  # fmt: skip
+    QApplication.sendEvent(widget, event)
+
+
+def view_point(plots: GpuPlots, t: float, y: float) -> QPoint:
+    plots.grab()  # lay out and paint first: the mapping is the one on screen
+    box = plots.plot_item(TEMP_GPU_C).getViewBox()
+    return plots.mapFromScene(box.mapViewToScene(QPointF(t, y)))
+
+
+def test_the_wheel_zooms_time_around_the_cursor_and_pauses(qtbot, panel) -> None:
+    plots = panel.plots
+    plots.show_series(filled_ring(), 0)
+    util_y = plots.plot_item(UTIL_GPU_PCT).getViewBox().viewRange()[1]
+    cursor_t = END_S - 300
+    at = view_point(plots, cursor_t, 65.0)
+    wheel(plots.viewport(), at, 2)
+    start, end = x_range(plots)
+    assert end - start < 900 * 0.8  # zoomed in
+    assert start < cursor_t < end
+    # Around the cursor: the time under it keeps its place.
+    assert (cursor_t - start) / (end - start) == pytest.approx(600 / 900, abs=0.02)
+    assert not plots.window.live and panel.bar.live.text() == "❚❚ Paused"
+    assert plots.plot_item(UTIL_GPU_PCT).getViewBox().viewRange()[1] == util_y  # y stays 0-100
+    assert x_range(plots) == pytest.approx(
+        tuple(plots.plot_item(POWER_W).getViewBox().viewRange()[0])
+    )  # every plot follows
+    plots.reset_zoom()  # what a double click and the menu's Reset zoom do
+    assert plots.window.live and x_range(plots) == pytest.approx((END_S - 900, END_S))
+
+
+# The offscreen platform cannot grab the keyboard for a popup menu; harmless here.
+@pytest.mark.qt_log_ignore("This plugin does not support grabbing the keyboard")
+def test_our_context_menu_replaces_pyqtgraphs(qtbot, panel) -> None:
+    plots = panel.plots
+    plots.show_series(filled_ring(), 0)
+    assert not plots.plot_item(TEMP_GPU_C).getViewBox().menuEnabled()
+    with qtbot.waitSignal(plots.menuRequested, timeout=2000):
+        qtbot.mouseClick(plots.viewport(), Qt.MouseButton.RightButton,
+                         pos=view_point(plots, END_S - 100, 65.0))  # fmt: skip
+    popup = QApplication.activePopupWidget()
+    assert popup is not None and popup.objectName() == "plotMenu"
+    popup.close()
+    plots.set_live(False)
+    menu = panel.context_menu()
+    texts = [a.text() for a in menu.actions() if not a.isSeparator()]
+    assert texts == ["Reset zoom", "Live", "Export visible range as CSV…"]
+    assert all(a.isEnabled() for a in menu.actions())
+    plots.choose_span(300.0)
+    lines = panel.visible_csv().splitlines()
+    assert lines[0] == "time,unix_s,Utilisation (%),Memory used (GiB),Temperature (°C),Power (W)"
+    assert len(lines) == 1 + 301  # the header and every sample of the last 5 min
+    assert lines[-1].split(",")[1] == f"{END_S:.3f}"
+
+
+# Crosshair and thresholds --------------------------------------------------------------
+
+
+def test_the_crosshair_names_every_curve_and_the_time(qtbot, panel) -> None:
+    plots = panel.plots
+    plots.show_series(filled_ring(), 0)
+    t = END_S - 200
+    QTest.mouseMove(plots.viewport(), view_point(plots, t, 65.0))
+    qtbot.waitUntil(lambda: plots.crosshair.label.isVisible(), timeout=3000)
+    assert plots.crosshair.time_s == pytest.approx(t, abs=2.0)
+    shown_t = plots.crosshair.time_s
+    nearest = round(shown_t - END_S) + END_S
+    i = SAMPLES - 1 - round(END_S - nearest)
+    text = plots.crosshair.label.textItem.toPlainText()
+    assert time.strftime("%H:%M:%S", time.localtime(shown_t)) in text
+    assert f"Temperature {temperature(i):.1f} °C" in text
+    assert "Utilisation 50.0 %" in text and "Memory used 40.0 GiB" in text
+    assert f"Power {300 + i % 7:.0f} W" in text
+    assert all(line.isVisible() and line.value() == shown_t for line in plots.crosshair.lines)
+    QApplication.sendEvent(plots, QEvent(QEvent.Type.Leave))  # the mouse leaves the plots
+    assert not plots.crosshair.label.isVisible()
+
+
+def test_warning_and_critical_lines_on_the_temperature_plot(panel) -> None:
+    lines = panel.plots.threshold_lines[TEMP_GPU_C]
+    assert [(line.value(), line.angle) for line in lines] == [(75.0, 0), (85.0, 0)]
+    assert [line.label.textItem.toPlainText() for line in lines] == [
+        "warning 75 °C",
+        "critical 85 °C",
+    ]
+    assert set(panel.plots.threshold_lines) == {TEMP_GPU_C}
+
+
+def test_the_time_axis_reads_local_times_even_before_data(qtbot, panel) -> None:
+    plots = panel.plots
+    for ring in (None, filled_ring()):
+        plots.show_series(ring, 0)
+        plots.grab()
+        start, end = x_range(plots)
+        assert end - start == pytest.approx(900)
+        texts = [text for _, text in tick_texts(plots.plot_item(POWER_W).getAxis("bottom"))]
+        assert len(texts) >= 2
+        assert all(re.fullmatch(r"\d\d:\d\d(:\d\d)?", text) for text in texts), texts
+
+
+# Geometry in the real window -----------------------------------------------------------
+
+TARGET = "127.0.0.1:9"  # nothing listens: the window is fed by hand
+
+
+def sample(gpu: int, tick: int) -> pb.GpuSample:
+    return pb.GpuSample(
+        index=gpu, health=pb.GPU_HEALTH_OK, temp_gpu_c=60 + 10 * math.sin(tick / 9),
+        util_gpu_pct=80.0, mem_used_bytes=50 << 30, mem_total_bytes=80 << 30,
+        power_w=500 + 90 * math.sin(tick / 5),
+    )  # fmt: skip
+
+
+def feed(window: MainWindow) -> None:
+    fleet = window.session.fleet
+    gpus = tuple(GpuInfo(i, f"GPU-{i}", "NVIDIA H100 80GB HBM3", None, None, 80 << 30, 700.0)
+                 for i in range(8))  # fmt: skip
+    info = NodeInfo("gpu-node-01", "550.90.07", "12.4", "0.1", "nvml", True, "", 1.0, gpus)
+    fleet.apply_all([InventoryUpdate(TARGET, info), LinkUpdate(TARGET, LinkState.CONNECTED)])
+    now_ms = int(time.time() * 1000)
+    for tick in range(120):
+        gpus = [sample(g, tick) for g in range(8)]
+        batch = pb.SampleBatch(timestamp_unix_ms=now_ms - (120 - tick) * 1000, gpus=gpus)
+        fleet.apply(decode_batch(TARGET, batch, 8))
+
+
+@pytest.fixture
+def window(qtbot) -> Iterator[MainWindow]:
+    session = ConsoleSession([TARGET])
+    session.connections.start()  # the network thread, dialing no node: fed by hand below
+    window = MainWindow(session)
+    qtbot.addWidget(window)
+    feed(window)
+    window.show()
+    window.grid.select(TARGET, 3)
+    yield window
+    session.stop()
+
+
+@pytest.mark.parametrize("size", [(1366, 768), (3840, 2160)])
+def test_plots_stay_readable_at_any_window_size(qtbot, window, size) -> None:
+    window.resize(*size)
+    qtbot.waitUntil(lambda: window.size().width() == size[0], timeout=3000)
+    plots = window.detail.plots
+    assert plots.point_count() == 120
+    window.grab()  # lay out and paint everything at this size
+    items = [plots.plot_item(m) for m in plots.curves]
+    heights = [item.geometry().height() for item in items]
+    assert all(h >= MIN_PLOT_HEIGHT for h in heights), heights
+    scroll = window.detail.plot_panel.scroll_area
+    if scroll.viewport().height() < plots.minimumHeight():
+        assert scroll.verticalScrollBar().maximum() > 0  # short: it scrolls, never squeezes
+    for item in items:
+        axis = item.getAxis("left")
+        assert axis.width() == 48
+        rects = [rect for rect, _ in tick_texts(axis)]
+        assert len(rects) >= 2, (item.titleLabel.text, axis.height(), axis.range, tick_texts(axis))
+        for a, b in itertools.combinations(rects, 2):
+            assert not a.intersects(b), (item.titleLabel.text, a, b)
