@@ -13,29 +13,55 @@ import ipaddress
 from collections.abc import Sequence
 
 from console.connections.security import LinkSecurity
-from console.terminal.fleet_calls import survey
+from console.terminal.fleet_calls import Outcome, survey
 from console.terminal.link import CallFailed, Node, UsageProblem
+from gpufleet.v1 import node_pb2 as pb
+
+
+def is_address(wanted: str) -> bool:
+    """HOST:PORT (or [v6]:PORT): host names never hold a colon."""
+    return ":" in wanted
 
 
 def pick_node(wanted: str, profile: Sequence[str], security: LinkSecurity) -> Node:
-    """The node `wanted` names, with its host name.
+    """The node `wanted` names, with its host name (the profile's nodes are asked for theirs).
 
     Raises:
         UsageProblem: no node of the profile is called that, or several are.
         CallFailed: the node (or every node it might be) did not answer.
     """
-    if ":" in wanted:  # host names never hold a colon: HOST:PORT, [v6]:PORT
-        surveyed = survey([wanted], security)
-        if surveyed.failures:
-            raise surveyed.failures[0]
-        return surveyed.results[0][0]
+    return pick_from(wanted, survey(lookup_among(wanted, profile), security))
+
+
+def lookup_among(wanted: str, profile: Sequence[str]) -> list[str]:
+    """The addresses to survey to find `wanted`: itself, or the profile's nodes.
+
+    Raises:
+        UsageProblem: a host name, and the profile lists no nodes.
+    """
+    if is_address(wanted):
+        return [wanted]
     if not profile:
         raise UsageProblem(
             f"NODE {wanted!r} is not HOST:PORT, and the profile lists no nodes to find a host "
             'name among (nodes = ["host:50051"] in the console settings)'
         )
-    surveyed = survey(profile, security)
+    return list(profile)
+
+
+def pick_from(wanted: str, surveyed: Outcome[pb.Inventory]) -> Node:
+    """The node `wanted` names among those surveyed (an address must be one of them).
+
+    Raises:
+        UsageProblem: no node is called that, or several are.
+        CallFailed: the node (or every node it might be) did not answer.
+    """
     answered = [node for node, _ in surveyed.results]
+    if is_address(wanted):
+        for node in answered:
+            if node.address == wanted:
+                return node
+        raise next(f for f in surveyed.failures if f.address == wanted)
     matches = _matches(wanted, answered, surveyed.failures)
     if len(matches) == 1:
         if isinstance(matches[0], CallFailed):

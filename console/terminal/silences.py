@@ -12,7 +12,10 @@ import argparse
 import getpass
 import sys
 
+from console.connections.decode import decode_silence
+from console.connections.security import LinkSecurity
 from console.fleet.silence_draft import SilenceDraft, matching_targets
+from console.fleet.silences import SilenceRow, group_silences
 from console.terminal.common import (
     Row,
     act,
@@ -26,8 +29,9 @@ from console.terminal.common import (
     report,
     where,
 )
-from console.terminal.fleet_calls import EXIT_FAILED, on_each, on_fleet, survey
-from console.terminal.link import NodeLink, UsageProblem, resolve
+from console.terminal.fleet_calls import EXIT_FAILED, Outcome, on_each, on_fleet, survey
+from console.terminal.link import CallFailed, Node, NodeLink, UsageProblem, profile_nodes, resolve
+from console.terminal.nodes import lookup_among, pick_from
 from console.terminal.table import format_table, local_time
 from gpufleet.v1 import node_pb2 as pb
 
@@ -53,6 +57,10 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
                         run_unsilence, None)  # fmt: skip
     unsilence.add_argument("silence_id", metavar="SILENCE_ID",
                            help="e.g. s-7 (from `gpufleet silences`)")  # fmt: skip
+    unsilence.add_argument("--everywhere", action="store_true",
+                           help="its copies on the profile's other nodes too: the silences "
+                           "`silence` made with it (same matchers, author and comment, made "
+                           "within a minute), as the console's Expire ends them")  # fmt: skip
 
 
 def silence_row(link: NodeLink, silence: pb.Silence, now: int) -> Row:
@@ -139,10 +147,54 @@ def _state_text(row: Row) -> str:
 
 
 def run_unsilence(args: argparse.Namespace) -> int:
-    def expire(link: NodeLink) -> Row:
-        request = pb.ExpireSilenceRequest(silence_id=args.silence_id, actor=getpass.getuser())
-        row = silence_row(link, link.call(link.stub.ExpireSilence, request), now_ms())
-        return {**row, "done": f"{link.node.name}: silence {row['id']} ({_matchers_text(row)}) "
-                               f"expired by {row['expired_by']}"}  # fmt: skip
+    if args.everywhere:
+        return _unsilence_everywhere(args)
+    return act(args, "unsilence", lambda link: _expire(link, args.silence_id))
 
-    return act(args, "unsilence", expire)
+
+def _expire(link: NodeLink, silence_id: str) -> Row:
+    request = pb.ExpireSilenceRequest(silence_id=silence_id, actor=getpass.getuser())
+    row = silence_row(link, link.call(link.stub.ExpireSilence, request), now_ms())
+    return {**row, "done": f"{link.node.name}: silence {row['id']} ({_matchers_text(row)}) "
+                           f"expired by {row['expired_by']}"}  # fmt: skip
+
+
+def _unsilence_everywhere(args: argparse.Namespace) -> int:
+    """The silence on the node named, and its unexpired copies on the profile's nodes."""
+    profile, security = profile_nodes(args)
+    surveyed = survey(list(dict.fromkeys([*lookup_among(args.target, profile), *profile])),
+                      security)  # fmt: skip
+    try:
+        node = pick_from(args.target, surveyed)
+    except CallFailed as failed:
+        outcome: Outcome[Row] = Outcome(failures=[failed])
+    else:
+        listed = _silences_of([n for n, _ in surveyed.results], security)
+        copies = _copies(node, args.silence_id, [r for _, rows in listed.results for r in rows])
+        nodes = {n.address: n for n, _ in surveyed.results}
+        outcome = on_each([nodes[a] for a in copies], security,
+                          lambda link: _expire(link, copies[link.target]))  # fmt: skip
+        # A node that did not answer may hold a copy still: the run is not done.
+        outcome.failures[:0] = surveyed.failures + listed.failures
+    report(outcome, "unsilence")
+    return print_results(args, outcome)
+
+
+def _silences_of(nodes: list[Node], security: LinkSecurity) -> Outcome[list[SilenceRow]]:
+    request = pb.ListSilencesRequest(include_expired=False)
+    return on_each(nodes, security, lambda link: [
+        decode_silence(link.target, s) for s in link.call(link.stub.ListSilences, request).silences
+    ])  # fmt: skip
+
+
+def _copies(node: Node, silence_id: str, rows: list[SilenceRow]) -> dict[str, str]:
+    """{address: silence id} of the copies to expire; just the one named where it has none.
+
+    A silence the node no longer lists as pending or active is still sent, so the node
+    says why it cannot be expired (unknown, already expired).
+    """
+    wanted = (node.address, silence_id)
+    for group in group_silences(rows):
+        if wanted in {row.uid for row in group.rows}:
+            return dict(row.uid for row in group.rows)
+    return dict([wanted])

@@ -544,3 +544,23 @@ def test_drain_is_for_operators_and_names_who_drained(
     assert not daemon.health.conditions()[0].drain
     code, out, err = gpufleet(home, "drain", "gpu-auth", "0", "--reason", "x", *as_user(OTTO))
     assert (code, err) == (0, "") and out.startswith("gpu-auth: GPU 0 drained by otto: x")
+
+
+def test_unsilence_everywhere_ends_the_copies_one_silence_command_made(
+    home: Path, tmp_path: Path, calm: NodeDaemon, lost: NodeDaemon
+) -> None:
+    a, b = str(calm.address), str(lost.address)
+    fleet = profile(tmp_path, a, b)
+    code, out, _ = gpufleet(home, "silence", *fleet, "--node", "gpu-*", "--rule", "ecc_*",
+                            "--for", "1h", "--comment", "firmware update", "--json")  # fmt: skip
+    made = {r["node"]: r["id"] for r in json.loads(out)["results"]}
+    assert code == 0 and set(made) == {"gpu-calm", "gpu-lost"}
+    code, _, _ = gpufleet(home, "silence", *fleet, "--node", "gpu-calm", "--rule", "ecc_*",
+                          "--for", "1h", "--comment", "another reason")  # fmt: skip
+    assert code == 0
+    code, out, err = gpufleet(home, "unsilence", "gpu-lost", made["gpu-lost"], "--everywhere",
+                              *fleet)  # fmt: skip
+    assert (code, err) == (0, "")
+    assert sorted(line.split(":")[0] for line in out.splitlines()) == ["gpu-calm", "gpu-lost"]
+    assert not silences(b)
+    assert [x.comment for x in silences(a)] == ["another reason"]  # not a copy: it stays
