@@ -12,7 +12,6 @@ import argparse
 import getpass
 import sys
 
-from console.connections.decode import decode_silence
 from console.connections.security import LinkSecurity
 from console.fleet.silence_draft import SilenceDraft, matching_targets
 from console.fleet.silences import SilenceRow, group_silences
@@ -181,6 +180,10 @@ def _unsilence_everywhere(args: argparse.Namespace) -> int:
 
 
 def _silences_of(nodes: list[Node], security: LinkSecurity) -> Outcome[list[SilenceRow]]:
+    # The console's own decoder, so copies group as its silence list groups them; imported
+    # here, as it brings numpy, which every other gpufleet command would load for nothing.
+    from console.connections.decode import decode_silence
+
     request = pb.ListSilencesRequest(include_expired=False)
     return on_each(nodes, security, lambda link: [
         decode_silence(link.target, s) for s in link.call(link.stub.ListSilences, request).silences

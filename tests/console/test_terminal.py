@@ -283,11 +283,13 @@ def test_tls_and_token_from_the_profile(home: Path, tmp_path: Path,
 
 
 def test_the_commands_import_no_qt(home: Path, calm: NodeDaemon) -> None:
-    """They run on servers without a display or the console's extra: Qt is never loaded."""
+    """They run on servers without a display: Qt is never loaded, nor numpy (which only
+    `unsilence --everywhere` needs, and every gpufleet command would pay for at start)."""
     script = (
         "import sys; from node_daemon.commands.main import main; "
         f"code = main(['status', '--node', '{calm.address}']); "
-        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('PySide6', 'pyqtgraph'))); "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('PySide6', 'pyqtgraph', "
+        "'numpy'))); "
         "sys.exit(code)"
     )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
