@@ -23,7 +23,8 @@ from console.terminal.common import (
     where,
 )
 from console.terminal.fleet_calls import EXIT_FAILED, EXIT_OK, on_fleet
-from console.terminal.link import CALL_DEADLINE_S, NodeLink, resolve
+from console.terminal.link import CALL_DEADLINE_S, NodeLink
+from console.terminal.nodes import choose_nodes
 from console.terminal.table import format_table, local_time, mib
 from gpufleet.v1 import node_pb2 as pb
 
@@ -101,13 +102,13 @@ def _status_of(link: NodeLink, inventory: pb.Inventory) -> Row:
 
 
 def run_status(args: argparse.Namespace) -> int:
-    targets, security = resolve(args)
-    outcome = on_fleet(targets, security, _status_of)
+    chosen = choose_nodes(args)
+    outcome = on_fleet(chosen.surveyed, chosen.security, _status_of)
     rows = [row for _, row in outcome.results]
     rows += [{"node": f.node, "address": f.address, "reachable": False, "host": None,
               "gpus": None, "hottest_gpu": None, "hottest_temp_c": None, "alerts": None,
               "error": f.reason} for f in outcome.failures]  # fmt: skip
-    rows.sort(key=lambda r: targets.index(r["address"]))
+    rows.sort(key=lambda r: chosen.order.index(r["address"]))
     report(outcome, "status")
     if args.json:
         print_json({"nodes": rows})
@@ -146,8 +147,8 @@ def _processes_of(link: NodeLink, inventory: pb.Inventory) -> list[Row]:
 
 
 def run_ps(args: argparse.Namespace) -> int:
-    targets, security = resolve(args)
-    outcome = on_fleet(targets, security, _processes_of)
+    chosen = choose_nodes(args)
+    outcome = on_fleet(chosen.surveyed, chosen.security, _processes_of)
     rows = [row for _, node_rows in outcome.results for row in node_rows]
     report(outcome, "ps")
     if args.json:
@@ -180,13 +181,13 @@ def _alert_row(link: NodeLink, alert: pb.Alert) -> Row:
 
 
 def run_alerts(args: argparse.Namespace) -> int:
-    targets, security = resolve(args)
+    chosen = choose_nodes(args)
 
     def alerts_of(link: NodeLink, _: pb.Inventory) -> list[Row]:
         return [_alert_row(link, a) for a in _firing(link, include_cleared=args.all)
                 if args.all or a.state == pb.ALERT_STATE_FIRING]  # fmt: skip
 
-    outcome = on_fleet(targets, security, alerts_of)
+    outcome = on_fleet(chosen.surveyed, chosen.security, alerts_of)
     rows = [row for _, node_rows in outcome.results for row in node_rows]
     report(outcome, "alerts")
     if args.json:

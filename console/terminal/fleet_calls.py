@@ -79,10 +79,11 @@ def survey(addresses: Sequence[str], security: LinkSecurity) -> Outcome[pb.Inven
 
 
 def on_fleet(
-    addresses: Sequence[str], security: LinkSecurity, work: Callable[[NodeLink, pb.Inventory], T]
+    surveyed: Outcome[pb.Inventory],
+    security: LinkSecurity,
+    work: Callable[[NodeLink, pb.Inventory], T],
 ) -> Outcome[T]:
     """`work` on every node that answered the survey; the survey's failures first."""
-    surveyed = survey(addresses, security)
     inventories = {node.address: inventory for node, inventory in surveyed.results}
     outcome = on_each([n for n, _ in surveyed.results], security,
                       lambda link: work(link, inventories[link.target]))  # fmt: skip

@@ -12,7 +12,8 @@ import argparse
 
 from console.terminal.common import Row, act, command, errors, print_json, report, where
 from console.terminal.fleet_calls import EXIT_FAILED, EXIT_OK, on_fleet
-from console.terminal.link import NodeLink, UsageProblem, resolve
+from console.terminal.link import NodeLink, UsageProblem
+from console.terminal.nodes import choose_nodes
 from console.terminal.table import format_table, local_time
 from gpufleet.v1 import node_pb2 as pb
 
@@ -66,8 +67,8 @@ def _health_of(link: NodeLink, _: pb.Inventory) -> tuple[list[Row], Row]:
 
 
 def run_health(args: argparse.Namespace) -> int:
-    targets, security = resolve(args)
-    outcome = on_fleet(targets, security, _health_of)
+    chosen = choose_nodes(args)
+    outcome = on_fleet(chosen.surveyed, chosen.security, _health_of)
     rows = [row for _, (gpus, _) in outcome.results for row in gpus
             if not args.problems or row["state"] != "healthy" or row["drained"]]  # fmt: skip
     nodes = [node for _, (_, node) in outcome.results]

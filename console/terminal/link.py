@@ -71,8 +71,9 @@ def add_node_arguments(parser: argparse.ArgumentParser, node_flag: str | None = 
     """--config, --profile, --json, and `node_flag` for the nodes (None: one NODE argument)."""
     arg = parser.add_argument
     if node_flag is not None:
-        arg(node_flag, dest="node", action="append", default=[], metavar="HOST:PORT",
-            help="a node daemon; repeat for more (default: the profile's nodes)")  # fmt: skip
+        arg(node_flag, dest="node", action="append", default=[], metavar="NODE",
+            help="a node: HOST:PORT, or the host name of one of the profile's nodes; repeat "
+            "for more (default: the profile's nodes)")  # fmt: skip
     else:
         parser.set_defaults(node=[])
     arg("--config", type=Path, metavar="FILE", help="console settings TOML")
@@ -92,22 +93,6 @@ def profile_nodes(args: argparse.Namespace) -> tuple[list[str], LinkSecurity]:
     except (SettingsError, CredentialError) as exc:
         raise UsageProblem(str(exc)) from exc
     return list(profile.nodes), security
-
-
-def resolve(args: argparse.Namespace) -> tuple[list[str], LinkSecurity]:
-    """The targets (the --node flags, else the profile's nodes) and how to reach them.
-
-    Raises:
-        UsageProblem: bad settings, unreadable certificates, or no nodes at all.
-    """
-    listed, security = profile_nodes(args)
-    nodes = list(args.node) or listed
-    if not nodes:
-        raise UsageProblem(
-            "no nodes; pass --node HOST:PORT or list them in the console settings "
-            '(nodes = ["host:50051"])'
-        )
-    return nodes, security
 
 
 class NodeLink:

@@ -9,12 +9,14 @@ that did not answer is that node's failure (unreachable: exit 3).
 
 from __future__ import annotations
 
+import argparse
 import ipaddress
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from console.connections.security import LinkSecurity
 from console.terminal.fleet_calls import Outcome, survey
-from console.terminal.link import CallFailed, Node, UsageProblem
+from console.terminal.link import CallFailed, Node, UsageProblem, profile_nodes
 from gpufleet.v1 import node_pb2 as pb
 
 
@@ -77,6 +79,54 @@ def pick_from(wanted: str, surveyed: Outcome[pb.Inventory]) -> Node:
             f"(nodes: {known})", any(f.unreachable for f in surveyed.failures),
         )  # fmt: skip
     raise UsageProblem(f"no node is named {wanted!r} (nodes: {known})")
+
+
+@dataclass(frozen=True)
+class Chosen:
+    """The nodes a command runs on, surveyed, and their order on the command line."""
+
+    surveyed: Outcome[pb.Inventory]
+    order: list[str]  # addresses (a failed name: "") in the order named
+    security: LinkSecurity
+
+
+def choose_nodes(args: argparse.Namespace) -> Chosen:
+    """The nodes the --node flags name (HOST:PORT or host names), else the profile's.
+
+    Each is asked for its inventory once; a node named twice is asked once.
+
+    Raises:
+        UsageProblem: bad settings, no nodes at all, or a name no node (or several) carries.
+    """
+    profile, security = profile_nodes(args)
+    wanted = list(dict.fromkeys(args.node))
+    if not wanted and not profile:
+        raise UsageProblem(
+            "no nodes; pass --node HOST:PORT (or a host name of the profile's nodes) or list "
+            'them in the console settings (nodes = ["host:50051"])'
+        )
+    if not wanted:
+        surveyed = survey(profile, security)
+        return Chosen(surveyed, list(profile), security)
+    asked = [w for w in wanted if is_address(w)]
+    for name in (w for w in wanted if not is_address(w)):
+        asked += lookup_among(name, profile)
+    surveyed = survey(list(dict.fromkeys(asked)), security)
+    inventories = {node.address: inventory for node, inventory in surveyed.results}
+    chosen: Outcome[pb.Inventory] = Outcome()
+    order: list[str] = []
+    for name in wanted:
+        try:
+            node = pick_from(name, surveyed)
+        except CallFailed as failed:
+            if failed not in chosen.failures:
+                chosen.failures.append(failed)
+                order.append(failed.address)
+            continue
+        if node.address not in order:
+            chosen.results.append((node, inventories[node.address]))
+            order.append(node.address)
+    return Chosen(chosen, order, security)
 
 
 def _matches(

@@ -29,8 +29,8 @@ from console.terminal.common import (
     where,
 )
 from console.terminal.fleet_calls import EXIT_FAILED, Outcome, on_each, on_fleet, survey
-from console.terminal.link import CallFailed, Node, NodeLink, UsageProblem, profile_nodes, resolve
-from console.terminal.nodes import lookup_among, pick_from
+from console.terminal.link import CallFailed, Node, NodeLink, UsageProblem, profile_nodes
+from console.terminal.nodes import choose_nodes, lookup_among, pick_from
 from console.terminal.table import format_table, local_time
 from gpufleet.v1 import node_pb2 as pb
 
@@ -83,7 +83,6 @@ def _matchers_text(row: Row) -> str:
 
 
 def run_silence(args: argparse.Namespace) -> int:
-    targets, security = resolve(args)
     now = now_ms()
     draft = SilenceDraft(node=args.node_pattern, rule=args.rule, gpu=args.gpu,
                          severity=args.severity, starts_unix_ms=args.start_ms or 0,
@@ -92,7 +91,8 @@ def run_silence(args: argparse.Namespace) -> int:
     problem = draft.problem(now)
     if problem:
         raise UsageProblem(problem)
-    surveyed = survey(targets, security)
+    nodes = choose_nodes(args)
+    surveyed, security = nodes.surveyed, nodes.security
     chosen = set(matching_targets(draft.node, [(n.address, n.host) for n, _ in surveyed.results]))
     wanted = draft.request(now)
     request = pb.CreateSilenceRequest(
@@ -118,7 +118,7 @@ def run_silence(args: argparse.Namespace) -> int:
 
 
 def run_silences(args: argparse.Namespace) -> int:
-    targets, security = resolve(args)
+    chosen = choose_nodes(args)
     request = pb.ListSilencesRequest(include_expired=args.all)
 
     def silences_of(link: NodeLink, _: pb.Inventory) -> list[Row]:
@@ -126,7 +126,7 @@ def run_silences(args: argparse.Namespace) -> int:
         return [silence_row(link, s, now)
                 for s in link.call(link.stub.ListSilences, request).silences]  # fmt: skip
 
-    outcome = on_fleet(targets, security, silences_of)
+    outcome = on_fleet(chosen.surveyed, chosen.security, silences_of)
     rows = [row for _, node_rows in outcome.results for row in node_rows]
     report(outcome, "silences")
     if args.json:

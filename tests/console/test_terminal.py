@@ -447,6 +447,12 @@ def test_node_by_host_name_and_messages_that_name_it(
 
     code, out, err = gpufleet(home, "alerts", *fleet)
     assert code == 0 and a not in out and b not in out and "gpu-lost" in out
+    code, out, _ = gpufleet(home, "health", *fleet, "--node", "gpu-calm", "--json")
+    assert code == 0 and {g["address"] for g in json.loads(out)["gpus"]} == {a}
+    code, out, _ = gpufleet(home, "status", *fleet, "--node", "gpu-lost", "--node", a, "--json")
+    assert [n["node"] for n in json.loads(out)["nodes"]] == ["gpu-lost", "gpu-calm"]
+    code, _, err = gpufleet(home, "ps", *fleet, "--node", "gpu-nope")
+    assert code == 2 and "no node is named 'gpu-nope'" in err
 
     code, _, err = gpufleet(home, "release", "gpu-nope", "r-1", *fleet)
     assert code == 2
