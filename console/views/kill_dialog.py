@@ -1,4 +1,8 @@
-"""KillDialog: names what dies — pid, user, command, GPU, node — before a kill is sent."""
+"""KillDialog: names what dies — pid, user, command, GPU, node — before a kill is sent.
+
+From the keyboard: focus starts in the grace period (the one field to type in);
+Enter is Cancel, never the kill; Tab to the Kill button and Space sends it.
+"""
 
 from __future__ import annotations
 
@@ -49,6 +53,7 @@ class KillDialog(QDialog):
         form.addRow(self.buttons)
         self.buttons.accepted.connect(self.accept)
         self.buttons.rejected.connect(self.reject)
+        self.grace.setFocus()
 
     def _facts(self) -> list[tuple[str, str]]:
         v, p = self.victim, self.victim.process

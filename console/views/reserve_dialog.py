@@ -1,4 +1,10 @@
-"""ReserveDialog: until when, and why, GPUs are reserved for a user or team."""
+"""ReserveDialog: until when, and why, GPUs are reserved for a user or team.
+
+Focus starts where a person types: in the reason when the holder came with the
+gesture (a person dropped, or chosen from the People tab), in "For" when it did
+not. A reason typed at once must never become the holder's name. Enter reserves
+once the form is complete.
+"""
 
 from __future__ import annotations
 
@@ -39,7 +45,9 @@ class ReserveDialog(QDialog):
         self.buttons = QDialogButtonBox(
             QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel
         )
-        self.buttons.button(QDialogButtonBox.StandardButton.Ok).setText("Reserve")
+        self.ok = self.buttons.button(QDialogButtonBox.StandardButton.Ok)
+        self.ok.setText("Reserve")
+        self.ok.setDefault(True)
         form = QFormLayout(self)
         form.addRow("GPUs", QLabel(what))
         form.addRow("For", self.holder)
@@ -55,6 +63,7 @@ class ReserveDialog(QDialog):
         self.until.dateTimeChanged.connect(self._on_input_changed)
         self.preset.setCurrentIndex(DEFAULT_PRESET)
         self._on_preset_current_index_changed(DEFAULT_PRESET)
+        (self.reason if holder.strip() else self.holder).setFocus()
 
     def _on_preset_current_index_changed(self, index: int) -> None:
         seconds = self.preset.itemData(index)

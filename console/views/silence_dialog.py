@@ -2,7 +2,8 @@
 
 For the console's own alerts (a node not responding); a node's alerts get a
 matcher silence (NewSilenceDialog). Focus starts in the reason, the field to
-fill; the alert's summary is shown, not focusable.
+fill; the alert's summary is shown, not focusable. Enter silences once a reason
+is typed (OK is the default button, disabled until then).
 """
 
 from __future__ import annotations
@@ -35,6 +36,9 @@ class SilenceDialog(QDialog):
         self.buttons = QDialogButtonBox(
             QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel
         )
+        ok = self.buttons.button(QDialogButtonBox.StandardButton.Ok)
+        ok.setText("Silence")
+        ok.setDefault(True)
         form = QFormLayout(self)
         summary = QLineEdit(alert_summary, readOnly=True)
         summary.setFocusPolicy(Qt.FocusPolicy.NoFocus)

@@ -1,4 +1,8 @@
-"""SubmitDialog: a command for the queue of one node — GPUs, memory, owner, auto-place."""
+"""SubmitDialog: a command for the queue of one node — GPUs, memory, owner, auto-place.
+
+Focus starts in the command (the node is preselected, the owner is us); Enter
+submits once the command parses.
+"""
 
 from __future__ import annotations
 
@@ -59,7 +63,9 @@ class SubmitDialog(QDialog):
         self.buttons = QDialogButtonBox(
             QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel
         )
-        self.buttons.button(QDialogButtonBox.StandardButton.Ok).setText("Submit")
+        ok = self.buttons.button(QDialogButtonBox.StandardButton.Ok)
+        ok.setText("Submit")
+        ok.setDefault(True)
         form = QFormLayout(self)
         for label, widget in (("Node", self.node), ("Command", self.command), ("Name", self.name),
                               ("Owner", self.owner), ("GPUs", self.gpus),
@@ -71,6 +77,7 @@ class SubmitDialog(QDialog):
         self.command.textChanged.connect(self._on_input_changed)
         self.owner.editTextChanged.connect(self._on_input_changed)
         self._on_input_changed()
+        self.command.setFocus()
 
     def _on_input_changed(self, *_args: object) -> None:
         ok = self.buttons.button(QDialogButtonBox.StandardButton.Ok)
