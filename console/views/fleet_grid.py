@@ -8,6 +8,10 @@ While a drag hovers, the tiles it would use are outlined green or red and the
 verdict — what the drop will do, or why it is refused — is shown beside the
 tile. Ctrl+click adds tiles to the selection; a holder dropped on a selected
 tile reserves the whole selection.
+
+Keyboard: the arrows move a focus ring between tiles (console.views.grid_keys),
+Enter selects the ringed tile as a click does, Space adds it to the selection or
+takes it out, and the Menu key or Shift+F10 opens its context menu beside it.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from PySide6.QtGui import (
     QDragLeaveEvent,
     QDragMoveEvent,
     QDropEvent,
+    QFocusEvent,
     QHelpEvent,
     QKeyEvent,
     QMouseEvent,
@@ -28,13 +33,14 @@ from PySide6.QtGui import (
     QPaintEvent,
     QResizeEvent,
 )
-from PySide6.QtWidgets import QMenu, QSizePolicy, QToolTip, QWidget
+from PySide6.QtWidgets import QMenu, QScrollArea, QSizePolicy, QToolTip, QWidget
 
 from console.fleet.health_words import condition_tooltip
 from console.fleet.placement import Place
 from console.qt import roles
 from console.qt.drop_rules import TileDrop, TileDropRules
 from console.qt.fleet_item_model import FleetItemModel
+from console.views import grid_keys
 from console.views.drop_overlay import paint_drop_verdict
 from console.views.grid_layout import (
     BLOCK_GAP,
@@ -67,6 +73,9 @@ class FleetGrid(QWidget):
     cancelRequested = Signal(object)  # WorkloadRow, from a tile's context menu
     drainRequested = Signal(str, int, bool)  # target, GPU, drain (False: return to placement)
     clearHealthRequested = Signal(str, int)  # target, GPU: "Mark repaired (clear health)…"
+    # The keyboard's way to what a drop does: choose a workload or a holder for this tile.
+    assignHereRequested = Signal(str, int)  # target, GPU: "Assign a queued workload here…"
+    reserveHereRequested = Signal(str, int)  # target, GPU: "Reserve for…"
 
     def __init__(
         self,
@@ -77,7 +86,7 @@ class FleetGrid(QWidget):
         super().__init__(parent)
         self.setObjectName("fleetGrid")
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Preferred)
-        self.setFocusPolicy(Qt.FocusPolicy.ClickFocus)
+        self.setFocusPolicy(Qt.FocusPolicy.StrongFocus)  # Tab reaches the grid too
         self._model = model
         self._painter = TilePainter()
         self._blocks: list[Block] = []
@@ -85,6 +94,8 @@ class FleetGrid(QWidget):
         self._grouping = "node"
         self._selected: tuple[str, int] | None = None
         self._selection: set[Place] = set()  # Ctrl+click adds; a plain click starts over
+        self._focus: Place | None = None  # the tile the arrow keys are on
+        self.offers_placement = False  # menus add Assign/Reserve (set where someone answers)
         self._rules = drop_rules
         self._hover: tuple[Place, TileDrop] | None = None
         self.last_drop: TileDrop | None = None  # the verdict on the latest drop
@@ -164,6 +175,7 @@ class FleetGrid(QWidget):
     def select(self, target: str, gpu: int, add: bool = False) -> None:
         """Select a tile; with `add`, toggle it in the selection instead of starting over."""
         place = (target, gpu)
+        self._move_focus(place)
         if add and place in self._selection and len(self._selection) > 1:
             self._selection.discard(place)
             self.update()
@@ -196,11 +208,73 @@ class FleetGrid(QWidget):
             self.select(*hit, add=add)
 
     def keyPressEvent(self, event: QKeyEvent) -> None:
-        if event.key() == Qt.Key.Key_Escape and self._selected is not None:
+        key, mods = event.key(), event.modifiers()
+        if key == Qt.Key.Key_Escape and self._selected is not None:
             self._selection = {self._selected}  # back to the one tile shown in detail
             self.update()
             return
-        super().keyPressEvent(event)
+        spot = self._focus_spot()
+        if spot is None:
+            super().keyPressEvent(event)
+            return
+        ctrl = bool(mods & Qt.KeyboardModifier.ControlModifier)
+        if key in grid_keys.MOVES:
+            self._move_focus(self._place_at(grid_keys.move(self._blocks, spot, Qt.Key(key), ctrl)))
+        elif key in (Qt.Key.Key_Return, Qt.Key.Key_Enter):
+            self.select(*self._place_at(spot))
+        elif key == Qt.Key.Key_Space:
+            self.select(*self._place_at(spot), add=True)
+        elif key == Qt.Key.Key_Menu or (
+            key == Qt.Key.Key_F10 and mods & Qt.KeyboardModifier.ShiftModifier
+        ):
+            self.popup_menu(*self._place_at(spot))
+        else:
+            super().keyPressEvent(event)
+
+    @property
+    def focus_tile(self) -> Place | None:
+        """The tile the keyboard is on (ringed while the grid has focus)."""
+        return self._focus
+
+    def focusInEvent(self, event: QFocusEvent) -> None:
+        super().focusInEvent(event)
+        if self._focus_spot() is None:  # first visit: start on the selection, or the first tile
+            first = grid_keys.first_spot(self._blocks)
+            start = self._selected or (self._place_at(first) if first else None)
+            if start is not None:
+                self._move_focus(start)
+        self._update_ring()
+
+    def focusOutEvent(self, event: QFocusEvent) -> None:
+        super().focusOutEvent(event)
+        self._update_ring()
+
+    def _focus_spot(self) -> grid_keys.Spot | None:
+        if self._focus is None:
+            return None
+        node = self._model.node_row(self._focus[0])
+        return self._where.get((node, self._focus[1])) if node is not None else None
+
+    def _place_at(self, spot: grid_keys.Spot) -> Place:
+        node_row, gpu = self._blocks[spot[0]].group.members[spot[1]]
+        return self._model.index(node_row, 0).data(roles.TARGET_ROLE), gpu
+
+    def _move_focus(self, place: Place) -> None:
+        if place == self._focus:
+            return
+        self._update_ring()
+        self._focus = place
+        self._update_ring()
+        tile = self.tile_rect(*place)
+        viewport = self.parentWidget()
+        scroll = viewport.parentWidget() if viewport is not None else None
+        if tile is not None and isinstance(scroll, QScrollArea) and scroll.widget() is self:
+            scroll.ensureVisible(tile.center().x(), tile.center().y(), 60, 60)
+
+    def _update_ring(self) -> None:
+        tile = self.tile_rect(*self._focus) if self._focus is not None else None
+        if tile is not None:
+            self.update(grid_keys.ring_area(tile))
 
     # -- tooltips --------------------------------------------------------------
 
@@ -231,26 +305,51 @@ class FleetGrid(QWidget):
     # -- context menu ----------------------------------------------------------
 
     def contextMenuEvent(self, event: QContextMenuEvent) -> None:
-        hit = self._hit(event.pos())
-        if hit is None:
+        if event.reason() == QContextMenuEvent.Reason.Keyboard:  # a platform's Menu key
+            hit = self._place_at(spot) if (spot := self._focus_spot()) is not None else None
+            if hit is not None:
+                self.popup_menu(*hit)
             return
-        menu = self.context_menu(*hit)
+        hit = self._hit(event.pos())
+        if hit is not None:
+            self.popup_menu(*hit, event.globalPos())
+
+    def popup_menu(self, target: str, gpu: int, at: QPoint | None = None) -> QMenu | None:
+        """Open the tile's menu at `at` (global), or beside the tile for the keyboard."""
+        menu = self.context_menu(target, gpu)
         if not menu.actions():
             menu.deleteLater()
-            return
+            return None
         menu.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
-        menu.popup(event.globalPos())
+        tile = self.tile_rect(target, gpu)
+        if at is None and tile is not None:
+            at = self.mapToGlobal(tile.bottomLeft() + QPoint(8, -8))
+        menu.popup(at or self.mapToGlobal(QPoint(0, 0)))
+        return menu
 
     def context_menu(self, target: str, gpu: int) -> QMenu:
-        """Release the tile's reservation, cancel its workload, drain it, mark it repaired."""
-        return tile_menu(
+        """Release the tile's reservation, cancel its workload, drain it, mark it repaired;
+        and, where someone answers them, assign or reserve it (as a drop would)."""
+        gpu_index = self._model.gpu_index(target, gpu)
+        menu = tile_menu(
             self,
-            self._model.gpu_index(target, gpu),
+            gpu_index,
             self.releaseRequested.emit,
             self.cancelRequested.emit,
             self.drainRequested.emit,
             self.clearHealthRequested.emit,
         )
+        if self.offers_placement and self._rules is not None:
+            refusal: str | None = gpu_index.data(roles.OPERATOR_REFUSAL_ROLE)
+            suffix = f" ({refusal})" if refusal else ""
+            if not menu.isEmpty():
+                menu.addSeparator()
+            for text, signal in (("&Assign a queued workload here…", self.assignHereRequested),
+                                 ("&Reserve for…", self.reserveHereRequested)):  # fmt: skip
+                action = menu.addAction(text + suffix)
+                action.setEnabled(refusal is None)
+                action.triggered.connect(lambda _=False, s=signal: s.emit(target, gpu))
+        return menu
 
     # -- drops -----------------------------------------------------------------
 
@@ -347,5 +446,7 @@ class FleetGrid(QWidget):
             node = self._model.index(node_row, 0)
             gpu = self._model.index(gpu_row, 0, node)
             label = f"GPU {gpu_row}" if group.node_row is not None else f"{node.data()} · {gpu_row}"
-            selected = (node.data(roles.TARGET_ROLE), gpu_row) in self._selection
-            self._painter.tile(painter, gpu, tile, label, selected)
+            place = (node.data(roles.TARGET_ROLE), gpu_row)
+            self._painter.tile(painter, gpu, tile, label, place in self._selection)
+            if place == self._focus and self.hasFocus():
+                self._painter.focus_ring(painter, tile)

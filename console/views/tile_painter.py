@@ -48,6 +48,7 @@ STALE_TEXT = QColor("#a0aec0")
 NOT_RESPONDING = QColor("#ff3b3b")
 RESERVED = QColor("#d6bcfa")  # lock, holder and the stripe of a reserved GPU
 RUNNING = QColor("#9ae6b4")  # a workload the daemon runs on the GPU
+FOCUS_RING = QColor("#00e5ff")  # the tile the arrow keys are on
 # Health tags: (fill, border, text). Needs reset/reboot/inspection is a solid magenta
 # chip (apart from the alert frame's red and yellow); degraded or suspect an amber
 # outline; drained alone a grey one. Drained tiles are also hatched.
@@ -156,6 +157,13 @@ class TilePainter:
             self._age(painter, row, inner, quiet)
             return
         self._values(painter, row, inner)
+
+    @staticmethod
+    def focus_ring(painter: QPainter, tile: QRect) -> None:
+        """The keyboard's tile: a cyan ring in the gap around it, apart from selection's white."""
+        painter.setPen(QPen(FOCUS_RING, 2))
+        painter.setBrush(Qt.BrushStyle.NoBrush)
+        painter.drawRoundedRect(tile.adjusted(-1, -1, 1, 1), 5, 5)
 
     def _age(self, painter: QPainter, row: Row | None, inner: QRect, quiet: Quiet) -> None:
         """A stale tile: its last temperature, dimmed, and how old it is ("no data 7 s")."""
