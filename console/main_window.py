@@ -50,13 +50,16 @@ from console.views.gpu_detail import GpuDetailPanel
 from console.views.grid_layout import GROUPINGS
 from console.views.health_prompts import HealthPrompts
 from console.views.inventory_panel import InventoryPanel
+from console.views.keyboard_menus import open_menus_from_keyboard
 from console.views.people_panel import PeoplePanel
+from console.views.place_prompts import PlacePrompts
 from console.views.silence_dialog import SilenceDialog
 from console.views.silence_panel import SilencePanel
 from console.views.silence_prompts import SilencePrompts
 from console.views.tile_colors import STOPS
 from console.views.toast import Toast
 from console.views.usage_panel import UsagePanel
+from console.views.window_keys import WindowKeys
 from console.views.workload_panel import WorkloadPanel
 
 MESSAGE_MS = 10_000
@@ -76,7 +79,8 @@ class MainWindow(QMainWindow):
         self.setWindowTitle(f"GPU Fleet Console{profile}")
         self.session = session
         fleet = session.fleet
-        self.grid = FleetGrid(session.items, TileDropRules(fleet))
+        self.drop_rules = TileDropRules(fleet)
+        self.grid = FleetGrid(session.items, self.drop_rules)
         self.detail = GpuDetailPanel(fleet)
         self.summary = FleetSummary(fleet)
         self.alert_model = AlertTableModel(fleet)
@@ -105,6 +109,10 @@ class MainWindow(QMainWindow):
         self.access = AccessWatcher(fleet)
         self.prompts = ControlPrompts(fleet, session.control, self, lambda: session.people)
         self.health_prompts = HealthPrompts(fleet, session.health, self)
+        self.place_prompts = PlacePrompts(
+            fleet, self.drop_rules, self.prompts, self,
+            lambda: self.grid.selection, self._people_names,
+        )  # fmt: skip
         self.toast = Toast(self)
         self.notifier = AlertNotifier(
             fleet, self.toast.show_alert, list(sinks), QApplication.beep, notify
@@ -120,6 +128,8 @@ class MainWindow(QMainWindow):
         self.tabs = QTabWidget()
         self._compose()
         self._wire()
+        # Keyboard: the window's shortcuts (F1 lists them with every other key).
+        self.keys = WindowKeys(self, self.grid, self.tabs, self.detail.process_table, self.mute)
 
     def _compose(self) -> None:
         scroll = QScrollArea()
@@ -231,9 +241,22 @@ class MainWindow(QMainWindow):
         self.workload_panel.cancelRequested.connect(self.prompts.ask_cancel)
         self.workload_panel.outputRequested.connect(self.prompts.show_output)
         self.prompts.message.connect(self.show_message)
+        # The keyboard's drops: a menu entry asks PlacePrompts for the other half.
+        self.grid.offers_placement = True
+        self.grid.assignHereRequested.connect(self.place_prompts.assign_here)
+        self.grid.reserveHereRequested.connect(self.place_prompts.reserve_here)
+        self.workload_panel.assignRequested.connect(self.place_prompts.assign_workload)
+        self.people_panel.reserveRequested.connect(self.place_prompts.reserve_for)
+        self.people_panel.releaseRequested.connect(self.place_prompts.release_for)
+        self.place_prompts.message.connect(self.show_message)
+        open_menus_from_keyboard(self.detail.process_table)  # Menu key: Kill…
         self.color_by.currentTextChanged.connect(self.grid.set_color_by)
         self.group_by.currentTextChanged.connect(self.grid.set_grouping)
         self.mute.toggled.connect(self._on_mute_toggled)
+
+    def _people_names(self) -> list[str]:
+        model = self.people_model
+        return [model.person(row).name for row in range(model.rowCount())]
 
     def open_gpu(self, target: str, gpu: int) -> None:
         self.grid.select(target, gpu)

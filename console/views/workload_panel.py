@@ -1,13 +1,18 @@
-"""WorkloadPanel: every node's queue; drag a queued workload onto a GPU tile to start it."""
+"""WorkloadPanel: every node's queue; drag a queued workload onto a GPU tile to start it.
+
+Or from the keyboard: a row's context menu (the Menu key, Shift+F10 or a right
+click) cancels it, assigns it to a GPU chosen in a list, or shows its output.
+"""
 
 from __future__ import annotations
 
-from PySide6.QtCore import QModelIndex, Signal
+from PySide6.QtCore import QModelIndex, QPoint, Qt, Signal
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QCheckBox,
     QLabel,
     QLineEdit,
+    QMenu,
     QPushButton,
     QTableView,
     QWidget,
@@ -15,9 +20,10 @@ from PySide6.QtWidgets import (
 
 from console.fleet.control import WorkloadRow, WorkloadState
 from console.qt.workload_model import WORKLOAD_ROLE, WorkloadFilterProxy, WorkloadTableModel
+from console.views.keyboard_menus import open_menus_from_keyboard
 from console.views.row_table_panel import bar_over_table, set_up_row_table
 
-HINT = "Drag a queued workload onto a GPU tile to start it there."
+HINT = "Drag a queued workload onto a GPU tile to start it there (or: Menu key, Assign to GPU…)."
 
 
 class WorkloadPanel(QWidget):
@@ -26,6 +32,7 @@ class WorkloadPanel(QWidget):
     submitRequested = Signal()
     cancelRequested = Signal(object)  # WorkloadRow
     outputRequested = Signal(object)  # WorkloadRow
+    assignRequested = Signal(object)  # WorkloadRow: choose its GPU (the keyboard's drop)
 
     def __init__(self, model: WorkloadTableModel, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -55,6 +62,7 @@ class WorkloadPanel(QWidget):
         self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
         self.table.setDragEnabled(True)
         self.table.setDragDropMode(QAbstractItemView.DragDropMode.DragOnly)
+        open_menus_from_keyboard(self.table)
         hint = QLabel(HINT)
         hint.setObjectName("dragHint")
         bar = (self.filter, self.show_ended, self.submit, self.cancel, self.output)
@@ -71,6 +79,7 @@ class WorkloadPanel(QWidget):
         self.cancel.clicked.connect(self._on_cancel_clicked)
         self.output.clicked.connect(self._on_output_clicked)
         self.table.doubleClicked.connect(self._on_table_double_clicked)
+        self.table.customContextMenuRequested.connect(self._on_table_context_menu_requested)
 
     def selected_workload(self) -> WorkloadRow | None:
         rows = self.table.selectionModel().selectedRows()
@@ -119,6 +128,35 @@ class WorkloadPanel(QWidget):
         workload = self.selected_workload()
         if workload is not None:
             self.outputRequested.emit(workload)
+
+    def row_menu(self, workload: WorkloadRow) -> QMenu:
+        """A workload row's menu: cancel it, assign it to a GPU (queued), show its output."""
+        menu = QMenu(self)
+        menu.setObjectName("workloadMenu")
+        refusal = f" ({self.action_refusal})" if self.action_refusal else ""
+        queued = workload.state is WorkloadState.QUEUED
+        entries = (
+            (f"&Cancel workload {workload.label}…", self.cancelRequested, not workload.state.ended),
+            ("&Assign to GPU…", self.assignRequested, queued),
+        )
+        for text, signal, applies in entries:
+            if applies:
+                action = menu.addAction(text + refusal)
+                action.setEnabled(not self.action_refusal)
+                action.triggered.connect(lambda _=False, s=signal: s.emit(workload))
+        if not queued:
+            output = menu.addAction("Show &output…")
+            output.triggered.connect(lambda: self.outputRequested.emit(workload))
+        return menu
+
+    def _on_table_context_menu_requested(self, pos: QPoint) -> None:
+        index = self.table.indexAt(pos)
+        if not index.isValid():
+            return
+        self.table.selectRow(index.row())
+        menu = self.row_menu(index.data(WORKLOAD_ROLE))
+        menu.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        menu.popup(self.table.viewport().mapToGlobal(pos))
 
     def _on_table_double_clicked(self, index: QModelIndex) -> None:
         workload: WorkloadRow = index.data(WORKLOAD_ROLE)
