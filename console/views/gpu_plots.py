@@ -21,7 +21,8 @@ from typing import Any
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QEvent, QPoint, Signal
+from PySide6.QtCore import QEvent, QPoint, Qt, Signal
+from PySide6.QtGui import QMouseEvent
 from PySide6.QtWidgets import QWidget
 
 from console.fleet.columns import PLOTTED, capacity, column, shown
@@ -75,6 +76,7 @@ class GpuPlots(pg.GraphicsLayoutWidget):
             len(PLOTTED) * (MIN_PLOT_HEIGHT + SPACING) + TIME_AXIS_HEIGHT + 2 * SPACING
         )
         boxes = [plot.getViewBox() for plot in self._plots.values()]
+        self._boxes = boxes
         self.note = pg.TextItem(color="#e2e8f0", fill=pg.mkBrush(45, 55, 72, 220), anchor=(0, 0))
         self.note.setParentItem(boxes[0])  # in the box's own pixels: the top-left corner
         self.note.setPos(4, 2)
@@ -85,7 +87,6 @@ class GpuPlots(pg.GraphicsLayoutWidget):
                 lambda mask, b=box: self._on_box_range_changed_manually(b, mask)
             )
             box.menuRequested.connect(self.menuRequested)
-            box.resetRequested.connect(self.reset_zoom)
         self.scene().sigMouseMoved.connect(self.crosshair.on_mouse_moved)
         self._ring: SampleRing | None = None  # what show_series was last given
         self._gpu = 0
@@ -129,11 +130,22 @@ class GpuPlots(pg.GraphicsLayoutWidget):
                 pen=pg.mkPen(threshold.colour, width=1, style=pg.QtCore.Qt.PenStyle.DashLine),
                 label=f"{threshold.name} {threshold.value:.0f} {unit}",
                 labelOpts={"position": 0.98, "color": threshold.colour,
-                           "anchors": [(1, 1), (1, 1)]},
+                           "anchors": [(1, 0), (1, 0)]},
             )  # fmt: skip
             # Not in the autoscale: the curve keeps the plot's height; a line shows as it nears.
             plot.addItem(line, ignoreBounds=True)
             self.threshold_lines.setdefault(metric, []).append(line)
+        if thresholds(metric):
+            plot.getViewBox().sigYRangeChanged.connect(
+                lambda _box, y, m=metric: self._on_threshold_range(m, y)
+            )
+
+    def _on_threshold_range(self, metric: GpuMetric[Any], y_range: tuple[float, float]) -> None:
+        # pyqtgraph pins a line's label to the plot's edge when the line is out of
+        # sight: a "critical 85 °C" floating over a 60 °C curve. Only lines in view say so.
+        low, high = y_range
+        for line in self.threshold_lines[metric]:
+            line.label.setVisible(low <= line.value() <= high)
 
     def set_limits(self, gpu: GpuInfo) -> None:
         """End the capacity axes (memory, power) at this GPU's own capacity."""
@@ -242,6 +254,16 @@ class GpuPlots(pg.GraphicsLayoutWidget):
         for curve in self.curves.values():
             curve.setData([], [])
         self._drawn, self._newest, self._reach_s = None, math.nan, math.inf
+
+    def mouseDoubleClickEvent(self, event: QMouseEvent) -> None:
+        # Here, not in the ViewBox: with Qt 6's press-then-double-click sequence
+        # pyqtgraph hands a box its double click only at the next release.
+        super().mouseDoubleClickEvent(event)
+        at = self.mapToScene(event.position().toPoint())
+        if event.button() == Qt.MouseButton.LeftButton and any(
+            box.sceneBoundingRect().contains(at) for box in self._boxes
+        ):
+            self.reset_zoom()
 
     def leaveEvent(self, event: QEvent) -> None:
         self.crosshair.hide()

@@ -88,8 +88,9 @@ class Crosshair(QObject):
 
     def _place(self, pos: QPointF) -> None:
         # Flip to the cursor's other side near the right or bottom edge: always whole in view.
-        scene = self.label.scene().sceneRect()
-        size = self.label.boundingRect()
+        view = self.label.scene().views()[0]  # the scene's own rect spans every infinite line
+        scene = view.mapToScene(view.viewport().rect()).boundingRect()
+        size = self.label.textItem.boundingRect()  # in pixels: the label ignores zoom
         x = pos.x() + OFFSET_PX
         y = pos.y() + OFFSET_PX
         if x + size.width() > scene.right():

@@ -2,7 +2,7 @@
 
 pyqtgraph's own menu offers "X axis: min/max" in raw epoch seconds and
 options that fight the console's axes; this box asks its owner for a menu
-instead (right click) and for a reset (double click). The wheel zooms x
+instead (right click). The wheel zooms x
 around the cursor and a drag pans x (y is the plot's: fixed or autoscaled).
 """
 
@@ -18,7 +18,6 @@ from console.fleet.time_range import MAX_SPAN_S, MIN_SPAN_S
 
 class PlotViewBox(pg.ViewBox):
     menuRequested = Signal(QPoint)  # global position of the right click
-    resetRequested = Signal()  # a double click
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(enableMenu=False, **kwargs)
@@ -29,8 +28,5 @@ class PlotViewBox(pg.ViewBox):
         if ev.button() == Qt.MouseButton.RightButton:
             ev.accept()
             self.menuRequested.emit(ev.screenPos().toPoint())
-        elif ev.button() == Qt.MouseButton.LeftButton and ev.double():
-            ev.accept()
-            self.resetRequested.emit()
         else:
             super().mouseClickEvent(ev)

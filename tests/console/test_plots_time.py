@@ -223,6 +223,24 @@ def test_the_wheel_zooms_time_around_the_cursor_and_pauses(qtbot, panel) -> None
     assert plots.window.live and x_range(plots) == pytest.approx((END_S - 900, END_S))
 
 
+def test_a_drag_pans_time_and_a_double_click_goes_back_to_live(qtbot, panel) -> None:
+    plots = panel.plots
+    plots.show_series(filled_ring(), 0)
+    start = view_point(plots, END_S - 300, 65.0)
+    end = view_point(plots, END_S - 200, 65.0)
+    QTest.mousePress(plots.viewport(), Qt.MouseButton.LeftButton, pos=start)
+    for k in range(1, 11):  # a real drag: moves with the button held
+        QTest.mouseMove(plots.viewport(), start + (end - start) * k / 10)
+    QTest.mouseRelease(plots.viewport(), Qt.MouseButton.LeftButton, pos=end)
+    first, last = x_range(plots)
+    assert last - first == pytest.approx(900)  # a pan keeps the span
+    assert last == pytest.approx(END_S - 100, abs=10)  # dragged right: earlier times
+    assert not plots.window.live
+    QTest.mouseDClick(plots.viewport(), Qt.MouseButton.LeftButton, pos=end)
+    qtbot.waitUntil(lambda: plots.window.live, timeout=2000)
+    assert x_range(plots) == pytest.approx((END_S - 900, END_S))
+
+
 # The offscreen platform cannot grab the keyboard for a popup menu; harmless here.
 @pytest.mark.qt_log_ignore("This plugin does not support grabbing the keyboard")
 def test_our_context_menu_replaces_pyqtgraphs(qtbot, panel) -> None:
@@ -278,6 +296,14 @@ def test_warning_and_critical_lines_on_the_temperature_plot(panel) -> None:
         "critical 85 °C",
     ]
     assert set(panel.plots.threshold_lines) == {TEMP_GPU_C}
+    panel.plots.show_series(filled_ring(), 0)  # 60 to 79 °C: the warning line is in sight
+    panel.plots.grab()
+    low, high = panel.plots.plot_item(TEMP_GPU_C).getViewBox().viewRange()[1]
+    assert low < 75 < high < 85
+    assert [line.label.isVisible() for line in lines] == [
+        True,
+        False,
+    ]  # no label for a line out of sight
 
 
 def test_the_time_axis_reads_local_times_even_before_data(qtbot, panel) -> None:
