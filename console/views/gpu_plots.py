@@ -123,29 +123,23 @@ class GpuPlots(pg.GraphicsLayoutWidget):
         return plot
 
     def _add_thresholds(self, metric: GpuMetric[Any], plot: pg.PlotItem) -> None:
-        unit = shown(metric).unit
-        for threshold in thresholds(metric):
+        lines = thresholds(metric)
+        for threshold in lines:
             line = pg.InfiniteLine(
                 pos=threshold.value, angle=0, movable=False,
                 pen=pg.mkPen(threshold.colour, width=1, style=pg.QtCore.Qt.PenStyle.DashLine),
-                label=f"{threshold.name} {threshold.value:.0f} {unit}",
-                labelOpts={"position": 0.98, "color": threshold.colour,
-                           "anchors": [(1, 0), (1, 0)]},
             )  # fmt: skip
             # Not in the autoscale: the curve keeps the plot's height; a line shows as it nears.
             plot.addItem(line, ignoreBounds=True)
             self.threshold_lines.setdefault(metric, []).append(line)
-        if thresholds(metric):
-            plot.getViewBox().sigYRangeChanged.connect(
-                lambda _box, y, m=metric: self._on_threshold_range(m, y)
+        if lines:
+            # Named in the title, in the lines' colours: said even while a line is out
+            # of sight, and static (labels on the lines cost 1.5-2 ms a frame to re-place).
+            how = shown(metric)
+            names = " ".join(
+                f'<span style="color:{t.colour}">{t.name} {t.value:.0f}</span>' for t in lines
             )
-
-    def _on_threshold_range(self, metric: GpuMetric[Any], y_range: tuple[float, float]) -> None:
-        # pyqtgraph pins a line's label to the plot's edge when the line is out of
-        # sight: a "critical 85 °C" floating over a 60 °C curve. Only lines in view say so.
-        low, high = y_range
-        for line in self.threshold_lines[metric]:
-            line.label.setVisible(low <= line.value() <= high)
+            plot.setTitle(f"{how.label} ({how.unit}) · {names}", size="9pt")
 
     def set_limits(self, gpu: GpuInfo) -> None:
         """End the capacity axes (memory, power) at this GPU's own capacity."""
