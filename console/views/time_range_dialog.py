@@ -12,6 +12,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from console.fleet.time_range import MIN_SPAN_S
+
 FORMAT = "yyyy-MM-dd HH:mm:ss"
 
 
@@ -53,6 +55,8 @@ class TimeRangeDialog(QDialog):
 
     def _check(self) -> None:
         start, end = self.chosen()
-        ok = end > start
-        self.problem.setText("" if ok else "“To” must be after “From”.")
+        ok = end - start >= MIN_SPAN_S  # the plots' narrowest zoom
+        self.problem.setText(
+            "" if ok else f"“To” must be at least {MIN_SPAN_S:.0f} s after “From”."
+        )
         self.buttons.button(QDialogButtonBox.StandardButton.Ok).setEnabled(ok)
