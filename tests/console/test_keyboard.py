@@ -8,6 +8,11 @@ keyboard alone; the dialogs open in the field a person types in.
 
 from __future__ import annotations
 
+import os
+import re
+import shutil
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 
 import grpc
@@ -45,11 +50,19 @@ from gpufleet.v1 import node_pb2_grpc as pb_grpc
 from node_daemon.backends.simulated import SimulatedBackend
 from node_daemon.backends.simulated.scenario import Scenario, ScenarioEvent
 from node_daemon.control.settings import WorkloadSettings
+from tests.accounts import (
+    SKIP_REASON,
+    TEST_ACCOUNTS,
+    account_exists,
+    can_create_accounts,
+    local_accounts,
+)
 from tests.conftest import DaemonFactory
 from tests.console.test_control_e2e import SLEEPER, Console, _in_hours, submit
 from tests.console.test_control_model import A, fleet_with
 from tests.console.test_control_views import SLEEPER as SLEEPER_ROW
 from tests.console.test_control_views import grid_of
+from tests.console.test_desktop_notifier import NOT_TESTED, read_line, stop
 
 pytestmark = [
     pytest.mark.usefixtures("workload_accounts"),
@@ -134,6 +147,28 @@ def back_in(qtbot, window: MainWindow) -> None:  # type: ignore[no-untyped-def]
         lambda: QApplication.activeWindow() is window and QApplication.focusWidget() is not None,
         timeout=3000,
     )
+
+
+# Set for the rerun in a real X server: the outer run holds the test accounts (its
+# session's shared lock), so the rerun must not wait for the exclusive one to create them.
+ACCOUNTS_HELD = "GPUFLEET_TEST_ACCOUNTS_HELD"
+
+
+@pytest.fixture(scope="session")
+def workload_accounts() -> Iterator[None]:
+    """tests/conftest.py's, but in the X-server rerun the accounts the outer run holds."""
+    if os.environ.get(ACCOUNTS_HELD) == "1":
+        missing = [name for name in TEST_ACCOUNTS if not account_exists(name)]
+        assert not missing, f"the outer run was to hold the accounts {missing}"
+        yield
+        return
+    if not can_create_accounts():
+        if all(account_exists(name) for name in TEST_ACCOUNTS):
+            yield
+            return
+        pytest.skip(SKIP_REASON)
+    with local_accounts(TEST_ACCOUNTS):
+        yield
 
 
 # -- a console on a real daemon ------------------------------------------------------
@@ -542,3 +577,32 @@ def test_f1_and_question_mark_list_every_shortcut(qtbot, console: Console) -> No
             assert grid_key in listed
         press(Key.Key_Escape)
         qtbot.waitUntil(lambda: window.keys.dialog is None, timeout=2000)
+
+
+# -- a real X server ----------------------------------------------------------------------
+
+
+def test_the_keyboard_tests_pass_in_a_real_x_server(workload_accounts: None) -> None:
+    """This file again, in a fresh Xvfb through Qt's xcb platform (real X input focus).
+
+    The offscreen platform routes focus and keys without a display server; xcb asks
+    the X server, as on a NOC workstation. No window manager is started (none is
+    installed here): activation goes through the X server's input focus alone.
+    """
+    if os.environ.get("QT_QPA_PLATFORM") == "xcb":
+        pytest.skip("already running in an X server")  # the inner run itself
+    if shutil.which("Xvfb") is None:
+        not_tested = NOT_TESTED.format(what="Xvfb", fix="apt-get install xvfb")
+        pytest.skip(not_tested.replace("desktop notifications", "the keyboard in X"))
+    xvfb = subprocess.Popen(
+        ["Xvfb", "-displayfd", "1", "-nolisten", "tcp"], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        display = ":" + read_line(xvfb, 10, "Xvfb")
+        env = {**os.environ, "DISPLAY": display, "QT_QPA_PLATFORM": "xcb", ACCOUNTS_HELD: "1"}
+        argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", __file__]
+        run = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300)
+    finally:
+        stop(xvfb)
+    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
+    assert re.search(r"\b11 passed, 1 skipped\b", run.stdout), run.stdout[-2000:]
