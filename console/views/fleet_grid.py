@@ -323,7 +323,7 @@ class FleetGrid(QWidget):
         menu.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
         tile = self.tile_rect(target, gpu)
         if at is None and tile is not None:
-            at = self.mapToGlobal(tile.bottomLeft() + QPoint(8, -8))
+            at = self.mapToGlobal(tile.bottomLeft() + QPoint(0, 4))  # below: the tile shows
         menu.popup(at or self.mapToGlobal(QPoint(0, 0)))
         return menu
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from html import escape
 
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QDialog, QDialogButtonBox, QLabel, QScrollArea, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QDialog, QDialogButtonBox, QLabel, QVBoxLayout, QWidget
 
 # name -> the key sequences MainWindow binds to it (QKeySequence's portable text).
 WINDOW_KEYS: dict[str, tuple[str, ...]] = {
@@ -43,9 +43,9 @@ SECTIONS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
                             "release, cancel, drain, mark repaired"),
     )),
     ("Tables and lists", (
-        ("Menu, Shift+F10", "the row's menu — a workload: cancel, assign to GPU…, show output; "
-                            "a person: reserve a GPU for…, release their reservations; "
-                            "a process: kill…"),
+        ("Menu, Shift+F10", "a workload's menu: cancel, assign to GPU…, show output"),
+        ("", "a person's: reserve a GPU for…, release their reservations…"),
+        ("", "a process's (Ctrl+P): kill…"),
         ("↑ ↓, Page Up, Page Down", "move between rows"),
         ("Ctrl+Tab, Ctrl+Shift+Tab", "next or previous page of the tabs the focus is in"),
     )),
@@ -79,13 +79,10 @@ class ShortcutsDialog(QDialog):
         self.text = QLabel(shortcuts_html())
         self.text.setObjectName("shortcutsText")
         self.text.setTextFormat(Qt.TextFormat.RichText)
-        self.text.setWordWrap(True)
-        scroll = QScrollArea()
-        scroll.setWidgetResizable(True)
-        scroll.setWidget(self.text)
+        # Unwrapped: a wrapped rich-text label's height-for-width cut the last rows off.
+        self.text.setWordWrap(False)
         buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Close)
         buttons.rejected.connect(self.reject)
         layout = QVBoxLayout(self)
-        layout.addWidget(scroll)
+        layout.addWidget(self.text)
         layout.addWidget(buttons)
-        self.resize(640, 620)
