@@ -50,13 +50,7 @@ from gpufleet.v1 import node_pb2_grpc as pb_grpc
 from node_daemon.backends.simulated import SimulatedBackend
 from node_daemon.backends.simulated.scenario import Scenario, ScenarioEvent
 from node_daemon.control.settings import WorkloadSettings
-from tests.accounts import (
-    SKIP_REASON,
-    TEST_ACCOUNTS,
-    account_exists,
-    can_create_accounts,
-    local_accounts,
-)
+from tests.accounts import TEST_ACCOUNTS, account_exists
 from tests.conftest import DaemonFactory
 from tests.console.test_control_e2e import SLEEPER, Console, _in_hours, submit
 from tests.console.test_control_model import A, fleet_with
@@ -65,7 +59,7 @@ from tests.console.test_control_views import grid_of
 from tests.console.test_desktop_notifier import NOT_TESTED, read_line, stop
 
 pytestmark = [
-    pytest.mark.usefixtures("workload_accounts"),
+    pytest.mark.usefixtures("accounts"),
     # A popup menu grabs the keyboard; the offscreen platform says it cannot (it routes
     # keys to the popup all the same, which is what these tests check).
     pytest.mark.qt_log_ignore("This plugin does not support grabbing the keyboard", extend=True),
@@ -154,21 +148,14 @@ def back_in(qtbot, window: MainWindow) -> None:  # type: ignore[no-untyped-def]
 ACCOUNTS_HELD = "GPUFLEET_TEST_ACCOUNTS_HELD"
 
 
-@pytest.fixture(scope="session")
-def workload_accounts() -> Iterator[None]:
-    """tests/conftest.py's, but in the X-server rerun the accounts the outer run holds."""
+@pytest.fixture
+def accounts(request: pytest.FixtureRequest) -> None:
+    """tests/conftest.py's workload_accounts; in the X-server rerun, those the outer run holds."""
     if os.environ.get(ACCOUNTS_HELD) == "1":
         missing = [name for name in TEST_ACCOUNTS if not account_exists(name)]
         assert not missing, f"the outer run was to hold the accounts {missing}"
-        yield
         return
-    if not can_create_accounts():
-        if all(account_exists(name) for name in TEST_ACCOUNTS):
-            yield
-            return
-        pytest.skip(SKIP_REASON)
-    with local_accounts(TEST_ACCOUNTS):
-        yield
+    request.getfixturevalue("workload_accounts")
 
 
 # -- a console on a real daemon ------------------------------------------------------
@@ -582,7 +569,7 @@ def test_f1_and_question_mark_list_every_shortcut(qtbot, console: Console) -> No
 # -- a real X server ----------------------------------------------------------------------
 
 
-def test_the_keyboard_tests_pass_in_a_real_x_server(workload_accounts: None) -> None:
+def test_the_keyboard_tests_pass_in_a_real_x_server() -> None:
     """This file again, in a fresh Xvfb through Qt's xcb platform (real X input focus).
 
     The offscreen platform routes focus and keys without a display server; xcb asks
