@@ -84,6 +84,9 @@ class MainWindow(QMainWindow):
         self.detail = GpuDetailPanel(fleet)
         self.summary = FleetSummary(fleet)
         self.alert_model = AlertTableModel(fleet)
+        # Owned by the window: its refresh timer dies with it, never firing into a wrapper
+        # Python already collected ("Slot 'AlertTableModel::' not found" in a later test).
+        self.alert_model.setParent(self)
         self.alert_panel = AlertPanel(self.alert_model)
         self.silence_model = SilenceTableModel(fleet, parent=self)
         self.silence_panel = SilencePanel(self.silence_model)
