@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from PySide6.QtCore import QObject, Qt, Signal
-from PySide6.QtWidgets import QDialog, QMessageBox, QWidget
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import QMessageBox, QWidget
 
 from console.connections.control_actions import ControlActions
 from console.fleet.control import ReservationRow, WorkloadRow, WorkloadState
@@ -23,11 +23,12 @@ from console.fleet.placement import Verdict, can_kill, gpus_text
 from console.fleet.updates import CommandResult, LinkState, WorkloadOutputText
 from console.views.kill_dialog import KillDialog
 from console.views.output_dialog import OutputDialog
+from console.views.prompt_host import PromptHost
 from console.views.reserve_dialog import ReserveDialog
 from console.views.submit_dialog import SubmitDialog
 
 
-class ControlPrompts(QObject):
+class ControlPrompts(PromptHost):
     message = Signal(str)  # for the status bar: why something was not even asked
 
     def __init__(
@@ -40,18 +41,7 @@ class ControlPrompts(QObject):
         super().__init__(window)
         self.setObjectName("controlPrompts")
         self._fleet, self._actions, self._window, self._people = fleet, actions, window, people
-        self.dialog: QDialog | QMessageBox | None = None
         self._outputs: dict[tuple[str, str], OutputDialog] = {}
-
-    def _open(self, dialog: QDialog | QMessageBox, on_accept: Callable[[], None]) -> None:
-        dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
-        dialog.accepted.connect(on_accept)
-        dialog.finished.connect(self._on_dialog_finished)
-        self.dialog = dialog
-        dialog.open()
-
-    def _on_dialog_finished(self, _result: int) -> None:
-        self.dialog = None
 
     # -- drops onto tiles ------------------------------------------------------
 

@@ -9,25 +9,23 @@ its refusal, in its own words, reaches the message line as any command's does.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
-from PySide6.QtCore import QObject, Qt, Signal
+from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QWidget
 
 from console.connections.health_actions import HealthActions
 from console.fleet.identity import Role
 from console.fleet.model import FleetModel
 from console.views.health_dialog import HealthDialog
+from console.views.prompt_host import PromptHost
 
 
-class HealthPrompts(QObject):
+class HealthPrompts(PromptHost):
     message = Signal(str)  # for the status bar: why something was not even asked
 
     def __init__(self, fleet: FleetModel, actions: HealthActions, window: QWidget) -> None:
         super().__init__(window)
         self.setObjectName("healthPrompts")
         self._fleet, self._actions, self._window = fleet, actions, window
-        self.dialog: HealthDialog | None = None
 
     def ask_drain(self, target: str, gpu: int) -> None:
         if self._refused(target, Role.OPERATOR, "drain"):
@@ -64,13 +62,3 @@ class HealthPrompts(QObject):
 
     def _where(self, target: str, gpu: int) -> str:
         return f"GPU {gpu} of {self._fleet.name_of(target)}"
-
-    def _open(self, dialog: HealthDialog, on_accept: Callable[[], None]) -> None:
-        dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
-        dialog.accepted.connect(on_accept)
-        dialog.finished.connect(self._on_dialog_finished)
-        self.dialog = dialog
-        dialog.open()
-
-    def _on_dialog_finished(self, _result: int) -> None:
-        self.dialog = None

@@ -12,8 +12,8 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Collection, Sequence
 
-from PySide6.QtCore import QMimeData, QObject, Qt, Signal
-from PySide6.QtWidgets import QDialog, QMessageBox, QWidget
+from PySide6.QtCore import QMimeData, Signal
+from PySide6.QtWidgets import QMessageBox, QWidget
 
 from console.fleet.control import ReservationRow, WorkloadRow, WorkloadState
 from console.fleet.model import FleetModel
@@ -23,9 +23,10 @@ from console.qt.drop_rules import TileDrop, TileDropRules
 from console.qt.mime import holder_mime, workload_mime
 from console.views.choice_dialog import ChoiceDialog
 from console.views.control_prompts import ControlPrompts
+from console.views.prompt_host import PromptHost
 
 
-class PlacePrompts(QObject):
+class PlacePrompts(PromptHost):
     message = Signal(str)  # for the status bar: why nothing was asked or sent
 
     def __init__(
@@ -42,7 +43,6 @@ class PlacePrompts(QObject):
         self.setObjectName("placePrompts")
         self._fleet, self._rules, self._prompts, self._window = fleet, rules, prompts, window
         self._selection, self._people = selection, people
-        self.dialog: QDialog | QMessageBox | None = None  # the one open now (tests answer it)
 
     # -- from a tile: what goes there ------------------------------------------
 
@@ -167,16 +167,6 @@ class PlacePrompts(QObject):
         until = clock_text(r.until_unix_ms, now)
         why = f" ({r.reason})" if r.reason else ""
         return f"• {gpus_text(r.gpu_indices)} of {self._name(r.target)} until {until}{why}"
-
-    def _open(self, dialog: QDialog | QMessageBox, on_accept: Callable[[], None]) -> None:
-        dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
-        dialog.accepted.connect(on_accept)
-        dialog.finished.connect(self._on_dialog_finished)
-        self.dialog = dialog
-        dialog.open()
-
-    def _on_dialog_finished(self, _result: int) -> None:
-        self.dialog = None
 
     def _name(self, target: str) -> str:
         return self._fleet.name_of(target)

@@ -13,8 +13,8 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from PySide6.QtCore import QObject, Qt, Signal
-from PySide6.QtWidgets import QDialog, QMessageBox, QWidget
+from PySide6.QtCore import Signal
+from PySide6.QtWidgets import QMessageBox, QWidget
 
 from console.connections.actions import SilenceActions
 from console.fleet.alerts import AlertRow
@@ -24,13 +24,14 @@ from console.fleet.silence_draft import SilenceDraft
 from console.fleet.silences import SilenceGroup, matchers_text
 from console.fleet.updates import LinkState
 from console.views.new_silence_dialog import NewSilenceDialog
+from console.views.prompt_host import PromptHost
 
 
 def _clock_ms() -> int:
     return int(time.time() * 1000)
 
 
-class SilencePrompts(QObject):
+class SilencePrompts(PromptHost):
     message = Signal(str)  # for the status bar: where it went, or why nothing was sent
 
     def __init__(
@@ -43,17 +44,6 @@ class SilencePrompts(QObject):
         super().__init__(window)
         self.setObjectName("silencePrompts")
         self._fleet, self._actions, self._window, self._clock = fleet, actions, window, clock
-        self.dialog: QDialog | QMessageBox | None = None
-
-    def _open(self, dialog: QDialog | QMessageBox, on_accept: Callable[[], None]) -> None:
-        dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
-        dialog.accepted.connect(on_accept)
-        dialog.finished.connect(self._on_dialog_finished)
-        self.dialog = dialog
-        dialog.open()
-
-    def _on_dialog_finished(self, _result: int) -> None:
-        self.dialog = None
 
     def _nodes(self) -> list[tuple[str, str]]:
         """Connected nodes where our role may create silences, as (target, name)."""
