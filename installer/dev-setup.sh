@@ -23,7 +23,8 @@ case "$purpose" in
   # and shellcheck check the installer; systemd-container lets one test boot the
   # installer in a throwaway container (it skips without it), where polkitd
   # answers systemd for the daemon's workload units; nodejs runs the polkit rule.
-  test) packages="$qt_runtime gcc libc6-dev procps python3-venv dbus-daemon dunst xvfb
+  # $qt_xcb: the keyboard tests run again in a real X server (Xvfb) through Qt's xcb.
+  test) packages="$qt_runtime $qt_xcb gcc libc6-dev procps python3-venv dbus-daemon dunst xvfb
         systemd desktop-file-utils shellcheck systemd-container polkitd nodejs"
         # Real peers the tests talk to. Unpacked into .tools/ rather than
         # installed: installing would enable and start their system services.
