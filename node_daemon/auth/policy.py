@@ -20,6 +20,7 @@ METHOD_ROLES: dict[str, Role] = {
     "QueryUsage": Role.VIEWER,
     "ListSilences": Role.VIEWER,
     "GetHealth": Role.VIEWER,
+    "QueryHistory": Role.VIEWER,
     "AcknowledgeAlert": Role.OPERATOR,
     "SilenceAlert": Role.OPERATOR,
     "CreateSilence": Role.OPERATOR,

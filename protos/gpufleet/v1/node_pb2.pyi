@@ -358,6 +358,8 @@ class Inventory(_message.Message):
     GPUS_FIELD_NUMBER: _builtins.int
     SLURM_STATE_FIELD_NUMBER: _builtins.int
     SLURM_REASON_FIELD_NUMBER: _builtins.int
+    ALERT_THRESHOLDS_FIELD_NUMBER: _builtins.int
+    HISTORY_TIERS_FIELD_NUMBER: _builtins.int
     hostname: _builtins.str
     driver_version: _builtins.str
     cuda_version: _builtins.str
@@ -380,6 +382,16 @@ class Inventory(_message.Message):
     slurm_reason: _builtins.str
     @_builtins.property
     def gpus(self) -> _containers.RepeatedCompositeFieldContainer[Global___GpuInfo]: ...
+    @_builtins.property
+    def alert_thresholds(self) -> _containers.RepeatedCompositeFieldContainer[Global___AlertThreshold]:
+        """The lines of this node's alert rules on catalogue metrics (e.g. gpu_temp's
+        warning and critical on temp_gpu_c), for threshold lines on plots.
+        """
+
+    @_builtins.property
+    def history_tiers(self) -> _containers.RepeatedCompositeFieldContainer[Global___HistoryTier]:
+        """The on-disk history's tiers (empty where history is off)."""
+
     def __init__(
         self,
         *,
@@ -396,10 +408,12 @@ class Inventory(_message.Message):
         gpus: _abc.Iterable[Global___GpuInfo] | None = ...,
         slurm_state: _builtins.str | None = ...,
         slurm_reason: _builtins.str | None = ...,
+        alert_thresholds: _abc.Iterable[Global___AlertThreshold] | None = ...,
+        history_tiers: _abc.Iterable[Global___HistoryTier] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_cuda_version", b"_cuda_version", "_driver_version", b"_driver_version", "_slurm_reason", b"_slurm_reason", "_slurm_state", b"_slurm_state", "cuda_version", b"cuda_version", "driver_version", b"driver_version", "slurm_reason", b"slurm_reason", "slurm_state", b"slurm_state"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_cuda_version", b"_cuda_version", "_driver_version", b"_driver_version", "_slurm_reason", b"_slurm_reason", "_slurm_state", b"_slurm_state", "backend", b"backend", "backend_detail", b"backend_detail", "backend_state", b"backend_state", "cuda_version", b"cuda_version", "daemon_started_unix_ms", b"daemon_started_unix_ms", "daemon_version", b"daemon_version", "driver_version", b"driver_version", "gpus", b"gpus", "history_seconds", b"history_seconds", "hostname", b"hostname", "sample_interval_ms", b"sample_interval_ms", "slurm_reason", b"slurm_reason", "slurm_state", b"slurm_state"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_cuda_version", b"_cuda_version", "_driver_version", b"_driver_version", "_slurm_reason", b"_slurm_reason", "_slurm_state", b"_slurm_state", "alert_thresholds", b"alert_thresholds", "backend", b"backend", "backend_detail", b"backend_detail", "backend_state", b"backend_state", "cuda_version", b"cuda_version", "daemon_started_unix_ms", b"daemon_started_unix_ms", "daemon_version", b"daemon_version", "driver_version", b"driver_version", "gpus", b"gpus", "history_seconds", b"history_seconds", "history_tiers", b"history_tiers", "hostname", b"hostname", "sample_interval_ms", b"sample_interval_ms", "slurm_reason", b"slurm_reason", "slurm_state", b"slurm_state"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__cuda_version: _TypeAlias = _typing.Literal["cuda_version"]  # noqa: Y015
     _WhichOneofArgType__cuda_version: _TypeAlias = _typing.Literal["_cuda_version", b"_cuda_version"]  # noqa: Y015
@@ -419,6 +433,193 @@ class Inventory(_message.Message):
     def WhichOneof(self, oneof_group: _WhichOneofArgType__slurm_state) -> _WhichOneofReturnType__slurm_state | None: ...
 
 Global___Inventory: _TypeAlias = Inventory  # noqa: Y015
+
+@_typing.final
+class AlertThreshold(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    METRIC_FIELD_NUMBER: _builtins.int
+    RULE_FIELD_NUMBER: _builtins.int
+    SEVERITY_FIELD_NUMBER: _builtins.int
+    VALUE_FIELD_NUMBER: _builtins.int
+    metric: _builtins.str
+    """Catalogue field name (gpufleet.v1.gpu_metrics), e.g. "temp_gpu_c"."""
+    rule: _builtins.str
+    """The rule, e.g. "gpu_temp"."""
+    severity: Global___Severity.ValueType
+    value: _builtins.float
+    """In the metric's wire unit; the alert raises at or above it."""
+    def __init__(
+        self,
+        *,
+        metric: _builtins.str = ...,
+        rule: _builtins.str = ...,
+        severity: Global___Severity.ValueType = ...,
+        value: _builtins.float = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["metric", b"metric", "rule", b"rule", "severity", b"severity", "value", b"value"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AlertThreshold: _TypeAlias = AlertThreshold  # noqa: Y015
+
+@_typing.final
+class HistoryTier(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    STEP_MS_FIELD_NUMBER: _builtins.int
+    RETENTION_S_FIELD_NUMBER: _builtins.int
+    OLDEST_UNIX_MS_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    """"raw", "10s", "1m"."""
+    step_ms: _builtins.int
+    """Time between points; raw: the sampling interval."""
+    retention_s: _builtins.int
+    """How far back the tier is kept."""
+    oldest_unix_ms: _builtins.int
+    """The oldest point the tier holds now (Unix epoch, ms); unset while empty."""
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        step_ms: _builtins.int = ...,
+        retention_s: _builtins.int = ...,
+        oldest_unix_ms: _builtins.int | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_oldest_unix_ms", b"_oldest_unix_ms", "oldest_unix_ms", b"oldest_unix_ms"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_oldest_unix_ms", b"_oldest_unix_ms", "name", b"name", "oldest_unix_ms", b"oldest_unix_ms", "retention_s", b"retention_s", "step_ms", b"step_ms"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__oldest_unix_ms: _TypeAlias = _typing.Literal["oldest_unix_ms"]  # noqa: Y015
+    _WhichOneofArgType__oldest_unix_ms: _TypeAlias = _typing.Literal["_oldest_unix_ms", b"_oldest_unix_ms"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__oldest_unix_ms) -> _WhichOneofReturnType__oldest_unix_ms | None: ...
+
+Global___HistoryTier: _TypeAlias = HistoryTier  # noqa: Y015
+
+@_typing.final
+class QueryHistoryRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    START_UNIX_MS_FIELD_NUMBER: _builtins.int
+    END_UNIX_MS_FIELD_NUMBER: _builtins.int
+    METRICS_FIELD_NUMBER: _builtins.int
+    GPU_INDICES_FIELD_NUMBER: _builtins.int
+    MAX_POINTS_FIELD_NUMBER: _builtins.int
+    start_unix_ms: _builtins.int
+    """The range, Unix epoch ms; end unset or 0: now."""
+    end_unix_ms: _builtins.int
+    max_points: _builtins.int
+    """At most this many points per series (0: 2,000; at most 20,000): a range
+    the raw tier would answer with more comes from a coarser tier.
+    """
+    @_builtins.property
+    def metrics(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Catalogue field names (gpufleet.v1.gpu_metrics, e.g. "temp_gpu_c"); an
+        unknown or unstored name is INVALID_ARGUMENT. Empty: every stored metric.
+        """
+
+    @_builtins.property
+    def gpu_indices(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """Empty: every GPU of the node."""
+
+    def __init__(
+        self,
+        *,
+        start_unix_ms: _builtins.int = ...,
+        end_unix_ms: _builtins.int = ...,
+        metrics: _abc.Iterable[_builtins.str] | None = ...,
+        gpu_indices: _abc.Iterable[_builtins.int] | None = ...,
+        max_points: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["end_unix_ms", b"end_unix_ms", "gpu_indices", b"gpu_indices", "max_points", b"max_points", "metrics", b"metrics", "start_unix_ms", b"start_unix_ms"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___QueryHistoryRequest: _TypeAlias = QueryHistoryRequest  # noqa: Y015
+
+@_typing.final
+class HistorySeries(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    GPU_INDEX_FIELD_NUMBER: _builtins.int
+    METRIC_FIELD_NUMBER: _builtins.int
+    VALUES_FIELD_NUMBER: _builtins.int
+    MAX_VALUES_FIELD_NUMBER: _builtins.int
+    gpu_index: _builtins.int
+    metric: _builtins.str
+    @_builtins.property
+    def values(self) -> _containers.RepeatedScalarFieldContainer[_builtins.float]:
+        """One value per response timestamp, in the wire unit; NaN where the GPU did
+        not report it. In a downsampled tier: the mean over the step.
+        """
+
+    @_builtins.property
+    def max_values(self) -> _containers.RepeatedScalarFieldContainer[_builtins.float]:
+        """The largest value within each step (equal to `values` in the raw tier), so
+        a short peak survives downsampling.
+        """
+
+    def __init__(
+        self,
+        *,
+        gpu_index: _builtins.int = ...,
+        metric: _builtins.str = ...,
+        values: _abc.Iterable[_builtins.float] | None = ...,
+        max_values: _abc.Iterable[_builtins.float] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["gpu_index", b"gpu_index", "max_values", b"max_values", "metric", b"metric", "values", b"values"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___HistorySeries: _TypeAlias = HistorySeries  # noqa: Y015
+
+@_typing.final
+class QueryHistoryResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TIER_FIELD_NUMBER: _builtins.int
+    STEP_MS_FIELD_NUMBER: _builtins.int
+    TIMESTAMPS_UNIX_MS_FIELD_NUMBER: _builtins.int
+    SERIES_FIELD_NUMBER: _builtins.int
+    TIERS_FIELD_NUMBER: _builtins.int
+    tier: _builtins.str
+    """The tier that answered and its step."""
+    step_ms: _builtins.int
+    @_builtins.property
+    def timestamps_unix_ms(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """Point times shared by every series, oldest first (Unix epoch, ms; a
+        downsampled point is stamped with its step's start).
+        """
+
+    @_builtins.property
+    def series(self) -> _containers.RepeatedCompositeFieldContainer[Global___HistorySeries]: ...
+    @_builtins.property
+    def tiers(self) -> _containers.RepeatedCompositeFieldContainer[Global___HistoryTier]:
+        """Every tier the node keeps, with how far back each reaches now."""
+
+    def __init__(
+        self,
+        *,
+        tier: _builtins.str = ...,
+        step_ms: _builtins.int = ...,
+        timestamps_unix_ms: _abc.Iterable[_builtins.int] | None = ...,
+        series: _abc.Iterable[Global___HistorySeries] | None = ...,
+        tiers: _abc.Iterable[Global___HistoryTier] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["series", b"series", "step_ms", b"step_ms", "tier", b"tier", "tiers", b"tiers", "timestamps_unix_ms", b"timestamps_unix_ms"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___QueryHistoryResponse: _TypeAlias = QueryHistoryResponse  # noqa: Y015
 
 @_typing.final
 class GpuInfo(_message.Message):
@@ -1234,6 +1435,9 @@ class GpuProcess(_message.Message):
     GPU_MEMORY_BYTES_FIELD_NUMBER: _builtins.int
     CONTAINER_ID_FIELD_NUMBER: _builtins.int
     SLURM_JOB_ID_FIELD_NUMBER: _builtins.int
+    SM_UTIL_PCT_FIELD_NUMBER: _builtins.int
+    CPU_PCT_FIELD_NUMBER: _builtins.int
+    HOST_MEMORY_BYTES_FIELD_NUMBER: _builtins.int
     pid: _builtins.int
     start_time_unix_ms: _builtins.int
     """Process start time (Unix epoch, ms); with pid it names one process."""
@@ -1243,6 +1447,14 @@ class GpuProcess(_message.Message):
     container_id: _builtins.str
     """docker / podman / Kubernetes container id, from /proc/PID/cgroup."""
     slurm_job_id: _builtins.str
+    sm_util_pct: _builtins.float
+    """What nvitop shows beside memory: the process's share of the GPU's SM time
+    over the last sampling interval (nvmlDeviceGetProcessUtilization), its CPU
+    use over the same interval (100 = one core, from /proc/PID/stat) and its
+    resident host memory (/proc/PID/statm). Elapsed time is now - start_time.
+    """
+    cpu_pct: _builtins.float
+    host_memory_bytes: _builtins.int
     def __init__(
         self,
         *,
@@ -1253,19 +1465,28 @@ class GpuProcess(_message.Message):
         gpu_memory_bytes: _builtins.int | None = ...,
         container_id: _builtins.str | None = ...,
         slurm_job_id: _builtins.str | None = ...,
+        sm_util_pct: _builtins.float | None = ...,
+        cpu_pct: _builtins.float | None = ...,
+        host_memory_bytes: _builtins.int | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_command", b"_command", "_container_id", b"_container_id", "_gpu_memory_bytes", b"_gpu_memory_bytes", "_slurm_job_id", b"_slurm_job_id", "_start_time_unix_ms", b"_start_time_unix_ms", "_user", b"_user", "command", b"command", "container_id", b"container_id", "gpu_memory_bytes", b"gpu_memory_bytes", "slurm_job_id", b"slurm_job_id", "start_time_unix_ms", b"start_time_unix_ms", "user", b"user"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_command", b"_command", "_container_id", b"_container_id", "_cpu_pct", b"_cpu_pct", "_gpu_memory_bytes", b"_gpu_memory_bytes", "_host_memory_bytes", b"_host_memory_bytes", "_slurm_job_id", b"_slurm_job_id", "_sm_util_pct", b"_sm_util_pct", "_start_time_unix_ms", b"_start_time_unix_ms", "_user", b"_user", "command", b"command", "container_id", b"container_id", "cpu_pct", b"cpu_pct", "gpu_memory_bytes", b"gpu_memory_bytes", "host_memory_bytes", b"host_memory_bytes", "slurm_job_id", b"slurm_job_id", "sm_util_pct", b"sm_util_pct", "start_time_unix_ms", b"start_time_unix_ms", "user", b"user"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_command", b"_command", "_container_id", b"_container_id", "_gpu_memory_bytes", b"_gpu_memory_bytes", "_slurm_job_id", b"_slurm_job_id", "_start_time_unix_ms", b"_start_time_unix_ms", "_user", b"_user", "command", b"command", "container_id", b"container_id", "gpu_memory_bytes", b"gpu_memory_bytes", "pid", b"pid", "slurm_job_id", b"slurm_job_id", "start_time_unix_ms", b"start_time_unix_ms", "user", b"user"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_command", b"_command", "_container_id", b"_container_id", "_cpu_pct", b"_cpu_pct", "_gpu_memory_bytes", b"_gpu_memory_bytes", "_host_memory_bytes", b"_host_memory_bytes", "_slurm_job_id", b"_slurm_job_id", "_sm_util_pct", b"_sm_util_pct", "_start_time_unix_ms", b"_start_time_unix_ms", "_user", b"_user", "command", b"command", "container_id", b"container_id", "cpu_pct", b"cpu_pct", "gpu_memory_bytes", b"gpu_memory_bytes", "host_memory_bytes", b"host_memory_bytes", "pid", b"pid", "slurm_job_id", b"slurm_job_id", "sm_util_pct", b"sm_util_pct", "start_time_unix_ms", b"start_time_unix_ms", "user", b"user"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__command: _TypeAlias = _typing.Literal["command"]  # noqa: Y015
     _WhichOneofArgType__command: _TypeAlias = _typing.Literal["_command", b"_command"]  # noqa: Y015
     _WhichOneofReturnType__container_id: _TypeAlias = _typing.Literal["container_id"]  # noqa: Y015
     _WhichOneofArgType__container_id: _TypeAlias = _typing.Literal["_container_id", b"_container_id"]  # noqa: Y015
+    _WhichOneofReturnType__cpu_pct: _TypeAlias = _typing.Literal["cpu_pct"]  # noqa: Y015
+    _WhichOneofArgType__cpu_pct: _TypeAlias = _typing.Literal["_cpu_pct", b"_cpu_pct"]  # noqa: Y015
     _WhichOneofReturnType__gpu_memory_bytes: _TypeAlias = _typing.Literal["gpu_memory_bytes"]  # noqa: Y015
     _WhichOneofArgType__gpu_memory_bytes: _TypeAlias = _typing.Literal["_gpu_memory_bytes", b"_gpu_memory_bytes"]  # noqa: Y015
+    _WhichOneofReturnType__host_memory_bytes: _TypeAlias = _typing.Literal["host_memory_bytes"]  # noqa: Y015
+    _WhichOneofArgType__host_memory_bytes: _TypeAlias = _typing.Literal["_host_memory_bytes", b"_host_memory_bytes"]  # noqa: Y015
     _WhichOneofReturnType__slurm_job_id: _TypeAlias = _typing.Literal["slurm_job_id"]  # noqa: Y015
     _WhichOneofArgType__slurm_job_id: _TypeAlias = _typing.Literal["_slurm_job_id", b"_slurm_job_id"]  # noqa: Y015
+    _WhichOneofReturnType__sm_util_pct: _TypeAlias = _typing.Literal["sm_util_pct"]  # noqa: Y015
+    _WhichOneofArgType__sm_util_pct: _TypeAlias = _typing.Literal["_sm_util_pct", b"_sm_util_pct"]  # noqa: Y015
     _WhichOneofReturnType__start_time_unix_ms: _TypeAlias = _typing.Literal["start_time_unix_ms"]  # noqa: Y015
     _WhichOneofArgType__start_time_unix_ms: _TypeAlias = _typing.Literal["_start_time_unix_ms", b"_start_time_unix_ms"]  # noqa: Y015
     _WhichOneofReturnType__user: _TypeAlias = _typing.Literal["user"]  # noqa: Y015
@@ -1275,9 +1496,15 @@ class GpuProcess(_message.Message):
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__container_id) -> _WhichOneofReturnType__container_id | None: ...
     @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__cpu_pct) -> _WhichOneofReturnType__cpu_pct | None: ...
+    @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__gpu_memory_bytes) -> _WhichOneofReturnType__gpu_memory_bytes | None: ...
     @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__host_memory_bytes) -> _WhichOneofReturnType__host_memory_bytes | None: ...
+    @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__slurm_job_id) -> _WhichOneofReturnType__slurm_job_id | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__sm_util_pct) -> _WhichOneofReturnType__sm_util_pct | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__start_time_unix_ms) -> _WhichOneofReturnType__start_time_unix_ms | None: ...
     @_typing.overload
@@ -1949,17 +2176,26 @@ class ReleaseReservationRequest(_message.Message):
 
     RESERVATION_ID_FIELD_NUMBER: _builtins.int
     ACTOR_FIELD_NUMBER: _builtins.int
+    GPU_INDICES_FIELD_NUMBER: _builtins.int
     reservation_id: _builtins.str
     actor: _builtins.str
+    @_builtins.property
+    def gpu_indices(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """Release only these GPUs of the reservation; the others stay reserved under
+        the same id. Empty: the whole reservation. A GPU the reservation does not
+        hold is INVALID_ARGUMENT.
+        """
+
     def __init__(
         self,
         *,
         reservation_id: _builtins.str = ...,
         actor: _builtins.str = ...,
+        gpu_indices: _abc.Iterable[_builtins.int] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["actor", b"actor", "reservation_id", b"reservation_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["actor", b"actor", "gpu_indices", b"gpu_indices", "reservation_id", b"reservation_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

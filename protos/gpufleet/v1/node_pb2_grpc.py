@@ -155,6 +155,11 @@ class NodeServiceStub:
                 request_serializer=gpufleet_dot_v1_dot_node__pb2.ClearGpuHealthRequest.SerializeToString,
                 response_deserializer=gpufleet_dot_v1_dot_node__pb2.GpuCondition.FromString,
                 _registered_method=True)
+        self.QueryHistory = channel.unary_unary(
+                '/gpufleet.v1.NodeService/QueryHistory',
+                request_serializer=gpufleet_dot_v1_dot_node__pb2.QueryHistoryRequest.SerializeToString,
+                response_deserializer=gpufleet_dot_v1_dot_node__pb2.QueryHistoryResponse.FromString,
+                _registered_method=True)
 
 
 class NodeServiceServicer:
@@ -341,6 +346,16 @@ class NodeServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def QueryHistory(self, request, context):
+        """Metric history kept on disk (docs/daemon.md "History"): full resolution
+        for the last hour, then downsampled tiers (10 s for a day, 1 min for 30
+        days by default), surviving restarts. Answered from the finest tier that
+        covers `start` and keeps every series within `max_points`.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_NodeServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -463,6 +478,11 @@ def add_NodeServiceServicer_to_server(servicer, server):
                     servicer.ClearGpuHealth,
                     request_deserializer=gpufleet_dot_v1_dot_node__pb2.ClearGpuHealthRequest.FromString,
                     response_serializer=gpufleet_dot_v1_dot_node__pb2.GpuCondition.SerializeToString,
+            ),
+            'QueryHistory': grpc.unary_unary_rpc_method_handler(
+                    servicer.QueryHistory,
+                    request_deserializer=gpufleet_dot_v1_dot_node__pb2.QueryHistoryRequest.FromString,
+                    response_serializer=gpufleet_dot_v1_dot_node__pb2.QueryHistoryResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1114,6 +1134,33 @@ class NodeService:
             '/gpufleet.v1.NodeService/ClearGpuHealth',
             gpufleet_dot_v1_dot_node__pb2.ClearGpuHealthRequest.SerializeToString,
             gpufleet_dot_v1_dot_node__pb2.GpuCondition.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def QueryHistory(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gpufleet.v1.NodeService/QueryHistory',
+            gpufleet_dot_v1_dot_node__pb2.QueryHistoryRequest.SerializeToString,
+            gpufleet_dot_v1_dot_node__pb2.QueryHistoryResponse.FromString,
             options,
             channel_credentials,
             insecure,

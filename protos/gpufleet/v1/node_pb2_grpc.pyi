@@ -109,6 +109,12 @@ class NodeServiceStub:
     """
     DrainGpu: _grpc.UnaryUnaryMultiCallable[_node_pb2.DrainGpuRequest, _node_pb2.GpuCondition]
     ClearGpuHealth: _grpc.UnaryUnaryMultiCallable[_node_pb2.ClearGpuHealthRequest, _node_pb2.GpuCondition]
+    QueryHistory: _grpc.UnaryUnaryMultiCallable[_node_pb2.QueryHistoryRequest, _node_pb2.QueryHistoryResponse]
+    """Metric history kept on disk (docs/daemon.md "History"): full resolution
+    for the last hour, then downsampled tiers (10 s for a day, 1 min for 30
+    days by default), surviving restarts. Answered from the finest tier that
+    covers `start` and keeps every series within `max_points`.
+    """
 
 @_typing.type_check_only
 class NodeServiceAsyncStub(NodeServiceStub):
@@ -186,6 +192,12 @@ class NodeServiceAsyncStub(NodeServiceStub):
     """
     DrainGpu: _aio.UnaryUnaryMultiCallable[_node_pb2.DrainGpuRequest, _node_pb2.GpuCondition]  # type: ignore[assignment]
     ClearGpuHealth: _aio.UnaryUnaryMultiCallable[_node_pb2.ClearGpuHealthRequest, _node_pb2.GpuCondition]  # type: ignore[assignment]
+    QueryHistory: _aio.UnaryUnaryMultiCallable[_node_pb2.QueryHistoryRequest, _node_pb2.QueryHistoryResponse]  # type: ignore[assignment]
+    """Metric history kept on disk (docs/daemon.md "History"): full resolution
+    for the last hour, then downsampled tiers (10 s for a day, 1 min for 30
+    days by default), surviving restarts. Answered from the finest tier that
+    covers `start` and keeps every series within `max_points`.
+    """
 
 class NodeServiceServicer(metaclass=_abc_1.ABCMeta):
     """One node (a GPU server) as served by its gpufleet daemon."""
@@ -404,5 +416,17 @@ class NodeServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _node_pb2.ClearGpuHealthRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_node_pb2.GpuCondition, _abc.Awaitable[_node_pb2.GpuCondition]]: ...
+
+    @_abc_1.abstractmethod
+    def QueryHistory(
+        self,
+        request: _node_pb2.QueryHistoryRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_node_pb2.QueryHistoryResponse, _abc.Awaitable[_node_pb2.QueryHistoryResponse]]:
+        """Metric history kept on disk (docs/daemon.md "History"): full resolution
+        for the last hour, then downsampled tiers (10 s for a day, 1 min for 30
+        days by default), surviving restarts. Answered from the finest tier that
+        covers `start` and keeps every series within `max_points`.
+        """
 
 def add_NodeServiceServicer_to_server(servicer: NodeServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
