@@ -44,11 +44,14 @@ class ControlActions:
             lambda stub: stub.Reserve(request, timeout=CALL_DEADLINE_S),
         )
 
-    def release(self, reservation: ReservationRow) -> None:
-        request = pb.ReleaseReservationRequest(reservation_id=reservation.id, actor=self.actor)
+    def release(self, reservation: ReservationRow, gpus: Sequence[int] = ()) -> None:
+        """Release the reservation, or only `gpus` of it (the rest stay reserved)."""
+        request = pb.ReleaseReservationRequest(
+            reservation_id=reservation.id, actor=self.actor, gpu_indices=list(gpus)
+        )
         self._connections.request(
             reservation.target,
-            f"release GPU {_gpus(reservation.gpu_indices)} of {reservation.target} "
+            f"release GPU {_gpus(gpus or reservation.gpu_indices)} of {reservation.target} "
             f"({reservation.holder})",
             lambda stub: stub.ReleaseReservation(request, timeout=CALL_DEADLINE_S),
         )

@@ -54,6 +54,9 @@ def _process(p: pb.GpuProcess) -> ProcessRow:
         start_time_unix_ms=p.start_time_unix_ms if p.HasField("start_time_unix_ms") else None,
         container_id=p.container_id if p.HasField("container_id") else None,
         slurm_job_id=p.slurm_job_id if p.HasField("slurm_job_id") else None,
+        sm_util_pct=p.sm_util_pct if p.HasField("sm_util_pct") else None,
+        cpu_pct=p.cpu_pct if p.HasField("cpu_pct") else None,
+        host_memory_bytes=p.host_memory_bytes if p.HasField("host_memory_bytes") else None,
     )
 
 

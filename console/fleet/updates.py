@@ -37,6 +37,12 @@ class ProcessRow:
     start_time_unix_ms: int | None
     container_id: str | None
     slurm_job_id: str | None
+    # nvitop's columns (None: not reported): the process's share of the GPU's SM
+    # time and its CPU use over the daemon's last sampling interval (100 = one
+    # core), and its resident host memory.
+    sm_util_pct: float | None = None
+    cpu_pct: float | None = None
+    host_memory_bytes: int | None = None
 
 
 @dataclass(frozen=True)
