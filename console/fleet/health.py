@@ -9,38 +9,13 @@ reboot or inspection, takes no new work).
 
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from gpufleet.v1.health_states import HealthState
+
 if TYPE_CHECKING:  # updates.py holds health records in its snapshots: no import cycle
     from console.fleet.updates import ProcessRow
-
-
-class HealthState(enum.IntEnum):
-    """gpufleet.v1.GpuHealthState, worst last: a GPU's state is its worst reason's."""
-
-    HEALTHY = 1
-    DEGRADED = 2
-    SUSPECT = 3
-    NEEDS_RESET = 4
-    NEEDS_REBOOT = 5
-    NEEDS_INSPECTION = 6
-
-    @property
-    def words(self) -> str:
-        """As people write it: "needs reset"."""
-        return self.name.lower().replace("_", " ")
-
-    @property
-    def takes_new_work(self) -> bool:
-        """The daemon places no new work on a GPU that needs a reset, a reboot or inspection."""
-        return self < HealthState.NEEDS_RESET
-
-    @property
-    def needs_action(self) -> bool:
-        """Someone (or self-healing) has to do something: reset, reboot, inspect."""
-        return not self.takes_new_work
 
 
 @dataclass(frozen=True)

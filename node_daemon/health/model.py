@@ -8,29 +8,9 @@ placement, the alert engine and self-healing read them.
 
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass, field
 
-
-class HealthState(enum.IntEnum):
-    """Ordered: a GPU's state is the worst (highest) of its reasons' states."""
-
-    HEALTHY = 1
-    DEGRADED = 2
-    SUSPECT = 3
-    NEEDS_RESET = 4
-    NEEDS_REBOOT = 5
-    NEEDS_INSPECTION = 6
-
-    @property
-    def words(self) -> str:
-        """As people write it: "needs reset"."""
-        return self.name.lower().replace("_", " ")
-
-    @property
-    def takes_new_work(self) -> bool:
-        """Placement puts no new work on a GPU that needs a reset, a reboot or inspection."""
-        return self < HealthState.NEEDS_RESET
+from gpufleet.v1.health_states import HealthState
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,6 @@ def xid_verdict(code: int) -> XidVerdict:
     entry = xid_entry(code)
     if entry is None:
         return XidVerdict(code, None, describe_xid(code), "look the code up in NVIDIA's Xid table")
-    state = HealthState[entry.health.name]
+    state = entry.health
     healthy = state is HealthState.HEALTHY
     return XidVerdict(code, None if healthy else state, describe_xid(code), entry.action.words)

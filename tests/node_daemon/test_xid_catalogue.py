@@ -6,11 +6,11 @@ from collections.abc import Callable
 
 import pytest
 
+from gpufleet.v1 import node_pb2 as pb
 from gpufleet.v1.xid_catalogue import (
     XID_CATALOGUE,
     Action,
     Cause,
-    XidHealth,
     describe_xid,
     xid_advice,
     xid_entry,
@@ -50,10 +50,18 @@ def test_the_catalogue_covers_nvidias_table_broadly() -> None:
         assert not entry.note or entry.note.endswith("."), code
 
 
-def test_every_health_state_is_one_the_daemon_knows_by_name_and_words() -> None:
-    for health in XidHealth:
-        assert HealthState[health.name].words == health.value
-    assert {e.health for e in XID_CATALOGUE.values()} >= {XidHealth.HEALTHY, XidHealth.NEEDS_RESET}
+def test_health_states_are_the_wire_enums_numbers_and_the_catalogue_uses_them() -> None:
+    wire = {
+        name.removeprefix("GPU_HEALTH_STATE_"): number for name, number in pb.GpuHealthState.items()
+    }
+    assert {state.name: int(state) for state in HealthState} == {
+        name: number for name, number in wire.items() if name != "UNSPECIFIED"
+    }
+    assert {e.health for e in XID_CATALOGUE.values()} >= {
+        HealthState.HEALTHY,
+        HealthState.NEEDS_RESET,
+        HealthState.NEEDS_REBOOT,
+    }
 
 
 def test_actions_escalate_in_order_and_read_as_the_issue_says() -> None:
@@ -67,19 +75,19 @@ def test_actions_escalate_in_order_and_read_as_the_issue_says() -> None:
 @pytest.mark.parametrize(
     ("code", "action", "health", "cause"),
     [
-        (13, Action.RESTART_APPLICATION, XidHealth.HEALTHY, Cause.APPLICATION),
-        (31, Action.RESTART_APPLICATION, XidHealth.HEALTHY, Cause.APPLICATION),
-        (48, Action.RESET_GPU, XidHealth.NEEDS_RESET, Cause.MEMORY),
-        (63, Action.RESET_GPU, XidHealth.DEGRADED, Cause.MEMORY),
-        (64, Action.INSPECT_HARDWARE, XidHealth.NEEDS_INSPECTION, Cause.MEMORY),
-        (74, Action.RESET_GPU, XidHealth.NEEDS_RESET, Cause.NVLINK),
-        (79, Action.REBOOT_NODE, XidHealth.NEEDS_REBOOT, Cause.BUS),
-        (92, Action.NONE, XidHealth.SUSPECT, Cause.MEMORY),
-        (95, Action.RESET_GPU, XidHealth.NEEDS_RESET, Cause.MEMORY),
-        (54, Action.INSPECT_HARDWARE, XidHealth.NEEDS_INSPECTION, Cause.POWER),
+        (13, Action.RESTART_APPLICATION, HealthState.HEALTHY, Cause.APPLICATION),
+        (31, Action.RESTART_APPLICATION, HealthState.HEALTHY, Cause.APPLICATION),
+        (48, Action.RESET_GPU, HealthState.NEEDS_RESET, Cause.MEMORY),
+        (63, Action.RESET_GPU, HealthState.DEGRADED, Cause.MEMORY),
+        (64, Action.INSPECT_HARDWARE, HealthState.NEEDS_INSPECTION, Cause.MEMORY),
+        (74, Action.RESET_GPU, HealthState.NEEDS_RESET, Cause.NVLINK),
+        (79, Action.REBOOT_NODE, HealthState.NEEDS_REBOOT, Cause.BUS),
+        (92, Action.NONE, HealthState.SUSPECT, Cause.MEMORY),
+        (95, Action.RESET_GPU, HealthState.NEEDS_RESET, Cause.MEMORY),
+        (54, Action.INSPECT_HARDWARE, HealthState.NEEDS_INSPECTION, Cause.POWER),
     ],
 )
-def test_well_known_codes(code: int, action: Action, health: XidHealth, cause: Cause) -> None:
+def test_well_known_codes(code: int, action: Action, health: HealthState, cause: Cause) -> None:
     entry = xid_entry(code)
     assert entry is not None
     assert (entry.action, entry.health, entry.causes[0]) == (action, health, cause)

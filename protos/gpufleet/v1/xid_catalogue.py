@@ -11,8 +11,8 @@ immediate action (restart the application, reset the GPU, restart the bare
 metal node, contact support, ignore). The words here are ours and say it for an
 operator at 3 a.m.; where NVIDIA marks a code "unused" on current GPUs but
 older drivers still report it, the older meaning is kept. Each entry also says
-which health state the Xid implies for its GPU (`XidHealth`, named as
-node_daemon.health.model.HealthState names them); escalating a repeated fault
+which health state the Xid implies for its GPU (`gpufleet.v1.health_states.HealthState`,
+the daemon's and the console's own); escalating a repeated fault
 (the same Xid again after a reset) is the health assessor's job, not the
 catalogue's.
 """
@@ -24,6 +24,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Final
+
+from gpufleet.v1.health_states import HealthState
 
 CATALOGUE_URL: Final = "https://docs.nvidia.com/deploy/xid-errors/"
 
@@ -70,24 +72,13 @@ _ACTION_WORDS: Final = {
 }
 
 
-class XidHealth(enum.Enum):
-    """The health state an Xid implies for its GPU: node_daemon.health's HealthState, by name."""
-
-    HEALTHY = "healthy"
-    DEGRADED = "degraded"
-    SUSPECT = "suspect"
-    NEEDS_RESET = "needs reset"
-    NEEDS_REBOOT = "needs reboot"
-    NEEDS_INSPECTION = "needs inspection"
-
-
 # What an action leaves the GPU in, unless an entry says otherwise.
 _HEALTH_OF: Final = {
-    Action.NONE: XidHealth.HEALTHY,
-    Action.RESTART_APPLICATION: XidHealth.HEALTHY,
-    Action.RESET_GPU: XidHealth.NEEDS_RESET,
-    Action.REBOOT_NODE: XidHealth.NEEDS_REBOOT,
-    Action.INSPECT_HARDWARE: XidHealth.NEEDS_INSPECTION,
+    Action.NONE: HealthState.HEALTHY,
+    Action.RESTART_APPLICATION: HealthState.HEALTHY,
+    Action.RESET_GPU: HealthState.NEEDS_RESET,
+    Action.REBOOT_NODE: HealthState.NEEDS_REBOOT,
+    Action.INSPECT_HARDWARE: HealthState.NEEDS_INSPECTION,
 }
 
 
@@ -99,7 +90,7 @@ class XidEntry:
     meaning: str  # a short phrase: "GPU has fallen off the bus"
     causes: tuple[Cause, ...]  # likely causes, most likely first
     action: Action
-    health: XidHealth
+    health: HealthState
     note: str = ""  # a sentence more, where the action alone would mislead
 
     @property
@@ -123,13 +114,13 @@ def _entry(
     meaning: str,
     causes: tuple[Cause, ...],
     action: Action,
-    health: XidHealth | None = None,
+    health: HealthState | None = None,
     note: str = "",
 ) -> XidEntry:
     return XidEntry(code, meaning, causes, action, health or _HEALTH_OF[action], note)
 
 
-_H = XidHealth
+_H = HealthState
 _APP, _DRV, _HW, _THERMAL, _POWER = (
     Cause.APPLICATION, Cause.DRIVER, Cause.HARDWARE, Cause.THERMAL, Cause.POWER,
 )  # fmt: skip
