@@ -39,6 +39,9 @@ from console.fleet.notify_settings import NotifySettings, NotifySettingsError, p
 DEFAULT_PROFILE = "default"
 LOGIN_HINT = "store it with `gpufleet console login --profile NAME` (system keyring)"
 PROFILE_KEYS = {"nodes", "people", "ca", "client_cert", "client_key", "token_file", "token_command"}
+# The file's own keys. Anything else is refused rather than ignored: a top-level
+# `ca = ...` looked like TLS for every node and silently was not.
+TOP_LEVEL_KEYS = {"nodes", "people", "profile", "notify", "profiles"}
 
 
 class SettingsError(ValueError):
@@ -108,6 +111,7 @@ def load_settings(path: Path | None = None) -> ConsoleSettings:
         raise SettingsError(f"console settings {path} are not valid TOML: {exc}") from exc
     if "token" in data:
         raise SettingsError(f"{path}: a token does not belong in this file; {LOGIN_HINT}")
+    _refuse_unknown_top_level(data, path)
     nodes, people = _nodes(data, str(path)), _people(data, str(path))
     default = data.get("profile")
     if default is not None and (not isinstance(default, str) or not default):
@@ -116,6 +120,15 @@ def load_settings(path: Path | None = None) -> ConsoleSettings:
     profiles = _profiles(data.get("profiles", {}), path, people)
     profiles = {name: replace(p, notify=notify) for name, p in profiles.items()}
     return ConsoleSettings(nodes, people, default, profiles, path, notify)
+
+
+def _refuse_unknown_top_level(data: Mapping[str, Any], path: Path) -> None:
+    unknown = sorted(set(data) - TOP_LEVEL_KEYS)
+    if not unknown:
+        return
+    misplaced = [key for key in unknown if key in PROFILE_KEYS]
+    hint = f"; {', '.join(misplaced)} belong(s) in a profile: [profiles.NAME]" if misplaced else ""
+    raise SettingsError(f"{path}: unknown key(s) {', '.join(unknown)}{hint}")
 
 
 def _notify(data: Mapping[str, Any], path: Path) -> NotifySettings:

@@ -79,6 +79,8 @@ def test_the_old_file_is_the_default_profile(tmp_path: Path) -> None:
         ('[profiles.p]\nnodes = ["a:1"]\nclient_cert = "x"\nclient_key = "y"\n', "set ca"),
         ('[profiles.p]\nnodes = ["a"]\n', "HOST:PORT"),
         ('[profiles.p]\nnodez = ["a:1"]\n', "unknown key"),
+        ('ca = "ca.pem"\nnodes = ["a:1"]\n', r"unknown key\(s\) ca; ca belong\(s\) in a profile"),
+        ('nodez = ["a:1"]\n', r"unknown key\(s\) nodez"),
     ],
 )
 def test_bad_profiles_are_refused_with_a_reason(tmp_path: Path, text: str, message: str) -> None:
