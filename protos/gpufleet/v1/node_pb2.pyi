@@ -275,6 +275,8 @@ class _WorkloadStateEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Workloa
     WORKLOAD_STATE_FINISHED: _WorkloadState.ValueType  # 3
     WORKLOAD_STATE_FAILED: _WorkloadState.ValueType  # 4
     WORKLOAD_STATE_CANCELLED: _WorkloadState.ValueType  # 5
+    WORKLOAD_STATE_TIMED_OUT: _WorkloadState.ValueType  # 6
+    """Stopped at its time limit (TERM, then KILL after the grace), as Slurm's TIMEOUT."""
 
 class WorkloadState(_WorkloadState, metaclass=_WorkloadStateEnumTypeWrapper): ...
 
@@ -284,6 +286,8 @@ WORKLOAD_STATE_RUNNING: WorkloadState.ValueType  # 2
 WORKLOAD_STATE_FINISHED: WorkloadState.ValueType  # 3
 WORKLOAD_STATE_FAILED: WorkloadState.ValueType  # 4
 WORKLOAD_STATE_CANCELLED: WorkloadState.ValueType  # 5
+WORKLOAD_STATE_TIMED_OUT: WorkloadState.ValueType  # 6
+"""Stopped at its time limit (TERM, then KILL after the grace), as Slurm's TIMEOUT."""
 Global___WorkloadState: _TypeAlias = WorkloadState  # noqa: Y015
 
 class _Role:
@@ -2283,6 +2287,12 @@ class Workload(_message.Message):
     DETAIL_FIELD_NUMBER: _builtins.int
     RUN_AS_FIELD_NUMBER: _builtins.int
     ENV_HIDDEN_FIELD_NUMBER: _builtins.int
+    PRIORITY_FIELD_NUMBER: _builtins.int
+    TIME_LIMIT_S_FIELD_NUMBER: _builtins.int
+    WAIT_REASON_FIELD_NUMBER: _builtins.int
+    HELD_GPU_INDICES_FIELD_NUMBER: _builtins.int
+    IDEMPOTENCY_KEY_FIELD_NUMBER: _builtins.int
+    MOVED_FROM_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     name: _builtins.str
     owner: _builtins.str
@@ -2309,12 +2319,35 @@ class Workload(_message.Message):
     """True when `env` was left out of this answer: only the owner, operators of
     the owner's team and admins see a workload's environment.
     """
+    priority: _builtins.int
+    """Higher runs first; equal priorities run in the order queued."""
+    time_limit_s: _builtins.int
+    """Walltime in seconds (0: none): at started + limit it gets TERM, then KILL
+    after the node's grace ([workloads] time_limit_grace_s), and ends TIMED_OUT.
+    """
+    wait_reason: _builtins.str
+    """Why a queued workload waits, in the placement policy's words, e.g. "next in
+    line: GPU 1, 5 held for it, waiting for 1 more (GPU 2 frees by 14:05, w-7's
+    time limit)" or "behind w-3 (priority 10)"; empty once it runs.
+    """
+    idempotency_key: _builtins.str
+    """The submitter's idempotency key (see SubmitWorkloadRequest)."""
+    moved_from: _builtins.str
+    """"NODE/ID" of the workload this one replaces when the fleet queue moved it
+    from another node (the console's move: submit here, then cancel there).
+    """
     @_builtins.property
     def argv(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     @_builtins.property
     def env(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]: ...
     @_builtins.property
     def gpu_indices(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    @_builtins.property
+    def held_gpu_indices(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """The GPUs placement holds for this workload while it heads the queue: no
+        later workload takes them unless it ends before this one could start.
+        """
+
     def __init__(
         self,
         *,
@@ -2337,10 +2370,16 @@ class Workload(_message.Message):
         detail: _builtins.str = ...,
         run_as: _builtins.str = ...,
         env_hidden: _builtins.bool = ...,
+        priority: _builtins.int = ...,
+        time_limit_s: _builtins.int = ...,
+        wait_reason: _builtins.str = ...,
+        held_gpu_indices: _abc.Iterable[_builtins.int] | None = ...,
+        idempotency_key: _builtins.str = ...,
+        moved_from: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_ended_unix_ms", b"_ended_unix_ms", "_exit_code", b"_exit_code", "_pid", b"_pid", "_pid_start_unix_ms", b"_pid_start_unix_ms", "_started_unix_ms", b"_started_unix_ms", "ended_unix_ms", b"ended_unix_ms", "exit_code", b"exit_code", "pid", b"pid", "pid_start_unix_ms", b"pid_start_unix_ms", "started_unix_ms", b"started_unix_ms"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_ended_unix_ms", b"_ended_unix_ms", "_exit_code", b"_exit_code", "_pid", b"_pid", "_pid_start_unix_ms", b"_pid_start_unix_ms", "_started_unix_ms", b"_started_unix_ms", "argv", b"argv", "auto_place", b"auto_place", "detail", b"detail", "ended_unix_ms", b"ended_unix_ms", "env", b"env", "env_hidden", b"env_hidden", "exit_code", b"exit_code", "gpu_count", b"gpu_count", "gpu_indices", b"gpu_indices", "id", b"id", "min_free_memory_bytes", b"min_free_memory_bytes", "name", b"name", "owner", b"owner", "pid", b"pid", "pid_start_unix_ms", b"pid_start_unix_ms", "queued_unix_ms", b"queued_unix_ms", "run_as", b"run_as", "started_unix_ms", b"started_unix_ms", "state", b"state"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_ended_unix_ms", b"_ended_unix_ms", "_exit_code", b"_exit_code", "_pid", b"_pid", "_pid_start_unix_ms", b"_pid_start_unix_ms", "_started_unix_ms", b"_started_unix_ms", "argv", b"argv", "auto_place", b"auto_place", "detail", b"detail", "ended_unix_ms", b"ended_unix_ms", "env", b"env", "env_hidden", b"env_hidden", "exit_code", b"exit_code", "gpu_count", b"gpu_count", "gpu_indices", b"gpu_indices", "held_gpu_indices", b"held_gpu_indices", "id", b"id", "idempotency_key", b"idempotency_key", "min_free_memory_bytes", b"min_free_memory_bytes", "moved_from", b"moved_from", "name", b"name", "owner", b"owner", "pid", b"pid", "pid_start_unix_ms", b"pid_start_unix_ms", "priority", b"priority", "queued_unix_ms", b"queued_unix_ms", "run_as", b"run_as", "started_unix_ms", b"started_unix_ms", "state", b"state", "time_limit_s", b"time_limit_s", "wait_reason", b"wait_reason"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__ended_unix_ms: _TypeAlias = _typing.Literal["ended_unix_ms"]  # noqa: Y015
     _WhichOneofArgType__ended_unix_ms: _TypeAlias = _typing.Literal["_ended_unix_ms", b"_ended_unix_ms"]  # noqa: Y015
@@ -2397,12 +2436,25 @@ class SubmitWorkloadRequest(_message.Message):
     MIN_FREE_MEMORY_BYTES_FIELD_NUMBER: _builtins.int
     AUTO_PLACE_FIELD_NUMBER: _builtins.int
     ACTOR_FIELD_NUMBER: _builtins.int
+    PRIORITY_FIELD_NUMBER: _builtins.int
+    TIME_LIMIT_S_FIELD_NUMBER: _builtins.int
+    IDEMPOTENCY_KEY_FIELD_NUMBER: _builtins.int
+    MOVED_FROM_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     owner: _builtins.str
     gpu_count: _builtins.int
     min_free_memory_bytes: _builtins.int
     auto_place: _builtins.bool
     actor: _builtins.str
+    priority: _builtins.int
+    time_limit_s: _builtins.int
+    idempotency_key: _builtins.str
+    """A key the submitter chooses: submitting again with a key this node already
+    has answers with that workload instead of queueing a second one (a retry
+    after a lost answer, or a move finished after a crash); the same key with a
+    different command, owner or GPU count is FAILED_PRECONDITION.
+    """
+    moved_from: _builtins.str
     @_builtins.property
     def argv(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     @_builtins.property
@@ -2418,10 +2470,14 @@ class SubmitWorkloadRequest(_message.Message):
         min_free_memory_bytes: _builtins.int = ...,
         auto_place: _builtins.bool = ...,
         actor: _builtins.str = ...,
+        priority: _builtins.int = ...,
+        time_limit_s: _builtins.int = ...,
+        idempotency_key: _builtins.str = ...,
+        moved_from: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["actor", b"actor", "argv", b"argv", "auto_place", b"auto_place", "env", b"env", "gpu_count", b"gpu_count", "min_free_memory_bytes", b"min_free_memory_bytes", "name", b"name", "owner", b"owner"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["actor", b"actor", "argv", b"argv", "auto_place", b"auto_place", "env", b"env", "gpu_count", b"gpu_count", "idempotency_key", b"idempotency_key", "min_free_memory_bytes", b"min_free_memory_bytes", "moved_from", b"moved_from", "name", b"name", "owner", b"owner", "priority", b"priority", "time_limit_s", b"time_limit_s"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
