@@ -19,6 +19,7 @@ from node_daemon.control.settings import WorkloadSettings, parse_workload_settin
 from node_daemon.errors import ConfigError
 from node_daemon.healing.settings import HealingSettings, parse_healing_settings
 from node_daemon.health.settings import HealthSettings, parse_health_settings
+from node_daemon.history.settings import HistorySettings, parse_history_settings
 
 __all__ = ["OPTIONS", "ConfigError", "DaemonConfig", "load_config_file", "validate"]
 
@@ -53,6 +54,7 @@ class DaemonConfig:
     workloads: WorkloadSettings = field(default_factory=WorkloadSettings)
     healing: HealingSettings = field(default_factory=HealingSettings)
     health: HealthSettings = field(default_factory=HealthSettings)
+    history: HistorySettings = field(default_factory=HistorySettings)
 
 
 OPTIONS: dict[str, str] = {
@@ -96,6 +98,9 @@ OPTIONS: dict[str, str] = {
     "max_actions_per_hour and its actions (see docs/health.md)",
     "health": "the [health] table: the lines of the GPU health states and predictions "
     "(see docs/health.md)",
+    "history": "the [history] table: the on-disk metric history's enabled, raw_retention_s, "
+    "tier_10s_retention_s, tier_1m_retention_s, max_bytes, flush_interval_s "
+    "(see docs/daemon.md, History)",
 }
 
 _PATH_KEYS = {"scenario", "ready_file", "state_dir"}
@@ -158,7 +163,7 @@ def load_config_file(path: Path, base: DaemonConfig | None = None) -> DaemonConf
     if not isinstance(table, dict):
         raise ConfigError(f"{path}: [daemon] must be a table")
     known_tables = {"daemon", "alerts", "alertmanager", "teams", "auth", "tls", "workloads",
-                    "health", "healing"}  # fmt: skip
+                    "health", "healing", "history"}  # fmt: skip
     unknown_tables = sorted(set(data) - known_tables)
     if unknown_tables:
         raise ConfigError(f"{path}: unknown table(s) {', '.join(unknown_tables)}")
@@ -176,6 +181,7 @@ def load_config_file(path: Path, base: DaemonConfig | None = None) -> DaemonConf
     values["alertmanager"] = parse_alertmanager(data.get("alertmanager", {}), str(path))
     values["healing"] = parse_healing_settings(data.get("healing", {}), str(path))
     values["health"] = parse_health_settings(data.get("health", {}), str(path))
+    values["history"] = parse_history_settings(data.get("history", {}), str(path))
     return validate(replace(base or DaemonConfig(), **values), str(path))
 
 

@@ -61,12 +61,17 @@ def plan_reload(old: DaemonConfig, new: DaemonConfig, tls_live: bool = True) -> 
     if old.workloads.launcher != workloads.launcher:
         restart.append("workloads.launcher")
         workloads = replace(workloads, launcher=old.workloads.launcher)
+    # The history's file is opened, and its tiers and bound set, at start.
+    history = new.history
+    if old.history != new.history:
+        restart.append("history")
+        history = old.history
     auth = new.auth
     tls_changed = old.auth.tls != new.auth.tls
     if tls_changed and not (tls_live and _tls_swappable(old, new)):
         restart.append("tls")
         auth = replace(auth, tls=old.auth.tls)
-    applied = replace(new, **kept, workloads=workloads, auth=auth)
+    applied = replace(new, **kept, workloads=workloads, auth=auth, history=history)
     changes = [
         *_auth_changes(old.auth, applied.auth),
         *_named_changes("teams", old.teams, applied.teams),

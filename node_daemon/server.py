@@ -15,6 +15,7 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+from gpufleet.v1 import node_pb2 as pb
 from node_daemon import __version__
 from node_daemon.alertmanager_link import AlertmanagerLink
 from node_daemon.alerts.engine import AlertEngine
@@ -32,6 +33,8 @@ from node_daemon.healing.wire import policy_message
 from node_daemon.health.assessor import HealthAssessor
 from node_daemon.health.events import health_events
 from node_daemon.health.model import GpuCondition
+from node_daemon.history.query import tier_messages
+from node_daemon.history.store import HISTORY_FILE, HistoryStore
 from node_daemon.journal.event_journal import EventJournal, JournalError
 from node_daemon.journal.health_store import JournalHealthStore
 from node_daemon.listen import ListenAddress, parse_listen_address
@@ -42,9 +45,11 @@ from node_daemon.rpc.auth_servicer import AuthServicer
 from node_daemon.rpc.control_servicer import ControlServicer
 from node_daemon.rpc.guard import RateLimitedLog, RpcGuard
 from node_daemon.rpc.health_servicer import HealthServicer
+from node_daemon.rpc.history_servicer import HistoryServicer
 from node_daemon.rpc.node_servicer import NodeServicer
 from node_daemon.rpc.service import SERVICE_NAME, node_service_handler
 from node_daemon.rpc.stream_admission import StreamAdmission
+from node_daemon.rpc.threshold_lines import alert_thresholds
 from node_daemon.rpc.usage_servicer import UsageServicer
 from node_daemon.sampling.history import SampleHistory
 from node_daemon.sampling.sampler import BackendStatus, Sampler
@@ -111,6 +116,12 @@ class NodeDaemon:
             settings=config.workloads,
         )  # fmt: skip
         self.usage_store = UsageStore(resolve_state_dir(config) / USAGE_FILE)
+        # Every tick on disk, downsampled (docs/daemon.md, History); None where it is off.
+        self.history_store = (
+            HistoryStore(resolve_state_dir(config) / HISTORY_FILE, config.history,
+                         round(config.sample_interval_s * 1000))
+            if config.history.enabled else None
+        )  # fmt: skip
         self.usage = UsageMeter(
             self.usage_store, config.sample_interval_s, self._teams_of,
             config.usage_flush_interval_s,
@@ -192,7 +203,7 @@ class NodeDaemon:
         self.slurm = SlurmWatcher(self.config.hostname)
         servicer = NodeServicer(
             self.sampler, self.history, backend.kind, int(time.time() * 1000),
-            self.config.hostname, self.slurm,
+            self.config.hostname, self.slurm, self._alert_thresholds, self._history_tiers,
         )  # fmt: skip
         alert_servicer = AlertServicer(self.alerts, self.journal)
         control = ControlServicer(self.killer, self.reservations, self.workloads, self._teams_of)
@@ -204,7 +215,10 @@ class NodeDaemon:
         auth = AuthServicer(self.audit, lambda: self.config.allow_kill_job_processes)
         # GetHealth reports the self-healing policy in force (a reload replaces it).
         gpu_health = HealthServicer(self.health, lambda: policy_message(self.healer.policy()))
-        handler = node_service_handler(servicer, alert_servicer, control, auth, usage, gpu_health)
+        history = HistoryServicer(self.history_store, self._gpu_indices)
+        handler = node_service_handler(
+            servicer, alert_servicer, control, auth, usage, gpu_health, history
+        )
         server.add_generic_rpc_handlers((handler,))
         health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
         names = (SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME)
@@ -217,7 +231,7 @@ class NodeDaemon:
         address = parse_listen_address(self.config.metrics_listen)
         return MetricsExporter(
             address, self.sampler, self.alerts, self.journal, backend.kind.value,
-            self._hostname, self.config.metrics_hostname_label, self.reloads,
+            self._hostname, self.config.metrics_hostname_label, self.reloads, self.history_store,
         )  # fmt: skip
 
     def _node_labels(self) -> dict[str, str]:
@@ -236,6 +250,8 @@ class NodeDaemon:
         if self.metrics is not None:
             self.metrics.start()
         self.slurm.start()
+        if self.history_store is not None:
+            self.history_store.start()
         self.sampler.start()
         self._server.start()
         log.info("serving gpufleet.v1 on %s", self.address)
@@ -252,6 +268,7 @@ class NodeDaemon:
         """
         now = time.time()
         steps = (
+            ("history", lambda: self._keep_history(readings)),
             ("reservations", self.reservations.expire_due),
             ("workloads", self.workloads.tick),
             ("usage", lambda: self.usage.observe(now, readings, processes, self._reserved_for)),
@@ -268,6 +285,23 @@ class NodeDaemon:
                 self._disk_warnings.warn(f"{name}: {exc}")
             except Exception:
                 log.exception("after-sweep step %s failed", name)
+
+    def _keep_history(self, readings: Sequence[GpuReading]) -> None:
+        latest = self.sampler.latest  # this sweep's: set before the listeners run
+        if self.history_store is not None and latest is not None:
+            self.history_store.append(latest.timestamp_unix_ms, readings)
+
+    def _alert_thresholds(self) -> list[pb.AlertThreshold]:
+        facts = self.sampler.status.facts
+        return alert_thresholds(self.config.alerts, [g.name for g in facts.gpus] if facts else [])
+
+    def _history_tiers(self) -> list[pb.HistoryTier]:
+        store = self.history_store
+        return tier_messages(store.tiers, store.oldest_ms()) if store is not None else []
+
+    def _gpu_indices(self) -> list[int]:
+        facts = self.sampler.status.facts
+        return [g.index for g in facts.gpus] if facts else []
 
     def _heal(
         self,
@@ -329,6 +363,8 @@ class NodeDaemon:
         self.healer.stop()  # after the sampler: no tick hands it more work
         self.usage.close()  # after the sampler: its last sweep is billed too
         self.usage_store.close()
+        if self.history_store is not None:
+            self.history_store.close()  # after the sampler: its last sweep is kept too
         self.slurm.stop()
         if self.metrics is not None:
             self.metrics.stop()

@@ -8,9 +8,11 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from node_daemon.alerts.engine import AlertEngine
 from node_daemon.backends.readings import GpuStatic
+from node_daemon.history.store import HistoryStore
 from node_daemon.journal.event_journal import EventJournal
 from node_daemon.listen import ListenAddress
 from node_daemon.metrics.dcgm import DcgmLabels, render
+from node_daemon.metrics.history import HistoryCollector
 from node_daemon.metrics.native import NativeCollector
 from node_daemon.metrics.reloads import ReloadCollector, ReloadStats
 from node_daemon.metrics.server import MetricsServer
@@ -30,12 +32,15 @@ class MetricsExporter:
         hostname: str,
         hostname_label: str = "Hostname",
         reloads: ReloadStats | None = None,
+        history: HistoryStore | None = None,
     ) -> None:
         self._sampler, self._hostname, self._hostname_label = sampler, hostname, hostname_label
         self._registry = CollectorRegistry(auto_describe=False)
         self._registry.register(NativeCollector(sampler, alerts, journal, backend, self._gpus))
         if reloads is not None:
             self._registry.register(ReloadCollector(reloads))
+        if history is not None:
+            self._registry.register(HistoryCollector(history))
         self.server = MetricsServer(address, self.render)
         if not address.is_loopback:
             log.warning(

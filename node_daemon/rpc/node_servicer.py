@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import socket
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 
 import grpc
 
@@ -34,8 +34,12 @@ class NodeServicer:
         started_unix_ms: int,
         hostname: str | None = None,
         slurm: SlurmWatcher | None = None,
+        thresholds: Callable[[], Sequence[pb.AlertThreshold]] | None = None,
+        history_tiers: Callable[[], Sequence[pb.HistoryTier]] | None = None,
     ) -> None:
         self._sampler, self._history, self._backend = sampler, history, backend
+        # The alert lines in force (a reload changes them) and the on-disk history's tiers.
+        self._thresholds, self._history_tiers = thresholds, history_tiers
         self._slurm = slurm
         self._started_unix_ms = started_unix_ms
         self._hostname = hostname or socket.gethostname()
@@ -66,6 +70,10 @@ class NodeServicer:
             if facts.cuda_version is not None:
                 inventory.cuda_version = facts.cuda_version
             inventory.gpus.extend(gpu_info_message(g) for g in facts.gpus)
+        if self._thresholds is not None:
+            inventory.alert_thresholds.extend(self._thresholds())
+        if self._history_tiers is not None:
+            inventory.history_tiers.extend(self._history_tiers())
         return inventory
 
     def StreamSamples(

@@ -16,6 +16,7 @@ from node_daemon.rpc.alert_servicer import AlertServicer
 from node_daemon.rpc.auth_servicer import AuthServicer
 from node_daemon.rpc.control_servicer import ControlServicer
 from node_daemon.rpc.health_servicer import HealthServicer
+from node_daemon.rpc.history_servicer import HistoryServicer
 from node_daemon.rpc.node_servicer import NodeServicer
 from node_daemon.rpc.usage_servicer import UsageServicer
 
@@ -63,6 +64,7 @@ def node_service_handler(
     auth: AuthServicer,
     usage: UsageServicer,
     health: HealthServicer,
+    history: HistoryServicer,
 ) -> grpc.GenericRpcHandler:
     """The service's method table. Sample streams send bytes the sampler serialized once."""
     methods = {
@@ -71,6 +73,9 @@ def node_service_handler(
         "GetHealth": _unary(health.GetHealth, pb.GetHealthRequest, pb.NodeHealth),
         "DrainGpu": _unary(health.DrainGpu, pb.DrainGpuRequest, pb.GpuCondition),
         "ClearGpuHealth": _unary(health.ClearGpuHealth, pb.ClearGpuHealthRequest, pb.GpuCondition),
+        "QueryHistory": _unary(
+            history.QueryHistory, pb.QueryHistoryRequest, pb.QueryHistoryResponse
+        ),
         "WhoAmI": _unary(auth.WhoAmI, pb.WhoAmIRequest, pb.Caller),
         "QueryAudit": _unary(auth.QueryAudit, pb.QueryAuditRequest, pb.QueryAuditResponse),
         "ListAlerts": _unary(alerts.ListAlerts, pb.ListAlertsRequest, pb.ListAlertsResponse),

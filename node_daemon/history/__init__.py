@@ -1,0 +1,1 @@
+"""On-disk tiered metric history: raw ticks for an hour, downsampled tiers for longer."""

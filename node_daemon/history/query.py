@@ -1,0 +1,133 @@
+"""QueryHistory's plain part: check the request, choose the tier, build the answer.
+
+The tier is the finest one that reaches back to the range's start and answers it
+within max_points; where none does (30 days asked in 2,000 points), the coarsest
+that reaches back answers, its points merged k at a time (mean of means, max of
+maxes) and the answer's step_ms says the merged step.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
+
+from gpufleet.v1 import node_pb2 as pb
+from gpufleet.v1.gpu_metrics import BY_FIELD, GPU_METRICS
+from node_daemon.errors import Invalid
+from node_daemon.history.store import HistoryStore, StoredPoint
+from node_daemon.history.tiers import NAN, Tier
+
+DEFAULT_MAX_POINTS = 2000
+MAX_POINTS = 20_000
+_EXAMPLES = "e.g. temp_gpu_c, util_gpu_pct, power_w, mem_used_bytes"
+
+
+class BadHistoryQuery(Invalid):
+    """The request is wrong whatever is stored (INVALID_ARGUMENT)."""
+
+
+@dataclass(frozen=True)
+class HistoryQuery:
+    start_ms: int
+    end_ms: int
+    metrics: tuple[str, ...]
+    gpus: tuple[int, ...]
+    max_points: int
+
+
+def parse_query(
+    request: pb.QueryHistoryRequest, now_ms: int, node_gpus: Collection[int]
+) -> HistoryQuery:
+    """The request checked and completed (end 0: now; no metrics: all; no GPUs: the node's)."""
+    end_ms = request.end_unix_ms or now_ms
+    if request.start_unix_ms < 0:
+        raise BadHistoryQuery(
+            f"start_unix_ms must be a Unix time in ms, got {request.start_unix_ms}"
+        )
+    if request.start_unix_ms > end_ms:
+        raise BadHistoryQuery(
+            f"start_unix_ms {request.start_unix_ms} is after end_unix_ms {end_ms}: "
+            "the range must start before it ends"
+        )
+    if request.max_points > MAX_POINTS:
+        raise BadHistoryQuery(
+            f"max_points {request.max_points} is more than {MAX_POINTS:,}, the most one answer "
+            "holds; ask for fewer points (a coarser tier answers a long range)"
+        )
+    unknown = [m for m in request.metrics if m not in BY_FIELD]
+    if unknown:
+        raise BadHistoryQuery(
+            f"unknown metric {unknown[0]!r}: not a field of the metric catalogue "
+            f"(gpufleet.v1.gpu_metrics; {_EXAMPLES})"
+        )
+    absent = sorted(set(request.gpu_indices) - set(node_gpus))
+    if absent:
+        have = ", ".join(map(str, sorted(node_gpus))) or "none"
+        raise BadHistoryQuery(f"GPU {absent[0]} is not on this node (its GPUs: {have})")
+    metrics = tuple(dict.fromkeys(request.metrics)) or tuple(m.field for m in GPU_METRICS)
+    gpus = tuple(dict.fromkeys(request.gpu_indices)) or tuple(sorted(node_gpus))
+    return HistoryQuery(request.start_unix_ms, end_ms, metrics, gpus,
+                        request.max_points or DEFAULT_MAX_POINTS)  # fmt: skip
+
+
+def choose_tier(
+    tiers: Sequence[Tier], oldest: Mapping[str, int | None], query: HistoryQuery
+) -> Tier:
+    """The finest tier that reaches `start` (or as far back as any tier reaches, within the
+    coarsest step) and answers within max_points; else the coarsest that reaches back."""
+    stored = [o for o in oldest.values() if o is not None]
+    start = max(query.start_ms, min(stored)) if stored else query.start_ms
+    slack = max(t.step_ms for t in tiers)
+    reaching = [t for t in tiers if (o := oldest.get(t.name)) is not None and o <= start + slack]
+    for tier in reaching:
+        if (query.end_ms - start) // max(1, tier.step_ms) < query.max_points:
+            return tier
+    return reaching[-1] if reaching else tiers[-1]
+
+
+def tier_messages(tiers: Sequence[Tier], oldest: Mapping[str, int | None]) -> list[pb.HistoryTier]:
+    messages = []
+    for tier in tiers:
+        message = pb.HistoryTier(name=tier.name, step_ms=tier.step_ms, retention_s=tier.retention_s)
+        if oldest.get(tier.name) is not None:
+            message.oldest_unix_ms = oldest[tier.name]  # type: ignore[assignment]
+        messages.append(message)
+    return messages
+
+
+def answer_query(store: HistoryStore, query: HistoryQuery) -> pb.QueryHistoryResponse:
+    oldest = store.oldest_ms()
+    tier = choose_tier(store.tiers, oldest, query)
+    points = store.read(tier, query.start_ms, query.end_ms)
+    merge = max(1, math.ceil(len(points) / query.max_points))
+    response = pb.QueryHistoryResponse(
+        tier=tier.name, step_ms=tier.step_ms * merge, tiers=tier_messages(store.tiers, oldest)
+    )
+    groups = [points[i : i + merge] for i in range(0, len(points), merge)]
+    response.timestamps_unix_ms.extend(group[0].timestamp_ms for group in groups)
+    for gpu in query.gpus:
+        for metric in query.metrics:
+            means, maxes = _series(groups, gpu, metric)
+            response.series.add(gpu_index=gpu, metric=metric, values=means, max_values=maxes)
+    return response
+
+
+def _series(
+    groups: Sequence[Sequence[StoredPoint]], gpu: int, metric: str
+) -> tuple[list[float], list[float]]:
+    means: list[float] = []
+    maxes: list[float] = []
+    for group in groups:
+        found = [pair for p in group if (pair := _value(p, gpu, metric)) is not None]
+        means.append(sum(m for m, _ in found) / len(found) if found else NAN)
+        maxes.append(max(x for _, x in found) if found else NAN)
+    return means, maxes
+
+
+def _value(point: StoredPoint, gpu: int, metric: str) -> tuple[float, float] | None:
+    """(mean, max) of one value of the point; None where the GPU did not report it."""
+    i = point.layout.position(gpu, metric)
+    if i is None or point.means[i] != point.means[i]:  # NaN: not reported
+        return None
+    return point.means[i], point.maxes[i]

@@ -1,0 +1,55 @@
+"""The QueryHistory RPC: thin; node_daemon.history.query checks and answers."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Collection
+
+import grpc
+
+from gpufleet.v1 import node_pb2 as pb
+from node_daemon.history.query import BadHistoryQuery, answer_query, parse_query
+from node_daemon.history.store import HistoryStore, HistoryStoreError
+from node_daemon.rpc.errors import abort
+
+log = logging.getLogger(__name__)
+
+HISTORY_OFF = "history is off on this node ([history] enabled = false in daemon.toml)"
+
+
+class HistoryServicer:
+    """Answers QueryHistory from the on-disk history (None: history is off on this node).
+
+    Args:
+        store: the history, or None where [history] enabled = false.
+        node_gpus: the node's GPU indices now (empty while the backend is down).
+        clock: seconds since the epoch, for a range that ends now.
+    """
+
+    def __init__(
+        self,
+        store: HistoryStore | None,
+        node_gpus: Callable[[], Collection[int]],
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._store, self._node_gpus, self._clock = store, node_gpus, clock
+
+    def QueryHistory(
+        self, request: pb.QueryHistoryRequest, context: grpc.ServicerContext
+    ) -> pb.QueryHistoryResponse:
+        log.debug("QueryHistory %d..%d %s GPUs %s from %s", request.start_unix_ms,
+                  request.end_unix_ms, list(request.metrics), list(request.gpu_indices),
+                  context.peer())  # fmt: skip
+        if self._store is None:
+            abort(context, grpc.StatusCode.FAILED_PRECONDITION, HISTORY_OFF)
+        # While the backend is down the node's GPUs are those the history knows.
+        gpus = self._node_gpus() or self._store.gpus()
+        try:
+            query = parse_query(request, int(self._clock() * 1000), gpus)
+            return answer_query(self._store, query)
+        except BadHistoryQuery as exc:
+            abort(context, grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+        except HistoryStoreError as exc:
+            log.error("QueryHistory failed: %s", exc)
+            abort(context, grpc.StatusCode.UNAVAILABLE, f"{exc}; try again later")
