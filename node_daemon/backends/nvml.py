@@ -58,6 +58,8 @@ from node_daemon.backends import nvml_health, nvml_mig, procinfo
 from node_daemon.backends.base import BackendUnavailable, PowerLimitRefused
 from node_daemon.backends.nvml_health import SLOW_INTERVAL_S, Every
 from node_daemon.backends.nvml_mig import MigDevice
+from node_daemon.backends.nvml_process_util import SmUtilization, sm_util_of
+from node_daemon.backends.process_watch import ProcessWatch
 from node_daemon.backends.readings import (
     AnyMetric,
     BackendKind,
@@ -466,19 +468,6 @@ def _used_memory(value: int | None) -> int | None:
     return None if value is None or value == _NOT_AVAILABLE_U64 else int(value)
 
 
-def _describe(pid: int, memory: int | None, proc_root: Path) -> ProcessReading:
-    details = procinfo.describe_process(pid, proc_root)
-    return ProcessReading(
-        pid=pid,
-        gpu_memory_bytes=memory,
-        start_time_unix_ms=details.start_time_unix_ms,
-        user=details.user,
-        command=details.command,
-        container_id=details.container_id,
-        slurm_job_id=details.slurm_job_id,
-    )
-
-
 # ---------------------------------------------------------------- one NVML session
 
 
@@ -536,6 +525,7 @@ class _Session:
     nvlinks: dict[int, tuple[int, ...]] = field(default_factory=dict)  # probed once
     # MIG device UUID → its processes, by GPU, from the last read_processes.
     mig_processes: dict[int, dict[str, tuple[ProcessReading, ...]]] = field(default_factory=dict)
+    sm_util: SmUtilization = field(default_factory=SmUtilization)
 
     def handle(self, index: int, q: _Query) -> Handle | None:
         """The GPU's handle, fetched (and registered for Xids) when not yet known."""
@@ -679,25 +669,34 @@ class _Session:
             ))  # fmt: skip
         return tuple(readings)
 
-    def read_processes(self, proc_root: Path) -> dict[int, list[ProcessReading]]:
-        return {index: self.processes_on(index, proc_root) for index in range(self.gpu_count)}
+    def read_processes(self, watch: ProcessWatch) -> dict[int, list[ProcessReading]]:
+        processes = {index: self.processes_on(index, watch) for index in range(self.gpu_count)}
+        watch.end_round()
+        return processes
 
-    def processes_on(self, index: int, proc_root: Path) -> list[ProcessReading]:
+    def processes_on(self, index: int, watch: ProcessWatch) -> list[ProcessReading]:
         q = _Query(self.unavailable)
         try:
             handle = self.handle(index, q)
             found = {} if handle is None else _gpu_processes(q, handle)
-            described = {pid: _describe(pid, memory, proc_root) for pid, memory in found.items()}
-            self.mig_processes[index] = self._mig_processes(index, q, described, proc_root)
+            sm = None if not found else self.sm_util.read(q, index, handle)
+            described = {
+                pid: dataclasses.replace(
+                    watch.describe(pid, memory), sm_util_pct=sm_util_of(pid, sm)
+                )
+                for pid, memory in found.items()
+            }
+            self.mig_processes[index] = self._mig_processes(index, q, described, watch)
         except _GpuLost:
             self.mark_lost(index)
+            self.sm_util.forget(index)
             return []
         if q.errors:
             log.warning("GPU %d: listing processes failed: %s", index, q.error)
         return list(described.values())
 
     def _mig_processes(
-        self, index: int, q: _Query, described: dict[int, ProcessReading], proc_root: Path
+        self, index: int, q: _Query, described: dict[int, ProcessReading], watch: ProcessWatch
     ) -> dict[str, tuple[ProcessReading, ...]]:
         """The processes of each MIG device (the GPU's own list has them too: reused)."""
         slow = self.slow.kept(index)
@@ -707,7 +706,7 @@ class _Session:
             by_device[device.uuid] = tuple(
                 dataclasses.replace(described[pid], gpu_memory_bytes=memory)
                 if pid in described
-                else _describe(pid, memory, proc_root)
+                else watch.describe(pid, memory)
                 for pid, memory in found.items()
             )
         return by_device
@@ -756,7 +755,7 @@ class NvmlBackend:
         slow_interval_s: float = SLOW_INTERVAL_S,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self._proc_root = proc_root
+        self._watch = ProcessWatch(proc_root)
         self._slow_interval_s, self._clock = slow_interval_s, clock
         self._lock = threading.Lock()
         self._session: _Session | None = None
@@ -786,7 +785,7 @@ class NvmlBackend:
     def read_processes(self) -> dict[int, list[ProcessReading]]:
         with self._lock:
             session = self._open_session()
-            return self._guarded(lambda: session.read_processes(self._proc_root))
+            return self._guarded(lambda: session.read_processes(self._watch))
 
     def close(self) -> None:
         """Shut NVML down (once; later calls do nothing)."""

@@ -71,6 +71,11 @@ class ProcessReading:
     command: str | None = None
     container_id: str | None = None
     slurm_job_id: str | None = None
+    # nvitop's columns: share of the GPU's SM time (nvmlDeviceGetProcessUtilization),
+    # CPU use over the last listing interval (100 = one core), resident host memory.
+    sm_util_pct: float | None = None
+    cpu_pct: float | None = None
+    host_memory_bytes: int | None = None
 
 
 @dataclass(frozen=True)

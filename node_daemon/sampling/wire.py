@@ -26,6 +26,7 @@ _HEALTH = {
 }
 _OPTIONAL_PROCESS_FIELDS = (
     "start_time_unix_ms", "user", "command", "gpu_memory_bytes", "container_id", "slurm_job_id",
+    "sm_util_pct", "cpu_pct", "host_memory_bytes",
 )  # fmt: skip
 _OPTIONAL_STATIC_FIELDS = (
     "serial", "pci_bus_id", "memory_total_bytes", "power_limit_w", "temp_slowdown_c",

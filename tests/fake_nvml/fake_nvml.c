@@ -107,6 +107,13 @@
  *     process.K = PID MEM [compute|graphics]          nvmlDeviceGet*RunningProcesses
  *                              MEM in bytes, or `na` (NVML_VALUE_NOT_AVAILABLE);
  *                              default kind compute; K is any distinct label
+ *     process_util = ok        `unsupported` (or error:N): nvmlDeviceGetProcessUtilization
+ *                              fails with it
+ *     process_util.K = PID SM [TIMESTAMP]    a sample nvmlDeviceGetProcessUtilization
+ *                              returns: SM percent, TIMESTAMP in microseconds (default:
+ *                              the time of the call, so every call returns it); only
+ *                              samples newer than the caller's lastSeenTimeStamp are
+ *                              returned, none at all answers NVML_ERROR_NOT_FOUND (6)
  *     xids = 79 13 ...         Xid critical-error events, in order. The list only
  *                              grows: each entry the fake has not seen before is
  *                              queued once on every event set that has this GPU
@@ -125,6 +132,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 
 typedef int nvmlReturn_t;
 
@@ -1401,6 +1409,73 @@ PROCESS_CALL(nvmlDeviceGetComputeRunningProcesses, "compute", nvmlProcessInfo_v1
 PROCESS_CALL(nvmlDeviceGetGraphicsRunningProcesses_v3, "graphics", nvmlProcessInfo_v2_t)
 PROCESS_CALL(nvmlDeviceGetGraphicsRunningProcesses_v2, "graphics", nvmlProcessInfo_v2_t)
 PROCESS_CALL(nvmlDeviceGetGraphicsRunningProcesses, "graphics", nvmlProcessInfo_v1_t)
+
+typedef struct {
+    unsigned int pid;
+    unsigned long long timeStamp;
+    unsigned int smUtil, memUtil, encUtil, decUtil;
+} nvmlProcessUtilizationSample_t;
+
+static unsigned long long now_us(void)
+{
+    struct timeval tv;
+    gettimeofday(&tv, NULL);
+    return (unsigned long long)tv.tv_sec * 1000000ULL + (unsigned long long)tv.tv_usec;
+}
+
+/* The `gpu.N.process_util.K` samples newer than `since` into out; how many. */
+static int util_samples(int gpu, unsigned long long since, nvmlProcessUtilizationSample_t *out)
+{
+    char prefix[KEY_LEN];
+    unsigned long long now = now_us();
+    int i, n = 0;
+    snprintf(prefix, sizeof prefix, "gpu.%d.process_util.", gpu);
+    for (i = 0; i < n_entries && n < MAX_PROCS; i++) {
+        unsigned int pid, sm;
+        unsigned long long stamp = now;
+        if (strncmp(entries[i].key, prefix, strlen(prefix)) != 0 ||
+            sscanf(entries[i].val, "%u %u %llu", &pid, &sm, &stamp) < 2 || stamp <= since)
+            continue;
+        memset(&out[n], 0, sizeof out[n]);
+        out[n].pid = pid;
+        out[n].timeStamp = stamp;
+        out[n].smUtil = sm;
+        n++;
+    }
+    return n;
+}
+
+/* The two-call protocol: a NULL buffer (or a short one) gets the count and INSUFFICIENT_SIZE. */
+static nvmlReturn_t process_utilization(int gpu, nvmlProcessUtilizationSample_t *samples,
+                                        unsigned int *count, unsigned long long since)
+{
+    nvmlProcessUtilizationSample_t found[MAX_PROCS];
+    nvmlReturn_t ret = value_error(gpu_lookup(gpu, "process_util"));
+    int n;
+    if (ret != NVML_SUCCESS)
+        return ret;
+    if (count == NULL)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    n = util_samples(gpu, since, found);
+    if (n == 0)
+        return NVML_ERROR_NOT_FOUND;
+    if (samples == NULL || (unsigned int)n > *count) {
+        *count = (unsigned int)n;
+        return NVML_ERROR_INSUFFICIENT_SIZE;
+    }
+    memcpy(samples, found, (size_t)n * sizeof found[0]);
+    *count = (unsigned int)n;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
+                                             nvmlProcessUtilizationSample_t *utilization,
+                                             unsigned int *processSamplesCount,
+                                             unsigned long long lastSeenTimeStamp)
+{
+    DEVICE_CALL(device, ret = process_utilization(gpu, utilization, processSamplesCount,
+                                                  lastSeenTimeStamp););
+}
 
 /* ------------------------------------------------------------------ events */
 

@@ -120,6 +120,14 @@ class FakeNvmlState:
         entry = f"{pid} {'na' if memory is None else memory} {kind}"
         return self.set_gpu(index, **{f"process.{label}": entry})
 
+    def add_process_util(
+        self, index: int, pid: int, sm_pct: int, timestamp_us: int | None = None
+    ) -> FakeNvmlState:
+        """A nvmlDeviceGetProcessUtilization sample of `pid` on GPU `index` (timestamp
+        None: the time of each call, so every call returns it)."""
+        entry = f"{pid} {sm_pct}" + ("" if timestamp_us is None else f" {timestamp_us}")
+        return self.set_gpu(index, **{f"process_util.{pid}": entry})
+
     def remove_process(self, index: int, pid: int) -> FakeNvmlState:
         keys = [k for k in self._values if k.startswith(f"gpu.{index}.process.{pid}")]
         return self._update(dict.fromkeys(keys))

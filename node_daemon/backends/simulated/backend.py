@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import random
 import threading
@@ -11,6 +12,7 @@ from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 
 from node_daemon.backends.base import PowerLimitRefused
+from node_daemon.backends.process_watch import ProcessWatch
 from node_daemon.backends.readings import (
     BackendKind,
     GpuReading,
@@ -64,6 +66,7 @@ class SimulatedBackend:
         # Changes asked for from other threads, applied on the sampler's next sweep.
         self._pending: deque[Callable[[], object]] = deque()
         self._lock = threading.Lock()
+        self._watch = ProcessWatch()
 
     @property
     def sim_time_s(self) -> float:
@@ -163,7 +166,21 @@ class SimulatedBackend:
 
     def read_processes(self) -> Mapping[int, Sequence[ProcessReading]]:
         with self._lock:
-            return {gpu.index: gpu.process_readings() for gpu in self._gpus}
+            processes = {
+                gpu.index: [self._host_side(p) for p in gpu.process_readings()]
+                for gpu in self._gpus
+            }
+            self._watch.end_round()
+            return processes
+
+    def _host_side(self, process: ProcessReading) -> ProcessReading:
+        """A workload (a real process: no simulated CPU %) gets its CPU and memory from /proc."""
+        if process.cpu_pct is not None:
+            return process
+        measured = self._watch.describe(process.pid, process.gpu_memory_bytes)
+        return dataclasses.replace(
+            process, cpu_pct=measured.cpu_pct, host_memory_bytes=measured.host_memory_bytes
+        )
 
     def close(self) -> None:
         """Nothing to release."""

@@ -229,7 +229,14 @@ class SimulatedGpu:
         }
 
     def process_readings(self) -> list[ProcessReading]:
-        return [] if self.lost else [p.reading() for p in self.processes]
+        """Its processes, the GPU's SM load shared among them by the memory each holds."""
+        if self.lost:
+            return []
+        weights = [max(p.memory_bytes, 1.0) for p in self.processes]
+        total = sum(weights) or 1.0
+        return [
+            p.reading(self.util * w / total) for p, w in zip(self.processes, weights, strict=True)
+        ]
 
     def _fan_pct(self) -> float:
         curve = max(30.0, min(100.0, 30.0 + (self.temp_c - 40.0) * 2.0))

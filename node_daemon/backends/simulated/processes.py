@@ -31,14 +31,29 @@ class SimProcess:
     container_id: str | None = None
     workload: bool = False  # a real process the daemon launched, shown here
     memory_bytes: float = 0.0
+    # Its host side (a simulator's own process; a workload's is read from /proc): the
+    # cores its input pipeline keeps busy at full load, and its resident memory.
+    cpu_cores: float = 0.0
+    host_memory_bytes: int = 0
 
     def __post_init__(self) -> None:
         self.memory_bytes = self.pattern.bytes_at(0.0)
+        # From the pid, not the GPU's generator: the model's random stream stays as it was.
+        host = random.Random(self.pid)
+        self.cpu_cores = host.uniform(0.8, 3.5)
+        self.host_memory_bytes = int(host.uniform(1.5, 24.0) * 2**30)
 
     def advance(self, now_s: float) -> None:
         self.memory_bytes = self.pattern.bytes_at(now_s - self.started_s)
 
-    def reading(self) -> ProcessReading:
+    def reading(self, sm_util_pct: float) -> ProcessReading:
+        """The process now, with its share `sm_util_pct` of the GPU's SM time.
+
+        Its CPU use follows its GPU load (a data loader feeding a busy GPU);
+        a workload's CPU and host memory are left to the backend's /proc reading.
+        """
+        load = sm_util_pct / 100.0
+        own = not self.workload
         return ProcessReading(
             pid=self.pid,
             gpu_memory_bytes=int(self.memory_bytes),
@@ -47,6 +62,9 @@ class SimProcess:
             command=self.command,
             slurm_job_id=self.slurm_job_id,
             container_id=self.container_id,
+            sm_util_pct=round(sm_util_pct, 1),
+            cpu_pct=round(self.cpu_cores * 100.0 * (0.3 + 0.7 * load), 1) if own else None,
+            host_memory_bytes=self.host_memory_bytes if own else None,
         )
 
 
