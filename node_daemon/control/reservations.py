@@ -33,8 +33,25 @@ def _clock_text(unix_ms: int) -> str:
     return time.strftime("%Y-%m-%d %H:%M", time.localtime(unix_ms / 1000))
 
 
+def _gpu_list(gpus: Sequence[int]) -> str:
+    return ", ".join(str(g) for g in gpus)
+
+
+def _held_of(reservation: Reservation, gpus: Sequence[int]) -> tuple[int, ...]:
+    """The GPUs of a release request (none: all of them), each one the reservation holds."""
+    if not gpus:
+        return reservation.gpu_indices
+    foreign = sorted(set(gpus) - set(reservation.gpu_indices))
+    if foreign:
+        raise BadReservation(
+            f"reservation {reservation.id} does not hold GPU {foreign[0]} "
+            f"(it holds GPU {_gpu_list(reservation.gpu_indices)})"
+        )
+    return tuple(sorted(set(gpus)))
+
+
 def describe(reservation: Reservation) -> str:
-    gpus = ", ".join(str(g) for g in reservation.gpu_indices)
+    gpus = _gpu_list(reservation.gpu_indices)
     until = _clock_text(reservation.until_unix_ms)
     text = f"GPU {gpus} reserved for {reservation.holder} until {until}"
     return text + (f" ({reservation.reason})" if reservation.reason else "")
@@ -132,12 +149,24 @@ class ReservationLedger:
                     f"GPU {overlap[0]} is reserved for {existing.holder} until {until}{why}"
                 )
 
-    def release(self, reservation_id: str, actor: str) -> Reservation:
+    def release(self, reservation_id: str, actor: str, gpus: Sequence[int] = ()) -> Reservation:
+        """End the reservation; given `gpus`, release only those: the others stay
+        reserved under the same id. Returns the reservation as now stored."""
         with self._lock:
             reservation = self._found(reservation_id)
-            return self._end(
-                reservation, pb.EVENT_KIND_RESERVATION_RELEASED, actor, f"released by {actor}"
-            )
+            released = _held_of(reservation, gpus)
+            kept = tuple(g for g in reservation.gpu_indices if g not in released)
+            if not kept:
+                return self._end(
+                    reservation, pb.EVENT_KIND_RESERVATION_RELEASED, actor, f"released by {actor}"
+                )
+            remaining = replace(reservation, gpu_indices=kept)
+            # The same event kind as a whole release, with the reservation still active:
+            # every console replaces its copy with this one (the GPUs it still holds).
+            summary = f"GPU {_gpu_list(released)} released by {actor}; {describe(remaining)}"
+            self._write(pb.EVENT_KIND_RESERVATION_RELEASED, remaining, actor, summary)
+            self._active[reservation.id] = remaining
+            return remaining
 
     def expire_due(self) -> list[Reservation]:
         """End reservations whose time is up (called once per tick)."""

@@ -120,7 +120,9 @@ class ControlServicer:
     ) -> pb.Reservation:
         try:
             self._require_holder(self._ledger.get(request.reservation_id).holder, "release")
-            released = self._ledger.release(request.reservation_id, _actor(request.actor))
+            released = self._ledger.release(
+                request.reservation_id, _actor(request.actor), list(request.gpu_indices)
+            )
         except Exception as exc:
             abort_for(context, exc)
         return reservation_message(released)
