@@ -46,6 +46,9 @@ def add_terminal_commands(subparsers: argparse._SubParsersAction) -> None:
     _add_reserve(subparsers)
     release = command(subparsers, "release", "end a reservation early", run_release, None)
     release.add_argument("reservation_id", metavar="RESERVATION_ID")
+    release.add_argument("--gpu", type=int, action="append", default=[], dest="gpus",
+                         metavar="GPU", help="release only this GPU of it (repeat for more); "
+                         "the others stay reserved (default: the whole reservation)")  # fmt: skip
     kill = command(subparsers, "kill", "stop a process on a GPU (TERM, then KILL)", run_kill, None)
     kill.add_argument("gpu", type=int, metavar="GPU")
     kill.add_argument("pid", type=int, metavar="PID")
@@ -235,10 +238,13 @@ def run_ack(args: argparse.Namespace) -> int:
 
 def run_release(args: argparse.Namespace) -> int:
     def release(link: NodeLink) -> Row:
-        request = pb.ReleaseReservationRequest(reservation_id=args.reservation_id,
-                                               actor=getpass.getuser())  # fmt: skip
-        return _reservation_row(link, link.call(link.stub.ReleaseReservation, request),
-                                "released")  # fmt: skip
+        request = pb.ReleaseReservationRequest(
+            reservation_id=args.reservation_id, actor=getpass.getuser(), gpu_indices=args.gpus
+        )
+        reply = link.call(link.stub.ReleaseReservation, request)
+        gpus = ",".join(str(i) for i in sorted(set(args.gpus)))
+        verb = f"kept (GPU {gpus} released)" if reply.active else "released"
+        return _reservation_row(link, reply, verb)
 
     return act(args, "release", release)
 
