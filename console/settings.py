@@ -12,6 +12,8 @@ token_file = "~/.config/gpufleet/prod.token"  # optional, mode 0600: only withou
 # token_command = "sso-token --audience gpufleet"  # or: a command that prints the token
 people = ["alice", "team:ml"]
 
+theme = "auto"                    # "dark", "light", or "auto": the desktop's choice
+
 [notify]                          # what pops up, for every profile (docs/alerts.md)
 popup = { throttle_software = "critical", xid = "critical" }
 budget_per_hour = 10
@@ -25,8 +27,10 @@ top level, still works: it is the profile "default" (plaintext, no TLS).
 
 from __future__ import annotations
 
+import ipaddress
 import shlex
 import tomllib
+import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -38,10 +42,12 @@ from console.fleet.notify_settings import NotifySettings, NotifySettingsError, p
 
 DEFAULT_PROFILE = "default"
 LOGIN_HINT = "store it with `gpufleet console login --profile NAME` (system keyring)"
-PROFILE_KEYS = {"nodes", "people", "ca", "client_cert", "client_key", "token_file", "token_command"}
+THEME_CHOICES = ("auto", "dark", "light")  # console/views/theme.py's themes, and auto
+PROFILE_KEYS = {"nodes", "people", "ca", "client_cert", "client_key", "token_file", "token_command",
+                "prometheus_url", "prometheus_ca_file", "prometheus_token_file"}  # fmt: skip
 # The file's own keys. Anything else is refused rather than ignored: a top-level
 # `ca = ...` looked like TLS for every node and silently was not.
-TOP_LEVEL_KEYS = {"nodes", "people", "profile", "notify", "profiles"}
+TOP_LEVEL_KEYS = {"nodes", "people", "profile", "notify", "profiles", "theme"}
 
 
 class SettingsError(ValueError):
@@ -61,7 +67,12 @@ class Profile:
     token_file: Path | None = None
     # argv of a command whose standard output is the token (shlex-split, no shell).
     token_command: tuple[str, ...] | None = None
+    # A Prometheus-compatible store that scrapes the nodes: the plots' older ranges.
+    prometheus_url: str | None = None
+    prometheus_ca_file: Path | None = None
+    prometheus_token_file: Path | None = None  # a bearer token for it
     notify: NotifySettings = field(default_factory=NotifySettings)  # the file's [notify]
+    theme: str = "auto"  # the file's theme, for every profile
 
     @property
     def tls(self) -> bool:
@@ -76,6 +87,7 @@ class ConsoleSettings:
     profiles: Mapping[str, Profile] = field(default_factory=dict)
     path: Path | None = None
     notify: NotifySettings = field(default_factory=NotifySettings)
+    theme: str = "auto"
 
     def profile(self, name: str | None = None) -> Profile:
         """The profile asked for, else the default one, else the top-level nodes.
@@ -85,7 +97,8 @@ class ConsoleSettings:
         """
         chosen = name or self.default_profile
         if chosen is None or (chosen == DEFAULT_PROFILE and chosen not in self.profiles):
-            return Profile(chosen or DEFAULT_PROFILE, self.nodes, self.people, notify=self.notify)
+            return Profile(chosen or DEFAULT_PROFILE, self.nodes, self.people, notify=self.notify,
+                           theme=self.theme)  # fmt: skip
         if chosen not in self.profiles:
             known = ", ".join(sorted(self.profiles)) or "none"
             where = self.path or default_settings_path()
@@ -118,8 +131,17 @@ def load_settings(path: Path | None = None) -> ConsoleSettings:
         raise SettingsError(f"{path}: 'profile' must be the name of a profile")
     notify = _notify(data, path)
     profiles = _profiles(data.get("profiles", {}), path, people)
-    profiles = {name: replace(p, notify=notify) for name, p in profiles.items()}
-    return ConsoleSettings(nodes, people, default, profiles, path, notify)
+    theme = _theme(data, path)
+    profiles = {name: replace(p, notify=notify, theme=theme) for name, p in profiles.items()}
+    return ConsoleSettings(nodes, people, default, profiles, path, notify, theme)
+
+
+def _theme(data: Mapping[str, Any], path: Path) -> str:
+    theme = data.get("theme", "auto")
+    if theme not in THEME_CHOICES:
+        raise SettingsError(f"{path}: 'theme' must be one of {', '.join(THEME_CHOICES)}, "
+                            f"not {theme!r}")  # fmt: skip
+    return str(theme)
 
 
 def _refuse_unknown_top_level(data: Mapping[str, Any], path: Path) -> None:
@@ -179,8 +201,38 @@ def _profile(name: str, table: Any, path: Path, people: tuple[str, ...]) -> Prof
                             "comes from: keep one")  # fmt: skip
     return Profile(
         name, _nodes(table, where), _people(table, where) if "people" in table else people,
-        ca, cert, key, token_file, command,
+        ca, cert, key, token_file, command, *_prometheus(table, where),
     )  # fmt: skip
+
+
+def _prometheus(
+    table: Mapping[str, Any], where: str
+) -> tuple[str | None, Path | None, Path | None]:
+    """prometheus_url and its CA and token files; a token never crosses a network in clear."""
+    url, ca_file = table.get("prometheus_url"), _path(table, "prometheus_ca_file", where)
+    token_file = _path(table, "prometheus_token_file", where)
+    if url is None:
+        if ca_file is not None or token_file is not None:
+            raise SettingsError(f"{where}: prometheus_ca_file and prometheus_token_file need "
+                                "prometheus_url")  # fmt: skip
+        return None, None, None
+    parts = urllib.parse.urlsplit(url) if isinstance(url, str) else None
+    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
+        raise SettingsError(f"{where}: prometheus_url must be an http:// or https:// URL, "
+                            f"not {url!r}")  # fmt: skip
+    if parts.scheme == "http" and token_file is not None and not _loopback(parts.hostname):
+        raise SettingsError(f"{where}: prometheus_url {url} is plain http beyond this machine: "
+                            "the token would cross the network in clear; use https")  # fmt: skip
+    return url, ca_file, token_file
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def _command(table: Mapping[str, Any], where: str) -> tuple[str, ...] | None:

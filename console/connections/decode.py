@@ -9,6 +9,7 @@ and its snapshot (health, error, processes).
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -21,9 +22,11 @@ from console.fleet.columns import COLUMN_COUNT, FIELD_SCALES
 from console.fleet.control import ReservationRow, WorkloadRow, WorkloadState
 from console.fleet.health import MigInstanceRow
 from console.fleet.health_words import event_sentence
+from console.fleet.history_range import TierReach
 from console.fleet.identity import Identity, Role
 from console.fleet.silences import SilenceListing, SilenceMatcher, SilenceRow
 from console.fleet.updates import (
+    AlertLine,
     AlertsUpdate,
     ControlUpdate,
     EventUpdate,
@@ -122,8 +125,27 @@ def decode_inventory(target: str, inventory: pb.Inventory) -> InventoryUpdate:
         gpus=tuple(_gpu_info(g) for g in inventory.gpus),
         slurm_state=inventory.slurm_state if inventory.HasField("slurm_state") else None,
         slurm_reason=inventory.slurm_reason if inventory.HasField("slurm_reason") else None,
+        alert_thresholds=tuple(_alert_line(t) for t in inventory.alert_thresholds),
+        history_tiers=decode_tiers(inventory.history_tiers),
     )
     return InventoryUpdate(target, info)
+
+
+def _alert_line(threshold: pb.AlertThreshold) -> AlertLine:
+    severity = Severity(threshold.severity) if threshold.severity in set(Severity) else None
+    return AlertLine(
+        threshold.metric, threshold.rule, severity or Severity.WARNING, threshold.value
+    )
+
+
+def decode_tiers(tiers: Iterable[pb.HistoryTier]) -> tuple[TierReach, ...]:
+    """HistoryTier messages (Inventory's or a QueryHistoryResponse's) as the model's."""
+    return tuple(_tier(t) for t in tiers)
+
+
+def _tier(tier: pb.HistoryTier) -> TierReach:
+    oldest = tier.oldest_unix_ms / 1000.0 if tier.HasField("oldest_unix_ms") else None
+    return TierReach(tier.name, tier.step_ms / 1000.0, float(tier.retention_s), oldest)
 
 
 def decode_caller(target: str, caller: pb.Caller) -> IdentityUpdate:

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import concurrent.futures
 import logging
 import threading
+from collections.abc import Awaitable, Callable
 
 from console.connections.node_link import ActionCall, NodeLink, QueryDecoder
 from console.connections.security import LinkSecurity
@@ -26,6 +28,10 @@ from console.fleet.updates import (
 log = logging.getLogger(__name__)
 
 EXPIRY_CHECK_S = 5.0  # how often the soonest expiry is compared with the refresh lead
+
+
+class FetchError(Exception):
+    """A fetch (ConnectionManager.fetch) failed in a way its message says to the user."""
 
 
 class UpdateInbox:
@@ -167,11 +173,38 @@ class ConnectionManager:
 
     def query(
         self, target: str, what: str, call: ActionCall, decode: QueryDecoder, query_id: int
-    ) -> None:
-        """Ask a node something off the GUI thread; its QueryResult lands in the inbox."""
+    ) -> concurrent.futures.Future[None]:
+        """Ask a node something off the GUI thread; its QueryResult lands in the inbox.
+
+        Cancelling the returned future drops the call (and its answer).
+        """
         assert self._loop is not None, "start() first"
         coroutine = self._query(target, what, call, decode, query_id)
-        asyncio.run_coroutine_threadsafe(coroutine, self._loop)
+        return asyncio.run_coroutine_threadsafe(coroutine, self._loop)
+
+    def fetch(
+        self, target: str, what: str, fetch: Callable[[], Awaitable[object]], query_id: int
+    ) -> concurrent.futures.Future[None]:
+        """Run a fetch that is no node's RPC (a Prometheus range) on the network thread;
+        its QueryResult, about `target`, lands in the inbox. Cancel it as a query."""
+        assert self._loop is not None, "start() first"
+        return asyncio.run_coroutine_threadsafe(
+            self._fetch(target, what, fetch, query_id), self._loop
+        )
+
+    async def _fetch(
+        self, target: str, what: str, fetch: Callable[[], Awaitable[object]], query_id: int
+    ) -> None:
+        try:
+            payload = await fetch()
+        except FetchError as exc:
+            self._inbox.put(QueryResult(target, what, query_id, False, str(exc)))
+            return
+        except Exception as exc:  # a bug: logged, and said to the asker, who would wait for ever
+            log.exception("%s: %s failed", target, what)
+            self._inbox.put(QueryResult(target, what, query_id, False, f"internal error: {exc}"))
+            return
+        self._inbox.put(QueryResult(target, what, query_id, True, "done", payload))
 
     async def _query(
         self, target: str, what: str, call: ActionCall, decode: QueryDecoder, query_id: int

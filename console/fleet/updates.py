@@ -12,9 +12,10 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from console.fleet.alerts import AlertRow, EventRow
+from console.fleet.alerts import AlertRow, EventRow, Severity
 from console.fleet.control import ReservationRow, WorkloadRow
 from console.fleet.health import NO_SIGNALS, GpuCondition, HealthSignals, MigInstanceRow
+from console.fleet.history_range import TierReach
 from console.fleet.identity import Identity
 from console.fleet.silences import SilenceRow
 
@@ -79,6 +80,16 @@ class GpuInfo:
 
 
 @dataclass(frozen=True)
+class AlertLine:
+    """One threshold of the node's own alert rules (Inventory.alert_thresholds)."""
+
+    metric: str  # catalogue field, e.g. "temp_gpu_c"
+    rule: str  # e.g. "gpu_temp"
+    severity: Severity
+    value: float  # in the metric's wire unit; the alert raises at or above it
+
+
+@dataclass(frozen=True)
 class NodeInfo:
     hostname: str
     driver_version: str | None
@@ -92,6 +103,9 @@ class NodeInfo:
     # Slurm's view of the node where it runs: state (e.g. "drained") and reason.
     slurm_state: str | None = None
     slurm_reason: str | None = None
+    # The node's alert lines and on-disk history tiers; empty from a daemon that does not say.
+    alert_thresholds: tuple[AlertLine, ...] = ()
+    history_tiers: tuple[TierReach, ...] = ()
 
 
 @dataclass(frozen=True)
