@@ -39,7 +39,7 @@ def _unpack(data: QMimeData, mime_type: str) -> dict[str, Any] | None:
 
 
 def workload_mime(workload: WorkloadRow) -> QMimeData:
-    payload = {"target": workload.target, "id": workload.id}
+    payload = {"target": workload.target, "id": workload.id, "label": workload.label}
     return _pack(WORKLOAD_MIME, payload, f"{workload.target} {workload.label}")
 
 
@@ -86,3 +86,18 @@ def read_process(data: QMimeData) -> KillTarget | None:
         return KillTarget(str(payload["target"]), str(payload["node"]), gpu, process)
     except (KeyError, TypeError, ValueError):
         return None
+
+
+def drag_text(data: QMimeData) -> str:
+    """What a drag's compact label says: "PID 4242 · python train.py", "workload w-3 (train)"."""
+    process = _unpack(data, PROCESS_MIME)
+    if process is not None:
+        command = process.get("command") or ""
+        return f"PID {process.get('pid')}" + (f" \N{MIDDLE DOT} {command}" if command else "")
+    workload = _unpack(data, WORKLOAD_MIME)
+    if workload is not None:
+        return f"workload {workload.get('label') or workload.get('id')}"
+    holder = read_holder(data)
+    if holder is not None:
+        return f"reserve for {holder}"
+    return data.text()

@@ -1,43 +1,50 @@
-"""ProcessTableModel: the processes on one GPU, for a QTableView."""
+"""ProcessTableModel: the processes on one GPU, with nvitop's columns, for a QTableView."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from PySide6.QtCore import QMimeData, QModelIndex, QPersistentModelIndex, Qt
 
 from console.fleet.control_requests import KillTarget
+from console.fleet.process_cells import ELAPSED_COLUMN, HEADERS, process_cells
 from console.fleet.updates import ProcessRow
 from console.qt.mime import PROCESS_MIME, process_mime
-from console.qt.row_table import RowTableModel
+from console.qt.row_table import SORT_ROLE, RowTableModel
 
 Index = QModelIndex | QPersistentModelIndex
-# Command last: it is the long one and takes the stretch.
-_COLUMNS = ("PID", "User", "GPU memory", "Container", "Slurm job", "Command")
-
-
-def _mib(value: int | None) -> str:
-    return "n/a" if value is None else f"{value / 1024**2:,.0f} MiB"
 
 
 class ProcessTableModel(RowTableModel):
-    headers = _COLUMNS
-
     """A row can be dragged (onto the kill zone): the drag names node, GPU, pid and start time."""
 
-    def __init__(self) -> None:
+    headers = HEADERS
+
+    def __init__(self, clock: Callable[[], float] = time.time) -> None:
+        """`clock`: unix seconds, for the elapsed time (now minus the start time)."""
         super().__init__()
+        self._clock = clock
         self._rows: tuple[ProcessRow, ...] = ()
         self._where: tuple[str, str, int] | None = None  # (target, node name, GPU)
+        self._second = -1
 
     def set_processes(
         self, rows: tuple[ProcessRow, ...], where: tuple[str, str, int] | None = None
     ) -> None:
+        second = int(self._clock())
         if rows == self._rows and where == self._where:
+            if second != self._second and rows:  # the same processes, a second older
+                self._second = second
+                top, bottom = (
+                    self.index(0, ELAPSED_COLUMN),
+                    self.index(len(rows) - 1, ELAPSED_COLUMN),
+                )
+                self.dataChanged.emit(top, bottom, [Qt.ItemDataRole.DisplayRole])
             return
         self.beginResetModel()
-        self._rows, self._where = rows, where
+        self._rows, self._where, self._second = rows, where, second
         self.endResetModel()
 
     def process(self, row: int) -> ProcessRow:
@@ -66,15 +73,8 @@ class ProcessTableModel(RowTableModel):
         return Qt.DropAction.MoveAction
 
     def data(self, index: Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
-        if not index.isValid() or role != Qt.ItemDataRole.DisplayRole:
+        if not index.isValid() or role not in (Qt.ItemDataRole.DisplayRole, SORT_ROLE):
             return None
-        p = self._rows[index.row()]
-        cells = (
-            str(p.pid),
-            p.user or "n/a",
-            _mib(p.gpu_memory_bytes),
-            (p.container_id or "")[:12],
-            p.slurm_job_id or "",
-            p.command or "n/a",
-        )
-        return cells[index.column()]
+        cells = process_cells(self._rows[index.row()], self._clock())
+        found = cells.texts if role == Qt.ItemDataRole.DisplayRole else cells.keys
+        return found[index.column()]

@@ -1,4 +1,8 @@
-"""GpuDetailPanel: one GPU's facts, live plots, process table and kill zone.
+"""GpuDetailPanel: one GPU's facts, current readings and reservation, live plots,
+process table and kill zone.
+
+The readings are the newest sample's, refreshed once per frame in which the
+GPU's node changed (never per message).
 
 A process is killed from the table's context menu ("Kill…") or by dragging its
 row onto the kill zone; either way `killRequested` asks for a confirmation first.
@@ -11,23 +15,24 @@ from collections.abc import Callable
 
 from PySide6.QtCore import QPoint, Qt, Signal
 from PySide6.QtWidgets import (
-    QAbstractItemView,
-    QHeaderView,
     QLabel,
     QMenu,
-    QTableView,
     QVBoxLayout,
     QWidget,
 )
 
+from console.fleet.gpu_readings import gpu_readings
 from console.fleet.health_report import health_report
 from console.fleet.identity import Role
 from console.fleet.model import Change, FleetModel, GpuKey
 from console.fleet.placement import can_kill
+from console.fleet.reservations import holder_text
 from console.qt.process_model import ProcessTableModel
 from console.views.health_section import HealthSection
 from console.views.kill_zone import KillZone
 from console.views.plot_panel import PlotPanel
+from console.views.process_table import ProcessTable
+from console.views.readings_table import ReadingsTable
 
 
 def _now_ms() -> int:
@@ -54,27 +59,15 @@ class GpuDetailPanel(QWidget):
         self.facts.setObjectName("detailFacts")
         self.facts.setWordWrap(True)
         self.health = HealthSection()
+        self.readings = ReadingsTable()
         # The plots under their time-range bar, scrolling rather than squeezed.
         self.plot_panel = PlotPanel()
         self.plots = self.plot_panel.plots
-        self.processes = ProcessTableModel()
-        self.process_table = QTableView()
-        self.process_table.setModel(self.processes)
-        self.process_table.horizontalHeader().setSectionResizeMode(
-            QHeaderView.ResizeMode.Interactive
-        )
-        self.process_table.horizontalHeader().setStretchLastSection(True)
-        self.process_table.verticalHeader().hide()
-        self.process_table.setMaximumHeight(120)
-        self.process_table.setObjectName("processTable")
-        self.process_table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
-        self.process_table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
-        self.process_table.setDragEnabled(True)
-        self.process_table.setDragDropMode(QAbstractItemView.DragDropMode.DragOnly)
-        self.process_table.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
+        self.processes = ProcessTableModel(lambda: self._clock() / 1000)
+        self.process_table = ProcessTable(self.processes)
         self.kill_zone = KillZone(lambda victim: can_kill(victim, fleet))
         layout = QVBoxLayout(self)
-        for widget in (self.title, self.facts, self.health):
+        for widget in (self.title, self.facts, self.readings, self.health):
             layout.addWidget(widget)
         layout.addWidget(self.plot_panel, stretch=1)
         layout.addWidget(self.process_table)
@@ -106,6 +99,11 @@ class GpuDetailPanel(QWidget):
         where = (node.target, node.name, self.key.index)
         self.processes.set_processes(snapshot.processes if snapshot else (), where)
         self.facts.setText(self._facts_text(self.key))
+        now = self._clock()
+        held = self._fleet.control.reservation_on(self.key.target, self.key.index, now)
+        self.readings.show_readings(
+            gpu_readings(node, self.key.index), holder_text(held, now) if held else ""
+        )
         self._show_health(self.key)
         # A viewer sees no kill zone; the daemon would refuse the kill anyway.
         self.kill_refusal = self._fleet.role_refusal(self.key.target, Role.OPERATOR)
@@ -132,7 +130,7 @@ class GpuDetailPanel(QWidget):
         index = self.process_table.indexAt(pos)
         if not index.isValid():
             return
-        menu = self.process_menu(index.row())
+        menu = self.process_menu(self.process_table.source_row(index.row()))
         menu.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
         menu.popup(self.process_table.viewport().mapToGlobal(pos))
 

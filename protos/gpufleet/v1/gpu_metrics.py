@@ -150,28 +150,34 @@ MEM_CLOCK_MHZ: Final = GpuMetric(
     "mem_clock_mhz", int, "MHz", "Memory clock.",
     smi=Smi("clocks.mem"),
     dcgm=Dcgm("DCGM_FI_DEV_MEM_CLOCK", "gauge", "Memory clock frequency (in MHz)."),
+    shown=Shown("Memory clock", "MHz"),
 )  # fmt: skip
 PCIE_TX_BYTES_PER_S: Final = GpuMetric(
     "pcie_tx_bytes_per_s", int, "B/s", "PCIe throughput sent by the GPU (NVML's 20 ms sample).",
+    shown=Shown("PCIe TX", "MB/s", 1e-6),
 )  # fmt: skip
 PCIE_RX_BYTES_PER_S: Final = GpuMetric(
     "pcie_rx_bytes_per_s", int, "B/s", "PCIe throughput received by the GPU.",
+    shown=Shown("PCIe RX", "MB/s", 1e-6),
 )  # fmt: skip
 PSTATE: Final = GpuMetric(
     "pstate", int, "", "Performance state, 0 (P0, fastest) to 15; nvidia-smi writes P0.",
     smi=Smi("pstate"),
     dcgm=Dcgm("DCGM_FI_DEV_PSTATE", "gauge", "Performance state (P-State) 0-15. 0=highest"),
+    shown=Shown("P-state", ""),
 )  # fmt: skip
 THROTTLE_REASONS: Final = GpuMetric(
     "throttle_reasons", int, "", "Active clock event (throttle) reasons, NVML's bit mask.",
     smi=Smi("clocks_throttle_reasons.active"),
     dcgm=Dcgm("DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", "gauge", "Current clock throttle reasons."),
+    shown=Shown("Throttle reasons", ""),
 )  # fmt: skip
 ECC_CORRECTED_TOTAL: Final = GpuMetric(
     "ecc_corrected_total", int, "", "Corrected (single-bit) ECC errors since the driver loaded.",
     smi=Smi("ecc.errors.corrected.volatile.total"),
     dcgm=Dcgm("DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", "counter",
               "Total number of single-bit volatile ECC errors."),
+    shown=Shown("ECC corrected", ""),
 )  # fmt: skip
 ECC_UNCORRECTED_TOTAL: Final = GpuMetric(
     "ecc_uncorrected_total", int, "", "Uncorrected (double-bit) ECC errors since the driver "
@@ -179,6 +185,7 @@ ECC_UNCORRECTED_TOTAL: Final = GpuMetric(
     smi=Smi("ecc.errors.uncorrected.volatile.total"),
     dcgm=Dcgm("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "counter",
               "Total number of double-bit volatile ECC errors."),
+    shown=Shown("ECC uncorrected", ""),
 )  # fmt: skip
 ENERGY_J: Final = GpuMetric(
     "energy_j", float, "J", "Energy used since the driver loaded.",
@@ -261,6 +268,7 @@ POWER_LIMIT_W: Final = GpuMetric(
     "power_limit_w", float, "W", "Power limit now (self-healing may lower it).",
     smi=Smi("power.limit"),
     dcgm=Dcgm("DCGM_FI_DEV_POWER_MGMT_LIMIT", "gauge", "Current power limit for the device."),
+    shown=Shown("Power limit", "W"),
 )  # fmt: skip
 
 # In node.proto's field order.

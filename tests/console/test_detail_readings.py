@@ -1,0 +1,185 @@
+"""The GPU detail's current readings, its reservation line and the process table's columns.
+
+Model tests build ring rows as the decoder does; the window tests run against a
+real simulated daemon over loopback.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import grpc
+import numpy as np
+import pytest
+
+from console.fleet.columns import COLUMN_COUNT, column
+from console.fleet.gpu_readings import MISSING, gpu_readings, throttle_text
+from console.fleet.model import FleetModel
+from console.fleet.process_cells import HEADERS, elapsed_text
+from console.fleet.updates import (
+    GpuInfo,
+    GpuSnapshot,
+    InventoryUpdate,
+    LinkState,
+    LinkUpdate,
+    NodeInfo,
+    ProcessRow,
+    SamplesUpdate,
+)
+from console.main_window import MainWindow
+from console.qt.process_model import ProcessTableModel
+from console.session import ConsoleSession
+from gpufleet.v1 import gpu_metrics as m
+from gpufleet.v1 import node_pb2 as pb
+from gpufleet.v1 import node_pb2_grpc as pb_grpc
+from tests.conftest import DaemonFactory
+
+A = "10.0.0.1:50051"
+GIB = 1024**3
+NOW_S = 1_800_000_000.0
+
+READING = {
+    m.SM_CLOCK_MHZ: 1410,
+    m.MEM_CLOCK_MHZ: 1215,
+    m.FAN_PCT: 41,
+    m.POWER_W: 212.4,
+    m.POWER_LIMIT_W: 400,
+    m.PSTATE: 2,
+    m.TEMP_GPU_C: 64,
+    m.TEMP_MEM_C: 71,
+    m.UTIL_GPU_PCT: 87,
+    m.UTIL_MEM_PCT: 35,
+    m.MEM_USED_BYTES: 17.25,
+    m.MEM_TOTAL_BYTES: 40,
+    m.ECC_CORRECTED_TOTAL: 3,
+    m.ECC_UNCORRECTED_TOTAL: 0,
+    m.PCIE_RX_BYTES_PER_S: 1234.4,
+    m.PCIE_TX_BYTES_PER_S: 56,
+    m.THROTTLE_REASONS: 0x4 | 0x40,
+}  # fmt: skip  (shown units: GiB, MB/s)
+
+
+def fleet_of_one(power_limit_w: float | None = 350.0) -> FleetModel:
+    fleet = FleetModel(ring_capacity=8)
+    fleet.add_node(A)
+    gpu = GpuInfo(0, "GPU-0", "A100", None, None, 40 * GIB, power_limit_w)
+    info = NodeInfo(hostname="node-a", driver_version="550", cuda_version="12.4",
+                    daemon_version="0.1", backend="simulated", backend_ok=True,
+                    backend_detail="", sample_interval_s=1.0, gpus=(gpu,))  # fmt: skip
+    fleet.apply(InventoryUpdate(A, info))
+    fleet.apply(LinkUpdate(A, LinkState.CONNECTED))
+    return fleet
+
+
+def sample(fleet: FleetModel, values: dict, tick: float) -> None:  # type: ignore[type-arg]
+    rows = np.full((1, COLUMN_COUNT), np.nan, np.float32)
+    for metric, value in values.items():
+        rows[0, column(metric)] = value
+    fleet.apply(SamplesUpdate(A, tick, rows, (GpuSnapshot(0, "ok", "", ()),), False))
+
+
+def test_every_reading_in_the_catalogues_units() -> None:
+    fleet = fleet_of_one()
+    sample(fleet, READING, NOW_S)
+    shown = {r.label: r.text for r in gpu_readings(fleet.node(A), 0)}
+    assert shown == {
+        "Clocks": "SM 1,410 MHz · memory 1,215 MHz",
+        "Power": "212 W of 400 W limit",  # the sample's limit (self-healing may lower it)
+        "Fan": "41 %",
+        "P-state": "P2",
+        "Temperature": "GPU 64 °C · memory 71 °C",
+        "Utilisation": "SM 87 % · memory 35 %",
+        "Memory": "17.2 of 40.0 GiB",
+        "ECC errors": "3 corrected · 0 uncorrected",
+        "PCIe": "RX 1,234 MB/s · TX 56 MB/s",
+        "Throttle reasons": "software power cap, hardware thermal slowdown",
+    }
+
+
+def test_what_a_gpu_does_not_report_reads_as_a_dash_never_zero() -> None:
+    fleet = fleet_of_one()
+    sample(fleet, {m.TEMP_GPU_C: 50, m.POWER_W: 100}, NOW_S)  # a passively cooled GPU, no ECC
+    shown = {r.label: r.text for r in gpu_readings(fleet.node(A), 0)}
+    assert shown["Fan"] == MISSING
+    assert shown["ECC errors"] == f"{MISSING} corrected · {MISSING} uncorrected"
+    assert shown["Power"] == "100 W of 350 W limit"  # the inventory's limit until a sample says
+    assert shown["Throttle reasons"] == MISSING
+    assert throttle_text(0) == "none" and throttle_text(0x1000) == "0x1000"
+
+
+def test_the_readings_are_the_newest_sample_of_the_frame() -> None:
+    """Three samples applied in one frame: the table shows the last, not the first."""
+    fleet = fleet_of_one()
+    for n, temp in enumerate((60, 61, 66)):
+        sample(fleet, {**READING, m.TEMP_GPU_C: temp}, NOW_S + n)
+    shown = {r.label: r.text for r in gpu_readings(fleet.node(A), 0)}
+    assert shown["Temperature"] == "GPU 66 °C · memory 71 °C"
+
+
+def test_process_table_has_nvitops_columns_and_dashes_for_the_unknown() -> None:
+    assert HEADERS == ("PID", "User", "GPU memory", "SM %", "CPU %", "Host memory", "Elapsed",
+                       "Container / job", "Command")  # fmt: skip
+    full = ProcessRow(pid=4242, user="alice", command="python train.py",
+                      gpu_memory_bytes=8 * GIB, start_time_unix_ms=int((NOW_S - 3723) * 1000),
+                      container_id="3f2a9c1b0d4e5f60", slurm_job_id="812", sm_util_pct=73.4,
+                      cpu_pct=104.0, host_memory_bytes=3 * GIB)  # fmt: skip
+    bare = ProcessRow(pid=7, user=None, command=None, gpu_memory_bytes=None,
+                      start_time_unix_ms=None, container_id=None, slurm_job_id=None)  # fmt: skip
+    clock = [NOW_S]
+    model = ProcessTableModel(lambda: clock[0])
+    model.set_processes((full, bare), (A, "node-a", 0))
+
+    def row(r: int) -> list[str]:
+        return [model.index(r, c).data() for c in range(model.columnCount())]
+
+    assert row(0) == ["4242", "alice", "8,192 MiB", "73 %", "104 %", "3,072 MiB", "1:02:03",
+                      "3f2a9c1b0d4e · job 812", "python train.py"]  # fmt: skip
+    assert row(1) == ["7", MISSING, MISSING, MISSING, MISSING, MISSING, MISSING, "", MISSING]
+    # The same processes a second later: the elapsed time moves without a reset.
+    clock[0] += 1
+    model.set_processes((full, bare), (A, "node-a", 0))
+    assert model.index(0, HEADERS.index("Elapsed")).data() == "1:02:04"
+    assert elapsed_text(2 * 86400 + 5) == "2-00:00:05" and elapsed_text(65) == "01:05"
+
+
+# -- against a real daemon ----------------------------------------------------------
+
+
+@pytest.fixture
+def window(qtbot, start_daemon: DaemonFactory) -> Iterator[tuple[MainWindow, str]]:
+    daemon = start_daemon(gpus=2, hostname="node-a", seed=1)
+    target = str(daemon.address)
+    session = ConsoleSession([target])
+    window = MainWindow(session)
+    qtbot.addWidget(window)
+    window.resize(1366, 768)
+    session.start()
+    window.show()
+    node = session.fleet.node(target)
+    qtbot.waitUntil(lambda: node.state is LinkState.CONNECTED and len(node.latest) == 2,
+                    timeout=15_000)  # fmt: skip
+    yield window, target
+    session.stop()
+
+
+def test_the_detail_shows_a_simulated_gpus_readings_and_its_holder(qtbot, window) -> None:
+    window, target = window
+    window.grid.select(target, 1)
+    readings = window.detail.readings
+    qtbot.waitUntil(lambda: "MHz" in readings.texts().get("Clocks", ""), timeout=10_000)
+    shown = readings.texts()
+    assert shown["Reservation"] == "Not reserved"
+    assert shown["Power"].endswith(" W limit") and MISSING not in shown["Power"]
+    assert shown["Temperature"].startswith("GPU ") and "°C" in shown["Temperature"]
+    assert readings.isVisible()
+    # Reserved by another admin: the detail says for whom, why, until when, by whom.
+    until = int((time.time() + 2 * 3600 + 60) * 1000)
+    with grpc.insecure_channel(target) as channel:
+        pb_grpc.NodeServiceStub(channel).Reserve(
+            pb.ReserveRequest(gpu_indices=[1], holder="team:ml", until_unix_ms=until,
+                              reason="training run", actor="alice"), timeout=5)  # fmt: skip
+    qtbot.waitUntil(lambda: readings.texts()["Reservation"] != "Not reserved", timeout=10_000)
+    text = readings.texts()["Reservation"]
+    assert text.startswith("Reserved for team:ml · training run · until ")
+    assert "(2h0" in text and "left)" in text and text.endswith(" · by alice")
