@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from PySide6.QtCore import Qt
-from PySide6.QtGui import QAction, QCloseEvent, QResizeEvent
+from PySide6.QtGui import QAction, QCloseEvent, QKeySequence, QResizeEvent
 from PySide6.QtWidgets import (
     QApplication,
     QComboBox,
@@ -35,6 +35,7 @@ from console.qt.drop_rules import TileDropRules
 from console.qt.event_model import EventLogModel
 from console.qt.inventory_model import InventoryTableModel
 from console.qt.people_model import PeopleListModel
+from console.qt.reservation_model import ReservationTableModel
 from console.qt.silence_model import SilenceListings, SilenceReminder, SilenceTableModel
 from console.qt.usage_model import UsageTableModel
 from console.qt.workload_model import WorkloadTableModel
@@ -53,6 +54,8 @@ from console.views.inventory_panel import InventoryPanel
 from console.views.keyboard_menus import open_menus_from_keyboard
 from console.views.people_panel import PeoplePanel
 from console.views.place_prompts import PlacePrompts
+from console.views.release_prompts import ReleasePrompts
+from console.views.reservations_panel import ReservationsPanel
 from console.views.silence_dialog import SilenceDialog
 from console.views.silence_panel import SilencePanel
 from console.views.silence_prompts import SilencePrompts
@@ -105,6 +108,8 @@ class MainWindow(QMainWindow):
         self.workload_panel = WorkloadPanel(self.workload_model)
         self.people_model = PeopleListModel(fleet, session.people)
         self.people_panel = PeoplePanel(self.people_model)
+        self.reservation_model = ReservationTableModel(fleet, parent=self)
+        self.reservations_panel = ReservationsPanel(self.reservation_model)
         self.usage_model = UsageTableModel(fleet, session.queries)
         self.usage_panel = UsagePanel(self.usage_model)
         self.audit_model = AuditTableModel(fleet, session.queries)
@@ -112,6 +117,10 @@ class MainWindow(QMainWindow):
         self.access = AccessWatcher(fleet)
         self.prompts = ControlPrompts(fleet, session.control, self, lambda: session.people)
         self.health_prompts = HealthPrompts(fleet, session.health, self)
+        self.release_prompts = ReleasePrompts(fleet, session.control, self)
+        # Ctrl+Z: undo the last release for a few seconds after it (ReleasePrompts).
+        self.undo_release = QAction("Undo release", self, shortcut=QKeySequence("Ctrl+Z"))
+        self.addAction(self.undo_release)
         self.place_prompts = PlacePrompts(
             fleet, self.drop_rules, self.prompts, self,
             lambda: self.grid.selection, self._people_names,
@@ -155,6 +164,7 @@ class MainWindow(QMainWindow):
         self.tabs.addTab(self.inventory_panel, "Inventory")
         self.tabs.addTab(self.usage_panel, "Usage")
         self.tabs.addTab(self.audit_panel, "Audit")
+        self.tabs.addTab(self.reservations_panel, "Reservations")
         # Admin only: shown once a node takes us as admin (AccessWatcher).
         self.tabs.setTabVisible(self.tabs.indexOf(self.audit_panel), False)
         dock = QDockWidget("Alerts, events, workloads, people, inventory, usage, audit", self)
@@ -232,7 +242,16 @@ class MainWindow(QMainWindow):
         # Control: drops and menus ask ControlPrompts, which confirms where needed and sends.
         self.grid.workloadDropped.connect(self.prompts.assign)
         self.grid.holderDropped.connect(self.prompts.ask_reserve)
-        self.grid.releaseRequested.connect(self.prompts.release)
+        # Releases ask first, name what is freed, free only what is named, and can be undone.
+        self.grid.releaseRequested.connect(self.release_prompts.ask_release_gpu)
+        self.reservations_panel.releaseRequested.connect(self.release_prompts.ask_release)
+        self.reservations_panel.undoRequested.connect(self.release_prompts.undo_release)
+        self.undo_release.triggered.connect(self.release_prompts.undo_release)
+        self.release_prompts.undoChanged.connect(self.reservations_panel.show_undo)
+        self.release_prompts.message.connect(self.show_message)
+        pump.fleetChanged.connect(self.reservation_model.on_fleet_changed)
+        pump.commandFinished.connect(self.release_prompts.on_command_finished)
+        self.access.operatorRefusalChanged.connect(self.reservations_panel.set_action_refusal)
         self.grid.cancelRequested.connect(self.prompts.ask_cancel)
         self.grid.dropHint.connect(self.show_message)
         # Health: drain or return a GPU, mark it repaired (HealthPrompts asks why first).

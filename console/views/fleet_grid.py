@@ -69,7 +69,7 @@ class FleetGrid(QWidget):
     holderDropped = Signal(str, object)  # holder, Verdict (its GPUs)
     # A verdict while hovering, or why a drop was refused: for the status bar.
     dropHint = Signal(str)
-    releaseRequested = Signal(object)  # ReservationRow, from a tile's context menu
+    releaseRequested = Signal(object, int)  # ReservationRow, the tile's GPU (from its menu)
     cancelRequested = Signal(object)  # WorkloadRow, from a tile's context menu
     drainRequested = Signal(str, int, bool)  # target, GPU, drain (False: return to placement)
     clearHealthRequested = Signal(str, int)  # target, GPU: "Mark repaired (clear health)…"

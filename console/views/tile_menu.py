@@ -22,7 +22,7 @@ ClearCallback = Callable[[str, int], None]
 def tile_menu(
     parent: QWidget,
     gpu: QModelIndex,
-    on_release: Callable[[ReservationRow], None],
+    on_release: Callable[[ReservationRow, int], None],
     on_cancel: Callable[[WorkloadRow], None],
     on_drain: DrainCallback | None = None,
     on_clear: ClearCallback | None = None,
@@ -34,12 +34,16 @@ def tile_menu(
     suffix = f" ({refusal})" if refusal else ""
     reservation: ReservationRow | None = gpu.data(roles.RESERVATION_ROLE)
     if reservation is not None:
+        # This GPU only, after a question (ReleasePrompts): the rest of a multi-GPU
+        # reservation stays; the Reservations panel releases it all.
+        index: int = gpu.data(roles.GPU_INDEX_ROLE)
         until = clock_text(reservation.until_unix_ms, int(time.time() * 1000))
-        text = (f"Release reservation of {gpus_text(reservation.gpu_indices)} "
-                f"for {reservation.holder} (until {until})")  # fmt: skip
+        gpus = reservation.gpu_indices
+        of = f" (of {gpus_text(gpus)})" if len(gpus) > 1 else ""
+        text = f"Release reservation of GPU {index}{of} for {reservation.holder} (until {until})…"
         action = menu.addAction(text + suffix)
         action.setEnabled(refusal is None)
-        action.triggered.connect(lambda: on_release(reservation))
+        action.triggered.connect(lambda: on_release(reservation, index))
     workload: WorkloadRow | None = gpu.data(roles.WORKLOAD_ROLE)
     if workload is not None:
         action = menu.addAction(f"Cancel workload {workload.label}{suffix}")

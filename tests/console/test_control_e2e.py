@@ -15,7 +15,7 @@ import grpc
 import pytest
 from PySide6.QtCore import QMimeData, QPoint, QPointF, Qt
 from PySide6.QtGui import QDragEnterEvent, QDragMoveEvent, QDropEvent
-from PySide6.QtWidgets import QWidget
+from PySide6.QtWidgets import QMessageBox, QWidget
 
 from console.fleet.control import WorkloadRow, WorkloadState
 from console.fleet.updates import KillReport, LinkState
@@ -212,15 +212,20 @@ def test_person_dropped_on_selected_tiles_reserves_them(qtbot, console: Console)
     assert held.holder == "team:ml" and held.gpu_indices == (0, 3) and held.reason == "training run"
     listed = console.stub.ListReservations(pb.ListReservationsRequest(), timeout=5).reservations
     assert [(list(r.gpu_indices), r.holder) for r in listed] == [([0, 3], "team:ml")]
-    # The tile shows the lock; its context menu releases the reservation.
+    # The tile shows the lock; its context menu releases this GPU, after a question.
     gpu0 = console.window.session.items.gpu_index(console.target, 0)
     assert gpu0.data(roles.RESERVATION_ROLE).id == held.id
     menu = grid.context_menu(console.target, 0)
     # First the reservation's entry; the GPU's health entries (drain...) follow it.
     release = menu.actions()[0]
-    assert release.text().startswith("Release reservation of GPUs 0, 3 for team:ml")
+    assert release.text().startswith("Release reservation of GPU 0 (of GPUs 0, 3) for team:ml")
     release.trigger()
+    box = console.window.release_prompts.dialog
+    assert isinstance(box, QMessageBox) and "Release GPU 0 of node-a" in box.text()
+    box.accept()
     qtbot.waitUntil(lambda: gpu0.data(roles.RESERVATION_ROLE) is None, timeout=10_000)
+    gpu3 = console.window.session.items.gpu_index(console.target, 3)
+    assert gpu3.data(roles.RESERVATION_ROLE).gpu_indices == (3,)  # the other GPU stays
     menu.deleteLater()
 
 

@@ -1,0 +1,113 @@
+"""ReservationTableModel: every reservation in force across the fleet, for a QTableView.
+
+Rebuilt when the fleet's reservations change (ControlBook.version); otherwise only
+the time-left column moves, once a second. The filter proxy asks the fleet
+layer's ReservationLine.matches, so the panel and any other view filter alike.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from PySide6.QtCore import QModelIndex, QObject, QPersistentModelIndex, QSortFilterProxyModel, Qt
+
+from console.fleet.model import Change, FleetModel
+from console.fleet.placement import clock_text, gpus_text
+from console.fleet.reservations import ReservationLine, reservation_lines, until_text
+from console.qt.row_table import SORT_ROLE, RowTableModel, SortKeyProxy
+
+Index = QModelIndex | QPersistentModelIndex
+COLUMNS = ("Node", "GPUs", "Holder", "Reason", "Until", "Created by", "Created")
+UNTIL_COLUMN = COLUMNS.index("Until")
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class ReservationTableModel(RowTableModel):
+    headers = COLUMNS
+
+    def __init__(
+        self,
+        fleet: FleetModel,
+        clock: Callable[[], int] = _now_ms,
+        parent: QObject | None = None,
+    ) -> None:
+        super().__init__()
+        if parent is not None:
+            self.setParent(parent)
+        self._fleet, self._clock = fleet, clock
+        self._rows: list[ReservationLine] = []
+        self._version = -1
+        self._second = -1
+        self.refresh()
+
+    def line(self, row: int) -> ReservationLine:
+        return self._rows[row]
+
+    def row_of(self, target: str, reservation_id: str) -> int | None:
+        found = (i for i, line in enumerate(self._rows)
+                 if line.reservation.uid == (target, reservation_id))  # fmt: skip
+        return next(found, None)
+
+    def on_fleet_changed(self, _changes: dict[str, Change] | None = None) -> None:
+        now = self._clock()
+        if self._fleet.control.version != self._version:
+            self.refresh()
+        elif now // 1000 != self._second:
+            self._second = now // 1000
+            lines = reservation_lines(self._fleet.control.reservations(), self._fleet.name_of, now)
+            if lines != self._rows:  # one just ran out: it leaves the list
+                self.refresh()
+            elif self._rows:
+                top, bottom = (
+                    self.index(0, UNTIL_COLUMN),
+                    self.index(len(self._rows) - 1, UNTIL_COLUMN),
+                )
+                self.dataChanged.emit(top, bottom, [Qt.ItemDataRole.DisplayRole])
+
+    def refresh(self) -> None:
+        now = self._clock()
+        self.beginResetModel()
+        self._version, self._second = self._fleet.control.version, now // 1000
+        self._rows = reservation_lines(self._fleet.control.reservations(), self._fleet.name_of, now)
+        self.endResetModel()
+
+    def data(self, index: Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
+        if not index.isValid():
+            return None
+        line = self._rows[index.row()]
+        r = line.reservation
+        if role == SORT_ROLE:
+            keys = (line.node, r.gpu_indices, r.holder, r.reason, r.until_unix_ms,
+                    r.created_by, r.created_unix_ms)  # fmt: skip
+            return keys[index.column()]
+        if role != Qt.ItemDataRole.DisplayRole:
+            return None
+        now = self._clock()
+        cells = (line.node, gpus_text(r.gpu_indices), r.holder, r.reason, until_text(r, now),
+                 r.created_by, clock_text(r.created_unix_ms, now))  # fmt: skip
+        return cells[index.column()]
+
+
+class ReservationFilterProxy(SortKeyProxy):
+    """Filters by ReservationLine.matches; sorts by each column's key."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._text = ""
+        self.setSortRole(SORT_ROLE)
+
+    def set_text(self, text: str) -> None:
+        self.beginFilterChange()  # Qt 6.10: invalidateFilter() is deprecated
+        self._text = text
+        self.endFilterChange(QSortFilterProxyModel.Direction.Rows)
+
+    def filterAcceptsRow(self, source_row: int, source_parent: Index) -> bool:
+        model = self.sourceModel()
+        if not isinstance(model, ReservationTableModel):
+            return True
+        return model.line(source_row).matches(self._text)
