@@ -16,6 +16,7 @@ takes it out, and the Menu key or Shift+F10 opens its context menu beside it.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
 from PySide6.QtCore import QEvent, QModelIndex, QPoint, QRect, QSize, Qt, QTimer, Signal
@@ -35,25 +36,44 @@ from PySide6.QtGui import (
 )
 from PySide6.QtWidgets import QMenu, QScrollArea, QSizePolicy, QToolTip, QWidget
 
+from console.fleet import columns
+from console.fleet.alerts import Severity
 from console.fleet.health_words import condition_tooltip
 from console.fleet.placement import Place
+from console.fleet.staleness import Quiet
+from console.fleet.tile_order import TileFacts, TileOrder, ordered_groups
+from console.fleet.updates import LinkState
 from console.qt import roles
 from console.qt.drop_rules import TileDrop, TileDropRules
 from console.qt.fleet_item_model import FleetItemModel
+from console.qt.frame_pump import DEFAULT_FPS
 from console.views import grid_keys
 from console.views.drop_overlay import paint_drop_verdict
 from console.views.grid_layout import (
-    BLOCK_GAP,
+    DEFAULT,
     Block,
+    Group,
     Member,
-    block_width,
+    Metrics,
+    fit,
     lay_out,
     node_groups,
     placement_groups,
+    tile_labels,
 )
 from console.views.tile_menu import tile_menu
 from console.views.tile_painter import TilePainter
-from gpufleet.v1.gpu_metrics import ColourScale
+from gpufleet.v1.gpu_metrics import TEMP_GPU_C, UTIL_GPU_PCT, ColourScale
+
+# A sorted grid re-sorts at most this often: tiles that move faster than a person can
+# follow them cannot be read or clicked (and each re-sort lays out the whole fleet).
+SORT_MS = 1000
+# A frame repaints at most this many changed blocks (nodes); the rest wait a frame, oldest
+# first. 125 nodes whose ticks arrive together (a reconnect, a stall caught up) then cost
+# four frames of a quarter of the fleet each rather than one long frame of all of it.
+REPAINT_BUDGET = 32
+FRAME_MS = 1000 // DEFAULT_FPS
+ALERT_RANK = {None: 0, Severity.INFO: 1, Severity.WARNING: 2, Severity.CRITICAL: 3}
 
 
 def _now_ms() -> int:
@@ -88,10 +108,14 @@ class FleetGrid(QWidget):
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Preferred)
         self.setFocusPolicy(Qt.FocusPolicy.StrongFocus)  # Tab reaches the grid too
         self._model = model
-        self._painter = TilePainter()
+        self._painter = TilePainter(model.data)
         self._blocks: list[Block] = []
         self._where: dict[Member, tuple[int, int]] = {}  # member -> (block, tile)
+        # Each GPU's item index, made once per layout: making one costs more than
+        # painting a compact tile (the model's structure changes only with a relayout).
+        self._indexes: dict[Member, QModelIndex] = {}
         self._grouping = "node"
+        self._order = TileOrder.NODE
         self._selected: tuple[str, int] | None = None
         self._selection: set[Place] = set()  # Ctrl+click adds; a plain click starts over
         self._focus: Place | None = None  # the tile the arrow keys are on
@@ -100,39 +124,102 @@ class FleetGrid(QWidget):
         self._hover: tuple[Place, TileDrop] | None = None
         self.last_drop: TileDrop | None = None  # the verdict on the latest drop
         self.setAcceptDrops(drop_rules is not None)
-        # Regrouping by job follows the data; once per frame at most.
+        # Changed blocks waiting for their repaint (an ordered set: oldest first).
+        self._dirty: dict[int, None] = {}
+        self._repaint = QTimer(self)
+        self._repaint.setObjectName("gpufleet-grid-repaint")
+        self._repaint.setSingleShot(True)
+        self._repaint.timeout.connect(self._on_repaint_timeout)
+        # Regrouping by job follows the data, once per frame at most; re-sorting once a SORT_MS.
         self._regroup = QTimer(self)
         self._regroup.setObjectName("gpufleet-grid-regroup")
         self._regroup.setSingleShot(True)
         self._regroup.timeout.connect(self._relayout)
+        self._resort = QTimer(self)
+        self._resort.setObjectName("gpufleet-grid-resort")
+        self._resort.setSingleShot(True)
+        self._resort.timeout.connect(self._relayout)
         # Wire the model once: structure changes relayout, data changes repaint.
-        model.modelReset.connect(self._relayout)
-        model.rowsInserted.connect(self._relayout)
+        model.modelReset.connect(self._on_model_structure_changed)
+        model.rowsInserted.connect(self._on_model_structure_changed)
         model.dataChanged.connect(self._on_model_data_changed)
         self._relayout()
 
     # -- layout ----------------------------------------------------------------
+
+    def _on_model_structure_changed(self, *_args: object) -> None:
+        self._indexes = {}  # made against rows that may have moved
+        self._relayout()
 
     def _relayout(self) -> None:
         if self._grouping == "node":
             groups = node_groups(self._model)
         else:
             groups = placement_groups(self._model, self._grouping)
-        self._blocks, height = lay_out(groups, self.width())
+        groups = self._sorted(groups)
+        room = self._room()
+        if room is None:  # on its own: the default tiles, as many rows as they need
+            metrics, room = DEFAULT, QSize(self.width(), 0)
+        else:
+            metrics = fit([len(g.members) for g in groups], room.width(), room.height())
+        self._painter.set_metrics(metrics)
+        self._blocks, height = lay_out(groups, room.width(), metrics)
         self._where = {
             member: (b, t)
             for b, block in enumerate(self._blocks)
             for t, member in enumerate(block.group.members)
         }
-        self.setMinimumHeight(height)
+        # Only a layout taller than the room holds the grid up (and the scroll area
+        # scrolls); one that fits lets the grid follow the room as it shrinks.
+        self.setMinimumHeight(height if height > room.height() else 0)
+        self._dirty.clear()  # all of it repaints
         self.update()
+
+    def _room(self) -> QSize | None:
+        """The area the tiles fill: the scroll area's viewport; None outside a scroll area."""
+        scroll = self._scroll_area()
+        return scroll.viewport().size() if scroll is not None else None
+
+    def _scroll_area(self) -> QScrollArea | None:
+        viewport = self.parentWidget()
+        scroll = viewport.parentWidget() if viewport is not None else None
+        return scroll if isinstance(scroll, QScrollArea) and scroll.widget() is self else None
+
+    def _sorted(self, groups: list[Group]) -> list[Group]:
+        if self._order is TileOrder.NODE:
+            return groups
+        facts: dict[int, list[TileFacts]] = {}  # node row -> its GPUs' facts, read once
+        for row in {r for g in groups for r, _ in g.members}:
+            facts[row] = self._node_facts(row)
+        ranked = ordered_groups([g.members for g in groups],
+                                lambda m: facts[m[0]][m[1]], self._order)  # fmt: skip
+        return [dataclasses.replace(groups[i], members=tuple(m)) for i, m in ranked]
+
+    def _gpu_index(self, member: Member) -> QModelIndex:
+        index = self._indexes.get(member)
+        if index is None:
+            node = self._model.index(member[0], 0)
+            index = self._indexes[member] = self._model.index(member[1], 0, node)
+        return index
+
+    def _node_facts(self, row: int) -> list[TileFacts]:
+        read = self._model.data
+        found = []
+        for gpu in range(self._model.rowCount(self._model.index(row, 0))):
+            index = self._gpu_index((row, gpu))
+            numbers = read(index, roles.METRIC_ROLE)
+            found.append(TileFacts(
+                columns.value(numbers, TEMP_GPU_C), columns.value(numbers, UTIL_GPU_PCT),
+                ALERT_RANK[read(index, roles.ALERT_ROLE)],
+            ))  # fmt: skip
+        return found
 
     def resizeEvent(self, event: QResizeEvent) -> None:
         super().resizeEvent(event)
         self._relayout()
 
     def sizeHint(self) -> QSize:
-        return QSize(2 * block_width() + 3 * BLOCK_GAP, 400)
+        return QSize(2 * DEFAULT.block_width() + 3 * DEFAULT.block_gap, 400)
 
     def tile_rect(self, target: str, gpu: int) -> QRect | None:
         node = self._model.node_row(target)
@@ -153,6 +240,22 @@ class FleetGrid(QWidget):
     @property
     def grouping(self) -> str:
         return self._grouping
+
+    def set_order(self, order: TileOrder | str) -> None:
+        """Sort the tiles (TileOrder, or its text as the toolbar shows it); now, then again
+        as the data changes, once a SORT_MS at most."""
+        self._order = TileOrder(order)
+        self._resort.stop()
+        self._relayout()
+
+    @property
+    def order(self) -> TileOrder:
+        return self._order
+
+    @property
+    def metrics(self) -> Metrics:
+        """The current tile size and spacing (it follows the room the grid has)."""
+        return self._painter.metrics
 
     @property
     def blocks(self) -> list[Block]:
@@ -192,6 +295,8 @@ class FleetGrid(QWidget):
         self.gpuSelected.emit(target, gpu)
 
     def _on_model_data_changed(self, top_left: QModelIndex, _bottom_right: QModelIndex) -> None:
+        if self._order is not TileOrder.NODE and not self._resort.isActive():
+            self._resort.start(SORT_MS)
         if self._grouping != "node":
             if not self._regroup.isActive():
                 self._regroup.start(0)
@@ -199,7 +304,19 @@ class FleetGrid(QWidget):
         node_row = top_left.row() if not top_left.parent().isValid() else top_left.parent().row()
         where = self._where.get((node_row, 0))
         if where is not None:
-            self.update(self._blocks[where[0]].rect)
+            self._dirty[where[0]] = None
+            if not self._repaint.isActive():
+                self._repaint.start(0)  # this frame, after every change the pump made
+
+    def _on_repaint_timeout(self) -> None:
+        """Repaint the changed blocks, REPAINT_BUDGET a frame, oldest first."""
+        due = list(self._dirty)[:REPAINT_BUDGET]
+        for block in due:
+            del self._dirty[block]
+            if block < len(self._blocks):
+                self.update(self._blocks[block].rect)
+        if self._dirty:
+            self._repaint.start(FRAME_MS)
 
     def mousePressEvent(self, event: QMouseEvent) -> None:
         hit = self._hit(event.position().toPoint())
@@ -418,9 +535,13 @@ class FleetGrid(QWidget):
 
     def paintEvent(self, event: QPaintEvent) -> None:
         painter = QPainter(self)
-        painter.setRenderHint(QPainter.RenderHint.Antialiasing)
+        # Compact tiles are rectangles on whole pixels: antialiasing would only blur them.
+        painter.setRenderHint(QPainter.RenderHint.Antialiasing, not self.metrics.compact)
+        region = event.region()
+        bounds = region.boundingRect()
         for block in self._blocks:
-            if event.region().intersects(block.rect):  # not the bounding box of all dirt
+            # Not the bounding box of all dirt: only the blocks in the region itself.
+            if block.rect.intersects(bounds) and region.intersects(block.rect):
                 self._paint_block(painter, block)
         if self._hover is not None:
             self._paint_hover(painter, *self._hover)
@@ -442,11 +563,18 @@ class FleetGrid(QWidget):
         else:
             self._painter.block(painter, block.rect, None)
             self._painter.group_header(painter, block.rect, group.title)
+        nodes: dict[int, tuple[QModelIndex, str, str, tuple[LinkState, Quiet | None]]] = {}
+        self._painter.begin_tiles(painter)
         for (node_row, gpu_row), tile in zip(group.members, block.tiles, strict=True):
-            node = self._model.index(node_row, 0)
-            gpu = self._model.index(gpu_row, 0, node)
-            label = f"GPU {gpu_row}" if group.node_row is not None else f"{node.data()} · {gpu_row}"
-            place = (node.data(roles.TARGET_ROLE), gpu_row)
-            self._painter.tile(painter, gpu, tile, label, place in self._selection)
+            known = nodes.get(node_row)
+            if known is None:  # what is the node's, read once per block
+                node = self._model.index(node_row, 0)
+                link = (node.data(roles.LINK_STATE_ROLE), node.data(roles.QUIET_ROLE))
+                known = nodes[node_row] = (node, node.data(), node.data(roles.TARGET_ROLE), link)
+            node, name, target, link = known
+            gpu = self._gpu_index((node_row, gpu_row))
+            labels = tile_labels(group, name, gpu_row)
+            place = (target, gpu_row)
+            self._painter.tile(painter, gpu, tile, labels, place in self._selection, link)
             if place == self._focus and self.hasFocus():
                 self._painter.focus_ring(painter, tile)

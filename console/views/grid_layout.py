@@ -1,22 +1,65 @@
-"""Where the fleet grid puts its tiles: grouping (by node, Slurm job, container) and geometry."""
+"""Where the fleet grid puts its tiles: grouping (by node, Slurm job, container) and geometry.
+
+Tiles follow the room they have (`fit`): as large as lets every block fit the
+visible area, up to TILE_MAX, and down to a compact size for a fleet of 1,000+
+GPUs (a tile then shows its colour and one figure). Only below COMPACT_MIN does
+the grid scroll.
+"""
 
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from PySide6.QtCore import QAbstractItemModel, QPoint, QRect, QSize
 
 from console.qt import roles
 
-TILE = QSize(104, 52)
-GAP = 4
-PAD = 8
-HEADER_H = 24
 COLUMNS = 4
-BLOCK_GAP = 10
 GROUPINGS = ("node", "Slurm job", "container")
 Member = tuple[int, int]  # (node row, GPU row) in the fleet item model
+# A tile's width and height bounds, by how much it shows (px).
+TILE_MAX = QSize(240, 132)
+FULL_MIN = QSize(84, 44)  # label, temperature, middle line, utilisation (memory from 100 px)
+COMPACT_MIN = QSize(16, 11)  # colour, frame and a two-digit figure
+# Height to width: no taller than square-ish, no flatter than a strip.
+ASPECT = (0.34, 0.62)
+
+
+@dataclass(frozen=True)
+class Metrics:
+    """The geometry of one layout: tile size and the spacing that goes with it."""
+
+    tile: QSize
+    gap: int  # between tiles
+    pad: int  # inside a block, around its tiles
+    header_h: int  # a block's title line
+    block_gap: int  # between blocks
+
+    @property
+    def compact(self) -> bool:
+        return self.tile.width() < FULL_MIN.width() or self.tile.height() < FULL_MIN.height()
+
+    @property
+    def large(self) -> bool:
+        """Room for larger type (a big screen, few nodes)."""
+        return self.tile.width() >= 150 and self.tile.height() >= 72
+
+    def block_width(self) -> int:
+        return COLUMNS * self.tile.width() + (COLUMNS - 1) * self.gap + 2 * self.pad
+
+    def block_height(self, members: int) -> int:
+        lines = max(1, -(-members // COLUMNS))
+        return self.header_h + lines * (self.tile.height() + self.gap) + self.pad
+
+
+FULL_SPACING = (4, 8, 24, 10)  # gap, pad, header, block gap
+COMPACT_SPACING = (2, 4, 15, 6)
+DEFAULT = Metrics(QSize(104, 52), *FULL_SPACING)  # before the grid knows its room
+# Kept for callers that place things beside the default layout.
+BLOCK_GAP = DEFAULT.block_gap
+PAD = DEFAULT.pad
 
 
 @dataclass(frozen=True)
@@ -24,6 +67,8 @@ class Group:
     title: str
     node_row: int | None  # set for a node's own block: its header shows the node's state
     members: tuple[Member, ...]
+    key: str = ""  # the Slurm job or container id of a placement group
+    grouping: str = "node"
 
 
 @dataclass(frozen=True)
@@ -55,38 +100,117 @@ def placement_groups(model: QAbstractItemModel, grouping: str) -> list[Group]:
             keys = placement[slot]
             (found[keys[0]] if keys else outside).append((row, gpu))
     label = "Slurm job" if slot == 0 else "container"
-    groups = [Group(f"{label} {key[:12]}", None, tuple(m)) for key, m in sorted(found.items())]
+    groups = [Group(f"{label} {_middle(key, 24)}", None, tuple(m), key, grouping)
+              for key, m in sorted(found.items())]  # fmt: skip
     if outside:
         none = "GPUs in no Slurm job" if slot == 0 else "GPUs outside containers"
-        groups.append(Group(none, None, tuple(outside)))
+        groups.append(Group(none, None, tuple(outside), "", grouping))
     return groups
 
 
-def block_width() -> int:
-    return COLUMNS * TILE.width() + (COLUMNS - 1) * GAP + 2 * PAD
+def tile_labels(group: Group, node: str, gpu: int) -> tuple[str, ...]:
+    """A tile's labels, longest first: in a node's block "GPU 1"; grouped, the node stays
+    ("job 4242 · gpu-node-03:1", else "gpu-node-03:1", shortened from the middle)."""
+    if group.node_row is not None:
+        return (f"GPU {gpu}",)
+    place = f"{node}:{gpu}"
+    if not group.key:
+        return (place,)
+    word = "job" if group.grouping == "Slurm job" else "container"
+    return (f"{word} {_middle(group.key, 12)} · {place}", place)
 
 
-def lay_out(groups: list[Group], width: int) -> tuple[list[Block], int]:
+def _middle(text: str, most: int) -> str:
+    """Shortened from the middle: a job id's or container id's both ends tell it apart."""
+    if len(text) <= most:
+        return text
+    keep = most - 1
+    return text[: keep - keep // 2] + "…" + text[len(text) - keep // 2 :]
+
+
+# -- sizing -------------------------------------------------------------------------
+
+
+def fit(counts: Sequence[int], width: int, height: int) -> Metrics:
+    """The largest tiles with which blocks of `counts` GPUs fit `width` x `height`.
+
+    Tries every number of blocks per row: each gives the widest tile the width
+    allows and the tallest the rows of blocks allow (within ASPECT); the biggest
+    tile wins. Where even compact tiles do not fit, the smallest (the grid scrolls).
+    """
+    if not counts:
+        return DEFAULT
+    best: tuple[int, Metrics] | None = None
+    for per_row in range(1, len(counts) + 1):
+        metrics = _sized(counts, per_row, width, height)
+        if metrics is not None and (best is None or _area(metrics) > best[0]):
+            best = (_area(metrics), metrics)
+        if metrics is None and best is not None and per_row > 2 * _per_row(best[1], width):
+            break  # ever narrower tiles: nothing better comes
+    if best is not None:
+        return best[1]
+    return Metrics(COMPACT_MIN, *COMPACT_SPACING)
+
+
+def _area(metrics: Metrics) -> int:
+    return metrics.tile.width() * metrics.tile.height()
+
+
+def _per_row(metrics: Metrics, width: int) -> int:
+    return max(1, (width - metrics.block_gap) // (metrics.block_width() + metrics.block_gap))
+
+
+def _sized(counts: Sequence[int], per_row: int, width: int, height: int) -> Metrics | None:
+    """Tiles for `per_row` blocks a row that fit, full size if they can, else compact."""
+    for spacing in (FULL_SPACING, COMPACT_SPACING):
+        gap, pad, header, block_gap = spacing
+        tile_w = (width - block_gap) // per_row - block_gap - 2 * pad - (COLUMNS - 1) * gap
+        tile_w = min(tile_w // COLUMNS, TILE_MAX.width())
+        rows = _rows_of_blocks(counts, per_row)
+        room = (height - block_gap) - len(rows) * (block_gap + header + pad)
+        lines = sum(rows)
+        tile_h = min(room // lines - gap if lines else TILE_MAX.height(), TILE_MAX.height())
+        tile_h = min(tile_h, int(tile_w * ASPECT[1]))
+        tile_w = min(tile_w, int(tile_h / ASPECT[0]))
+        metrics = Metrics(QSize(tile_w, tile_h), *spacing)
+        low = FULL_MIN if spacing is FULL_SPACING else COMPACT_MIN
+        if tile_w >= low.width() and tile_h >= low.height():
+            return metrics
+    return None
+
+
+def _rows_of_blocks(counts: Sequence[int], per_row: int) -> list[int]:
+    """For each row of blocks, the tile lines of its tallest block."""
+    lines = [max(1, -(-c // COLUMNS)) for c in counts]
+    return [max(lines[i : i + per_row]) for i in range(0, len(lines), per_row)]
+
+
+# -- placing ------------------------------------------------------------------------
+
+
+def lay_out(groups: list[Group], width: int, metrics: Metrics = DEFAULT) -> tuple[list[Block], int]:
     """Blocks flowing left to right, then down; returns them and the total height."""
-    per_row = max(1, (width - BLOCK_GAP) // (block_width() + BLOCK_GAP))
+    gap = metrics.block_gap
+    block_w = metrics.block_width()
+    per_row = _per_row(metrics, width)
     blocks: list[Block] = []
-    y, row_height, slot = BLOCK_GAP, 0, 0
+    y, row_height, slot = gap, 0, 0
     for group in groups:
-        lines = max(1, -(-len(group.members) // COLUMNS))
-        height = HEADER_H + lines * (TILE.height() + GAP) + PAD
+        height = metrics.block_height(len(group.members))
         if slot == per_row:
-            y, slot, row_height = y + row_height + BLOCK_GAP, 0, 0
-        x = BLOCK_GAP + slot * (block_width() + BLOCK_GAP)
-        rect = QRect(x, y, block_width(), height)
-        blocks.append(Block(group, rect, _tiles(rect, len(group.members))))
+            y, slot, row_height = y + row_height + gap, 0, 0
+        x = gap + slot * (block_w + gap)
+        rect = QRect(x, y, block_w, height)
+        blocks.append(Block(group, rect, _tiles(rect, len(group.members), metrics)))
         row_height, slot = max(row_height, height), slot + 1
-    return blocks, y + row_height + BLOCK_GAP
+    return blocks, y + row_height + gap
 
 
-def _tiles(rect: QRect, count: int) -> tuple[QRect, ...]:
+def _tiles(rect: QRect, count: int, metrics: Metrics) -> tuple[QRect, ...]:
     tiles = []
+    size, gap = metrics.tile, metrics.gap
     for i in range(count):
-        x = rect.x() + PAD + (i % COLUMNS) * (TILE.width() + GAP)
-        y = rect.y() + HEADER_H + (i // COLUMNS) * (TILE.height() + GAP)
-        tiles.append(QRect(QPoint(x, y), TILE))
+        x = rect.x() + metrics.pad + (i % COLUMNS) * (size.width() + gap)
+        y = rect.y() + metrics.header_h + (i // COLUMNS) * (size.height() + gap)
+        tiles.append(QRect(QPoint(x, y), size))
     return tuple(tiles)

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import math
 import time
+from collections.abc import Callable
+from typing import Any
 
 from PySide6.QtCore import QModelIndex, QPoint, QRect, Qt
-from PySide6.QtGui import QBrush, QColor, QFont, QPainter, QPen
+from PySide6.QtGui import QBrush, QColor, QFont, QFontMetrics, QPainter, QPen, QStaticText
 
 from console.fleet.alerts import Severity
 from console.fleet.columns import Row, coloured_by, value
@@ -16,7 +19,8 @@ from console.fleet.placement import duration_text
 from console.fleet.staleness import Quiet
 from console.fleet.updates import LinkState
 from console.qt import roles
-from console.views.grid_layout import PAD
+from console.views.compact_tile import CompactStyle, CompactTile
+from console.views.grid_layout import DEFAULT, Metrics
 from console.views.tile_colors import LOST, STOPS, scale_color
 from gpufleet.v1.gpu_metrics import (
     MEM_TOTAL_BYTES,
@@ -24,6 +28,7 @@ from gpufleet.v1.gpu_metrics import (
     TEMP_GPU_C,
     UTIL_GPU_PCT,
     ColourScale,
+    GpuMetric,
 )
 
 ALERT_COLORS = {
@@ -62,16 +67,50 @@ HEALTH_STYLES = {
 DRAINED_HATCH = QBrush(QColor(255, 255, 255, 70), Qt.BrushStyle.BDiagPattern)
 
 
+# Type sizes (pt) by tile size: (small, big). Large tiles are for big screens, few nodes.
+FONT_SIZES = {"compact": (7.0, 8.0), "full": (8.0, 10.0), "large": (10.0, 14.0)}
+
+
+def _index_data(index: QModelIndex, role: int) -> Any:
+    return index.data(role)
+
+
 class TilePainter:
-    def __init__(self) -> None:
+    def __init__(self, read: Callable[[QModelIndex, int], Any] = _index_data) -> None:
+        """`read`: how to read item data; the model's own `data` spares every read a trip
+        through Qt's C++ and back (a tile reads five or six roles, 1,000 tiles a frame)."""
+        self.read = read
         self.small, self.big = QFont(), QFont()
-        self.small.setPointSizeF(8)
-        self.big.setPointSizeF(10)
         self.big.setBold(True)
         self.tag_font = QFont(self.small)
         self.tag_font.setBold(True)
         self._tag_widths: dict[str, int] = {}
+        # Figures are few and repeat ("71°C", "45%"): laid out once, not on every paint.
+        self._texts: dict[tuple[bool, str], QStaticText] = {}
+        self._fills: dict[tuple[ColourScale, int], QColor] = {}
+        self._labels: dict[tuple[tuple[str, ...], int], str] = {}
         self.color_by = ColourScale.TEMPERATURE
+        self.metrics = DEFAULT
+        self._headers: dict[tuple[str, int, bool], str] = {}
+        self.compact = CompactTile(self, CompactStyle(
+            ALERT_COLORS, STALE_FILL, TEXT, RESERVED,
+            _mark_color,
+        ))  # fmt: skip
+        self.set_metrics(DEFAULT)
+
+    def set_metrics(self, metrics: Metrics) -> None:
+        """Follow the layout's tile size: the type size and what a tile has room for."""
+        self.metrics = metrics
+        tier = "compact" if metrics.compact else "large" if metrics.large else "full"
+        small, big = FONT_SIZES[tier]
+        if self.small.pointSizeF() != small or self.big.pointSizeF() != big:
+            self.small.setPointSizeF(small)
+            self.big.setPointSizeF(big)
+            self.tag_font.setPointSizeF(small)
+            self._tag_widths.clear()
+            self._texts.clear()
+            self._labels.clear()
+            self.compact.forget_figures()
 
     # -- blocks ----------------------------------------------------------------
 
@@ -86,7 +125,9 @@ class TilePainter:
 
     def node_header(self, painter: QPainter, rect: QRect, node: QModelIndex) -> None:
         state = node.data(roles.LINK_STATE_ROLE)
-        dot = QRect(rect.x() + PAD, rect.y() + 8, 9, 9)
+        size = 7 if self.metrics.compact else 9
+        dot = QRect(rect.x() + self.metrics.pad, rect.y() + (self.metrics.header_h - size) // 2,
+                    size, size)  # fmt: skip
         painter.setPen(Qt.PenStyle.NoPen)
         painter.setBrush(LINK_COLORS.get(state, QColor("#a0aec0")))
         quiet: Quiet | None = node.data(roles.QUIET_ROLE)
@@ -101,13 +142,21 @@ class TilePainter:
         self._slurm(painter, rect, node.data(roles.SLURM_ROLE))
 
     def group_header(self, painter: QPainter, rect: QRect, title: str) -> None:
-        self._header_text(painter, rect, rect.x() + PAD, title)
+        self._header_text(painter, rect, rect.x() + self.metrics.pad, title)
 
     def _header_text(self, painter: QPainter, rect: QRect, x: int, text: str) -> None:
         painter.setPen(QColor("#e2e8f0"))
-        painter.setFont(self.big)
-        area = QRect(x, rect.y() + 3, rect.right() - x - PAD, 18)
-        painter.drawText(area, Qt.AlignmentFlag.AlignVCenter, text)
+        painter.setFont(self.small if self.metrics.compact else self.big)
+        area = QRect(x, rect.y() + 1, rect.right() - x - self.metrics.pad, self.metrics.header_h)
+        key = (text, area.width(), self.metrics.compact)
+        elided = self._headers.get(key)
+        if elided is None:  # a header's text changes seldom; measuring it is not cheap
+            if len(self._headers) > 4096:
+                self._headers.clear()
+            elided = self._headers[key] = painter.fontMetrics().elidedText(
+                text, Qt.TextElideMode.ElideMiddle, area.width()
+            )
+        painter.drawText(area, Qt.AlignmentFlag.AlignVCenter, elided)
 
     def _slurm(self, painter: QPainter, rect: QRect, slurm: tuple[str, str | None] | None) -> None:
         """Slurm's word on the node, right-aligned in the header: DRAINED: reason."""
@@ -116,39 +165,65 @@ class TilePainter:
         text = slurm[0].upper() + (f": {slurm[1]}" if slurm[1] else "")
         painter.setPen(QColor("#f6ad55"))
         painter.setFont(self.small)
-        area = QRect(rect.x() + PAD, rect.y() + 3, rect.width() - 2 * PAD, 18)
-        elided = painter.fontMetrics().elidedText(text, Qt.TextElideMode.ElideRight, 200)
+        pad = self.metrics.pad
+        area = QRect(rect.x() + pad, rect.y() + 1, rect.width() - 2 * pad, self.metrics.header_h)
+        room = min(200, area.width() // 2)
+        elided = painter.fontMetrics().elidedText(text, Qt.TextElideMode.ElideRight, room)
         painter.drawText(area, Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter, elided)
 
     # -- tiles -----------------------------------------------------------------
 
+    @property
+    def colour_metric(self) -> GpuMetric[Any]:
+        return coloured_by(self.color_by)
+
+    def begin_tiles(self, painter: QPainter) -> None:
+        """Before a block's tiles (after its header)."""
+        if self.metrics.compact:
+            self.compact.begin(painter)
+
     def tile(
-        self, painter: QPainter, gpu: QModelIndex, tile: QRect, label: str, selected: bool
+        self,
+        painter: QPainter,
+        gpu: QModelIndex,
+        tile: QRect,
+        label: str | tuple[str, ...],
+        selected: bool,
+        link: tuple[LinkState, Quiet | None] | None = None,
     ) -> None:
-        health = gpu.data(roles.HEALTH_ROLE)
-        row = gpu.data(roles.METRIC_ROLE)  # one read for every number the tile shows
-        quiet: Quiet | None = gpu.data(roles.QUIET_ROLE)
+        """Paint one GPU. `label`: or labels, longest first (the first that fits is shown);
+        `link`: its node's link state and quiet, read once per block."""
+        state, quiet = link or (
+            self.read(gpu, roles.LINK_STATE_ROLE),
+            self.read(gpu, roles.QUIET_ROLE),
+        )
+        health = self.read(gpu, roles.HEALTH_ROLE)
+        row = self.read(gpu, roles.METRIC_ROLE)  # one read for every number the tile shows
         stale = quiet is not None and quiet.stale
-        fill = STALE_FILL if stale else self._fill(gpu, health, row)
+        if self.metrics.compact:
+            self.compact.paint(painter, gpu, tile, (health, row, stale, state), selected)
+            return
+        fill = STALE_FILL if stale else self.fill(health, row, state)
         painter.setPen(QPen(QColor("#ffffff"), 2) if selected else Qt.PenStyle.NoPen)
         painter.setBrush(fill)
         painter.drawRoundedRect(tile.adjusted(1, 1, -1, -1), 4, 4)
         inner = tile.adjusted(6, 3, -6, -3)
-        condition: GpuCondition | None = gpu.data(roles.CONDITION_ROLE)
+        condition: GpuCondition | None = self.read(gpu, roles.CONDITION_ROLE)
         tag = tile_tag(condition) if health != "lost" else None  # LOST says it all
         if tag is None:
             middle = self._control(painter, tile, inner, gpu)
         else:
             assert condition is not None
             middle = self._health(painter, tile, condition, tag, gpu)
-        self._alert(painter, tile, gpu.data(roles.ALERT_ROLE), beside=middle)
+        alert = self.read(gpu, roles.ALERT_ROLE)
+        self._alert(painter, tile, alert, beside=middle)
         painter.setPen(STALE_TEXT if stale else TEXT)
         painter.setFont(self.small)
         top = Qt.AlignmentFlag.AlignTop
-        elided = painter.fontMetrics().elidedText(
-            label, Qt.TextElideMode.ElideMiddle, inner.width() - 38
-        )
-        painter.drawText(inner, Qt.AlignmentFlag.AlignLeft | top, elided)
+        room = inner.width() - _width(self.text(True, self._temp_text(row))) - 6
+        if middle and alert is not None:
+            room = min(room, tile.center().x() - 10 - inner.x())  # the badge moved up
+        painter.drawText(inner, Qt.AlignmentFlag.AlignLeft | top, self.label_text(label, room))
         if health == "lost":
             painter.setFont(self.big)
             painter.drawText(inner, Qt.AlignmentFlag.AlignCenter, "LOST")
@@ -176,36 +251,76 @@ class TilePainter:
         bottom = Qt.AlignmentFlag.AlignBottom | Qt.AlignmentFlag.AlignHCenter
         painter.drawText(inner, bottom, f"no data {age_text(quiet.silent_s)}")
 
-    def _fill(self, gpu: QModelIndex, health: str | None, row: Row | None) -> QColor:
+    def fill(self, health: str | None, row: Row | None, state: LinkState) -> QColor:
+        """A tile's colour: its scale's colour at its value (by whole units, cached)."""
         if health == "lost":
             fill = LOST
         else:
-            fill = scale_color(value(row, coloured_by(self.color_by)), STOPS[self.color_by])
-        if gpu.data(roles.LINK_STATE_ROLE) is not LinkState.CONNECTED:
+            shown = value(row, coloured_by(self.color_by))
+            key = (self.color_by, -1 if shown is None else round(shown))
+            fill = self._fills.get(key) or self._fills.setdefault(
+                key, scale_color(None if shown is None else key[1], STOPS[self.color_by])
+            )
+        if state is not LinkState.CONNECTED:
             fill = fill.darker(180)  # stale: the node is not streaming right now
         return fill
 
+    def text(self, big: bool, text: str) -> QStaticText:
+        """`text` laid out once in the big or small font (figures repeat from tile to tile)."""
+        key = (big, text)
+        found = self._texts.get(key)
+        if found is None:
+            found = self._texts[key] = QStaticText(text)
+            found.setTextFormat(Qt.TextFormat.PlainText)
+            found.prepare(font=self.big if big else self.small)
+        return found
+
+    def label_text(self, label: str | tuple[str, ...], room: int) -> str:
+        """The first label that fits `room` px, else the last shortened from the middle
+        (so "gpu-node-03:1" keeps its node and its index)."""
+        labels = (label,) if isinstance(label, str) else label
+        key = (labels, room)
+        found = self._labels.get(key)
+        if found is None:
+            if len(self._labels) > 4096:  # labels x widths: bounded, however the fleet changes
+                self._labels.clear()
+            metrics = QFontMetrics(self.small)
+            fits = [text for text in labels if metrics.horizontalAdvance(text) <= room]
+            found = self._labels[key] = (
+                fits[0]
+                if fits
+                else metrics.elidedText(labels[-1], Qt.TextElideMode.ElideMiddle, room)
+            )
+        return found
+
+    @staticmethod
+    def _temp_text(row: Row | None) -> str:
+        temp = value(row, TEMP_GPU_C)
+        return "n/a" if temp is None else f"{temp:.0f}°C"
+
     def _values(self, painter: QPainter, row: Row | None, inner: QRect) -> None:
-        temp, util = value(row, TEMP_GPU_C), value(row, UTIL_GPU_PCT)
+        """Temperature top right; utilisation and memory at the bottom, memory where it fits."""
+        temp = self.text(True, self._temp_text(row))
         painter.setFont(self.big)
-        temp_text = "n/a" if temp is None else f"{temp:.0f}°C"
-        painter.drawText(inner, Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignTop, temp_text)
+        painter.drawStaticText(inner.right() + 1 - _width(temp), inner.y(), temp)
         painter.setFont(self.small)
-        bottom = Qt.AlignmentFlag.AlignBottom
-        painter.drawText(inner, bottom | Qt.AlignmentFlag.AlignLeft,
-                         "util n/a" if util is None else f"{util:.0f}%")  # fmt: skip
+        util = value(row, UTIL_GPU_PCT)
+        util_text = self.text(False, "util n/a" if util is None else f"{util:.0f}%")
+        y = inner.bottom() + 1 - _height(util_text)
+        painter.drawStaticText(inner.x(), y, util_text)
         used, total = value(row, MEM_USED_BYTES), value(row, MEM_TOTAL_BYTES)  # GiB
         if used is not None and total:
-            mem_text = f"{used:.0f}/{total:.0f}G"
-            painter.drawText(inner, bottom | Qt.AlignmentFlag.AlignRight, mem_text)
+            mem = self.text(False, f"{used:.0f}/{total:.0f}G")
+            if _width(util_text) + 6 + _width(mem) <= inner.width():
+                painter.drawStaticText(inner.right() + 1 - _width(mem), y, mem)
 
     def _control(self, painter: QPainter, tile: QRect, inner: QRect, gpu: QModelIndex) -> bool:
         """The middle line: a lock, the holder and the time left; or the workload running.
 
         Returns whether it drew one (the alert badge then moves up, out of its way).
         """
-        reservation: ReservationRow | None = gpu.data(roles.RESERVATION_ROLE)
-        workload: WorkloadRow | None = gpu.data(roles.WORKLOAD_ROLE)
+        reservation: ReservationRow | None = self.read(gpu, roles.RESERVATION_ROLE)
+        workload: WorkloadRow | None = self.read(gpu, roles.WORKLOAD_ROLE)
         if reservation is None and workload is None:
             return False
         line = QRect(inner.x(), tile.center().y() - 7, inner.width(), 14)
@@ -252,7 +367,7 @@ class TilePainter:
             painter.setPen(Qt.PenStyle.NoPen)
             painter.setBrush(DRAINED_HATCH)
             painter.drawRoundedRect(tile.adjusted(1, 1, -1, -1), 4, 4)
-        if gpu.data(roles.RESERVATION_ROLE) is not None:
+        if self.read(gpu, roles.RESERVATION_ROLE) is not None:
             self._stripe(painter, tile)
         fill, border, text = HEALTH_STYLES[_style_of(condition)]
         painter.setFont(self.tag_font)
@@ -301,6 +416,20 @@ class TilePainter:
         painter.setPen(QColor("#ffffff"))
         painter.setFont(self.big)
         painter.drawText(badge, Qt.AlignmentFlag.AlignCenter, "!")
+
+
+def _width(text: QStaticText) -> int:
+    return math.ceil(text.size().width())
+
+
+def _height(text: QStaticText) -> int:
+    return math.ceil(text.size().height())
+
+
+def _mark_color(condition: GpuCondition) -> QColor:
+    """A compact tile's health dot: the colour of the tag it has no room for."""
+    style = _style_of(condition)
+    return HEALTH_STYLES[style][0 if style == "serious" else 1]
 
 
 def _style_of(condition: GpuCondition) -> str:
