@@ -149,6 +149,7 @@ class MainWindow(QMainWindow):
         scroll.setWidgetResizable(True)
         scroll.setWidget(self.grid)
         self.fleet_scroll = scroll
+        self.toast.set_anchor(scroll)  # over tiles, never over a table's rows
         splitter = QSplitter(Qt.Orientation.Horizontal)
         splitter.addWidget(scroll)
         splitter.addWidget(self.detail)

@@ -18,6 +18,7 @@ from PySide6.QtWidgets import (
 )
 
 from console.qt.people_model import PeopleListModel
+from console.views.drag_image import CompactDragList
 from console.views.keyboard_menus import open_menus_from_keyboard
 
 HINT = (
@@ -39,7 +40,7 @@ class PeoplePanel(QWidget):
         self.proxy.setSourceModel(model)
         self.proxy.setFilterCaseSensitivity(Qt.CaseSensitivity.CaseInsensitive)
         self.filter = QLineEdit(placeholderText="Filter users and teams…")
-        self.list = QListView()
+        self.list = CompactDragList()  # a small drag label: the tiles stay in sight
         self.list.setObjectName("peopleList")
         self.list.setModel(self.proxy)
         self.list.setFlow(QListView.Flow.LeftToRight)

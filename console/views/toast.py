@@ -1,8 +1,13 @@
-"""Toast: an in-window popup, bottom right: an alert (click: open the GPU) or a notice."""
+"""Toast: an in-window popup: an alert (click: open the GPU) or a notice.
+
+It sits in the top-right corner of its anchor (the window sets the fleet grid's
+scroll area): over tiles, never over a table's rows. At the window's bottom right
+it covered the last rows of the alert and process tables, where people look.
+"""
 
 from __future__ import annotations
 
-from PySide6.QtCore import QTimer, Signal
+from PySide6.QtCore import QPoint, QTimer, Signal
 from PySide6.QtGui import QMouseEvent
 from PySide6.QtWidgets import QFrame, QLabel, QVBoxLayout, QWidget
 
@@ -36,7 +41,14 @@ class Toast(QFrame):
         self._timer.timeout.connect(self.hide)
         self.alert: AlertRow | None = None
         self.topic = ""  # what a shown notice is about, "" for an alert
+        self._anchor: QWidget | None = None
         self.hide()
+
+    def set_anchor(self, anchor: QWidget) -> None:
+        """Sit in `anchor`'s top-right corner (a widget inside the parent, with no table)."""
+        self._anchor = anchor
+        if self.isVisible():
+            self._place()
 
     def show_alert(self, alert: AlertRow, title: str) -> None:
         self.alert, self.topic = alert, ""
@@ -67,8 +79,14 @@ class Toast(QFrame):
 
     def _place(self) -> None:
         parent = self.parentWidget()
-        if parent is not None:
-            self.move(parent.width() - self.width() - MARGIN, parent.height() - self.height() - 40)
+        if parent is None:
+            return
+        anchor = self._anchor if self._anchor is not None and self._anchor.isVisible() else None
+        if anchor is None:  # no anchor: the parent's top right
+            self.move(parent.width() - self.width() - MARGIN, MARGIN)
+            return
+        corner = anchor.mapTo(parent, QPoint(anchor.width(), 0))
+        self.move(max(0, corner.x() - self.width() - MARGIN), corner.y() + MARGIN)
 
     def mousePressEvent(self, event: QMouseEvent) -> None:
         if self.alert is not None:

@@ -14,12 +14,12 @@ from PySide6.QtWidgets import (
     QLineEdit,
     QMenu,
     QPushButton,
-    QTableView,
     QWidget,
 )
 
 from console.fleet.control import WorkloadRow, WorkloadState
 from console.qt.workload_model import WORKLOAD_ROLE, WorkloadFilterProxy, WorkloadTableModel
+from console.views.drag_image import CompactDragTable
 from console.views.keyboard_menus import open_menus_from_keyboard
 from console.views.row_table_panel import bar_over_table, set_up_row_table
 
@@ -46,7 +46,7 @@ class WorkloadPanel(QWidget):
         self.submit = QPushButton("Submit…")
         self.cancel = QPushButton("Cancel workload")
         self.output = QPushButton("Output…")
-        self.table = QTableView()
+        self.table = CompactDragTable()  # a small drag label: the tiles stay in sight
         # Why our role allows none of the panel's actions ("" when it allows them).
         self.action_refusal = ""
         self._kept: tuple[str, str] | None = None  # selection across a model reset
