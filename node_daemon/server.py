@@ -326,7 +326,9 @@ class NodeDaemon:
     def _node_view(self) -> NodeView:
         latest, facts = self.sampler.latest, self.sampler.status.facts
         gpus = {g.index: g for g in facts.gpus} if facts else {}
-        return NodeView(latest.readings if latest else (), gpus, self.health.conditions())
+        if latest is None:
+            return NodeView((), gpus, self.health.conditions())
+        return NodeView(latest.readings, gpus, self.health.conditions(), latest.processes)
 
     def _reserved_for(self, gpu: int) -> str | None:
         held = self.reservations.holder_of(gpu)

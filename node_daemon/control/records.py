@@ -23,10 +23,11 @@ class WorkloadState(enum.Enum):
     FINISHED = "finished"
     FAILED = "failed"
     CANCELLED = "cancelled"
+    TIMED_OUT = "timed out"  # stopped at its time limit, as Slurm's TIMEOUT
 
     @property
     def ended(self) -> bool:
-        return self in (WorkloadState.FINISHED, WorkloadState.FAILED, WorkloadState.CANCELLED)
+        return self not in (WorkloadState.QUEUED, WorkloadState.RUNNING)
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,10 @@ class WorkloadRequest:
     env: Mapping[str, str] = field(default_factory=dict)
     min_free_memory_bytes: int = 0
     auto_place: bool = False
+    priority: int = 0  # higher first
+    time_limit_s: int = 0  # 0: the node's default_time_limit_s
+    idempotency_key: str = ""
+    moved_from: str = ""  # "NODE/ID" the fleet queue moved it from
 
 
 @dataclass(frozen=True)
@@ -83,3 +88,17 @@ class Workload:
     ended_unix_ms: int | None = None
     exit_code: int | None = None
     detail: str = ""
+    priority: int = 0
+    time_limit_s: int = 0  # 0: none
+    idempotency_key: str = ""
+    moved_from: str = ""
+    # Placement's view of a queued workload, each tick; shown, never journaled.
+    wait_reason: str = ""
+    held_gpu_indices: tuple[int, ...] = ()
+
+    @property
+    def ends_by_unix_ms(self) -> int | None:
+        """When its time limit stops it (TERM), if it runs and has one."""
+        if self.started_unix_ms is None or not self.time_limit_s:
+            return None
+        return self.started_unix_ms + self.time_limit_s * 1000

@@ -23,13 +23,19 @@ class WorkloadSettings:
     # How workloads start (node_daemon.control.launcher_choice): a transient systemd
     # unit each ("systemd"), the daemon's own child ("direct"), or whichever works here.
     launcher: str = "auto"
+    # Walltime: a workload submitted without a time limit gets this one (0: none);
+    # none may ask for more than max_time_limit_s (0: no cap). At the limit it gets
+    # TERM, then KILL after time_limit_grace_s, and ends "timed out".
+    default_time_limit_s: int = 0
+    max_time_limit_s: int = 0
+    time_limit_grace_s: int = 30
 
 
 def parse_workload_settings(table: Any, source: str) -> WorkloadSettings:
     """The [workloads] table, or ConfigError naming what is wrong."""
     if not isinstance(table, dict):
         raise ConfigError(f"{source}: [workloads] must be a table")
-    unknown = sorted(set(table) - {"accounts", "work_dir", "launcher"})
+    unknown = sorted(set(table) - {"accounts", "work_dir", "launcher", *_LIMIT_KEYS})
     if unknown:
         raise ConfigError(f"{source}: unknown key(s) {', '.join(unknown)} in [workloads]")
     accounts = table.get("accounts", {})
@@ -58,4 +64,24 @@ def parse_workload_settings(table: Any, source: str) -> WorkloadSettings:
             f"{source}: [workloads] launcher must be one of {', '.join(map(repr, LAUNCHERS))}, "
             f"got {launcher!r}"
         )
-    return WorkloadSettings(dict(accounts), work_dir, launcher)
+    limits = {key: _seconds(table, key, source) for key in _LIMIT_KEYS if key in table}
+    settings = WorkloadSettings(dict(accounts), work_dir, launcher, **limits)
+    if settings.max_time_limit_s and settings.default_time_limit_s > settings.max_time_limit_s:
+        raise ConfigError(
+            f"{source}: [workloads] default_time_limit_s ({settings.default_time_limit_s}) "
+            f"exceeds max_time_limit_s ({settings.max_time_limit_s})"
+        )
+    return settings
+
+
+_LIMIT_KEYS = ("default_time_limit_s", "max_time_limit_s", "time_limit_grace_s")
+
+
+def _seconds(table: dict[str, Any], key: str, source: str) -> int:
+    value = table[key]
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 366 * 86400:
+        raise ConfigError(
+            f"{source}: [workloads] {key} must be whole seconds from 0 to {366 * 86400}, "
+            f"got {value!r}"
+        )
+    return value

@@ -8,6 +8,7 @@ records reach the disk and come back.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import replace
 from typing import Any
 
 from google.protobuf.message import Message
@@ -21,6 +22,7 @@ _STATES = {
     WorkloadState.FINISHED: pb.WORKLOAD_STATE_FINISHED,
     WorkloadState.FAILED: pb.WORKLOAD_STATE_FAILED,
     WorkloadState.CANCELLED: pb.WORKLOAD_STATE_CANCELLED,
+    WorkloadState.TIMED_OUT: pb.WORKLOAD_STATE_TIMED_OUT,
 }
 _RECORD_STATES = {number: state for state, number in _STATES.items()}
 
@@ -29,7 +31,8 @@ _RESERVATION_PLAIN = (
 )  # fmt: skip
 _WORKLOAD_PLAIN = (
     "id", "name", "owner", "run_as", "gpu_count", "min_free_memory_bytes", "auto_place",
-    "queued_unix_ms", "detail",
+    "queued_unix_ms", "detail", "priority", "time_limit_s", "idempotency_key", "moved_from",
+    "wait_reason",
 )  # fmt: skip
 _WORKLOAD_OPTIONAL = ("pid", "pid_start_unix_ms", "started_unix_ms", "ended_unix_ms", "exit_code")
 
@@ -57,6 +60,7 @@ def workload_message(workload: Workload, with_env: bool = True) -> pb.Workload:
     message = pb.Workload(
         argv=workload.argv,
         gpu_indices=workload.gpu_indices,
+        held_gpu_indices=workload.held_gpu_indices,
         state=_STATES[workload.state],
         **{name: getattr(workload, name) for name in _WORKLOAD_PLAIN},
     )
@@ -86,6 +90,7 @@ def workload_record(message: pb.Workload) -> Workload:
         argv=tuple(message.argv),
         env=dict(message.env),
         gpu_indices=tuple(message.gpu_indices),
+        held_gpu_indices=tuple(message.held_gpu_indices),
         state=_RECORD_STATES[message.state],
         **{name: getattr(message, name) for name in _WORKLOAD_PLAIN},
         **optional,
@@ -97,6 +102,8 @@ def workload_request(message: pb.SubmitWorkloadRequest) -> WorkloadRequest:
         argv=tuple(message.argv), gpu_count=message.gpu_count, owner=message.owner,
         name=message.name, env=dict(message.env),
         min_free_memory_bytes=message.min_free_memory_bytes, auto_place=message.auto_place,
+        priority=message.priority, time_limit_s=message.time_limit_s,
+        idempotency_key=message.idempotency_key, moved_from=message.moved_from,
     )  # fmt: skip
 
 
@@ -112,7 +119,9 @@ def reservation_from_body(body: bytes) -> Reservation:
 
 
 def workload_body(workload: Workload) -> bytes:
-    return workload_message(workload).SerializeToString()
+    # What placement thinks this tick is not a fact to keep.
+    stored = replace(workload, wait_reason="", held_gpu_indices=())
+    return workload_message(stored).SerializeToString()
 
 
 def workload_from_body(body: bytes) -> Workload:

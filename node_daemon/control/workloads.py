@@ -32,12 +32,13 @@ from typing import Protocol
 
 from gpufleet.v1 import node_pb2 as pb
 from node_daemon.backends.procinfo import process_start_time_unix_ms
-from node_daemon.backends.readings import GpuReading, GpuStatic
+from node_daemon.backends.readings import GpuReading, GpuStatic, ProcessReading
 from node_daemon.control.accounts import account_name, check_account
 from node_daemon.control.launch_plan import CannotStart, launch_spec
 from node_daemon.control.launcher import KILL, TERM, Launched, Launcher, WorkloadFiles
 from node_daemon.control.launcher_choice import choose_launcher
-from node_daemon.control.placement import GpuFacts, choose_gpus, refusal
+from node_daemon.control.placement import GpuFacts, refusal
+from node_daemon.control.queue_policy import Waiting, plan_queue
 from node_daemon.control.records import Workload, WorkloadRequest, WorkloadState
 from node_daemon.control.reservations import ReservationLedger
 from node_daemon.control.settings import WorkloadSettings
@@ -56,6 +57,7 @@ MAX_OUTPUT_BYTES = 1024 * 1024
 DEFAULT_SIM_MEMORY = 8 * 1024**3
 
 
+MAX_PRIORITY = 10_000
 MAX_ARG_BYTES = 128 * 1024
 MAX_COMMAND_BYTES = 256 * 1024
 
@@ -102,6 +104,7 @@ class NodeView:
     readings: Sequence[GpuReading]
     gpus: Mapping[int, GpuStatic]
     conditions: Mapping[int, GpuCondition] = field(default_factory=dict)  # health, by GPU
+    processes: Mapping[int, Sequence[ProcessReading]] = field(default_factory=dict)  # by GPU
 
 
 class WorkloadManager:
@@ -127,10 +130,13 @@ class WorkloadManager:
         self._launched: dict[str, Launched] = {}
         self._attached: dict[str, int] = {}  # workload id -> pid shown on its GPUs
         self._cancelling: dict[str, float] = {}  # workload id -> when TERM was sent
+        self._timing_out: dict[str, float] = {}  # workload id -> when its limit sent TERM
         for workload in self._stored(active_only=True):
             self._workloads[workload.id] = workload
-        ids = (w.id for w in self._stored(active_only=False))
-        self._next = 1 + max((int(i.removeprefix("w-")) for i in ids), default=0)
+        every = self._stored(active_only=False)
+        self._next = 1 + max((int(w.id.removeprefix("w-")) for w in every), default=0)
+        # Submit's idempotency keys, ended workloads' included: a retry finds its workload.
+        self._by_key = {w.idempotency_key: w.id for w in every if w.idempotency_key}
         self._settle_launch_intents()
         self._readopt()
 
@@ -245,22 +251,67 @@ class WorkloadManager:
                 f"gpu_count must be 1..{len(self._node().gpus)}, got {request.gpu_count}"
             )
         owner = request.owner or actor
+        time_limit_s = self._time_limit(request)
+        with self._lock:
+            again = self._same_key(request, owner)
+            if again is not None:
+                return again
         run_as = account_name(owner, submitter or actor, self._settings.accounts)
         check_account(run_as, self.launcher.switches_users)
         with self._lock:
+            again = self._same_key(request, owner)  # a twin may have won the race
+            if again is not None:
+                return again
             workload = Workload(
                 id=f"w-{self._next}", name=request.name or request.argv[0].split("/")[-1],
                 argv=tuple(request.argv), env=dict(request.env), owner=owner, run_as=run_as,
                 gpu_count=request.gpu_count, min_free_memory_bytes=request.min_free_memory_bytes,
                 auto_place=request.auto_place, state=WorkloadState.QUEUED,
-                queued_unix_ms=self._now_ms(),
+                queued_unix_ms=self._now_ms(), priority=request.priority,
+                time_limit_s=time_limit_s, idempotency_key=request.idempotency_key,
+                moved_from=request.moved_from,
             )  # fmt: skip
+            moved = f"; moved from {request.moved_from}" if request.moved_from else ""
             self._write(
-                pb.EVENT_KIND_WORKLOAD_QUEUED, workload, actor, f"queued (runs as {run_as})"
+                pb.EVENT_KIND_WORKLOAD_QUEUED, workload, actor, f"queued (runs as {run_as}){moved}"
             )
             self._next += 1
             self._workloads[workload.id] = workload
+            if workload.idempotency_key:
+                self._by_key[workload.idempotency_key] = workload.id
             return workload
+
+    def _time_limit(self, request: WorkloadRequest) -> int:
+        if not -MAX_PRIORITY <= request.priority <= MAX_PRIORITY:
+            raise BadWorkload(
+                f"priority must be from {-MAX_PRIORITY} to {MAX_PRIORITY}, got {request.priority}"
+            )
+        limit = request.time_limit_s or self._settings.default_time_limit_s
+        cap = self._settings.max_time_limit_s
+        if cap and limit > cap:
+            raise BadWorkload(
+                f"time limit {limit} s exceeds this node's max_time_limit_s ({cap} s)"
+            )
+        return limit
+
+    def _same_key(self, request: WorkloadRequest, owner: str) -> Workload | None:
+        """The workload an earlier submit with this idempotency key made, if any."""
+        if not request.idempotency_key:
+            return None
+        found = self._by_key.get(request.idempotency_key)
+        if found is None:
+            return None
+        earlier = self._find(found, include_ended=True)
+        if (earlier.argv, earlier.owner, earlier.gpu_count) != (
+            tuple(request.argv),
+            owner,
+            request.gpu_count,
+        ):
+            raise WorkloadConflict(
+                f"idempotency key {request.idempotency_key!r} was used for workload "
+                f"{earlier.id} with a different command, owner or GPU count"
+            )
+        return earlier
 
     def assign(self, workload_id: str, gpus: Sequence[int], actor: str) -> Workload:
         with self._lock:
@@ -268,6 +319,8 @@ class WorkloadManager:
             if workload.state is not WorkloadState.QUEUED:
                 state = workload.state.value
                 raise WorkloadConflict(f"workload {workload_id} is {state}, not queued")
+            if not gpus:
+                raise BadWorkload(f"workload {workload_id} needs GPUs to be assigned to")
             if len(set(gpus)) != workload.gpu_count:
                 wanted, given = workload.gpu_count, len(set(gpus))
                 raise BadWorkload(f"workload {workload_id} needs {wanted} GPU(s), got {given}")
@@ -275,7 +328,10 @@ class WorkloadManager:
             for gpu in sorted(set(gpus)):
                 if gpu not in facts:
                     raise BadWorkload(f"no GPU {gpu} on this node")
-                why = refusal(facts[gpu], workload.owner, workload.min_free_memory_bytes,
+                # An operator's own choice may share a GPU with processes outside the
+                # queue (they see them on the tile); only auto placement keeps off them.
+                chosen = replace(facts[gpu], outside=())
+                why = refusal(chosen, workload.owner, workload.min_free_memory_bytes,
                               self._teams_of(workload.owner))  # fmt: skip
                 if why is not None:
                     raise WorkloadConflict(why)
@@ -315,8 +371,10 @@ class WorkloadManager:
                                self.launcher.switches_users)  # fmt: skip
         except CannotStart as exc:
             raise WorkloadConflict(str(exc)) from exc
-        intended = replace(workload, state=WorkloadState.RUNNING,
-                           started_unix_ms=self._now_ms(), gpu_indices=tuple(gpus))  # fmt: skip
+        intended = replace(
+            workload, state=WorkloadState.RUNNING, started_unix_ms=self._now_ms(),
+            gpu_indices=tuple(gpus), wait_reason="", held_gpu_indices=(),
+        )  # fmt: skip
         self._journal.record([], records=[_intent_record(intended, active=True)])
         try:
             launched = self.launcher.launch(WorkloadFiles(self._root, workload.id), spec)
@@ -347,6 +405,7 @@ class WorkloadManager:
             for workload_id, launched in list(self._launched.items()):
                 workload = self._workloads[workload_id]
                 if self.launcher.still_running(launched):
+                    self._enforce_time_limit(workload, launched)
                     self._escalate_cancel(workload)
                     self._attach(workload, launched)
                 else:
@@ -354,6 +413,26 @@ class WorkloadManager:
                     self._finish(workload, self.launcher.exit_code(files, launched), "")
                     self.launcher.release(launched)  # its end is recorded: systemd may forget it
             self._auto_place()
+
+    def _enforce_time_limit(self, workload: Workload, launched: Launched) -> None:
+        """TERM at the limit (once), KILL when the grace has passed too."""
+        ends = workload.ends_by_unix_ms
+        if ends is None or self._now_ms() < ends or workload.id in self._cancelling:
+            return
+        sent = self._timing_out.get(workload.id)
+        try:
+            if sent is None:
+                self.launcher.signal(launched, TERM)
+                self._timing_out[workload.id] = self._clock()
+                limit = _duration_words(workload.time_limit_s)
+                log.info("workload %s reached its time limit (%s): TERM", workload.id, limit)
+                self._workloads[workload.id] = replace(
+                    workload, detail=f"stopping: time limit {limit} reached"
+                )  # shown, not journaled: its end will be
+            elif self._clock() - sent > self._settings.time_limit_grace_s:
+                self.launcher.signal(launched, KILL)
+        except OSError as exc:
+            log.error("cannot stop workload %s at its time limit: %s", workload.id, exc)
 
     def _escalate_cancel(self, workload: Workload) -> None:
         asked = self._cancelling.get(workload.id)
@@ -388,6 +467,13 @@ class WorkloadManager:
         cancelled = workload.id in self._cancelling
         if cancelled:
             state, kind = WorkloadState.CANCELLED, pb.EVENT_KIND_WORKLOAD_CANCELLED
+        elif workload.id in self._timing_out:
+            state, kind = WorkloadState.TIMED_OUT, pb.EVENT_KIND_WORKLOAD_FAILED
+            note = "; ".join(
+                t
+                for t in (note, f"time limit {_duration_words(workload.time_limit_s)} reached")
+                if t
+            )
         elif code == 0:
             state, kind = WorkloadState.FINISHED, pb.EVENT_KIND_WORKLOAD_FINISHED
         else:
@@ -403,24 +489,41 @@ class WorkloadManager:
         self._workloads.pop(workload.id, None)
         self._launched.pop(workload.id, None)
         self._cancelling.pop(workload.id, None)
+        self._timing_out.pop(workload.id, None)
         shown = self._attached.pop(workload.id, None)
         if shown is not None and self._hooks is not None:
             self._hooks.detach_process(shown)
 
     def _auto_place(self) -> None:
-        for workload in [w for w in self._workloads.values() if w.auto_place]:
-            if workload.state is not WorkloadState.QUEUED:
+        """Start what the fair queue says may start; note why the rest waits."""
+        queued = [w for w in self._workloads.values() if w.state is WorkloadState.QUEUED]
+        if not queued:
+            return
+        facts = self._gpu_facts()
+        frees_by: dict[int, int | None] = {}
+        for w in self._workloads.values():
+            if w.state is WorkloadState.RUNNING:
+                frees_by.update(dict.fromkeys(w.gpu_indices, w.ends_by_unix_ms))
+        waiting = [
+            Waiting(w.id, w.owner, tuple(self._teams_of(w.owner)), w.gpu_count,
+                    w.min_free_memory_bytes, w.priority, w.queued_unix_ms, w.time_limit_s)
+            for w in queued if w.auto_place
+        ]  # fmt: skip
+        plan = plan_queue(waiting, facts, frees_by, self._now_ms())
+        for workload_id, gpus in plan.starts:
+            try:
+                self._start(self._workloads[workload_id], gpus, "")
+            except (WorkloadConflict, JournalError) as exc:
+                log.error("%s", exc)  # the others still get placed
+        for w in queued:
+            current = self._workloads.get(w.id)
+            if current is None or current.state is not WorkloadState.QUEUED:
                 continue
-            teams = self._teams_of(workload.owner)
-            gpus = choose_gpus(
-                self._gpu_facts(), workload.owner, workload.gpu_count,
-                workload.min_free_memory_bytes, teams,
-            )  # fmt: skip
-            if gpus is not None:
-                try:
-                    self._start(workload, gpus, "")
-                except (WorkloadConflict, JournalError) as exc:
-                    log.error("%s", exc)  # the others still get placed
+            reason = plan.reasons.get(w.id, "" if w.auto_place else MANUAL_WAIT)
+            held = plan.held.get(w.id, ())
+            if (current.wait_reason, current.held_gpu_indices) != (reason, held):
+                # Shown in listings, not journaled: placement says it afresh each tick.
+                self._workloads[w.id] = replace(current, wait_reason=reason, held_gpu_indices=held)
 
     def _stop_unrecorded(self, launched: Launched) -> None:
         """Kill a workload whose start could not be committed, and forget it."""
@@ -438,10 +541,11 @@ class WorkloadManager:
         node = self._node()
         for reading in node.readings:
             held = self._ledger.holder_of(reading.index)
+            running = busy.get(reading.index)
+            outside = () if running is not None else tuple(node.processes.get(reading.index, ()))
             facts[reading.index] = GpuFacts(
                 reading, held.holder if held else None, held.until_unix_ms if held else None,
-                held.reason if held else "", busy.get(reading.index),
-                node.conditions.get(reading.index),
+                held.reason if held else "", running, node.conditions.get(reading.index), outside,
             )  # fmt: skip
         return facts
 
@@ -461,6 +565,15 @@ class WorkloadManager:
             KIND, workload.id, not workload.state.ended, event.time_unix_ms, workload_body(workload)
         )
         self._journal.record([event], records=[record, *extra])
+
+
+MANUAL_WAIT = "waits for an operator to assign it GPUs (not auto-placed)"
+
+
+def _duration_words(seconds: int) -> str:
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}"
 
 
 def _intent_record(workload: Workload, active: bool) -> StoredRecord:

@@ -225,8 +225,12 @@ def test_two_clients_assign_the_same_gpu_at_once_exactly_one_wins(node) -> None:
     assert "GPU 3 is already taken by workload" in loser
 
 
-def test_workload_runs_on_its_gpus_with_output_and_exit_code(node) -> None:
-    daemon, stub = node
+def test_workload_runs_on_its_gpus_with_output_and_exit_code(start_daemon) -> None:
+    # Seed 0: GPU 0 computes for a simulated user, so auto placement has GPUs 1-3.
+    daemon = start_daemon(gpus=4, model="h100", seed=0)
+    wait_for(lambda: daemon.sampler.latest is not None)
+    channel = grpc.insecure_channel(str(daemon.address))
+    stub = pb_grpc.NodeServiceStub(channel)
     queued = submit(stub, ["sh", "-c", 'echo "on $CUDA_VISIBLE_DEVICES"; exit 3'], gpus=2,
                     auto_place=True, name="probe")  # fmt: skip
     wait_for(lambda: workload(stub, queued.id).state == pb.WORKLOAD_STATE_FAILED, 10, "its end")
@@ -238,6 +242,8 @@ def test_workload_runs_on_its_gpus_with_output_and_exit_code(node) -> None:
     kinds = [e.kind for e in daemon.journal.events_after(0) if e.workload.id == queued.id]
     assert kinds == [pb.EVENT_KIND_WORKLOAD_QUEUED, pb.EVENT_KIND_WORKLOAD_STARTED,
                      pb.EVENT_KIND_WORKLOAD_FAILED]  # fmt: skip
+    assert 0 not in ended.gpu_indices  # the simulated user's GPU
+    channel.close()
 
 
 def test_a_started_workload_drives_its_simulated_gpu(node) -> None:
