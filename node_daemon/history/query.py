@@ -75,7 +75,8 @@ def choose_tier(
     tiers: Sequence[Tier], oldest: Mapping[str, int | None], query: HistoryQuery
 ) -> Tier:
     """The finest tier that reaches `start` (or as far back as any tier reaches, within the
-    coarsest step) and answers within max_points; else the coarsest that reaches back."""
+    coarsest step) and answers within max_points; else the coarsest that reaches back (its
+    points are merged then); with nothing stored, the finest."""
     stored = [o for o in oldest.values() if o is not None]
     start = max(query.start_ms, min(stored)) if stored else query.start_ms
     slack = max(t.step_ms for t in tiers)
@@ -83,7 +84,7 @@ def choose_tier(
     for tier in reaching:
         if (query.end_ms - start) // max(1, tier.step_ms) < query.max_points:
             return tier
-    return reaching[-1] if reaching else tiers[-1]
+    return reaching[-1] if reaching else tiers[0]  # nothing stored yet: the finest, empty
 
 
 def tier_messages(tiers: Sequence[Tier], oldest: Mapping[str, int | None]) -> list[pb.HistoryTier]:
