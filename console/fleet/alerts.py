@@ -106,6 +106,10 @@ class AlertBook:
     def alerts(self) -> list[AlertRow]:
         return list(self._alerts.values())
 
+    def by_uid(self) -> dict[tuple[str, str], AlertRow]:
+        """Every alert by its `uid`, in the order they came: a copy."""
+        return dict(self._alerts)
+
     def alert(self, target: str, alert_id: str) -> AlertRow | None:
         return self._alerts.get((target, alert_id))
 

@@ -7,6 +7,7 @@ not only when the daemon sends a changed alert.
 
 from __future__ import annotations
 
+import bisect
 import time
 from typing import Any
 
@@ -16,6 +17,7 @@ from PySide6.QtCore import (
     QSortFilterProxyModel,
     Qt,
     QTimer,
+    Signal,
 )
 from PySide6.QtGui import QColor
 
@@ -30,11 +32,24 @@ COLUMNS = ("Severity", "Node", "GPU", "Rule", "Now", "Peak", "Since", "State", "
 NOW, PEAK = 4, 5
 ALERT_ROLE = int(Qt.ItemDataRole.UserRole) + 1
 REFRESH_MS = 250
+# More rows added or removed than this (or a quarter of the table) at once: a reset.
+RESET_OVER_ROWS = 64
 SEVERITY_COLORS = {
     Severity.CRITICAL: QColor("#c53030"),
     Severity.WARNING: QColor("#b7791f"),
     Severity.INFO: QColor("#2b6cb0"),
 }
+
+
+RowKey = tuple[bool, int, int, tuple[str, str]]
+
+
+def row_key(alert: AlertRow) -> RowKey:
+    """The model's row order: firing first, then the worst, the newest; ties by id.
+
+    The proxy's sort is stable: alerts of equal severity keep this order.
+    """
+    return (not alert.firing, -alert.severity, -alert.started_unix_ms, alert.uid)
 
 
 def state_text(alert: AlertRow, now_ms: int) -> str:
@@ -73,11 +88,23 @@ def peak_text(alert: AlertRow, peak: float | None) -> str:
 
 class AlertTableModel(RowTableModel):
     headers = COLUMNS
+    # After each refresh that changed rows (a reset or rows updated in place), so
+    # views that look at the selected alerts (their buttons) look again.
+    refreshed = Signal()
 
     def __init__(self, fleet: FleetModel) -> None:
         super().__init__()
         self._fleet = fleet
         self._rows: list[AlertRow] = []
+        self._keys: list[RowKey] = []  # self._rows' sort keys, ascending
+        # Beside each row: its alert's uid, and its node where Now/Peak are live (else "").
+        self._uids: list[tuple[str, str]] = []
+        self._live_targets: list[str] = []
+        self._row_of: dict[tuple[str, str], int] = {}  # uid -> row
+        # Rows with a live Now/Peak, by node: what a frame's samples move.
+        self._live_rows: dict[str, list[int]] = {}
+        # live_metric by what it looks at (rule, unit, a GPU or not): asked for every row.
+        self._live_kinds: dict[tuple[str, str, bool], bool] = {}
         self._version = -1
         self._timer = QTimer(self)
         self._timer.setObjectName("gpufleet-alert-table-timer")
@@ -88,26 +115,106 @@ class AlertTableModel(RowTableModel):
         self.refresh()
 
     def refresh(self) -> None:
-        if self._fleet.alerts.version == self._version:
+        """Bring the rows up to the alert book: rows updated, added and removed in place.
+
+        A reset made the proxy re-filter and re-sort every alert and the view lose its
+        selection; after ten minutes at 1,000 GPUs (~900 alerts, ~3 changes a second)
+        it was the biggest single cost of a frame. A large change still resets.
+        """
+        book = self._fleet.alerts
+        if book.version == self._version:
             return
+        self._version = book.version
+        fresh, held, rows = book.by_uid(), self._row_of, self._rows
+        news = [a for uid, a in fresh.items() if (r := held.get(uid)) is None or rows[r] is not a]
+        added = [a for a in news if a.uid not in held]
+        gone = len(held) - (len(fresh) - len(added))
+        gone_rows = [r for uid, r in held.items() if uid not in fresh] if gone else []
+        if not news and not gone_rows:
+            return
+        in_place: list[int] = []  # rows whose alert changed but stays where it sorts
+        moved: list[int] = []
+        for alert in news:
+            row = held.get(alert.uid)
+            if row is not None:
+                (in_place if _same_place(rows[row], alert) else moved).append(row)
+        if len(gone_rows) + 2 * len(moved) + len(added) > max(RESET_OVER_ROWS, len(rows) // 4):
+            self._reset(fresh)
+        else:
+            self._update(fresh, in_place, moved + gone_rows, added)
+        self.refreshed.emit()
+
+    def _reset(self, fresh: dict[tuple[str, str], AlertRow]) -> None:
         self.beginResetModel()
         self._live.clear()
-        self._version = self._fleet.alerts.version
-        self._rows = sorted(
-            self._fleet.alerts.alerts(),
-            key=lambda a: (not a.firing, -a.severity, -a.started_unix_ms),
-        )
+        self._rows = sorted(fresh.values(), key=row_key)
+        self._keys = [row_key(a) for a in self._rows]
+        self._uids = [a.uid for a in self._rows]
+        self._live_targets = [self._live_target(a) for a in self._rows]
+        self._index_rows()
         self.endResetModel()
 
+    def _update(
+        self,
+        fresh: dict[tuple[str, str], AlertRow],
+        in_place: list[int],
+        remove: list[int],
+        added: list[AlertRow],
+    ) -> None:
+        """New values in their rows; rows removed (gone, or to move), then inserted in order."""
+        rows = self._rows
+        in_place.sort()
+        for row in in_place:
+            rows[row] = fresh[rows[row].uid]
+            self._live.pop(rows[row].uid, None)
+        # Severity, node, GPU, rule and start stay (else the row moved): signalled from
+        # Now on, the proxy re-sorts nothing while sorted by severity (its default).
+        for first, last in _runs(in_place):
+            self.dataChanged.emit(self.index(first, NOW), self.index(last, len(COLUMNS) - 1))
+        insert = added + [fresh[rows[r].uid] for r in remove if rows[r].uid in fresh]
+        for first, last in reversed(_runs(sorted(remove))):
+            self.beginRemoveRows(QModelIndex(), first, last)
+            for row in range(first, last + 1):
+                self._live.pop(rows[row].uid, None)
+            del rows[first : last + 1], self._keys[first : last + 1]
+            del self._uids[first : last + 1], self._live_targets[first : last + 1]
+            self.endRemoveRows()
+        for alert in sorted(insert, key=row_key):
+            key = row_key(alert)
+            row = bisect.bisect_right(self._keys, key)
+            self.beginInsertRows(QModelIndex(), row, row)
+            rows.insert(row, alert)
+            self._keys.insert(row, key)
+            self._uids.insert(row, alert.uid)
+            self._live_targets.insert(row, self._live_target(alert))
+            self.endInsertRows()
+        if remove or insert:
+            self._index_rows()
+
+    def _index_rows(self) -> None:
+        """Each alert's row, and the rows with a live Now/Peak by node (after rows moved)."""
+        self._row_of = dict(zip(self._uids, range(len(self._uids)), strict=True))
+        self._live_rows = {}
+        for row, target in enumerate(self._live_targets):
+            if target:
+                self._live_rows.setdefault(target, []).append(row)
+
+    def _live_target(self, alert: AlertRow) -> str:
+        """The alert's node if its Now/Peak are live, else ""."""
+        kind = (alert.rule, alert.unit, alert.gpu_index is None)
+        live = self._live_kinds.get(kind)
+        if live is None:
+            live = self._live_kinds[kind] = live_metric(alert) is not None
+        return alert.target if live else ""
+
     def on_fleet_changed(self, changes: dict[str, Change]) -> None:
-        # A storm changes alerts several times a second; a reset (re-sort,
-        # re-filter) per frame was the pump's biggest cost after ten minutes.
+        # A storm changes alerts several times a second; a refresh per frame was the
+        # pump's biggest cost after ten minutes: at most every REFRESH_MS.
         if self._fleet.alerts.version != self._version and not self._timer.isActive():
             self._timer.start(REFRESH_MS)
         # The live columns only, of the rows whose node sent samples: every changed
         # row is re-filtered by the proxy, so a fleet-wide signal costs per frame.
-        moved = [r for r, a in enumerate(self._rows)
-                 if a.target in changes and live_metric(a) is not None]  # fmt: skip
+        moved = sorted(r for t in changes for r in self._live_rows.get(t, ()))
         for first, last in _runs(moved):
             for row in range(first, last + 1):
                 self._live.pop(self._rows[row].uid, None)
@@ -179,6 +286,12 @@ class AlertTableModel(RowTableModel):
         if column == 6:
             return alert.started_unix_ms
         return None
+
+
+def _same_place(old: AlertRow, new: AlertRow) -> bool:
+    """Whether `new` can replace `old` in its row: the same sort key and the same
+    columns before Now (the only ones an update in place does not signal)."""
+    return row_key(old) == row_key(new) and (old.gpu_index, old.rule) == (new.gpu_index, new.rule)
 
 
 def _runs(rows: list[int]) -> list[tuple[int, int]]:

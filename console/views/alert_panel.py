@@ -53,7 +53,8 @@ class AlertPanel(QWidget):
         self.filter.textChanged.connect(self.proxy.setFilterFixedString)
         self.show_cleared.toggled.connect(self.proxy.set_show_cleared)
         self.table.selectionModel().selectionChanged.connect(self._on_selection_changed)
-        self.model.modelReset.connect(self._on_selection_changed)
+        # Reset or updated in place: a selected alert may have been acknowledged or cleared.
+        self.model.refreshed.connect(self._on_selection_changed)
         self.acknowledge.clicked.connect(self._on_acknowledge_clicked)
         self.silence.clicked.connect(self._on_silence_clicked)
         self.table.doubleClicked.connect(self._on_table_double_clicked)

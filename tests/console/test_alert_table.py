@@ -1,0 +1,127 @@
+"""The alert table follows the alert book row by row (real Qt models and view, offscreen).
+
+A reset per change re-sorted and re-filtered every alert and dropped the
+selection; updates, new alerts and removed ones are applied in place, and the
+rows always read as a fresh model's would.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from PySide6.QtCore import QItemSelectionModel
+
+from console.fleet.alerts import AlertRow, Severity
+from console.fleet.model import FleetModel
+from console.fleet.updates import AlertsUpdate
+from console.qt.alert_model import ALERT_ROLE, AlertTableModel
+from console.views.alert_panel import AlertPanel
+
+A, B = "127.0.0.1:1", "127.0.0.1:2"
+T0 = 1_800_000_000_000
+
+
+def alert(target: str, id_: str, **changes: object) -> AlertRow:
+    row = AlertRow(
+        target, id_, f"gpu_temp/{id_}", "gpu_temp", Severity.WARNING, True, 1, "GPU-1", None,
+        80.0, "°C", f"{id_} temperature 80 °C", T0, T0, None, 1, "", None, None, "", "",
+    )  # fmt: skip
+    return dataclasses.replace(row, **changes)
+
+
+def book_of(n: int) -> dict[str, list[AlertRow]]:
+    """n alerts over two nodes, starts a second apart, every fifth critical."""
+    by_node: dict[str, list[AlertRow]] = {A: [], B: []}
+    for i in range(n):
+        target = A if i % 2 else B
+        severity = Severity.CRITICAL if i % 5 == 0 else Severity.WARNING
+        by_node[target].append(
+            alert(target, f"a-{i}", severity=severity, started_unix_ms=T0 + i * 1000)
+        )
+    return by_node
+
+
+def put(fleet: FleetModel, by_node: dict[str, list[AlertRow]]) -> None:
+    for target, rows in by_node.items():
+        fleet.apply(AlertsUpdate(target, tuple(rows), "j", 0))
+
+
+def fleet_with(by_node: dict[str, list[AlertRow]]) -> FleetModel:
+    fleet = FleetModel(ring_capacity=16)
+    for target in by_node:
+        fleet.add_node(target)
+    put(fleet, by_node)
+    return fleet
+
+
+def table(model: AlertTableModel) -> list[list[str]]:
+    return [
+        [model.index(r, c).data() for c in range(model.columnCount())]
+        for r in range(model.rowCount())
+    ]
+
+
+def test_changes_apply_in_place_and_read_as_a_fresh_table(qtbot) -> None:
+    by_node = book_of(300)
+    fleet = fleet_with(by_node)
+    model = AlertTableModel(fleet)
+    panel = AlertPanel(model)
+    qtbot.addWidget(panel)
+    panel.show()
+    resets: list[bool] = []
+    model.modelReset.connect(lambda: resets.append(True))
+    inserted: list[int] = []
+    model.rowsInserted.connect(lambda _p, first, last: inserted.extend(range(first, last + 1)))
+    removed: list[int] = []
+    model.rowsRemoved.connect(lambda _p, first, last: removed.extend(range(first, last + 1)))
+    # Acknowledged, cleared (a new sort key: it moves), one gone, two new (one the newest).
+    rows_a = by_node[A]
+    rows_a[3] = dataclasses.replace(rows_a[3], acknowledged_by="erin", acknowledged_unix_ms=T0)
+    rows_a[7] = dataclasses.replace(rows_a[7], firing=False, cleared_unix_ms=T0 + 5000)
+    del rows_a[10]
+    rows_a.append(alert(A, "a-new", severity=Severity.CRITICAL, started_unix_ms=T0 + 10**6))
+    rows_a.append(alert(A, "a-old", started_unix_ms=T0 - 10**6))
+    put(fleet, by_node)
+    model.refresh()
+    assert resets == []
+    assert len(removed) == 2 and len(inserted) == 3  # a-15 moved (cleared), a-21 gone; 2 new
+    assert table(model) == table(AlertTableModel(fleet))
+    assert model.alert(0).id == "a-new"  # firing critical, newest: first
+
+
+def test_a_selected_alert_stays_selected_and_its_buttons_follow_it(qtbot) -> None:
+    by_node = book_of(40)
+    fleet = fleet_with(by_node)
+    model = AlertTableModel(fleet)
+    panel = AlertPanel(model)
+    qtbot.addWidget(panel)
+    panel.show()
+    chosen = by_node[A][2]
+    row = next(r for r in range(panel.proxy.rowCount())
+               if panel.proxy.index(r, 0).data(ALERT_ROLE).uid == chosen.uid)  # fmt: skip
+    panel.table.selectionModel().select(
+        panel.proxy.index(row, 0),
+        QItemSelectionModel.SelectionFlag.ClearAndSelect | QItemSelectionModel.SelectionFlag.Rows,
+    )
+    assert panel.acknowledge.isEnabled()
+    # Another alert appears elsewhere in the fleet, then ours is acknowledged.
+    by_node[B].append(alert(B, "b-new", started_unix_ms=T0 + 10**6))
+    put(fleet, by_node)
+    model.refresh()
+    assert [a.uid for a in panel.selected_alerts()] == [chosen.uid]
+    by_node[A][2] = dataclasses.replace(chosen, acknowledged_by="erin", acknowledged_unix_ms=T0)
+    put(fleet, by_node)
+    model.refresh()
+    assert [a.acknowledged_by for a in panel.selected_alerts()] == ["erin"]
+    assert not panel.acknowledge.isEnabled()
+
+
+def test_a_large_change_resets_the_table(qtbot) -> None:
+    fleet = fleet_with(book_of(10))
+    model = AlertTableModel(fleet)
+    resets: list[bool] = []
+    model.modelReset.connect(lambda: resets.append(True))
+    put(fleet, book_of(400))  # a node's first listing, say: hundreds at once
+    model.refresh()
+    assert resets == [True]
+    assert table(model) == table(AlertTableModel(fleet))
