@@ -66,7 +66,8 @@ def process_mime(victim: KillTarget) -> QMimeData:
         "target": victim.target, "node": victim.node_name, "gpu": victim.gpu, "pid": p.pid,
         "user": p.user, "command": p.command, "gpu_memory_bytes": p.gpu_memory_bytes,
         "start_time_unix_ms": p.start_time_unix_ms, "container_id": p.container_id,
-        "slurm_job_id": p.slurm_job_id,
+        "slurm_job_id": p.slurm_job_id, "sm_util_pct": p.sm_util_pct, "cpu_pct": p.cpu_pct,
+        "host_memory_bytes": p.host_memory_bytes,
     }  # fmt: skip
     return _pack(PROCESS_MIME, payload, f"pid {p.pid} {p.command or ''}".strip())
 
@@ -81,6 +82,8 @@ def read_process(data: QMimeData) -> KillTarget | None:
             gpu_memory_bytes=payload.get("gpu_memory_bytes"),
             start_time_unix_ms=payload.get("start_time_unix_ms"),
             container_id=payload.get("container_id"), slurm_job_id=payload.get("slurm_job_id"),
+            sm_util_pct=payload.get("sm_util_pct"), cpu_pct=payload.get("cpu_pct"),
+            host_memory_bytes=payload.get("host_memory_bytes"),
         )  # fmt: skip
         gpu = int(payload["gpu"])
         return KillTarget(str(payload["target"]), str(payload["node"]), gpu, process)
