@@ -3,8 +3,8 @@
     [history]
     enabled = true
     raw_retention_s = 3600          # every sampling tick
-    tier_10s_retention_s = 86400    # 10 s steps (mean and max)
-    tier_1m_retention_s = 2592000   # 1 min steps (mean and max)
+    ten_second_retention_s = 86400    # 10 s steps (mean and max)
+    minute_retention_s = 2592000   # 1 min steps (mean and max)
     max_bytes = 268435456           # the file's bound; the biggest tier gives up its oldest first
     flush_interval_s = 5            # seconds between commits (a crash loses at most this much)
 
@@ -28,8 +28,8 @@ class HistorySettings:
 
     enabled: bool = True
     raw_retention_s: int = 3600
-    tier_10s_retention_s: int = DAY_S
-    tier_1m_retention_s: int = 30 * DAY_S
+    ten_second_retention_s: int = DAY_S
+    minute_retention_s: int = 30 * DAY_S
     max_bytes: int = 256 * MIB
     flush_interval_s: float = 5.0
 
@@ -37,8 +37,8 @@ class HistorySettings:
 # key → (smallest, largest, what it is), for the error that names the key.
 _BOUNDS: dict[str, tuple[float, float, str]] = {
     "raw_retention_s": (60, 7 * DAY_S, "seconds from 60 to 604800 (a week)"),
-    "tier_10s_retention_s": (60, 90 * DAY_S, "seconds from 60 to 7776000 (90 days)"),
-    "tier_1m_retention_s": (60, 3 * 365 * DAY_S, "seconds from 60 to 94608000 (3 years)"),
+    "ten_second_retention_s": (60, 90 * DAY_S, "seconds from 60 to 7776000 (90 days)"),
+    "minute_retention_s": (60, 3 * 365 * DAY_S, "seconds from 60 to 94608000 (3 years)"),
     "max_bytes": (MIB, 1 << 40, "bytes from 1048576 (1 MiB) to 1099511627776 (1 TiB)"),
     "flush_interval_s": (0.1, 60, "seconds from 0.1 to 60"),
 }

@@ -31,8 +31,8 @@ def tiers_of(settings: HistorySettings) -> tuple[Tier, Tier, Tier]:
     """raw, 10s and 1m, finest first."""
     return (
         Tier(0, "raw", 0, settings.raw_retention_s),
-        Tier(1, "10s", 10_000, settings.tier_10s_retention_s),
-        Tier(2, "1m", 60_000, settings.tier_1m_retention_s),
+        Tier(1, "10s", 10_000, settings.ten_second_retention_s),
+        Tier(2, "1m", 60_000, settings.minute_retention_s),
     )
 
 

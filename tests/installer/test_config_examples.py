@@ -20,6 +20,7 @@ from node_daemon.config import DaemonConfig, load_config_file
 from node_daemon.control.settings import WorkloadSettings
 from node_daemon.healing.settings import HealingSettings
 from node_daemon.health.settings import HealthSettings
+from node_daemon.history.settings import HistorySettings
 from tests.installer.tools import CONSOLE_TOML, DAEMON_TOML
 
 # The one option the shipped file sets: a GPU server must not fall back to
@@ -56,7 +57,8 @@ def documented_keys(text: str) -> dict[str, set[str]]:
 def test_every_option_and_alert_rule_is_documented() -> None:
     keys = documented_keys(DAEMON_TOML.read_text(encoding="utf-8"))
     # DaemonConfig fields that are tables of their own
-    tables = {"alerts", "alertmanager", "teams", "auth", "workloads", "health", "healing"}
+    tables = {"alerts", "alertmanager", "teams", "auth", "workloads", "health", "healing",
+              "history"}  # fmt: skip
     options = {f.name for f in fields(DaemonConfig)} - tables
     assert options - keys["daemon"] == set(), "add these options to installer/config/daemon.toml"
     assert {"teams", "auth.users", "tls"} <= set(keys)
@@ -65,6 +67,7 @@ def test_every_option_and_alert_rule_is_documented() -> None:
     assert auth_keys <= keys["auth"], "document these keys under [auth]"
     assert {f.name for f in fields(WorkloadSettings)} <= keys["workloads"]
     assert {f.name for f in fields(HealthSettings)} <= keys["health"], "document under [health]"
+    assert {f.name for f in fields(HistorySettings)} <= keys["history"], "document under [history]"
     healing = HealingSettings()
     for table in ("drain", "power_cap", "memory_leak", "reset", "reboot"):
         table_keys = {f.name for f in fields(getattr(healing, table))}

@@ -11,17 +11,20 @@ import random
 import sqlite3
 import subprocess
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from gpufleet.v1 import node_pb2 as pb
 from node_daemon.backends.readings import GpuReading
+from node_daemon.config import DaemonConfig
 from node_daemon.errors import ConfigError
 from node_daemon.history.codec import encode
 from node_daemon.history.query import answer_query, parse_query
 from node_daemon.history.settings import MIB, HistorySettings, parse_history_settings
 from node_daemon.history.store import HistoryStore
+from node_daemon.reload import plan_reload
 from tests.node_daemon.test_full_disk import SmallDisk, disk  # noqa: F401
 
 T0_MS = 1_800_000_000_000  # a multiple of a minute
@@ -110,7 +113,7 @@ def test_a_step_cut_by_a_restart_is_whole_after_it(tmp_path: Path) -> None:
 
 
 def test_each_tier_is_pruned_to_its_retention(tmp_path: Path) -> None:
-    settings = HistorySettings(raw_retention_s=60, tier_10s_retention_s=120)
+    settings = HistorySettings(raw_retention_s=60, ten_second_retention_s=120)
     store = HistoryStore(tmp_path / "history.sqlite3", settings, raw_step_ms=1000)
     write(store, range(600), 1000, 1, lambda tick, gpu: 50.0)
     oldest = store.oldest_ms()
@@ -123,7 +126,7 @@ def test_each_tier_is_pruned_to_its_retention(tmp_path: Path) -> None:
 
 def test_the_file_stays_within_max_bytes_giving_up_the_oldest_points(tmp_path: Path) -> None:
     path = tmp_path / "history.sqlite3"
-    settings = HistorySettings(max_bytes=MIB, tier_10s_retention_s=10 * 86400)
+    settings = HistorySettings(max_bytes=MIB, ten_second_retention_s=10 * 86400)
     store = HistoryStore(path, settings, raw_step_ms=10_000)
     # 4 busy GPUs, a tick every 10 s for half a day: about 3 MiB unbounded.
     write(store, range(4320), 10_000, 4, lambda tick, gpu: float((tick * 7 + gpu) % 90), True)
@@ -176,3 +179,11 @@ def test_a_read_only_disk_serves_what_is_stored_and_takes_ticks_without_failing(
 def test_a_bad_history_table_names_its_key(table: dict[str, object], key: str) -> None:
     with pytest.raises(ConfigError, match=key):
         parse_history_settings(table, "daemon.toml")
+
+
+def test_a_reload_keeps_the_history_settings_in_force_and_says_a_restart_is_needed() -> None:
+    old = DaemonConfig()
+    new = replace(old, history=HistorySettings(max_bytes=64 * MIB))
+    plan = plan_reload(old, new)
+    assert "history" in plan.needs_restart
+    assert plan.config.history == old.history
