@@ -66,11 +66,7 @@ class TimedApplication(QApplication):
         return self.busy_s - self.probe_s, self.busy_cpu_s - self.probe_cpu_s
 
     def _keep_long(self, elapsed_s: float, receiver: QObject, event: QEvent) -> None:
-        try:
-            name = repr(receiver.objectName())
-        except RuntimeError:  # deleted while handling this event (a finished animation)
-            name = "deleted"
-        what = f"{type(receiver).__name__}({name}) {event.type().name}"
+        what = f"{type(receiver).__name__}({receiver.objectName()!r}) {event.type().name}"
         heapq.heappush(self.longest, (elapsed_s, what))
         if len(self.longest) > self.KEEP_LONGEST:
             heapq.heappop(self.longest)

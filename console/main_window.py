@@ -57,6 +57,7 @@ from console.views.place_prompts import PlacePrompts
 from console.views.release_prompts import ReleasePrompts
 from console.views.reservations_panel import ReservationsPanel
 from console.views.silence_dialog import SilenceDialog
+from console.views.plot_history import PlotHistory
 from console.views.silence_panel import SilencePanel
 from console.views.silence_prompts import SilencePrompts
 from console.views.tile_colors import STOPS
@@ -90,6 +91,10 @@ class MainWindow(QMainWindow):
         # Owned by the window: its refresh timer dies with it, never firing into a wrapper
         # Python already collected ("Slot 'AlertTableModel::' not found" in a later test).
         self.alert_model.setParent(self)
+        # Plot ranges older than the ring: daemons' history or Prometheus, off the GUI thread.
+        prometheus = session.history.prometheus is not None
+        self.plot_history = PlotHistory(fleet, session.history, prometheus, parent=self)
+        self.detail.plots.use_history(self.plot_history)
         self.alert_panel = AlertPanel(self.alert_model)
         self.silence_model = SilenceTableModel(fleet, parent=self)
         self.silence_panel = SilencePanel(self.silence_model)
@@ -220,6 +225,7 @@ class MainWindow(QMainWindow):
         self.audit_panel.refreshRequested.connect(self.audit_model.refresh)
         self.audit_panel.message.connect(self.show_message)
         # Selection: a tile, an alert row, a toast or a notification opens a GPU.
+        pump.queryFinished.connect(self.plot_history.on_query_finished)
         self.grid.gpuSelected.connect(self.detail.show_gpu)
         self.grid.gpuSelected.connect(self._on_grid_gpu_selected)  # the node's healing policy
         self.alert_panel.gpuRequested.connect(self.open_gpu)

@@ -11,7 +11,9 @@ from collections.abc import Iterable
 from console.connections.actions import AlertActions
 from console.connections.control_actions import ControlActions
 from console.connections.health_actions import HealthActions
+from console.connections.history_query import HistoryQueries
 from console.connections.manager import ConnectionManager, UpdateInbox
+from console.connections.prometheus_range import PrometheusSource
 from console.connections.queries import FleetQueries
 from console.connections.security import LinkSecurity
 from console.fleet.model import FleetModel
@@ -27,6 +29,7 @@ class ConsoleSession:
         people: Iterable[str] = (),
         security: LinkSecurity | None = None,
         profile: str = "",
+        prometheus: PrometheusSource | None = None,
     ) -> None:
         self.fleet = FleetModel()
         self.inbox = UpdateInbox()
@@ -40,6 +43,8 @@ class ConsoleSession:
         self.control = ControlActions(self.connections)
         self.health = HealthActions(self.connections)
         self.queries = FleetQueries(self.connections)
+        # The plots' older ranges: the daemons' history, or the profile's Prometheus.
+        self.history = HistoryQueries(self.connections, prometheus)
         # Users and teams from the settings, offered for reservations and as owners.
         self.people = tuple(people)
         self._targets = list(dict.fromkeys(targets))
@@ -59,3 +64,4 @@ class ConsoleSession:
     def stop(self) -> None:
         self.pump.stop()
         self.connections.stop()
+        self.history.close()

@@ -26,13 +26,16 @@ from PySide6.QtGui import QMouseEvent
 from PySide6.QtWidgets import QWidget
 
 from console.fleet.columns import PLOTTED, capacity, column, shown
+from console.fleet.history_range import HistorySlice, merge
+from console.fleet.model import NodeRecord
 from console.fleet.ring import SampleRing
 from console.fleet.time_range import TimeWindow, coverage_note, ring_reach_s
 from console.fleet.updates import GpuInfo
 from console.views.plot_axes import SparseAxis, time_axis
 from console.views.plot_crosshair import Crosshair
+from console.views.plot_history import PlotHistory
 from console.views.plot_readout import CurveReading, value_at
-from console.views.plot_thresholds import thresholds
+from console.views.plot_thresholds import PlotThresholds, thresholds
 from console.views.plot_viewbox import PlotViewBox
 from gpufleet.v1.gpu_metrics import TEMP_GPU_C, GpuMetric, Limit
 
@@ -59,19 +62,30 @@ class GpuPlots(pg.GraphicsLayoutWidget):
         self._clock = clock
         self.window = TimeWindow()
         self.curves: dict[GpuMetric[Any], pg.PlotDataItem] = {}
+        # Fetched history's peak within each step: a thin faint line above the mean.
+        self.peaks: dict[GpuMetric[Any], pg.PlotDataItem] = {}
         self._plots: dict[GpuMetric[Any], pg.PlotItem] = {}
-        self.threshold_lines: dict[GpuMetric[Any], list[pg.InfiniteLine]] = {}
-        # (curve, ring column) per plot: what a refresh reads, built once.
-        self._columns: list[tuple[pg.PlotDataItem, int]] = []
+        self._thresholds: dict[GpuMetric[Any], PlotThresholds] = {}
+        # (metric, curve, peak curve, ring column) per plot: what a refresh reads, built once.
+        self._columns: list[tuple[GpuMetric[Any], pg.PlotDataItem, pg.PlotDataItem, int]] = []
+        self.history: PlotHistory | None = None  # older data and the node's lines; None: ring only
+        self.history_note: str | None = None  # where the older part came from, as last drawn
         self.ci.layout.setSpacing(SPACING)
         self.ci.setContentsMargins(SPACING, SPACING, SPACING, SPACING)
         for row, metric in enumerate(PLOTTED):
             plot = self._add_plot(row, metric)
             # Width 1: a cosmetic pen draws without stroking, several times faster.
-            self.curves[metric] = plot.plot(pen=pg.mkPen(shown(metric).plot_colour, width=1))
-            self._columns.append((self.curves[metric], column(metric)))
+            colour = shown(metric).plot_colour
+            # The peak: a faint thin line, not a filled band: a band's polygon fill costs
+            # paint time every frame and hides the threshold lines beneath it.
+            faint = pg.mkColor(colour)
+            faint.setAlpha(90)
+            self.peaks[metric] = plot.plot(pen=pg.mkPen(faint, width=1))
+            self.curves[metric] = plot.plot(pen=pg.mkPen(colour, width=1))
+            self._columns.append((metric, self.curves[metric], self.peaks[metric], column(metric)))
             self._plots[metric] = plot
-            self._add_thresholds(metric, plot)
+            self._thresholds[metric] = PlotThresholds(plot, metric)
+            self._thresholds[metric].show(thresholds(metric))
         self.setMinimumHeight(
             len(PLOTTED) * (MIN_PLOT_HEIGHT + SPACING) + TIME_AXIS_HEIGHT + 2 * SPACING
         )
@@ -122,24 +136,23 @@ class GpuPlots(pg.GraphicsLayoutWidget):
             plot.setAutoVisible(y=True)  # scale to what the visible time holds
         return plot
 
-    def _add_thresholds(self, metric: GpuMetric[Any], plot: pg.PlotItem) -> None:
-        lines = thresholds(metric)
-        for threshold in lines:
-            line = pg.InfiniteLine(
-                pos=threshold.value, angle=0, movable=False,
-                pen=pg.mkPen(threshold.colour, width=1, style=pg.QtCore.Qt.PenStyle.DashLine),
-            )  # fmt: skip
-            # Not in the autoscale: the curve keeps the plot's height; a line shows as it nears.
-            plot.addItem(line, ignoreBounds=True)
-            self.threshold_lines.setdefault(metric, []).append(line)
-        if lines:
-            # Named in the title, in the lines' colours: said even while a line is out
-            # of sight, and static (labels on the lines cost 1.5-2 ms a frame to re-place).
-            how = shown(metric)
-            names = " ".join(
-                f'<span style="color:{t.colour}">{t.name} {t.value:.0f}</span>' for t in lines
-            )
-            plot.setTitle(f"{how.label} ({how.unit}) · {names}", size="9pt")
+    @property
+    def threshold_lines(self) -> dict[GpuMetric[Any], list[pg.InfiniteLine]]:
+        """The alert lines drawn now, by plot (only plots that have some)."""
+        return {m: t.lines for m, t in self._thresholds.items() if t.lines}
+
+    def use_history(self, history: PlotHistory) -> None:
+        """Draw ranges older than the ring from `history`, and the node's own alert lines."""
+        self.history = history
+        history.arrived.connect(self._on_history_arrived)
+
+    def _on_history_arrived(self) -> None:
+        self._draw()
+
+    def _show_thresholds(self, node: NodeRecord | None) -> None:
+        lines = node.info.alert_thresholds if node is not None and node.info else ()
+        for metric, drawn in self._thresholds.items():
+            drawn.show(thresholds(metric, lines))
 
     def set_limits(self, gpu: GpuInfo) -> None:
         """End the capacity axes (memory, power) at this GPU's own capacity."""
@@ -160,13 +173,26 @@ class GpuPlots(pg.GraphicsLayoutWidget):
         if ring is None or len(ring) == 0 or gpu >= ring.gpu_count:
             self.clear_series()
         else:
-            for curve, index in self._columns:
+            self._newest = ring.last_time
+            older = self._older(ring, gpu)
+            for metric, curve, peak, index in self._columns:
                 times, values = ring.series(gpu, index)
-                curve.setData(times, values, connect="finite")
-            self._drawn, self._newest = (ring, gpu), ring.last_time
+                drawn = merge(older, metric.field, times, values)
+                curve.setData(drawn.times, drawn.values, connect="finite")
+                peak.setData(drawn.peak_times, drawn.peak_values, connect="finite")
+            self._drawn = (ring, gpu)
             self._reach_s = ring_reach_s(ring.capacity, times[0], times[-1], len(times))
         self._apply_range()
         self.crosshair.refresh()
+
+    def _older(self, ring: SampleRing, gpu: int) -> HistorySlice | None:
+        """The fetched slice before the ring for the visible range (asked for if missing)."""
+        if self.history is None:
+            return None
+        self._show_thresholds(self.history.node_of(ring))
+        start, end = self.visible_range()
+        older, self.history_note = self.history.slice_for(ring, gpu, start, end)
+        return older
 
     def _now(self) -> float:
         return self._newest if math.isfinite(self._newest) else self._clock()
@@ -186,7 +212,7 @@ class GpuPlots(pg.GraphicsLayoutWidget):
         self._show_note(start)
 
     def _show_note(self, start: float) -> None:
-        note = coverage_note(start, self._now(), self._reach_s)
+        note = self.history_note or coverage_note(start, self._now(), self._reach_s)
         self.note.setVisible(note is not None)
         if note is not None:
             self.note.setText(note)
@@ -222,7 +248,10 @@ class GpuPlots(pg.GraphicsLayoutWidget):
             return
         start, end = box.viewRange()[0]
         self.window.hold(float(start), float(end))
-        self._show_note(float(start))
+        if self.history is not None:
+            self._draw()  # the range moved: older data may be needed (or be held already)
+        else:
+            self._show_note(float(start))
         self.windowChanged.emit(self.window)
 
     # Reading the plots ----------------------------------------------------------------
@@ -245,9 +274,10 @@ class GpuPlots(pg.GraphicsLayoutWidget):
         return 0 if values is None else int(np.isfinite(values).sum())
 
     def clear_series(self) -> None:
-        for curve in self.curves.values():
+        for curve in (*self.curves.values(), *self.peaks.values()):
             curve.setData([], [])
         self._drawn, self._newest, self._reach_s = None, math.nan, math.inf
+        self.history_note = None
 
     def mouseDoubleClickEvent(self, event: QMouseEvent) -> None:
         # Here, not in the ViewBox: with Qt 6's press-then-double-click sequence

@@ -33,9 +33,8 @@ class SmUtilization:
 
     seen_us: dict[int, int] = field(default_factory=dict)
 
-    def read(self, q: Query, index: int, handle: Any) -> Mapping[int, float | None] | None:
-        """pid → SM %, each from its latest sample since the last read (None: a sample
-        out of range); None: NVML cannot tell for this GPU."""
+    def read(self, q: Query, index: int, handle: Any) -> Mapping[int, float] | None:
+        """pid → SM %, each from its latest sample since the last read; None: unknown."""
         since = self.seen_us.get(index, 0)
         try:
             samples = pynvml.nvmlDeviceGetProcessUtilization(handle, since)
@@ -43,11 +42,11 @@ class SmUtilization:
             if exc.value not in _NO_SAMPLES:
                 q.failed("process-utilization", exc, _FUNCTION)
             return None
-        latest: dict[int, tuple[int, float | None]] = {}
+        latest: dict[int, tuple[int, float]] = {}
         for sample in samples:
-            stamp, pid, sm = int(sample.timeStamp), int(sample.pid), int(sample.smUtil)
-            if stamp >= latest.get(pid, (-1, None))[0]:
-                latest[pid] = (stamp, float(sm) if 0 <= sm <= 100 else None)
+            stamp, pid = int(sample.timeStamp), int(sample.pid)
+            if stamp >= latest.get(pid, (-1, 0.0))[0] and 0 <= sample.smUtil <= 100:
+                latest[pid] = (stamp, float(sample.smUtil))
         self.seen_us[index] = max([since, *(int(s.timeStamp) for s in samples)])
         return {pid: pct for pid, (_, pct) in latest.items()}
 
@@ -56,6 +55,6 @@ class SmUtilization:
         self.seen_us.pop(index, None)
 
 
-def sm_util_of(pid: int, utilization: Mapping[int, float | None] | None) -> float | None:
+def sm_util_of(pid: int, utilization: Mapping[int, float] | None) -> float | None:
     """The pid's SM % in a read's answer: 0 when the answer has no sample of it."""
     return None if utilization is None else utilization.get(pid, 0.0)
