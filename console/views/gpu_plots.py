@@ -37,9 +37,11 @@ from console.views.plot_history import PlotHistory
 from console.views.plot_readout import CurveReading, value_at
 from console.views.plot_thresholds import PlotThresholds, thresholds
 from console.views.plot_viewbox import PlotViewBox
+from console.views.theme import current as current_theme
 from gpufleet.v1.gpu_metrics import TEMP_GPU_C, GpuMetric, Limit
 
-BACKGROUND = "#1a1d23"
+# The theme's (console/views/theme.py); a theme switch restyles the plots (theme_plots.py).
+BACKGROUND = current_theme().plot_background
 # Room above a capacity: power draw passes its limit for moments.
 HEADROOM = {Limit.POWER_LIMIT: 1.05}
 # Each plot at least this high (title, curve, two y labels), the time axis on top
@@ -58,7 +60,7 @@ class GpuPlots(pg.GraphicsLayoutWidget):
     ) -> None:
         super().__init__(parent)
         self.setObjectName("gpuPlots")
-        self.setBackground(BACKGROUND)
+        self.setBackground(current_theme().plot_background)
         self._clock = clock
         self.window = TimeWindow()
         self.curves: dict[GpuMetric[Any], pg.PlotDataItem] = {}

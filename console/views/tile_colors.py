@@ -8,18 +8,21 @@ from PySide6.QtGui import QColor
 
 from gpufleet.v1.gpu_metrics import ColourScale
 
-# (value, colour) stops; colours between stops are interpolated.
+# (value, colour) stops; colours between stops are interpolated. Tiles keep these
+# fills in both themes, under light text: each fill, and every blend between two,
+# is dark enough for 4.5:1 (WCAG AA; tests/console/test_themes.py), so the green,
+# amber and orange are a shade deeper than their first versions (3.1-4.3:1).
 TEMPERATURE_STOPS = (
     (30.0, QColor("#2b6cb0")),
-    (50.0, QColor("#2f855a")),
-    (70.0, QColor("#b7791f")),
-    (80.0, QColor("#dd6b20")),
+    (50.0, QColor("#276749")),
+    (70.0, QColor("#975a16")),
+    (80.0, QColor("#b34d1b")),
     (88.0, QColor("#c53030")),
 )
 UTILISATION_STOPS = (
     (0.0, QColor("#2d3748")),
     (50.0, QColor("#2c7a7b")),
-    (100.0, QColor("#38a169")),
+    (100.0, QColor("#276749")),
 )
 # The stops of each colour scale (the first is the default); the catalogue says which
 # metric drives each.
