@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from PySide6.QtCore import QModelIndex, Qt, Signal
+from PySide6.QtCore import QModelIndex, QPoint, Qt, Signal
 from PySide6.QtWidgets import (
     QCheckBox,
     QLineEdit,
+    QMenu,
     QPushButton,
     QTableView,
     QWidget,
@@ -13,6 +14,8 @@ from PySide6.QtWidgets import (
 
 from console.fleet.alerts import AlertRow
 from console.qt.alert_model import ALERT_ROLE, AlertFilterProxy, AlertTableModel
+from console.views.alert_menu import alert_row_menu
+from console.views.keyboard_menus import open_menus_from_keyboard
 from console.views.row_table_panel import bar_over_table, set_up_row_table
 
 
@@ -58,6 +61,9 @@ class AlertPanel(QWidget):
         self.acknowledge.clicked.connect(self._on_acknowledge_clicked)
         self.silence.clicked.connect(self._on_silence_clicked)
         self.table.doubleClicked.connect(self._on_table_double_clicked)
+        # A row's menu: right click, the Menu key or Shift+F10 (console/views/alert_menu.py).
+        open_menus_from_keyboard(self.table)
+        self.table.customContextMenuRequested.connect(self._on_table_context_menu_requested)
 
     def selected_alerts(self) -> list[AlertRow]:
         rows = self.table.selectionModel().selectedRows()
@@ -84,6 +90,21 @@ class AlertPanel(QWidget):
         firing = [a for a in self.selected_alerts() if a.firing]
         if len(firing) == 1:
             self.silenceRequested.emit(firing[0])
+
+    def row_menu(self, row: QModelIndex) -> QMenu:
+        alert: AlertRow = row.data(ALERT_ROLE)
+        return alert_row_menu(
+            self, alert, row, self.action_refusal, self.acknowledgeRequested.emit,
+            self.silenceRequested.emit, self.gpuRequested.emit,
+        )  # fmt: skip
+
+    def _on_table_context_menu_requested(self, where: QPoint) -> None:
+        row = self.table.indexAt(where)
+        if row.isValid():
+            self.table.setCurrentIndex(row)
+            menu = self.row_menu(row)
+            menu.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+            menu.popup(self.table.viewport().mapToGlobal(where))
 
     def _on_table_double_clicked(self, index: QModelIndex) -> None:
         alert: AlertRow = index.data(ALERT_ROLE)
