@@ -102,18 +102,24 @@ class FleetItemModel(QAbstractItemModel):
             return self._fleet.role_refusal(node.target, Role.OPERATOR)
         if role == roles.QUIET_ROLE:
             return self._fleet.quiet(node.target)
-        values = {
-            Qt.ItemDataRole.DisplayRole: node.name,
-            Qt.ItemDataRole.ToolTipRole: node_tooltip(node, self._fleet.quiet(node.target)),
-            roles.KIND_ROLE: "node",
-            roles.TARGET_ROLE: node.target,
-            roles.LINK_STATE_ROLE: node.state,
-            roles.MODEL_NAME_ROLE: node.info.gpus[0].name if node.info and node.info.gpus else None,
-            roles.SLURM_ROLE: (node.info.slurm_state, node.info.slurm_reason)
-            if node.info and node.info.slurm_state
-            else None,
-        }
-        return values.get(role)
+        # One role at a time: the painter asks for several per node block and frame, and
+        # a dict of every value built the tooltip's text (identity, expiry) for each ask.
+        if role == Qt.ItemDataRole.DisplayRole:
+            return node.name
+        if role == roles.KIND_ROLE:
+            return "node"
+        if role == roles.TARGET_ROLE:
+            return node.target
+        if role == roles.LINK_STATE_ROLE:
+            return node.state
+        info = node.info
+        if role == roles.MODEL_NAME_ROLE:
+            return info.gpus[0].name if info and info.gpus else None
+        if role == roles.SLURM_ROLE:
+            return (info.slurm_state, info.slurm_reason) if info and info.slurm_state else None
+        if role == Qt.ItemDataRole.ToolTipRole:
+            return node_tooltip(node, self._fleet.quiet(node.target))
+        return None
 
     def _gpu_data(self, node: NodeRecord, gpu: int, role: int) -> Any:
         snap = node.latest.get(gpu)
