@@ -19,10 +19,11 @@ from console.notify.tray import TrayNotifier
 from console.qt.alert_notifier import NotificationSink
 from console.qt.qt_logging import install_qt_log_handler
 from console.session import ConsoleSession
+from console.views.looks import apply_to_app
+from console.views.theme import DARK
+from console.views.window_looks import WindowLooks
 
 log = logging.getLogger(__name__)
-
-RESOURCES = Path(__file__).resolve().parents[1] / "resources"
 
 
 def has_display() -> bool:
@@ -39,9 +40,8 @@ def qt_application(offscreen: bool = False) -> QApplication:
     # Wayland matches the window to installer/desktop/gpufleet-console.desktop by this.
     app.setDesktopFileName("gpufleet-console")
     install_qt_log_handler()
-    style = RESOURCES / "styles" / "dark.qss"
-    if style.is_file():
-        app.setStyleSheet(style.read_text(encoding="utf-8"))
+    # Dark until a window's WindowLooks applies the chosen theme (console/views/looks.py).
+    apply_to_app(DARK)
     return app
 
 
@@ -51,12 +51,16 @@ def build_window(
     security: LinkSecurity | None = None,
     profile: str = "",
     notify: NotifySettings | None = None,
+    theme: str = "auto",
+    wall: bool = False,
 ) -> MainWindow:
     session = ConsoleSession(targets, people=people, security=security, profile=profile)
     # Desktop notifications first; the tray only where no notification server runs.
     sinks: list[NotificationSink] = [DesktopNotifier(), TrayNotifier()]
     window = MainWindow(session, sinks=sinks, notify=notify)
-    window.resize(1600, 900)
+    window.resize(1600, 900)  # the first start's size; a saved layout replaces it
+    # Theme, wall mode, the View menu and the remembered layout (saved on close).
+    WindowLooks(window, profile, theme, wall)  # a child of the window: find it by type
     session.start()
     return window
 
@@ -70,10 +74,12 @@ def run_console(
     security: LinkSecurity | None = None,
     profile: str = "",
     notify: NotifySettings | None = None,
+    theme: str = "auto",
+    wall: bool = False,
 ) -> int:
     """Show the console until closed; with `screenshot`, render offscreen, save, exit."""
     app = qt_application(offscreen=screenshot is not None)
-    window = build_window(targets, people, security, profile, notify)
+    window = build_window(targets, people, security, profile, notify, theme, wall)
     if on_ready is not None:
         on_ready(window)
     if screenshot is not None:

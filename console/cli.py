@@ -28,6 +28,9 @@ def add_console_command(subparsers: argparse._SubParsersAction) -> None:
                         "settings)")  # fmt: skip
     parser.add_argument("--screenshot", type=Path, metavar="FILE",
                         help="render offscreen, save a PNG after a few seconds, exit")  # fmt: skip
+    parser.add_argument("--wall", action="store_true",
+                        help="wall-display mode: full screen, large type, no editing "
+                        "(Ctrl+Shift+W leaves it)")  # fmt: skip
     parser.set_defaults(run=run_console_command)
     commands = parser.add_subparsers(dest="console_command", metavar="login")
     add_login_command(commands)
@@ -138,7 +141,7 @@ def run_console_command(args: argparse.Namespace) -> int:
     logging.getLogger("gpufleet.console").info("popups: %s", profile.notify.describe())
     return run_console(nodes, screenshot=args.screenshot, people=profile.people,
                        security=security, profile=profile.name,
-                       notify=profile.notify)  # fmt: skip
+                       notify=profile.notify, theme=profile.theme, wall=args.wall)  # fmt: skip
 
 
 def add_login_command(commands: argparse._SubParsersAction) -> None:

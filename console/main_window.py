@@ -156,6 +156,7 @@ class MainWindow(QMainWindow):
         self.fleet_scroll = scroll
         self.toast.set_anchor(scroll)  # over tiles, never over a table's rows
         splitter = QSplitter(Qt.Orientation.Horizontal)
+        splitter.setObjectName("mainSplitter")  # remembered by name (console/qt/ui_state.py)
         splitter.addWidget(scroll)
         splitter.addWidget(self.detail)
         splitter.setStretchFactor(0, 3)

@@ -8,8 +8,10 @@ points platformdirs at a temporary directory, and `memory_keyring` (or
 from __future__ import annotations
 
 import gc
+import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import keyring
 import keyring.backend
@@ -77,3 +79,78 @@ def memory_keyring(no_keyring: None) -> MemoryKeyring:
     backend = MemoryKeyring()
     keyring.set_keyring(backend)
     return backend
+
+
+# -- a console window on a real daemon, for the looks tests -------------------------
+
+# Set for a rerun of a test file in a real X server: the outer run holds the test
+# accounts (its session's shared lock), so the rerun must not wait for the exclusive one.
+ACCOUNTS_HELD = "GPUFLEET_TEST_ACCOUNTS_HELD"
+
+
+@pytest.fixture
+def held_accounts(request: pytest.FixtureRequest) -> None:
+    """tests/conftest.py's workload_accounts; in an X-server rerun, those the outer run holds."""
+    from tests.accounts import TEST_ACCOUNTS, account_exists
+
+    if os.environ.get(ACCOUNTS_HELD) == "1":
+        missing = [name for name in TEST_ACCOUNTS if not account_exists(name)]
+        assert not missing, f"the outer run was to hold the accounts {missing}"
+        return
+    request.getfixturevalue("workload_accounts")
+
+
+@pytest.fixture
+def open_console(qtbot, start_daemon, held_accounts, monkeypatch):  # type: ignore[no-untyped-def]
+    """Opens a console window as `gpufleet console` builds it (theme, wall mode, View
+    menu, remembered layout: console/app.py's build_window) on a real daemon "node-a"
+    started with `start_daemon`'s keywords (4 GPUs, seed 1 unless told).
+
+    Returns tests/console/test_control_e2e.py's Console; every request the console
+    sends is recorded in its `sent`. The application's theme is dark again afterwards.
+    """
+    import grpc
+
+    from console.app import build_window
+    from console.fleet.updates import LinkState
+    from console.views.looks import apply_to_app
+    from console.views.theme import DARK
+    from gpufleet.v1 import node_pb2_grpc as pb_grpc
+    from node_daemon.control.settings import WorkloadSettings
+    from tests.console.test_control_e2e import Console
+
+    opened: list[tuple[Any, Any]] = []
+
+    def open_(gpus: int = 4, **daemon: Any) -> Console:
+        accounts = WorkloadSettings(accounts={"team:ml": "worker"})
+        if "backend" not in daemon:
+            daemon.update(gpus=gpus, seed=1)
+        started = start_daemon(hostname="node-a", workloads=accounts, **daemon)
+        target = str(started.address)
+        window = build_window([target], people=["alice", "team:ml"], profile="looks",
+                              theme="dark")  # fmt: skip
+        qtbot.addWidget(window)
+        window.resize(1400, 900)
+        channel = grpc.insecure_channel(target)
+        console = Console(window, target, pb_grpc.NodeServiceStub(channel))
+        opened.append((window, channel))
+        send = window.session.connections.request
+
+        def record(target: str, what: str, call: Any, subject: str = "") -> None:
+            console.sent.append(what)
+            send(target, what, call, subject)
+
+        monkeypatch.setattr(window.session.connections, "request", record)
+        window.show()
+        node = window.session.fleet.node(target)
+        qtbot.waitUntil(
+            lambda: node.state is LinkState.CONNECTED and len(node.latest) == gpus,
+            timeout=15_000,
+        )
+        return console
+
+    yield open_
+    for window, channel in opened:
+        window.session.stop()
+        channel.close()
+    apply_to_app(DARK)
