@@ -38,6 +38,7 @@ from machine import (
     rss_bytes,
     system_busy_seconds,
 )
+from PySide6.QtWidgets import QWidget
 from results import MIB, check_goals, format_table, percent, stats_ms
 
 from console.app import qt_application
@@ -211,6 +212,7 @@ def gui_stats(app: TimedApplication, heartbeat: Heartbeat, wall_s: float) -> dic
             {"ms": round(s * 1000, 2), "event": what}
             for s, what in sorted(app.longest, reverse=True)
         ],
+        "paint_by_widget": app.paint_table(wall_s),
     }
 
 
@@ -251,6 +253,21 @@ def alert_stats(fleet: FleetModel, version_before: int, wall_s: float) -> dict[s
         "firing": sum(a.firing for a in rows),
         "changes_per_s": round((fleet.alerts.version - version_before) / wall_s, 2),
     }
+
+
+def shown_widgets(window: MainWindow) -> list[str]:
+    """The named widgets on screen at the end of the run: what the frames included."""
+    names = {w.objectName() for w in window.findChildren(QWidget) if w.isVisible()}
+    return sorted(n for n in names if n and not n.startswith("qt_"))
+
+
+def paint_lines(result: dict[str, object]) -> list[str]:
+    gui = result.get("gui")
+    rows = gui.get("paint_by_widget", []) if isinstance(gui, dict) else []
+    lines = ["", f"  {'paint time by widget':<52}{'paints/s':>10}{'ms/s':>8}"]
+    for row in rows:
+        lines.append(f"    {row['widget'][:50]:<50}{row['paints_per_s']:>10}{row['ms_per_s']:>8}")
+    return lines
 
 
 def config_of(args: argparse.Namespace) -> dict[str, object]:
@@ -298,7 +315,7 @@ def run(args: argparse.Namespace, app: TimedApplication, fleet: FleetProcess) ->
             "started_utc": started,
             "code": code,
         }
-        result |= collect(args, app, session, probe, fleet, measured)
+        result |= collect(args, app, session, window, probe, fleet, measured)
     finally:
         probe.stop()
         window.close()
@@ -311,6 +328,7 @@ def collect(
     args: argparse.Namespace,
     app: TimedApplication,
     session: ConsoleSession,
+    window: MainWindow,
     probe: FrameProbe,
     fleet: FleetProcess,
     measured: Measured,
@@ -328,6 +346,7 @@ def collect(
         "cpu_pct": cpu_stats(measured.before, measured.after),
         "memory_mib": memory_stats(fleet),
         "alerts": alert_stats(session.fleet, measured.alerts_before, wall),
+        "shown_widgets": shown_widgets(window),
     }
 
 
@@ -349,6 +368,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ):
         result = run(args, app, fleet)
     print(format_table(result))
+    print("\n".join(paint_lines(result)))
     if args.out is not None:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")

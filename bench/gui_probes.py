@@ -41,9 +41,16 @@ class TimedApplication(QApplication):
         self.probe_cpu_s = 0.0
         self.events = 0
         self.longest: list[tuple[float, str]] = []
+        # Paint events by widget ("QLabel('kpi')"): count and seconds. Each widget's own
+        # paintEvent: its children are painted by Qt in events of their own.
+        self.paints: dict[str, list[float]] = {}
 
     def notify(self, receiver: QObject, event: QEvent) -> bool:
-        if self._depth or not self.measuring:
+        if not self.measuring:
+            return super().notify(receiver, event)
+        if event.type() == QEvent.Type.Paint:
+            return self._timed_paint(receiver, event)
+        if self._depth:
             return super().notify(receiver, event)
         self._depth = 1
         started, started_cpu = time.perf_counter(), time.thread_time()
@@ -61,12 +68,45 @@ class TimedApplication(QApplication):
             if len(self.longest) < self.KEEP_LONGEST or elapsed > self.longest[0][0]:
                 self._keep_long(elapsed, receiver, event)
 
+    def _timed_paint(self, receiver: QObject, event: QEvent) -> bool:
+        """Deliver a paint event (nested in a repaint, or top-level), adding its time to
+        its widget's line in `paints` (and to the busy time where it is top-level)."""
+        what = f"{type(receiver).__name__}({receiver.objectName()!r})"
+        top = not self._depth
+        self._depth += 1
+        started, started_cpu = time.perf_counter(), time.thread_time()
+        try:
+            return super().notify(receiver, event)
+        finally:
+            elapsed, elapsed_cpu = time.perf_counter() - started, time.thread_time() - started_cpu
+            self._depth -= 1
+            line = self.paints.setdefault(what, [0, 0.0])
+            line[0] += 1
+            line[1] += elapsed
+            if top:
+                self.busy_s += elapsed
+                self.busy_cpu_s += elapsed_cpu
+                self.events += 1
+
+    def paint_table(self, wall_s: float, top: int = 12) -> list[dict[str, object]]:
+        """The widgets that cost the most paint time: per second of wall time."""
+        lines = sorted(self.paints.items(), key=lambda kv: kv[1][1], reverse=True)[:top]
+        return [
+            {"widget": what, "paints_per_s": round(n / wall_s, 1),
+             "ms_per_s": round(s * 1000 / wall_s, 2)}
+            for what, (n, s) in lines
+        ]  # fmt: skip
+
     def work(self) -> tuple[float, float]:
         """(wall, CPU) seconds of event work so far, less the probe's own."""
         return self.busy_s - self.probe_s, self.busy_cpu_s - self.probe_cpu_s
 
     def _keep_long(self, elapsed_s: float, receiver: QObject, event: QEvent) -> None:
-        what = f"{type(receiver).__name__}({receiver.objectName()!r}) {event.type().name}"
+        try:
+            name = repr(receiver.objectName())
+        except RuntimeError:  # deleted while handling this event (a finished animation)
+            name = "deleted"
+        what = f"{type(receiver).__name__}({name}) {event.type().name}"
         heapq.heappush(self.longest, (elapsed_s, what))
         if len(self.longest) > self.KEEP_LONGEST:
             heapq.heappop(self.longest)
