@@ -47,11 +47,13 @@ from console.fleet.updates import LinkState
 from console.main_window import MainWindow
 from console.qt.frame_pump import DEFAULT_FPS
 from console.session import ConsoleSession
+from console.views.window_looks import WindowLooks
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_OUT = REPO_ROOT / "bench" / "results" / "console_fleet.json"
 SMOKE = {"nodes": 2, "gpus": 8, "seconds": 3.0, "warmup": 1.0}
 WINDOW_SIZE = (1920, 1080)
+THEME = "dark"
 NET_THREAD = "gpufleet-net"
 
 
@@ -121,9 +123,13 @@ def _thread_cpu_seconds(name: str) -> float:
 def build_console(
     app: TimedApplication, targets: Sequence[str]
 ) -> tuple[ConsoleSession, MainWindow, FrameProbe]:
-    """ConsoleSession + MainWindow as console.app.build_window makes them, probed."""
+    """ConsoleSession + MainWindow + WindowLooks as console.app.build_window makes them
+    (without the desktop notification sinks), probed."""
     session = ConsoleSession(targets)
     window = MainWindow(session)
+    # As `gpufleet console` builds it: theme, View menu, wall mode (off), layout (none
+    # saved: XDG_CONFIG_HOME is the run's temporary directory).
+    WindowLooks(window, theme=THEME)
     probe = FrameProbe(session, window, app.work)  # wraps the inbox before the links exist
     session.start()
     probe.take_over_pump()
@@ -281,6 +287,7 @@ def config_of(args: argparse.Namespace) -> dict[str, object]:
         "fps": DEFAULT_FPS,
         "smoke": args.smoke,
         "window": list(WINDOW_SIZE),
+        "theme": THEME,
     }
 
 
@@ -366,6 +373,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         tempfile.TemporaryDirectory(prefix="gpufleet-bench-") as tmp,
         FleetProcess(args.nodes, args.gpus, Path(tmp), args.interval) as fleet,
     ):
+        # No saved window layout is read, and the one saved at close goes with the run.
+        os.environ["XDG_CONFIG_HOME"] = str(Path(tmp) / "config")
         result = run(args, app, fleet)
     print(format_table(result))
     print("\n".join(paint_lines(result)))
