@@ -24,8 +24,13 @@ case "$purpose" in
   # installer in a throwaway container (it skips without it), where polkitd
   # answers systemd for the daemon's workload units; nodejs runs the polkit rule.
   # $qt_xcb: the keyboard tests run again in a real X server (Xvfb) through Qt's xcb.
+  # Slurm (22.05 on bookworm) is installed, not unpacked: its binaries load plugins from
+  # a fixed path. Its services start only with /etc/slurm/slurm.conf, which this does not
+  # write; tests/slurm starts its own daemons from a generated configuration. The JWT
+  # plugin is a package of its own (auth/jwt, which slurmrestd's tokens need).
   test) packages="$qt_runtime $qt_xcb gcc libc6-dev procps python3-venv dbus-daemon dunst xvfb
-        systemd desktop-file-utils shellcheck systemd-container polkitd nodejs"
+        systemd desktop-file-utils shellcheck systemd-container polkitd nodejs
+        munge slurmctld slurmd slurmrestd slurm-client slurm-wlm-jwt-plugin"
         # Real peers the tests talk to. Unpacked into .tools/ rather than
         # installed: installing would enable and start their system services.
         tools="prometheus-alertmanager prometheus" ;;
