@@ -20,6 +20,10 @@ from node_daemon.history.tiers import NAN, Tier
 
 DEFAULT_MAX_POINTS = 2000
 MAX_POINTS = 20_000
+# Values (a mean and a max, 8 bytes each) one answer may carry: within the server's
+# 16 MiB message limit with room for the rest. All 30-odd metrics of 8 GPUs at
+# 20,000 points would be 80 MiB.
+MAX_ANSWER_VALUES = 12 * 1024 * 1024 // 16
 _EXAMPLES = "e.g. temp_gpu_c, util_gpu_pct, power_w, mem_used_bytes"
 
 
@@ -106,6 +110,14 @@ def answer_query(store: HistoryStore, query: HistoryQuery) -> pb.QueryHistoryRes
         tier=tier.name, step_ms=tier.step_ms * merge, tiers=tier_messages(store.tiers, oldest)
     )
     groups = [points[i : i + merge] for i in range(0, len(points), merge)]
+    values = len(groups) * len(query.gpus) * len(query.metrics)
+    if values > MAX_ANSWER_VALUES:
+        raise BadHistoryQuery(
+            f"the answer would hold {values:,} values ({len(groups):,} points of "
+            f"{len(query.gpus)} GPUs x {len(query.metrics)} metrics), more than the "
+            f"{MAX_ANSWER_VALUES:,} one answer carries: ask for fewer metrics or GPUs, or a "
+            "smaller max_points"
+        )
     response.timestamps_unix_ms.extend(group[0].timestamp_ms for group in groups)
     for gpu in query.gpus:
         for metric in query.metrics:

@@ -19,7 +19,7 @@ import pytest
 from gpufleet.v1 import node_pb2 as pb
 from node_daemon.backends.readings import GpuReading
 from node_daemon.config import DaemonConfig
-from node_daemon.errors import ConfigError
+from node_daemon.errors import ConfigError, Invalid
 from node_daemon.history.codec import encode
 from node_daemon.history.query import answer_query, parse_query
 from node_daemon.history.settings import MIB, HistorySettings, parse_history_settings
@@ -187,3 +187,13 @@ def test_a_reload_keeps_the_history_settings_in_force_and_says_a_restart_is_need
     plan = plan_reload(old, new)
     assert "history" in plan.needs_restart
     assert plan.config.history == old.history
+
+
+def test_an_answer_too_big_for_one_message_is_refused_naming_what_to_ask_less_of(
+    store: HistoryStore,
+) -> None:
+    write(store, range(3100), 1000, 8, lambda tick, gpu: 50.0)  # 3,100 points x 8 x 30-odd
+    with pytest.raises(Invalid, match="ask for fewer metrics or GPUs, or a smaller max_points"):
+        query(store, T0_MS, T0_MS + 3_100_000, max_points=20_000)
+    answer = query(store, T0_MS, T0_MS + 3_100_000, max_points=20_000, metrics=["temp_gpu_c"])
+    assert answer.tier == "raw" and len(answer.series) == 8
