@@ -19,7 +19,15 @@ from console.fleet.reservations import ReservationLine, reservation_lines, until
 from console.qt.row_table import SORT_ROLE, RowTableModel, SortKeyProxy
 
 Index = QModelIndex | QPersistentModelIndex
-COLUMNS = ("Node", "GPUs", "Holder", "Reason", "Until", "Created by", "Created")
+COLUMNS = (
+    "Node",
+    "GPUs",
+    "Holder",
+    "Until",
+    "Created",
+    "Created by",
+    "Reason",
+)  # Reason: the long one
 UNTIL_COLUMN = COLUMNS.index("Until")
 
 
@@ -82,14 +90,14 @@ class ReservationTableModel(RowTableModel):
         line = self._rows[index.row()]
         r = line.reservation
         if role == SORT_ROLE:
-            keys = (line.node, r.gpu_indices, r.holder, r.reason, r.until_unix_ms,
-                    r.created_by, r.created_unix_ms)  # fmt: skip
+            keys = (line.node, r.gpu_indices, r.holder, r.until_unix_ms, r.created_unix_ms,
+                    r.created_by, r.reason)  # fmt: skip
             return keys[index.column()]
         if role != Qt.ItemDataRole.DisplayRole:
             return None
         now = self._clock()
-        cells = (line.node, gpus_text(r.gpu_indices), r.holder, r.reason, until_text(r, now),
-                 r.created_by, clock_text(r.created_unix_ms, now))  # fmt: skip
+        cells = (line.node, gpus_text(r.gpu_indices), r.holder, until_text(r, now),
+                 clock_text(r.created_unix_ms, now), r.created_by, r.reason)  # fmt: skip
         return cells[index.column()]
 
 

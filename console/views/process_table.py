@@ -37,6 +37,10 @@ class ProcessTable(CompactDragTable):
         self.setDragEnabled(True)
         self.setDragDropMode(QAbstractItemView.DragDropMode.DragOnly)
         self.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
+        self.setWordWrap(False)
+        # Fitted to the processes shown when they change (a few rows: cheap), so PID to
+        # elapsed fit beside each other and the command takes the rest.
+        model.modelReset.connect(self.resizeColumnsToContents)
 
     def source_row(self, view_row: int) -> int:
         """The model's row shown at `view_row` (the table may be sorted)."""

@@ -31,6 +31,8 @@ class ReadingsTable(QWidget):
         self.reservation.setObjectName("detailReservation")
         self.reservation.setWordWrap(True)
         self.reservation.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        # The pairs keep together at the left, however wide the panel (a 4K screen).
+        self._grid.setColumnStretch(2 * PAIRS_PER_LINE, 1)
         # Who holds the GPU first, over the table's width: the question asked most.
         self._grid.addWidget(self.reservation, 0, 0, 1, 2 * PAIRS_PER_LINE)
 
@@ -57,7 +59,8 @@ class ReadingsTable(QWidget):
         value.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self._grid.addWidget(label, line + 1, 2 * pair)
         self._grid.addWidget(value, line + 1, 2 * pair + 1)
-        self._grid.setColumnStretch(2 * pair + 1, 1)
+        if pair:
+            label.setContentsMargins(16, 0, 0, 0)  # a gap between the pairs of a line
         self._labels.append(label)
         self._values.append(value)
 

@@ -63,6 +63,7 @@ class ReservationsPanel(QWidget):
         self.table.setModel(self.proxy)
         set_up_row_table(self.table)
         self.table.setSortingEnabled(True)
+        self.table.setWordWrap(False)  # one line a reservation: "23:06 (1h29m left)"
         self.table.sortByColumn(UNTIL_COLUMN, Qt.SortOrder.AscendingOrder)  # next to end first
         open_menus_from_keyboard(self.table)
         layout = bar_over_table(self, [(self.filter, 1), self.release], self.table)
@@ -157,6 +158,7 @@ class ReservationsPanel(QWidget):
         self._kept = selected.uid if selected is not None else None
 
     def _on_model_reset(self) -> None:
+        self.table.resizeColumnsToContents()  # a handful of rows: cheap, and nothing is cut
         if self._kept is not None:
             self.select(*self._kept)
         self._on_selection_changed()
