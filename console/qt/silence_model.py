@@ -8,6 +8,7 @@ silence is about to end.
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
@@ -120,8 +121,14 @@ class SilenceTableModel(RowTableModel):
         self._version = version
 
     def _count_silenced(self) -> None:
-        alerts = self._fleet.alerts.alerts()
-        self._counts = [g.silencing(alerts) for g in self._rows]
+        # One pass over the alerts for every group (SilenceGroup.silencing's count): the
+        # alerts change several times a second at fleet scale, each group's own pass
+        # over ~900 of them cost groups x alerts every time.
+        if not self._rows:
+            self._counts = []
+            return
+        quiet = Counter((a.target, a.silence_id) for a in self._fleet.alerts.alerts() if a.firing)
+        self._counts = [sum(quiet[uid] for uid in {r.uid for r in g.rows}) for g in self._rows]
 
     def _on_timer_timeout(self) -> None:
         self._emit_changed(0, len(COLUMNS) - 1)  # countdowns, states and highlights move on
