@@ -15,6 +15,8 @@ from PySide6.QtWidgets import QApplication, QLabel
 from console.app import qt_application
 from console.main_window import MainWindow
 from console.session import ConsoleSession
+from console.views.looks import apply_to_app
+from console.views.theme import THEMES
 
 
 def luminance(colour: QColor) -> float:
@@ -45,11 +47,14 @@ def rendered_contrast(label: QLabel) -> float:
     return max(contrast(QColor(p), background) for p in pixels)
 
 
-@pytest.fixture
-def themed_app(qapp: QApplication) -> Iterator[QApplication]:
-    """The application styled as the console styles it; restored after."""
+@pytest.fixture(params=["dark", "light"])
+def themed_app(qapp: QApplication, request: pytest.FixtureRequest) -> Iterator[QApplication]:
+    """The application styled as the console styles it, in each theme; restored after."""
     palette, sheet = qapp.palette(), qapp.styleSheet()
-    yield qt_application()
+    app = qt_application()  # what `gpufleet console` applies first (dark)
+    apply_to_app(THEMES[request.param])
+    yield app
+    apply_to_app(THEMES["dark"])
     qapp.setStyleSheet(sheet)
     qapp.setPalette(palette)
 
