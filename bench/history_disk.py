@@ -13,7 +13,12 @@ ticks as the daemon's writer thread does (flush_interval_s 5) and reports:
 - the writer's flush (encode, downsample, commit, prune), per flush and per tick;
 - the file on disk after the run (checkpointed), by tier, and per node per day;
 - the 30-day steady state, projected from the bytes per point of each tier (the
-  1 min tier holds 30 days of points, the 10 s tier one day, raw one hour).
+  1 min tier holds 30 days of points, the 10 s tier one day, raw one hour);
+- what a few QueryHistory answers cost to build (read, decode, series), without
+  the network: the console's plot of one metric, and everything for a day.
+
+Times are CPU time of the calling thread (time.thread_time), not wall time: a
+shared machine's load does not inflate them.
 """
 
 from __future__ import annotations
@@ -29,7 +34,9 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO_ROOT), str(REPO_ROOT / "protos")]
 
+from gpufleet.v1 import node_pb2 as pb  # noqa: E402
 from node_daemon.backends.simulated import SimulatedBackend  # noqa: E402
+from node_daemon.history.query import answer_query, parse_query  # noqa: E402
 from node_daemon.history.settings import HistorySettings  # noqa: E402
 from node_daemon.history.store import HistoryStore  # noqa: E402
 
@@ -91,11 +98,34 @@ def report(path: Path, hours: float, appends: list[float], flushes: list[float])
     settings = HistorySettings()
     steady = (
         per_point.get(0, 0) * settings.raw_retention_s
-        + per_point.get(1, 0) * settings.tier_10s_retention_s / 10
-        + per_point.get(2, 0) * settings.tier_1m_retention_s / 60
+        + per_point.get(1, 0) * settings.ten_second_retention_s / 10
+        + per_point.get(2, 0) * settings.minute_retention_s / 60
     ) * overhead
     print(f"30-day steady state (projected): {steady / MIB:.0f} MiB per node "
           f"(max_bytes default {settings.max_bytes / MIB:.0f} MiB)")  # fmt: skip
+
+
+QUERIES = (
+    ("last hour, temp_gpu_c, 8 GPUs", 3600, ["temp_gpu_c"], 2000),
+    ("last hour raw, temp_gpu_c, 8 GPUs", 3600, ["temp_gpu_c"], 20_000),
+    ("24 h, temp_gpu_c, 8 GPUs", 86400, ["temp_gpu_c"], 2000),
+    ("24 h, every metric, 8 GPUs", 86400, [], 2000),
+)
+
+
+def time_queries(path: Path, ticks: int) -> None:
+    store = HistoryStore(path, HistorySettings(), raw_step_ms=1000)
+    end_ms = T0_MS + (ticks - 1) * 1000
+    for label, span_s, metrics, max_points in QUERIES:
+        request = pb.QueryHistoryRequest(start_unix_ms=end_ms - span_s * 1000, end_unix_ms=end_ms,
+                                         metrics=metrics, max_points=max_points)  # fmt: skip
+        started = time.thread_time()
+        answer = answer_query(store, parse_query(request, end_ms, range(8)))
+        took_ms = (time.thread_time() - started) * 1e3
+        size = answer.ByteSize() / MIB
+        print(f"query {label}: tier {answer.tier}, {len(answer.timestamps_unix_ms)} points, "
+              f"{size:.2f} MiB, {took_ms:.0f} ms of CPU")  # fmt: skip
+    store.close()
 
 
 def main() -> int:
@@ -109,6 +139,8 @@ def main() -> int:
         path = Path(tmp) / "history.sqlite3"
         appends, flushes = write(path, args.gpus, round(hours * 3600))
         report(path, hours, appends, flushes)
+        if args.gpus == 8:
+            time_queries(path, len(appends))
     return 0
 
 

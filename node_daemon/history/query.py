@@ -8,6 +8,7 @@ maxes) and the answer's step_ms says the merged step.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
@@ -16,7 +17,7 @@ from gpufleet.v1 import node_pb2 as pb
 from gpufleet.v1.gpu_metrics import BY_FIELD, GPU_METRICS
 from node_daemon.errors import Invalid
 from node_daemon.history.store import HistoryStore, StoredPoint
-from node_daemon.history.tiers import NAN, Tier
+from node_daemon.history.tiers import NAN, Layout, Tier
 
 DEFAULT_MAX_POINTS = 2000
 MAX_POINTS = 20_000
@@ -106,41 +107,61 @@ def answer_query(store: HistoryStore, query: HistoryQuery) -> pb.QueryHistoryRes
     tier = choose_tier(store.tiers, oldest, query)
     points = store.read(tier, query.start_ms, query.end_ms)
     merge = max(1, math.ceil(len(points) / query.max_points))
-    response = pb.QueryHistoryResponse(
-        tier=tier.name, step_ms=tier.step_ms * merge, tiers=tier_messages(store.tiers, oldest)
-    )
-    groups = [points[i : i + merge] for i in range(0, len(points), merge)]
-    values = len(groups) * len(query.gpus) * len(query.metrics)
+    timestamps = [p.timestamp_ms for p in points[::merge]]
+    values = len(timestamps) * len(query.gpus) * len(query.metrics)
     if values > MAX_ANSWER_VALUES:
         raise BadHistoryQuery(
-            f"the answer would hold {values:,} values ({len(groups):,} points of "
+            f"the answer would hold {values:,} values ({len(timestamps):,} points of "
             f"{len(query.gpus)} GPUs x {len(query.metrics)} metrics), more than the "
             f"{MAX_ANSWER_VALUES:,} one answer carries: ask for fewer metrics or GPUs, or a "
             "smaller max_points"
         )
-    response.timestamps_unix_ms.extend(group[0].timestamp_ms for group in groups)
+    response = pb.QueryHistoryResponse(
+        tier=tier.name, step_ms=tier.step_ms * merge, timestamps_unix_ms=timestamps,
+        tiers=tier_messages(store.tiers, oldest),
+    )  # fmt: skip
+    runs = [(layout, list(run)) for layout, run in itertools.groupby(points, _layout_of)]
     for gpu in query.gpus:
         for metric in query.metrics:
-            means, maxes = _series(groups, gpu, metric)
+            means, maxes = _columns(runs, gpu, metric)
+            if merge > 1:
+                means, maxes = _merged(means, maxes, merge)
             response.series.add(gpu_index=gpu, metric=metric, values=means, max_values=maxes)
     return response
 
 
-def _series(
-    groups: Sequence[Sequence[StoredPoint]], gpu: int, metric: str
-) -> tuple[list[float], list[float]]:
+def _layout_of(point: StoredPoint) -> Layout:
+    return point.layout
+
+
+Runs = Sequence[tuple[Layout, Sequence[StoredPoint]]]
+
+
+def _columns(runs: Runs, gpu: int, metric: str) -> tuple[list[float], list[float]]:
+    """One value's means and maxes, a point each: NaN where its layout lacks it. Points
+    come in runs of one layout (a layout changes when a GPU or a metric comes or goes),
+    so the value's place is looked up once a run, not once a point."""
     means: list[float] = []
     maxes: list[float] = []
-    for group in groups:
-        found = [pair for p in group if (pair := _value(p, gpu, metric)) is not None]
-        means.append(sum(m for m, _ in found) / len(found) if found else NAN)
-        maxes.append(max(x for _, x in found) if found else NAN)
+    for layout, points in runs:
+        i = layout.position(gpu, metric)
+        if i is None:
+            means.extend([NAN] * len(points))
+            maxes.extend([NAN] * len(points))
+        else:
+            means.extend([p.means[i] for p in points])
+            maxes.extend([p.maxes[i] for p in points])
     return means, maxes
 
 
-def _value(point: StoredPoint, gpu: int, metric: str) -> tuple[float, float] | None:
-    """(mean, max) of one value of the point; None where the GPU did not report it."""
-    i = point.layout.position(gpu, metric)
-    if i is None or point.means[i] != point.means[i]:  # NaN: not reported
-        return None
-    return point.means[i], point.maxes[i]
+def _merged(means: list[float], maxes: list[float], k: int) -> tuple[list[float], list[float]]:
+    """Every k points as one: the mean of the means and the max of the maxes that are not
+    NaN (a GPU that did not report)."""
+    merged_means: list[float] = []
+    merged_maxes: list[float] = []
+    for at in range(0, len(means), k):
+        reported = [m for m in means[at : at + k] if m == m]  # m == m: not NaN
+        peaks = [x for x in maxes[at : at + k] if x == x]
+        merged_means.append(sum(reported) / len(reported) if reported else NAN)
+        merged_maxes.append(max(peaks) if peaks else NAN)
+    return merged_means, merged_maxes
