@@ -19,6 +19,7 @@ from console.connections.security import LinkSecurity
 from console.fleet.model import FleetModel
 from console.qt.fleet_item_model import FleetItemModel
 from console.qt.frame_pump import DEFAULT_FPS, FramePump
+from console.qt.move_repairs import MoveRepairer
 
 
 class ConsoleSession:
@@ -43,6 +44,9 @@ class ConsoleSession:
         self.control = ControlActions(self.connections)
         self.health = HealthActions(self.connections)
         self.queries = FleetQueries(self.connections)
+        # Workload moves cut short (two copies): the extra one is cancelled.
+        self.move_repairs = MoveRepairer(self.fleet, self.control)
+        self.pump.fleetChanged.connect(self.move_repairs.on_fleet_changed)
         # The plots' older ranges: the daemons' history, or the profile's Prometheus.
         self.history = HistoryQueries(self.connections, prometheus)
         # Users and teams from the settings, offered for reservations and as owners.

@@ -12,8 +12,11 @@ from collections.abc import Sequence
 from console.connections.actions import default_actor
 from console.connections.channel import CALL_DEADLINE_S
 from console.connections.manager import ConnectionManager
+from console.connections.workload_move import Call, Move, move_workload, repair_move
 from console.fleet.control import ReservationRow, WorkloadRow
 from console.fleet.control_requests import KillTarget, WorkloadSpec
+from console.fleet.fleet_queue import Repair, qualified_id
+from console.fleet.updates import CommandResult
 from gpufleet.v1 import node_pb2 as pb
 
 DEFAULT_GRACE_S = 10
@@ -77,6 +80,34 @@ class ControlActions:
             f"assign {workload.label} to GPU {_gpus(gpus)} of {workload.target}",
             lambda stub: stub.AssignWorkload(request, timeout=CALL_DEADLINE_S),
         )
+
+    def move(
+        self,
+        workload: WorkloadRow,
+        source_host: str,
+        target: str,
+        target_host: str,
+        gpus: Sequence[int] = (),
+    ) -> None:
+        """Move a queued workload to another node (console/connections/workload_move.py)."""
+        move = Move(workload, source_host, target, target_host, tuple(gpus), self.actor)
+        what = f"move {qualified_id(source_host, workload.id)} to {target_host}"
+
+        def steps(call: Call) -> CommandResult:
+            outcome = move_workload(call, move)
+            return CommandResult(target, what, outcome.ok, outcome.message)
+
+        self._connections.request_steps(target, what, steps)
+
+    def finish_move(self, repair: Repair, node_name: str) -> None:
+        """Cancel the extra copy an interrupted move left (console/fleet/fleet_queue.py)."""
+        what = f"finish a move on {node_name}"
+
+        def steps(call: Call) -> CommandResult:
+            ok, message = repair_move(call, repair, self.actor)
+            return CommandResult(repair.cancel.target, what, ok, f"{node_name}: {message}")
+
+        self._connections.request_steps(repair.cancel.target, what, steps)
 
     def cancel(self, workload: WorkloadRow) -> None:
         request = pb.CancelWorkloadRequest(workload_id=workload.id, actor=self.actor)

@@ -245,6 +245,7 @@ _WORKLOAD_STATES = {
     pb.WORKLOAD_STATE_FINISHED: WorkloadState.FINISHED,
     pb.WORKLOAD_STATE_FAILED: WorkloadState.FAILED,
     pb.WORKLOAD_STATE_CANCELLED: WorkloadState.CANCELLED,
+    pb.WORKLOAD_STATE_TIMED_OUT: WorkloadState.TIMED_OUT,
 }
 
 
@@ -262,6 +263,9 @@ def decode_workload(target: str, w: pb.Workload) -> WorkloadRow:
         pid_start_unix_ms=opt("pid_start_unix_ms"),
         queued_unix_ms=w.queued_unix_ms, started_unix_ms=opt("started_unix_ms"),
         ended_unix_ms=opt("ended_unix_ms"), exit_code=opt("exit_code"), detail=w.detail,
+        priority=w.priority, time_limit_s=w.time_limit_s, wait_reason=w.wait_reason,
+        held_gpu_indices=tuple(w.held_gpu_indices), idempotency_key=w.idempotency_key,
+        moved_from=w.moved_from,
     )  # fmt: skip
 
 

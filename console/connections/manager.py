@@ -12,10 +12,15 @@ import concurrent.futures
 import logging
 import threading
 from collections.abc import Awaitable, Callable
+from typing import Any
 
+import grpc.aio
+
+from console.connections.channel import CALL_DEADLINE_S
 from console.connections.node_link import ActionCall, NodeLink, QueryDecoder
 from console.connections.security import LinkSecurity
 from console.connections.token_refresh import MIN_INTERVAL_S, TokenRefresher
+from console.connections.workload_move import Call, StepFailed
 from console.fleet.updates import (
     CommandResult,
     IdentityUpdate,
@@ -68,6 +73,9 @@ class ConnectionManager:
         self._links: dict[str, NodeLink] = {}
         self._ready = threading.Event()
         self._thread = threading.Thread(target=self._run, name="gpufleet-net", daemon=True)
+        # Actions of several blocking steps (a workload move between nodes) wait here,
+        # each of their calls handed to the network thread.
+        self._steps = concurrent.futures.ThreadPoolExecutor(1, "gpufleet-steps")
         # token_command profiles: a fresh token before expiry and after a refusal.
         self._expiries: dict[str, int] = {}  # target -> its credential's expiry (unix ms)
         self.refresher: TokenRefresher | None = None
@@ -216,8 +224,42 @@ class ConnectionManager:
             answer = await link.query(what, call, decode, query_id)
         self._inbox.put(answer)
 
+    def request_steps(
+        self, target: str, what: str, steps: Callable[[Call], CommandResult]
+    ) -> None:
+        """Run an action of several calls, maybe on several nodes, on the steps worker;
+        `steps` gets a blocking `call(node, method, request)` and returns the result,
+        which lands in the inbox."""
+        assert self._loop is not None, "start() first"
+        self._steps.submit(self._run_steps, target, what, steps)
+
+    def _run_steps(self, target: str, what: str, steps: Callable[[Call], CommandResult]) -> None:
+        try:
+            result = steps(self._step_call)
+        except Exception as exc:  # a bug: logged and said, or the asker waits for ever
+            log.exception("%s: %s failed", target, what)
+            result = CommandResult(target, what, False, f"internal error: {exc}")
+        self._inbox.put(result)
+
+    def _step_call(self, node: str, method: str, request: Any) -> Any:
+        link, loop = self._links.get(node), self._loop
+        stub = link.stub if link is not None else None
+        if stub is None or loop is None:
+            raise StepFailed(f"{node} is not connected")
+
+        async def one() -> Any:
+            return await getattr(stub, method)(request, timeout=CALL_DEADLINE_S)
+
+        try:
+            return asyncio.run_coroutine_threadsafe(one(), loop).result(CALL_DEADLINE_S + 1)
+        except grpc.aio.AioRpcError as exc:
+            raise StepFailed(f"{exc.code().name}: {exc.details()}") from None
+        except (TimeoutError, concurrent.futures.CancelledError):
+            raise StepFailed(f"{node} did not answer in time") from None
+
     def stop(self, timeout_s: float = 5.0) -> None:
         """Cancel every link, close channels, end the thread."""
+        self._steps.shutdown(wait=True, cancel_futures=True)
         if self._loop is None or not self._thread.is_alive():
             return
         future = asyncio.run_coroutine_threadsafe(self._cancel_all(), self._loop)

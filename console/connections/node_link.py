@@ -32,6 +32,7 @@ from console.connections.decode import (
     decode_event,
     decode_inventory,
     decode_reply,
+    decode_workload,
 )
 from console.connections.security import LinkSecurity, open_channel
 from console.fleet.alerts import AlertRow
@@ -42,6 +43,7 @@ from console.fleet.updates import (
     LinkState,
     LinkUpdate,
     QueryResult,
+    QueueUpdate,
     Update,
 )
 from gpufleet.v1 import node_pb2 as pb
@@ -59,6 +61,9 @@ QueryDecoder = Callable[[str, Any], object]
 REFUSED = frozenset({grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED})
 CLEARED_HISTORY = 200
 INVENTORY_POLL_S = 30.0
+# While workloads wait in a node's queue, their wait reasons (the node's placement
+# says them afresh each tick, without an event) are re-read this often.
+QUEUE_POLL_S = 5.0
 # On first connect, ask for this much held history so plots start full.
 BACKFILL_S = 600.0
 # WhoAmI again this long after our credential's expiry (and then every minute
@@ -90,6 +95,7 @@ class NodeLink:
         # Set when the profile's token changed: a refused link retries now, not in 30 s.
         self._wake = asyncio.Event()
         self._expires_ms: int | None = None  # our credential's expiry, as WhoAmI said
+        self._queue_waits = False  # some workload of this node was queued when last seen
 
     async def run(self) -> None:
         """Keep the node connected until cancelled."""
@@ -159,6 +165,7 @@ class NodeLink:
                 self._stream_events(stub),
                 self._poll_inventory(stub, update.info.gpus),
                 self._watch_credential(stub),
+                self._poll_queue(stub),
             )
         finally:
             self._stub = None
@@ -210,6 +217,20 @@ class NodeLink:
             log.info("%s: a daemon without reservations and workloads", self.target)
             return
         self._sink(decode_control(self.target, reservations, workloads))
+        self._queue_waits = any(w.state == pb.WORKLOAD_STATE_QUEUED for w in workloads.workloads)
+
+    async def _poll_queue(self, stub: pb_grpc.NodeServiceStub) -> None:
+        """Wait reasons and held GPUs of queued workloads, while there are any."""
+        while True:
+            await asyncio.sleep(QUEUE_POLL_S)
+            if not self._queue_waits:
+                continue
+            reply = await stub.ListWorkloads(
+                pb.ListWorkloadsRequest(include_ended=False), timeout=CALL_DEADLINE_S
+            )
+            rows = tuple(decode_workload(self.target, w) for w in reply.workloads)
+            self._sink(QueueUpdate(self.target, rows))
+            self._queue_waits = any(w.state == pb.WORKLOAD_STATE_QUEUED for w in reply.workloads)
 
     async def _stream_samples(self, stub: pb_grpc.NodeServiceStub, gpu_count: int) -> None:
         request = pb.StreamSamplesRequest(since_unix_ms=self._last_sample_ms)
@@ -237,7 +258,14 @@ class NodeLink:
         request = pb.StreamEventsRequest(after_seq=self._last_event_seq)
         async for event in stub.StreamEvents(request):
             self._last_event_seq = event.seq
+            if event.HasField("workload") and event.workload.state == pb.WORKLOAD_STATE_QUEUED:
+                self._queue_waits = True
             self._sink(decode_event(self.target, event))
+
+    @property
+    def stub(self) -> pb_grpc.NodeServiceStub | None:
+        """The connected session's stub, for calls made on the network thread; None between."""
+        return self._stub
 
     async def command(self, what: str, call: ActionCall, subject: str = "") -> CommandResult:
         """Run one action on the node; the result says what happened, in words.

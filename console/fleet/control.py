@@ -23,10 +23,11 @@ class WorkloadState(enum.Enum):
     FINISHED = "finished"
     FAILED = "failed"
     CANCELLED = "cancelled"
+    TIMED_OUT = "timed out"  # stopped at its time limit
 
     @property
     def ended(self) -> bool:
-        return self in (WorkloadState.FINISHED, WorkloadState.FAILED, WorkloadState.CANCELLED)
+        return self not in (WorkloadState.QUEUED, WorkloadState.RUNNING)
 
     @property
     def rank(self) -> int:
@@ -82,6 +83,13 @@ class WorkloadRow:
     ended_unix_ms: int | None
     exit_code: int | None
     detail: str
+    priority: int = 0
+    time_limit_s: int = 0  # 0: none
+    # Why it waits and what is held for it, as the node's placement says each tick.
+    wait_reason: str = ""
+    held_gpu_indices: tuple[int, ...] = ()
+    idempotency_key: str = ""
+    moved_from: str = ""  # "HOST/ID" when the fleet queue moved it here
 
     @property
     def uid(self) -> tuple[str, str]:
@@ -175,17 +183,17 @@ class ControlBook:
         self.version += 1
 
     def apply(self, record: Record) -> bool:
-        """Take a newer state of a record; returns False when it was older than what we hold."""
+        """Take a newer state of a record; False when it was older than, or the same as, ours."""
         if isinstance(record, ReservationRow):
             held: Record | None = self._reservations.get(record.uid)
-            if held is not None and held.rank > record.rank:
+            if held is not None and (held.rank > record.rank or held == record):
                 return False  # an older state (a replay, or a late answer): keep the newer
             # Ended ones stay, as tombstones: a late "made" cannot bring them back.
             self._reservations[record.uid] = record
         else:
             held = self._workloads.get(record.uid)
-            if held is not None and held.rank > record.rank:
-                return False
+            if held is not None and (held.rank > record.rank or held == record):
+                return False  # the same again (a queue poll): views need not refresh
             self._workloads[record.uid] = record
         self.version += 1
         return True

@@ -37,6 +37,7 @@ from console.fleet.updates import (
     LinkUpdate,
     NodeInfo,
     QueryResult,
+    QueueUpdate,
     SamplesUpdate,
     Update,
 )
@@ -161,6 +162,9 @@ class FleetModel:
         if isinstance(update, ControlUpdate):
             self.control.replace_node(update.target, update.reservations, update.workloads)
             return Change.DATA
+        if isinstance(update, QueueUpdate):
+            changed = [self.control.apply(w) for w in update.workloads]
+            return Change.DATA if any(changed) else Change.NONE
         if isinstance(update, IdentityUpdate):
             node.identity = update.identity
             return Change.DATA

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Collection, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from console.fleet.columns import shown
 from console.fleet.control import WorkloadRow, WorkloadState, is_team
@@ -163,26 +163,30 @@ def can_assign(
     refusal = _node_refusal(fleet, target, gpu)
     if refusal is not None:
         return Verdict(False, refusal, ((target, gpu),))
-    refusal = _ownership_refusal(
-        fleet, target, workload.owner, f"{workload.label} of {workload.owner or 'nobody'}"
-    )
-    if refusal is not None:
-        return Verdict(False, refusal, ((target, gpu),))
-    if target != workload.target:
-        home = fleet.node(workload.target).name if workload.target in _targets(fleet) else ""
-        return Verdict(
-            False,
-            f"{workload.label} is queued on {home or workload.target}; "
-            "drop it on one of that node's GPUs",
-            ((target, gpu),),
-        )
-    gpus, refusal = _pick_gpus(workload, fleet, gpu, now_ms, selection)
+    whose = f"{workload.label} of {workload.owner or 'nobody'}"
+    moving = target != workload.target
+    # A move submits on the target and cancels where it was: both nodes must allow it.
+    for node_target in (target, workload.target) if moving else (target,):
+        refusal = _ownership_refusal(fleet, node_target, workload.owner, whose)
+        if refusal is not None:
+            return Verdict(False, refusal, ((target, gpu),))
+    if moving:
+        # Its own node is read and told to cancel it: it must answer, and let us.
+        refusal = _node_refusal(fleet, workload.target, 0)
+        if refusal is not None:
+            return Verdict(False, f"{workload.label} cannot move: {refusal}", ((target, gpu),))
+    placed = replace(workload, target=target) if moving else workload
+    gpus, refusal = _pick_gpus(placed, fleet, gpu, now_ms, selection)
     places = tuple((target, g) for g in gpus)
     if refusal is not None:
         return Verdict(False, refusal, places)
     node = fleet.node(target).name
-    what = f"assign {workload.label} to {gpus_text(gpus)} of {node}"
-    return Verdict(True, what + _team_caveat(workload, fleet, gpus, now_ms), places)
+    if moving:
+        home = fleet.node(workload.target).name
+        what = f"move {workload.label} from {home} to {gpus_text(gpus)} of {node}"
+    else:
+        what = f"assign {workload.label} to {gpus_text(gpus)} of {node}"
+    return Verdict(True, what + _team_caveat(placed, fleet, gpus, now_ms), places)
 
 
 def _team_caveat(workload: WorkloadRow, fleet: FleetModel, gpus: Iterable[int], now: int) -> str:

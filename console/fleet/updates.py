@@ -174,6 +174,14 @@ class EventUpdate:
 
 
 @dataclass(frozen=True)
+class QueueUpdate:
+    """A node's queued and running workloads, polled while some wait: their wait reasons."""
+
+    target: str
+    workloads: tuple[WorkloadRow, ...]
+
+
+@dataclass(frozen=True)
 class ControlUpdate:
     """A node's reservations and workloads (on every connect): they replace what we held."""
 
@@ -235,6 +243,7 @@ Update = (
     | AlertsUpdate
     | EventUpdate
     | ControlUpdate
+    | QueueUpdate
     | CommandResult
     | IdentityUpdate
     | QueryResult

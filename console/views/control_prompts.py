@@ -46,8 +46,17 @@ class ControlPrompts(PromptHost):
     # -- drops onto tiles ------------------------------------------------------
 
     def assign(self, workload: WorkloadRow, verdict: Verdict) -> None:
-        """A queued workload dropped on tiles: no question, the drop was the gesture."""
-        self._actions.assign(workload, [gpu for _, gpu in verdict.places])
+        """A queued workload dropped on tiles: no question, the drop was the gesture.
+
+        Dropped on another node's GPUs, it moves there (fleet queue).
+        """
+        gpus = [gpu for _, gpu in verdict.places]
+        target = verdict.places[0][0] if verdict.places else workload.target
+        if target != workload.target:
+            source_host, target_host = self._name(workload.target), self._name(target)
+            self._actions.move(workload, source_host, target, target_host, gpus)
+        else:
+            self._actions.assign(workload, gpus)
 
     def ask_reserve(self, holder: str, verdict: Verdict) -> None:
         by_node = verdict.gpus_by_node()

@@ -228,12 +228,24 @@ def test_lost_busy_and_foreign_gpus_refuse() -> None:
     assert (
         can_assign(workload(), fleet, A, 0, NOW).reason == "GPU 0 is busy with workload w-3 (train)"
     )
-    foreign = can_assign(workload(), fleet, B, 0, NOW)
-    assert not foreign.ok and "is queued on node-1" in foreign.reason
+    report(fleet, B, 2, health="lost")
+    assert can_assign(workload(), fleet, B, 2, NOW).reason == "GPU 2 is lost"  # the target's
     running = can_assign(workload(state=WorkloadState.RUNNING), fleet, A, 1, NOW)
     assert running.reason == "w-1 (train) is running, not queued"
     fleet.apply(LinkUpdate(A, LinkState.RECONNECTING))
     assert can_assign(workload(), fleet, A, 1, NOW).reason == "node-1 is reconnecting"
+
+
+def test_dropped_on_another_nodes_gpus_it_moves_there() -> None:
+    fleet = fleet_with(A, B)
+    fleet.control.apply(workload("w-9", WorkloadState.RUNNING, on=(1,), target=B))
+    verdict = can_assign(workload(gpus=2), fleet, B, 0, NOW)
+    assert verdict.ok, verdict.reason
+    assert verdict.reason == "move w-1 (train) from node-1 to GPUs 0, 2 of node-2"
+    assert verdict.places == ((B, 0), (B, 2))  # GPU 1 of node-2 runs w-9
+    fleet.apply(LinkUpdate(A, LinkState.RECONNECTING))
+    refused = can_assign(workload(), fleet, B, 0, NOW)
+    assert refused.reason == "w-1 (train) cannot move: node-1 is reconnecting"
 
 
 def test_multi_gpu_takes_the_hovered_and_the_next_free() -> None:
