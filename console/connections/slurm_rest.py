@@ -268,8 +268,11 @@ def _checked(status: int, raw: bytes, what: str) -> Json:
 
 
 def _error_text(error: Mapping[str, Any]) -> str:
-    parts = [str(error.get(k)) for k in ("description", "error") if error.get(k)]
-    return ": ".join(dict.fromkeys(parts)) or str(error)
+    """Slurm's description, and its error's name where the description does not hold it."""
+    description, name = str(error.get("description") or ""), str(error.get("error") or "")
+    if name and name not in description:
+        return f"{description}: {name}" if description else name
+    return description or str(error)
 
 
 def _when(epoch: object) -> datetime:

@@ -33,6 +33,7 @@ from tests.slurm.slurm_config import ClusterLayout, gpu_files, gres_conf, slurm_
 from tests.tools import free_port
 
 REST_USER = "gpufleet-slurmrest"
+REST_USER_MARK = "gpufleet tests, slurmrestd"
 PLUGIN_DIR = Path("/usr/lib/x86_64-linux-gnu/slurm-wlm")
 # What each piece comes from, for the skip message.
 NEEDED = {
@@ -159,21 +160,25 @@ class _Daemons:
 
 @contextmanager
 def _rest_account() -> Iterator[pwd.struct_passwd]:
-    """The unprivileged account slurmrestd runs as; removed after if this created it."""
-    created = False
+    """The unprivileged account slurmrestd runs as, removed after.
+
+    Marked by its comment, so one left by a run killed outright is removed by the next.
+    """
     try:
         pwd.getpwnam(REST_USER)
     except KeyError:
-        subprocess.run(
-            ["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", REST_USER],
-            check=True,
-            capture_output=True,
-        )
-        created = True
+        added = subprocess.run(
+            ["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin",
+             "--comment", REST_USER_MARK, REST_USER],
+            check=False, capture_output=True, text=True,
+        )  # fmt: skip
+        if added.returncode not in (0, 9):  # 9: another run added it meanwhile
+            raise AssertionError(f"useradd {REST_USER} failed: {added.stderr}") from None
+    account = pwd.getpwnam(REST_USER)
     try:
-        yield pwd.getpwnam(REST_USER)
+        yield account
     finally:
-        if created:
+        if account.pw_gecos == REST_USER_MARK:
             subprocess.run(["userdel", REST_USER], check=False, capture_output=True)
 
 
@@ -241,6 +246,8 @@ def slurm_cluster(nodes: Sequence[str] = ("gpu01", "gpu02")) -> Iterator[SlurmCl
     began = time.monotonic()
     deadline = began + START_DEADLINE_S
     with ExitStack() as stack:
+        # Before any daemon: removed after they all stopped (userdel refuses a user in use).
+        account = stack.enter_context(_rest_account())
         root = Path(tempfile.mkdtemp(prefix="gpufleet-slurm-"))
         stack.callback(shutil.rmtree, root, ignore_errors=True)
         layout = _layout(root, nodes)
@@ -261,7 +268,6 @@ def slurm_cluster(nodes: Sequence[str] = ("gpu01", "gpu02")) -> Iterator[SlurmCl
         daemons.wait(lambda: _nodes_idle(env, len(nodes)), "the nodes to be idle",
               lambda: _node_states(env) + cluster.log_tail("slurmctld.log"),
               deadline)  # fmt: skip
-        account = stack.enter_context(_rest_account())
         rest_env = {**env, "SLURM_JWT": "daemon"}
         daemons.start("slurmrestd", [
             "slurmrestd", "-a", "rest_auth/jwt", "-s", f"openapi/{API_VERSION}",
