@@ -28,7 +28,8 @@ from console.fleet.history_range import (
 from console.fleet.query_round import next_query_id
 from console.fleet.updates import QueryResult
 
-CACHE_SLICES: Final = 8
+# Slices kept (~100 KiB each at 2,000 points): a few ranges of each GPU a person flips between.
+CACHE_SLICES: Final = 32
 # A source that failed is not asked again for this long (the other one is, if there is one).
 RETRY_AFTER_S: Final = 30.0
 LOADING: Final = "loading history…"
@@ -69,8 +70,10 @@ class Wanted:
     ring_first_s: float  # the ring's oldest sample (inf: none yet)
 
 
-def _key(ask: HistoryAsk) -> tuple[str, int, str, float, float]:
-    return ask.target, ask.gpu, ask.source, ask.step_s, ask.start_s
+def _key(ask: HistoryAsk) -> tuple[str, int, str, float]:
+    """Asks alike but for where they start: one in flight is left to land (a pan sends one
+    ask per round trip, not one per mouse move); its answer then shows what is still missing."""
+    return ask.target, ask.gpu, ask.source, ask.step_s
 
 
 class HistoryLoader:

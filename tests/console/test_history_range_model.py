@@ -248,3 +248,18 @@ def test_prometheus_files_without_a_url_are_refused(tmp_path: Path) -> None:
     path.write_text('[profiles.p]\nnodes = ["a:1"]\nprometheus_ca_file = "/etc/ca.pem"\n')
     with pytest.raises(SettingsError, match="need prometheus_url"):
         load_settings(path)
+
+
+def test_a_pan_sends_one_ask_per_round_trip() -> None:
+    asker = RecordingAsker()
+    loader = HistoryLoader(asker)
+    for shift in range(0, 3000, 300):  # a drag back in time, mouse move by mouse move
+        paused = Wanted(
+            "node:1", 0, "GPU-0", "n", TIERS, NOW - DAY - shift, NOW - shift, NOW - 1000
+        )
+        loader.slice_for(paused)
+    assert len(asker.asks) == 1  # the first is left to land, not cancelled per move
+    assert loader.take(answer(*asker.asks[0]))
+    found, _ = loader.slice_for(paused)  # the answer does not reach as far back as the drag
+    assert found is not None and len(asker.asks) == 2
+    assert asker.asks[1][0].start_s <= paused.start_s
