@@ -19,6 +19,7 @@ import contextlib
 import logging
 import sqlite3
 import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -109,10 +110,23 @@ class HistoryStore:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         try:
-            self._state = StateDb(path, "metric history", _prepare, SCHEMA, PROBE)
-            self._downsampler = self._resume()
-        except sqlite3.Error as exc:
-            raise HistoryStoreError(f"cannot open the metric history {path}: {exc}") from exc
+            self._state, self._downsampler = self._open()
+        except sqlite3.DatabaseError as exc:
+            # Not SQLite (or damaged): history is worth less than a daemon that starts, so
+            # the file is kept aside for a post-mortem and a new one begun.
+            aside = _set_aside(path)
+            log.error("metric history %s cannot be read (%s); kept as %s, starting a new one",
+                      path, exc, aside)  # fmt: skip
+            self._layouts.clear()
+            self._unwritten.clear()
+            try:
+                self._state, self._downsampler = self._open()
+            except sqlite3.Error as again:
+                raise HistoryStoreError(f"cannot open the metric history {path}: {again}") from exc
+
+    def _open(self) -> tuple[StateDb, Downsampler]:
+        self._state = StateDb(self.path, "metric history", _prepare, SCHEMA, PROBE)
+        return self._state, self._resume()
 
     @property
     def _db(self) -> sqlite3.Connection:
@@ -284,6 +298,15 @@ class HistoryStore:
         self.flush()
         with self._lock:
             self._state.close()
+
+
+def _set_aside(path: Path) -> Path:
+    """Rename the file (and its WAL and index) to NAME.broken-UNIXTIME; the new name."""
+    aside = path.with_name(f"{path.name}.broken-{int(time.time())}")
+    for suffix in ("", "-wal", "-shm"):
+        with contextlib.suppress(FileNotFoundError):
+            path.with_name(path.name + suffix).rename(aside.with_name(aside.name + suffix))
+    return aside
 
 
 def _row(tier: Tier, point: Point) -> _Row:

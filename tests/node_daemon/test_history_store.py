@@ -197,3 +197,15 @@ def test_an_answer_too_big_for_one_message_is_refused_naming_what_to_ask_less_of
         query(store, T0_MS, T0_MS + 3_100_000, max_points=20_000)
     answer = query(store, T0_MS, T0_MS + 3_100_000, max_points=20_000, metrics=["temp_gpu_c"])
     assert answer.tier == "raw" and len(answer.series) == 8
+
+
+def test_a_file_that_is_no_history_is_set_aside_and_a_new_one_begun(tmp_path: Path) -> None:
+    path = tmp_path / "history.sqlite3"
+    path.write_bytes(b"not a database, a disk's garbage " * 200)
+    store = HistoryStore(path, HistorySettings(), raw_step_ms=1000)
+    write(store, range(3), 1000, 1, lambda tick, gpu: 33.0)
+    answer = query(store, T0_MS, T0_MS + 2000, metrics=["temp_gpu_c"])
+    store.close()
+    assert list(answer.series[0].values) == [33.0] * 3
+    (aside,) = tmp_path.glob("history.sqlite3.broken-*")
+    assert aside.read_bytes().startswith(b"not a database")
