@@ -16,6 +16,7 @@ from PySide6.QtCore import (
 from PySide6.QtGui import QColor
 
 from console.fleet.control import WorkloadRow, WorkloadState
+from console.fleet.fleet_queue import qualified_id
 from console.fleet.model import Change, FleetModel
 from console.fleet.placement import gib_text
 from console.qt.mime import WORKLOAD_MIME, workload_mime
@@ -23,14 +24,24 @@ from console.qt.row_table import SORT_ROLE, RowTableModel, SortKeyProxy
 
 Index = QModelIndex | QPersistentModelIndex
 COLUMNS = ("Node", "ID", "Name", "Owner", "GPUs", "Min memory", "State", "On GPUs", "Since",
-           "Command")  # fmt: skip
+           "Priority", "Time limit", "Waiting because", "Command")  # fmt: skip
+STATE_COLUMN = COLUMNS.index("State")
 WORKLOAD_ROLE = int(Qt.ItemDataRole.UserRole) + 1
 STATE_COLORS = {
     WorkloadState.QUEUED: QColor("#63b3ed"),
     WorkloadState.RUNNING: QColor("#48bb78"),
     WorkloadState.FAILED: QColor("#f56565"),
     WorkloadState.CANCELLED: QColor("#a0aec0"),
+    WorkloadState.TIMED_OUT: QColor("#f6ad55"),
 }
+
+
+def limit_text(seconds: int) -> str:
+    """ "1:30:00", or "" for none."""
+    if not seconds:
+        return ""
+    hours, rest = divmod(seconds, 3600)
+    return f"{hours}:{rest // 60:02d}:{rest % 60:02d}"
 
 
 def state_text(w: WorkloadRow) -> str:
@@ -56,10 +67,15 @@ class WorkloadTableModel(RowTableModel):
             return
         self.beginResetModel()
         self._version = self._fleet.control.version
-        # Queued first (oldest first: the queue's order), then running, then ended, newest first.
+        # Queued first in the queue's order (priority, then oldest first), then running,
+        # then ended, newest first.
         self._rows = sorted(
             self._fleet.control.workloads(),
-            key=lambda w: (w.state.rank, w.since_unix_ms * (1 if w.state.rank == 0 else -1)),
+            key=lambda w: (
+                w.state.rank,
+                -w.priority if w.state.rank == 0 else 0,
+                w.since_unix_ms * (1 if w.state.rank == 0 else -1),
+            ),
         )
         self.endResetModel()
 
@@ -100,21 +116,27 @@ class WorkloadTableModel(RowTableModel):
             return self._text(w, index.column())
         if role == SORT_ROLE:
             return self._sort_key(w, index.column())
-        if role == Qt.ItemDataRole.ForegroundRole and index.column() == 6:
+        if role == Qt.ItemDataRole.ForegroundRole and index.column() == STATE_COLUMN:
             return STATE_COLORS.get(w.state)
         if role == Qt.ItemDataRole.ToolTipRole:
-            tip = " ".join(w.argv)
-            return f"{tip}\n{w.detail}" if w.detail else tip
+            lines = [" ".join(w.argv), w.detail, w.wait_reason]
+            if w.moved_from:
+                lines.append(f"moved here from {w.moved_from}")
+            return "\n".join(line for line in lines if line)
         return None
 
     def _text(self, w: WorkloadRow, column: int) -> str:
         since = time.strftime("%H:%M:%S", time.localtime(w.since_unix_ms / 1000))
         memory = gib_text(w.min_free_memory_bytes) if w.min_free_memory_bytes else ""
         gpus = ", ".join(str(g) for g in w.gpu_indices)
+        if not gpus and w.held_gpu_indices:
+            gpus = "held: " + ", ".join(str(g) for g in w.held_gpu_indices)
         needed = f"{w.gpu_count}" + (" auto" if w.auto_place else "")
+        node = self._node_name(w.target)
         cells = (
-            self._node_name(w.target), w.id, w.name, w.owner, needed, memory, state_text(w), gpus,
-            since, " ".join(w.argv),
+            node, qualified_id(node, w.id), w.name, w.owner, needed, memory, state_text(w), gpus,
+            since, str(w.priority) if w.priority else "", limit_text(w.time_limit_s),
+            w.wait_reason if w.state is WorkloadState.QUEUED else "", " ".join(w.argv),
         )  # fmt: skip
         return cells[column]
 
@@ -123,8 +145,11 @@ class WorkloadTableModel(RowTableModel):
 
     @staticmethod
     def _sort_key(w: WorkloadRow, column: int) -> Any:
-        keys = {4: w.gpu_count, 5: w.min_free_memory_bytes, 6: w.state.rank, 8: w.since_unix_ms}
-        return keys.get(column)
+        keys = {
+            "GPUs": w.gpu_count, "Min memory": w.min_free_memory_bytes, "State": w.state.rank,
+            "Since": w.since_unix_ms, "Priority": w.priority, "Time limit": w.time_limit_s,
+        }  # fmt: skip
+        return keys.get(COLUMNS[column])
 
 
 class WorkloadFilterProxy(SortKeyProxy):

@@ -23,7 +23,10 @@ from console.views.drag_image import CompactDragTable
 from console.views.keyboard_menus import open_menus_from_keyboard
 from console.views.row_table_panel import bar_over_table, set_up_row_table
 
-HINT = "Drag a queued workload onto a GPU tile to start it there (or: Menu key, Assign to GPU…)."
+HINT = (
+    "Drag a queued workload onto a GPU tile to start it there, on any node: dropped on "
+    "another node's GPU it moves there (or: Menu key, Assign to GPU…)."
+)
 
 
 class WorkloadPanel(QWidget):

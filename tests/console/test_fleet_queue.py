@@ -8,6 +8,7 @@ copies cancels the extra one on its own.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -20,10 +21,12 @@ from console.connections.workload_move import Move, StepFailed, move_workload, r
 from console.fleet.control import WorkloadRow, WorkloadState
 from console.fleet.fleet_queue import interrupted_moves, qualified_id, split_qualified
 from console.fleet.updates import LinkState
+from console.qt.workload_model import COLUMNS, WorkloadTableModel
 from console.session import ConsoleSession
 from gpufleet.v1 import node_pb2 as pb
 from gpufleet.v1 import node_pb2_grpc as pb_grpc
 from tests.conftest import DaemonFactory, wait_for
+from tests.console.test_control_model import A, B, fleet_with, workload
 
 pytestmark = pytest.mark.usefixtures("workload_accounts")
 
@@ -193,8 +196,10 @@ def test_the_console_moves_a_workload_dropped_on_another_nodes_gpu(qtbot, fleet:
     try:
         for target in (fleet.a, fleet.b):
             node = session.fleet.node(target)
-            qtbot.waitUntil(lambda node=node: node.state is LinkState.CONNECTED and bool(node.latest),
-                            timeout=15_000)  # fmt: skip
+            qtbot.waitUntil(
+                lambda node=node: node.state is LinkState.CONNECTED and bool(node.latest),
+                timeout=15_000,
+            )
         row = session.fleet.control.workload(fleet.a, queued.id)
         assert row is not None
         with qtbot.waitSignal(session.pump.commandFinished, timeout=15_000) as finished:
@@ -211,3 +216,24 @@ def test_the_console_moves_a_workload_dropped_on_another_nodes_gpu(qtbot, fleet:
         )
     finally:
         session.stop()
+
+
+def test_the_queue_table_reads_in_queue_order_and_says_why_each_waits(qtbot) -> None:
+    fleet = fleet_with(A, B)
+    first = workload("w-1")
+    urgent = dataclasses.replace(
+        workload("w-2", target=B), priority=10, time_limit_s=5400, held_gpu_indices=(1, 3),
+        wait_reason="next in line: GPU 1, 3 held for it, waiting for 1 more GPU",
+    )  # fmt: skip
+    fleet.control.apply(first)
+    fleet.control.apply(urgent)
+    model = WorkloadTableModel(fleet)
+
+    def cell(row: int, name: str) -> str:
+        return str(model.index(row, COLUMNS.index(name)).data())
+
+    assert [model.workload(r).id for r in range(2)] == ["w-2", "w-1"]  # priority first
+    assert cell(0, "ID") == "node-2/w-2" and cell(1, "ID") == "node-1/w-1"
+    assert (cell(0, "Priority"), cell(0, "Time limit")) == ("10", "1:30:00")
+    assert cell(0, "On GPUs") == "held: 1, 3"
+    assert cell(0, "Waiting because").startswith("next in line: GPU 1, 3 held for it")
