@@ -61,6 +61,10 @@ class SlurmNode:
         return "DRAIN" in self.flags or self.state.startswith("drain")
 
     @property
+    def down(self) -> bool:
+        return self.state.startswith("down")
+
+    @property
     def gpus(self) -> int:
         return _gpu_total(self.gres)
 

@@ -60,6 +60,7 @@ def test_free_gpus_count_typed_gres_once() -> None:
     node = SlurmNode("n1", "mixed", (), "", {"gpu:a100": 8}, {"gpu:a100": 3})
     assert (node.gpus, node.gpus_free, node.drained) == (8, 5, False)
     assert SlurmNode("n2", "idle", ("DRAIN",), "fan").drained
+    assert SlurmNode("n3", "down", ("DRAIN",), "fan").down
 
 
 def test_a_reservation_needs_whom_where_and_how_long() -> None:

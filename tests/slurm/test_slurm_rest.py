@@ -59,12 +59,24 @@ def test_lists_a_pending_job_with_the_gpus_it_asked_for(
     assert job.account == field(shown, "Account").replace("(null)", "")
 
 
-def test_gpus_by_gpus_per_node_count_every_node(
-    slurm: SlurmCluster, slurm_rest: SlurmRestClient, cleanup_jobs: list[int]
+@pytest.mark.parametrize(
+    ("asks", "gpus"),
+    [
+        (("--nodes=2", "--gpus-per-node=4"), 8),  # per node, times the nodes
+        (("--gpus=5",), 5),  # per job
+        (("--cpus-per-task=2",), None),  # none at all
+    ],
+)
+def test_gpus_asked_however_the_job_asked(
+    slurm: SlurmCluster,
+    slurm_rest: SlurmRestClient,
+    cleanup_jobs: list[int],
+    asks: tuple[str, ...],
+    gpus: int | None,
 ) -> None:
-    job_id = slurm.submit_held("--nodes=2", "--gpus-per-node=4")
+    job_id = slurm.submit_held(*asks)
     cleanup_jobs.append(job_id)
-    assert slurm_rest.job(job_id).gpus == 8
+    assert slurm_rest.job(job_id).gpus == gpus
 
 
 def test_steers_a_pending_job_to_a_node(
