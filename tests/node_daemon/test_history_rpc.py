@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 import urllib.request
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import grpc
@@ -17,9 +18,11 @@ import pytest
 
 from gpufleet.v1 import node_pb2 as pb
 from gpufleet.v1 import node_pb2_grpc as pb_grpc
+from node_daemon.alerts.rules import AlertSettings, ThresholdSettings
 from node_daemon.backends.readings import GpuReading
 from node_daemon.history.settings import HistorySettings
 from node_daemon.history.store import HISTORY_FILE, HistoryStore
+from node_daemon.rpc.threshold_lines import alert_thresholds
 from tests.conftest import wait_for
 from tests.daemon_process import DaemonProcess
 from tests.node_daemon.test_full_disk import SmallDisk, disk, free_port  # noqa: F401
@@ -214,3 +217,16 @@ def test_a_full_state_disk_keeps_the_daemon_serving_what_is_stored_and_the_spell
     assert "metric history" in node.log.read_text()
     # The ticks of the spell waited in memory and are on disk now.
     assert set(spell_ticks) <= set(after.timestamps_unix_ms), (spell_ticks, after)
+
+
+def test_a_node_of_one_gpu_model_gets_that_models_lines_and_a_disabled_rule_none() -> None:
+    l40s = ThresholdSettings(warning=80.0, critical=88.0)
+    settings = replace(
+        AlertSettings(),
+        gpu_temp=replace(AlertSettings().gpu_temp, models={"NVIDIA L40S": l40s}),
+        memory_temp=replace(AlertSettings().memory_temp, enabled=False),
+    )
+    lines = {(t.rule, t.value) for t in alert_thresholds(settings, ["NVIDIA L40S"] * 4)}
+    mixed = {(t.rule, t.value) for t in alert_thresholds(settings, ["NVIDIA L40S", "H100"])}
+    assert lines == {("gpu_temp", 80.0), ("gpu_temp", 88.0)}
+    assert mixed == {("gpu_temp", 75.0), ("gpu_temp", 85.0)}
