@@ -99,7 +99,7 @@ OPTIONS: dict[str, str] = {
     "health": "the [health] table: the lines of the GPU health states and predictions "
     "(see docs/health.md)",
     "history": "the [history] table: the on-disk metric history's enabled, raw_retention_s, "
-    "tier_10s_retention_s, tier_1m_retention_s, max_bytes, flush_interval_s "
+    "ten_second_retention_s, minute_retention_s, max_bytes, flush_interval_s "
     "(see docs/daemon.md, History)",
 }
 
