@@ -78,13 +78,20 @@ def gpu_readings(node: NodeRecord, gpu: int) -> tuple[Reading, ...]:
     if limit is None and node.info is not None and gpu < len(node.info.gpus):
         limit = node.info.gpus[gpu].power_limit_w  # the inventory's, before a sample says
     pstate = node.value(gpu, PSTATE)
+
+    def two(first: str, a: GpuMetric[Any], second: str, b: GpuMetric[Any]) -> str:
+        """Two readings of one unit, the unit once: "SM 1,410 · memory 1,215 MHz"."""
+        unit = f" {shown(a).unit}" if shown(a).unit else ""
+        bare = (_bare(node.value(gpu, a), a), _bare(node.value(gpu, b), b))
+        return f"{first} {bare[0]} · {second} {bare[1]}{unit}"
+
     return (
-        Reading("Clocks", f"SM {num(SM_CLOCK_MHZ)} · memory {num(MEM_CLOCK_MHZ)}"),
+        Reading("Clocks", two("SM", SM_CLOCK_MHZ, "memory", MEM_CLOCK_MHZ)),
         Reading("Power", f"{num(POWER_W)} of {_number(limit, POWER_LIMIT_W)} limit"),
         Reading("Fan", num(FAN_PCT)),
         Reading(shown(PSTATE).label, MISSING if pstate is None else f"P{int(pstate)}"),
-        Reading("Temperature", f"GPU {num(TEMP_GPU_C)} · memory {num(TEMP_MEM_C)}"),
-        Reading("Utilisation", f"SM {num(UTIL_GPU_PCT)} · memory {num(UTIL_MEM_PCT)}"),
+        Reading("Temperature", two("GPU", TEMP_GPU_C, "memory", TEMP_MEM_C)),
+        Reading("Utilisation", two("SM", UTIL_GPU_PCT, "memory", UTIL_MEM_PCT)),
         Reading(
             "Memory",
             f"{_bare(node.value(gpu, MEM_USED_BYTES), MEM_USED_BYTES)} of {num(MEM_TOTAL_BYTES)}",
@@ -93,8 +100,8 @@ def gpu_readings(node: NodeRecord, gpu: int) -> tuple[Reading, ...]:
             "ECC errors",
             f"{num(ECC_CORRECTED_TOTAL)} corrected · {num(ECC_UNCORRECTED_TOTAL)} uncorrected",
         ),
-        Reading("PCIe", f"RX {num(PCIE_RX_BYTES_PER_S)} · TX {num(PCIE_TX_BYTES_PER_S)}"),
-        Reading(shown(THROTTLE_REASONS).label, throttle_text(node.value(gpu, THROTTLE_REASONS))),
+        Reading("PCIe", two("RX", PCIE_RX_BYTES_PER_S, "TX", PCIE_TX_BYTES_PER_S)),
+        Reading("Throttling", throttle_text(node.value(gpu, THROTTLE_REASONS))),
     )
 
 

@@ -84,16 +84,16 @@ def test_every_reading_in_the_catalogues_units() -> None:
     sample(fleet, READING, NOW_S)
     shown = {r.label: r.text for r in gpu_readings(fleet.node(A), 0)}
     assert shown == {
-        "Clocks": "SM 1,410 MHz · memory 1,215 MHz",
+        "Clocks": "SM 1,410 · memory 1,215 MHz",
         "Power": "212 W of 400 W limit",  # the sample's limit (self-healing may lower it)
         "Fan": "41 %",
         "P-state": "P2",
-        "Temperature": "GPU 64 °C · memory 71 °C",
-        "Utilisation": "SM 87 % · memory 35 %",
+        "Temperature": "GPU 64 · memory 71 °C",
+        "Utilisation": "SM 87 · memory 35 %",
         "Memory": "17.2 of 40.0 GiB",
         "ECC errors": "3 corrected · 0 uncorrected",
-        "PCIe": "RX 1,234 MB/s · TX 56 MB/s",
-        "Throttle reasons": "software power cap, hardware thermal slowdown",
+        "PCIe": "RX 1,234 · TX 56 MB/s",
+        "Throttling": "software power cap, hardware thermal slowdown",
     }
 
 
@@ -104,7 +104,7 @@ def test_what_a_gpu_does_not_report_reads_as_a_dash_never_zero() -> None:
     assert shown["Fan"] == MISSING
     assert shown["ECC errors"] == f"{MISSING} corrected · {MISSING} uncorrected"
     assert shown["Power"] == "100 W of 350 W limit"  # the inventory's limit until a sample says
-    assert shown["Throttle reasons"] == MISSING
+    assert shown["Throttling"] == MISSING
     assert throttle_text(0) == "none" and throttle_text(0x1000) == "0x1000"
 
 
@@ -114,7 +114,7 @@ def test_the_readings_are_the_newest_sample_of_the_frame() -> None:
     for n, temp in enumerate((60, 61, 66)):
         sample(fleet, {**READING, m.TEMP_GPU_C: temp}, NOW_S + n)
     shown = {r.label: r.text for r in gpu_readings(fleet.node(A), 0)}
-    assert shown["Temperature"] == "GPU 66 °C · memory 71 °C"
+    assert shown["Temperature"] == "GPU 66 · memory 71 °C"
 
 
 def test_process_table_has_nvitops_columns_and_dashes_for_the_unknown() -> None:
@@ -171,7 +171,7 @@ def test_the_detail_shows_a_simulated_gpus_readings_and_its_holder(qtbot, window
     shown = readings.texts()
     assert shown["Reservation"] == "Not reserved"
     assert shown["Power"].endswith(" W limit") and MISSING not in shown["Power"]
-    assert shown["Temperature"].startswith("GPU ") and "°C" in shown["Temperature"]
+    assert shown["Temperature"].startswith("GPU ") and shown["Temperature"].endswith(" °C")
     assert readings.isVisible()
     # Reserved by another admin: the detail says for whom, why, until when, by whom.
     until = int((time.time() + 2 * 3600 + 60) * 1000)
