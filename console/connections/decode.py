@@ -126,7 +126,7 @@ def decode_inventory(target: str, inventory: pb.Inventory) -> InventoryUpdate:
         slurm_state=inventory.slurm_state if inventory.HasField("slurm_state") else None,
         slurm_reason=inventory.slurm_reason if inventory.HasField("slurm_reason") else None,
         alert_thresholds=tuple(_alert_line(t) for t in inventory.alert_thresholds),
-        history_tiers=decode_tiers(inventory.history_tiers),
+        history_tiers=decode_tiers(inventory.history_tiers, INVENTORY_TIER_ROUNDING_S),
     )
     return InventoryUpdate(target, info)
 
@@ -138,13 +138,21 @@ def _alert_line(threshold: pb.AlertThreshold) -> AlertLine:
     )
 
 
-def decode_tiers(tiers: Iterable[pb.HistoryTier]) -> tuple[TierReach, ...]:
-    """HistoryTier messages (Inventory's or a QueryHistoryResponse's) as the model's."""
-    return tuple(_tier(t) for t in tiers)
+def decode_tiers(tiers: Iterable[pb.HistoryTier], round_to_s: int = 1) -> tuple[TierReach, ...]:
+    """HistoryTier messages as the model's, each oldest point rounded down to `round_to_s`."""
+    return tuple(_tier(t, round_to_s) for t in tiers)
 
 
-def _tier(tier: pb.HistoryTier) -> TierReach:
-    oldest = tier.oldest_unix_ms / 1000.0 if tier.HasField("oldest_unix_ms") else None
+# The inventory's tiers: their oldest points move with every tick; to 10 minutes, a
+# node's 30 s inventory poll leaves NodeInfo unchanged (views compare it by identity).
+# Choosing a source by them is off by at most that; an answer's own tiers are exact.
+INVENTORY_TIER_ROUNDING_S = 600
+
+
+def _tier(tier: pb.HistoryTier, round_to_s: int) -> TierReach:
+    oldest = None
+    if tier.HasField("oldest_unix_ms"):
+        oldest = float(tier.oldest_unix_ms // (round_to_s * 1000) * round_to_s)
     return TierReach(tier.name, tier.step_ms / 1000.0, float(tier.retention_s), oldest)
 
 

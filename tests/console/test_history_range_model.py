@@ -1,5 +1,8 @@
 """History older than the ring, as a model (no Qt): merge, source choice, steps, the loader.
 
+Also the decoding of what it rests on: the inventory's tiers and alert lines, and
+Prometheus's answers.
+
 The loader runs against a recording asker (it keeps the asks it is given and
 answers nothing by itself): the tests play the network thread's answers.
 """
@@ -11,7 +14,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from console.connections.decode import decode_inventory
 from console.connections.prometheus_range import PrometheusSource, decode_range, range_query
+from console.fleet.alerts import Severity
 from console.fleet.history_loader import LOADING, HistoryAsk, HistoryLoader, Wanted
 from console.fleet.history_range import (
     DAEMON,
@@ -23,8 +28,9 @@ from console.fleet.history_range import (
     prometheus_step_s,
     source_note,
 )
-from console.fleet.updates import QueryResult
+from console.fleet.updates import AlertLine, QueryResult
 from console.settings import SettingsError, load_settings
+from gpufleet.v1 import node_pb2 as pb
 from gpufleet.v1.gpu_metrics import MEM_USED_BYTES, TEMP_GPU_C
 
 NOW = 1_790_000_000.0
@@ -263,3 +269,22 @@ def test_a_pan_sends_one_ask_per_round_trip() -> None:
     found, _ = loader.slice_for(paused)  # the answer does not reach as far back as the drag
     assert found is not None and len(asker.asks) == 2
     assert asker.asks[1][0].start_s <= paused.start_s
+
+
+def test_the_inventory_carries_the_nodes_alert_lines_and_history_tiers() -> None:
+    inventory = pb.Inventory(hostname="n", sample_interval_ms=1000)
+    inventory.alert_thresholds.add(
+        metric=TEMP_GPU_C.field, rule="gpu_temp", severity=pb.SEVERITY_CRITICAL, value=88.0
+    )
+    inventory.history_tiers.add(name="1m", step_ms=60_000, retention_s=2_592_000,
+                                oldest_unix_ms=1_790_000_123_456)  # fmt: skip
+    inventory.history_tiers.add(name="raw", step_ms=1000, retention_s=3600)  # empty yet
+    info = decode_inventory("n:1", inventory).info
+    assert info.alert_thresholds == (
+        AlertLine(TEMP_GPU_C.field, "gpu_temp", Severity.CRITICAL, 88.0),
+    )
+    # Rounded down to 10 minutes: a poll 30 s later leaves the inventory equal.
+    assert info.history_tiers == (
+        TierReach("1m", 60.0, 2_592_000.0, 1_789_999_800.0),
+        TierReach("raw", 1.0, 3600.0, None),
+    )

@@ -25,11 +25,13 @@ import numpy as np
 import pytest
 
 from console.connections.prometheus_range import PrometheusSource
+from console.fleet.alerts import Severity
 from console.fleet.history_loader import LOADING
-from console.fleet.updates import LinkState
+from console.fleet.updates import AlertLine, LinkState
 from console.main_window import MainWindow
 from console.session import ConsoleSession
 from console.views.gpu_plots import GpuPlots
+from console.views.plot_thresholds import thresholds
 from gpufleet.v1 import node_pb2 as pb
 from gpufleet.v1 import node_pb2_grpc as pb_grpc
 from gpufleet.v1.gpu_metrics import POWER_W, TEMP_GPU_C, UTIL_GPU_PCT
@@ -187,6 +189,16 @@ def test_the_nodes_own_alert_lines_are_drawn(qtbot, open_console, start_daemon) 
     assert "warning 70" in title and "critical 92" in title
     # Memory temperature is not plotted; power has no line (its limit is per GPU).
     assert set(plots.threshold_lines) == {TEMP_GPU_C}
+
+
+def test_lines_fall_back_to_the_default_rule_only_for_a_node_that_sends_none() -> None:
+    node = (AlertLine(TEMP_GPU_C.field, "gpu_temp", Severity.CRITICAL, 88.0),)
+    assert [(t.name, t.value) for t in thresholds(TEMP_GPU_C)] == [
+        ("warning", 75),
+        ("critical", 85),
+    ]
+    assert [(t.name, t.value) for t in thresholds(TEMP_GPU_C, node)] == [("critical", 88.0)]
+    assert thresholds(UTIL_GPU_PCT, node) == ()  # the node draws none there
 
 
 # -- Prometheus ----------------------------------------------------------------------
