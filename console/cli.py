@@ -55,21 +55,26 @@ def add_demo_command(subparsers: argparse._SubParsersAction) -> None:
 # The commands console/terminal/commands.py registers (tests/console/test_terminal.py
 # checks the two agree): named here too, for an install without the console extra.
 TERMINAL_COMMANDS = ("status", "ps", "alerts", "ack", "silence", "silences", "unsilence",
-                     "reserve", "release", "kill", "health", "drain", "undrain")  # fmt: skip
+                     "reserve", "release", "kill", "health", "drain", "undrain", "queue",
+                     "move")  # fmt: skip
 
 
 def add_terminal_commands(subparsers: argparse._SubParsersAction) -> None:
     """status, ps, alerts, ack, silence(s), unsilence, reserve, release, kill, health,
-    drain, undrain: gRPC only, no Qt.
+    drain, undrain, queue, submit, move: gRPC only, no Qt.
 
     They find nodes and credentials as the console does (its settings, keyring), so a
     daemon-only install (no console extra: no platformdirs, no keyring) lacks their
-    dependencies. There they are still listed and say what to install, and every other
-    command of `gpufleet` keeps working.
+    dependencies. There they are still listed and say what to install, `submit` falls
+    back to queueing on one node named HOST:PORT, and every other command of `gpufleet`
+    keeps working.
     """
     try:
         from console.terminal.commands import add_terminal_commands as add
     except ImportError as exc:
+        from node_daemon.commands.submit import add_submit_command
+
+        add_submit_command(subparsers)
         for name in TERMINAL_COMMANDS:
             # No option prefix: whatever follows (--node ...) is taken, not refused.
             parser = subparsers.add_parser(

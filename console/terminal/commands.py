@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import getpass
 
-from console.terminal import health, silences
+from console.terminal import health, queue, silences
 from console.terminal.common import (
     Row,
     act,
@@ -17,13 +17,14 @@ from console.terminal.common import (
     command,
     end_ms,
     errors,
+    latest_batch,
     now_ms,
     print_json,
     report,
     where,
 )
 from console.terminal.fleet_calls import EXIT_FAILED, EXIT_OK, on_fleet
-from console.terminal.link import CALL_DEADLINE_S, NodeLink
+from console.terminal.link import NodeLink
 from console.terminal.nodes import choose_nodes
 from console.terminal.table import format_table, local_time, mib
 from gpufleet.v1 import node_pb2 as pb
@@ -59,24 +60,10 @@ def add_terminal_commands(subparsers: argparse._SubParsersAction) -> None:
     kill.add_argument("--grace", type=int, default=10, metavar="SECONDS",
                       help="between TERM and KILL (default 10)")  # fmt: skip
     health.add_commands(subparsers)
+    queue.add_commands(subparsers)
 
 
 # -- reading --------------------------------------------------------------------------
-
-
-def latest_batch(link: NodeLink, inventory: pb.Inventory | None = None) -> pb.SampleBatch:
-    """The node's next sweep (metrics and its newest process lists).
-
-    The stream's deadline covers two sampling periods, so a node that samples
-    slowly (a long `interval`) is waited for, not called unreachable.
-    """
-    if inventory is None:
-        inventory = link.call(link.stub.GetInventory, pb.GetInventoryRequest())
-    deadline_s = max(CALL_DEADLINE_S, 2 * inventory.sample_interval_ms / 1000 + 2)
-    for batch in link.stream(link.stub.StreamSamples, pb.StreamSamplesRequest(), deadline_s):
-        if not batch.replayed:
-            return batch
-    raise link.failed("the sample stream ended without a sample")
 
 
 def _firing(link: NodeLink, include_cleared: bool = False) -> list[pb.Alert]:

@@ -18,6 +18,7 @@ from typing import Any
 
 from console.terminal.fleet_calls import EXIT_USAGE, Outcome, on_each
 from console.terminal.link import (
+    CALL_DEADLINE_S,
     CallFailed,
     NodeLink,
     UsageProblem,
@@ -26,6 +27,7 @@ from console.terminal.link import (
 )
 from console.terminal.nodes import pick_node
 from console.terminal.table import local_time
+from gpufleet.v1 import node_pb2 as pb
 
 EXIT_CODES = (
     "Exit codes: 0 done, 1 a node refused or failed (status: a critical alert fires; health: "
@@ -148,3 +150,21 @@ def end_ms(args: argparse.Namespace, now: int) -> int:
     if end <= now:
         raise UsageProblem(f"the end, {local_time(end)}, is not in the future")
     return end
+
+
+# -- reading ---------------------------------------------------------------------------
+
+
+def latest_batch(link: NodeLink, inventory: pb.Inventory | None = None) -> pb.SampleBatch:
+    """The node's next sweep (metrics and its newest process lists).
+
+    The stream's deadline covers two sampling periods, so a node that samples
+    slowly (a long `interval`) is waited for, not called unreachable.
+    """
+    if inventory is None:
+        inventory = link.call(link.stub.GetInventory, pb.GetInventoryRequest())
+    deadline_s = max(CALL_DEADLINE_S, 2 * inventory.sample_interval_ms / 1000 + 2)
+    for batch in link.stream(link.stub.StreamSamples, pb.StreamSamplesRequest(), deadline_s):
+        if not batch.replayed:
+            return batch
+    raise link.failed("the sample stream ended without a sample")

@@ -26,7 +26,6 @@ from node_daemon.backends.simulated import ScenarioError
 from node_daemon.commands.auth import add_auth_commands
 from node_daemon.commands.backend_choice import build_backend
 from node_daemon.commands.config_reload import check_config, reload_daemon
-from node_daemon.commands.submit import add_submit_command
 from node_daemon.commands.usage import add_usage_command
 from node_daemon.config import OPTIONS, ConfigError, DaemonConfig, load_config_file, validate
 from node_daemon.listen import ListenAddressError, parse_listen_address
@@ -208,7 +207,6 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"gpufleet {__version__}")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     add_daemon_command(subparsers)
-    add_submit_command(subparsers)
     add_auth_commands(subparsers)
     add_usage_command(subparsers)
     for entry in entry_points(group="gpufleet.commands"):

@@ -1,4 +1,9 @@
-"""`gpufleet submit`: queue a workload on a node from the command line."""
+"""`gpufleet submit` where the console extra is not installed: queue on one node by HOST:PORT.
+
+With the console extra, `gpufleet submit` is the fleet's (console/terminal/queue.py):
+the profile's nodes, TLS and token, host names, a node chosen for you. This one,
+for a daemon-only install, talks plain gRPC to the node given (a local daemon).
+"""
 
 from __future__ import annotations
 

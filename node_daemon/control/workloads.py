@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import os
+import stat
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -582,8 +583,13 @@ def _intent_record(workload: Workload, active: bool) -> StoredRecord:
 
 
 def _make_private(root: Path) -> None:
-    """Outputs and exit codes, and the state directory above them, are the daemon's alone."""
+    """Outputs and exit codes, and the state directory above them, are the daemon's alone.
+
+    Only a mode that is not private yet is changed: a read-only state directory
+    already 0700 (the daemon starts degraded there) is left as it is.
+    """
     root.mkdir(parents=True, exist_ok=True)
     for directory in (root, root.parent):
-        if directory.stat().st_uid == os.geteuid():
+        found = directory.stat()
+        if found.st_uid == os.geteuid() and stat.S_IMODE(found.st_mode) != 0o700:
             os.chmod(directory, 0o700)
