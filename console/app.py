@@ -11,6 +11,7 @@ from pathlib import Path
 from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QApplication
 
+from console.connections.prometheus_range import PrometheusSource
 from console.connections.security import LinkSecurity
 from console.fleet.notify_settings import NotifySettings
 from console.main_window import MainWindow
@@ -53,8 +54,11 @@ def build_window(
     notify: NotifySettings | None = None,
     theme: str = "auto",
     wall: bool = False,
+    prometheus: PrometheusSource | None = None,
 ) -> MainWindow:
-    session = ConsoleSession(targets, people=people, security=security, profile=profile)
+    session = ConsoleSession(
+        targets, people=people, security=security, profile=profile, prometheus=prometheus
+    )
     # Desktop notifications first; the tray only where no notification server runs.
     sinks: list[NotificationSink] = [DesktopNotifier(), TrayNotifier()]
     window = MainWindow(session, sinks=sinks, notify=notify)
@@ -76,10 +80,11 @@ def run_console(
     notify: NotifySettings | None = None,
     theme: str = "auto",
     wall: bool = False,
+    prometheus: PrometheusSource | None = None,
 ) -> int:
     """Show the console until closed; with `screenshot`, render offscreen, save, exit."""
     app = qt_application(offscreen=screenshot is not None)
-    window = build_window(targets, people, security, profile, notify, theme, wall)
+    window = build_window(targets, people, security, profile, notify, theme, wall, prometheus)
     if on_ready is not None:
         on_ready(window)
     if screenshot is not None:

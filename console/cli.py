@@ -144,9 +144,13 @@ def run_console_command(args: argparse.Namespace) -> int:
         "mutual TLS" if profile.client_cert else "TLS" if profile.tls else "plaintext", source,
     )  # fmt: skip
     logging.getLogger("gpufleet.console").info("popups: %s", profile.notify.describe())
+    # The plots' ranges older than the nodes keep: the profile's Prometheus, if any.
+    from console.connections.prometheus_range import source_of
+
     return run_console(nodes, screenshot=args.screenshot, people=profile.people,
-                       security=security, profile=profile.name,
-                       notify=profile.notify, theme=profile.theme, wall=args.wall)  # fmt: skip
+                       security=security, profile=profile.name, notify=profile.notify,
+                       theme=profile.theme, wall=args.wall,
+                       prometheus=source_of(profile))  # fmt: skip
 
 
 def add_login_command(commands: argparse._SubParsersAction) -> None:

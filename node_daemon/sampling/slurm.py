@@ -44,6 +44,9 @@ class SlurmWatcher:
         self.node_name = (host_name or socket.gethostname()).split(".")[0]
         self._poll_s = POLL_S if poll_s is None else poll_s
         self.state: SlurmNodeState | None = None
+        # Said once until it changes: a host with Slurm's client but in no cluster (no
+        # slurm.conf) fails the same way every poll, and would log it every 30 s.
+        self._problem: str | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="gpufleet-slurm", daemon=True)
 
@@ -69,9 +72,17 @@ class SlurmWatcher:
             result = subprocess.run(command, capture_output=True, text=True,
                                     timeout=SINFO_TIMEOUT_S, check=False)  # fmt: skip
         except (OSError, subprocess.TimeoutExpired) as exc:
-            log.warning("sinfo failed: %s", exc)
+            self._say(f"sinfo failed: {exc}")
             return self.state  # keep the last known state rather than flap
         if result.returncode != 0:
-            log.warning("sinfo exited %d: %s", result.returncode, result.stderr.strip()[:200])
+            self._say(f"sinfo exited {result.returncode}: {result.stderr.strip()[:200]}")
             return self.state
+        if self._problem is not None:
+            log.info("sinfo answers again")
+            self._problem = None
         return parse_sinfo(result.stdout)
+
+    def _say(self, problem: str) -> None:
+        if problem != self._problem:
+            log.warning("%s (said again only when it changes)", problem)
+            self._problem = problem
