@@ -32,6 +32,8 @@ METHOD_ROLES: dict[str, Role] = {
     "ReleaseReservation": Role.OPERATOR,
     "KillProcess": Role.OPERATOR,
     "DrainGpu": Role.OPERATOR,
+    # Writes its one audit record itself (the action was taken elsewhere): not in MUTATING.
+    "RecordExternalAction": Role.OPERATOR,
     "QueryAudit": Role.ADMIN,
     # After a repair (a reset, an RMA): forgets what the daemon cannot see was fixed.
     "ClearGpuHealth": Role.ADMIN,

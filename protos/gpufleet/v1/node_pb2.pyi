@@ -320,6 +320,8 @@ class _UsageGroupingEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_UsageGr
     USAGE_GROUPING_TEAM: _UsageGrouping.ValueType  # 2
     USAGE_GROUPING_NODE: _UsageGrouping.ValueType  # 3
     USAGE_GROUPING_DAY: _UsageGrouping.ValueType  # 4
+    USAGE_GROUPING_ACCOUNT: _UsageGrouping.ValueType  # 5
+    """By Slurm account (imported or read from Slurm's accounting)."""
 
 class UsageGrouping(_UsageGrouping, metaclass=_UsageGroupingEnumTypeWrapper): ...
 
@@ -328,6 +330,8 @@ USAGE_GROUPING_USER: UsageGrouping.ValueType  # 1
 USAGE_GROUPING_TEAM: UsageGrouping.ValueType  # 2
 USAGE_GROUPING_NODE: UsageGrouping.ValueType  # 3
 USAGE_GROUPING_DAY: UsageGrouping.ValueType  # 4
+USAGE_GROUPING_ACCOUNT: UsageGrouping.ValueType  # 5
+"""By Slurm account (imported or read from Slurm's accounting)."""
 Global___UsageGrouping: _TypeAlias = UsageGrouping  # noqa: Y015
 
 @_typing.final
@@ -2789,6 +2793,42 @@ class QueryAuditResponse(_message.Message):
 Global___QueryAuditResponse: _TypeAlias = QueryAuditResponse  # noqa: Y015
 
 @_typing.final
+class RecordExternalActionRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SYSTEM_FIELD_NUMBER: _builtins.int
+    ACTION_FIELD_NUMBER: _builtins.int
+    TARGET_FIELD_NUMBER: _builtins.int
+    PARAMS_FIELD_NUMBER: _builtins.int
+    RESULT_FIELD_NUMBER: _builtins.int
+    system: _builtins.str
+    """The system acted through, e.g. "slurm"."""
+    action: _builtins.str
+    """What was done, e.g. "drain", "steer_job", "reserve", "cancel_job"."""
+    target: _builtins.str
+    """What it was aimed at, e.g. "job=4242", "reservation=maint-1"."""
+    params: _builtins.str
+    """The request's parameters as JSON (secrets never)."""
+    result: _builtins.str
+    """The other system's answer: "OK" or its error, in its words."""
+    def __init__(
+        self,
+        *,
+        system: _builtins.str = ...,
+        action: _builtins.str = ...,
+        target: _builtins.str = ...,
+        params: _builtins.str = ...,
+        result: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["action", b"action", "params", b"params", "result", b"result", "system", b"system", "target", b"target"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RecordExternalActionRequest: _TypeAlias = RecordExternalActionRequest  # noqa: Y015
+
+@_typing.final
 class QueryUsageRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
@@ -2826,6 +2866,10 @@ class UsageRow(_message.Message):
     RESERVED_SECONDS_FIELD_NUMBER: _builtins.int
     RESERVED_IDLE_SECONDS_FIELD_NUMBER: _builtins.int
     WORKLOADS_FIELD_NUMBER: _builtins.int
+    COST_FIELD_NUMBER: _builtins.int
+    GPU_COST_FIELD_NUMBER: _builtins.int
+    ENERGY_COST_FIELD_NUMBER: _builtins.int
+    ACCOUNTS_FIELD_NUMBER: _builtins.int
     key: _builtins.str
     """The user, team, node or day this row is about."""
     gpu_seconds: _builtins.float
@@ -2838,6 +2882,19 @@ class UsageRow(_message.Message):
     reserved_idle_seconds: _builtins.float
     """Reserved GPU-seconds during which the holder did not use the GPU."""
     workloads: _builtins.int
+    cost: _builtins.float
+    """What it cost by the node's [usage.prices] (docs/accounting.md), in
+    `currency`; unset where no prices are configured.
+    """
+    gpu_cost: _builtins.float
+    """The parts of `cost`: GPU time (per GPU-hour by GPU model, busy and merely
+    allocated time weighted as configured) and energy (per kWh).
+    """
+    energy_cost: _builtins.float
+    @_builtins.property
+    def accounts(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Slurm accounts the key's usage was charged to (from sacct), where known."""
+
     def __init__(
         self,
         *,
@@ -2849,12 +2906,27 @@ class UsageRow(_message.Message):
         reserved_seconds: _builtins.float = ...,
         reserved_idle_seconds: _builtins.float = ...,
         workloads: _builtins.int = ...,
+        cost: _builtins.float | None = ...,
+        gpu_cost: _builtins.float | None = ...,
+        energy_cost: _builtins.float | None = ...,
+        accounts: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_cost", b"_cost", "_energy_cost", b"_energy_cost", "_gpu_cost", b"_gpu_cost", "cost", b"cost", "energy_cost", b"energy_cost", "gpu_cost", b"gpu_cost"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["busy_gpu_seconds", b"busy_gpu_seconds", "energy_joules", b"energy_joules", "gpu_seconds", b"gpu_seconds", "key", b"key", "memory_gib_seconds", b"memory_gib_seconds", "reserved_idle_seconds", b"reserved_idle_seconds", "reserved_seconds", b"reserved_seconds", "workloads", b"workloads"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_cost", b"_cost", "_energy_cost", b"_energy_cost", "_gpu_cost", b"_gpu_cost", "accounts", b"accounts", "busy_gpu_seconds", b"busy_gpu_seconds", "cost", b"cost", "energy_cost", b"energy_cost", "energy_joules", b"energy_joules", "gpu_cost", b"gpu_cost", "gpu_seconds", b"gpu_seconds", "key", b"key", "memory_gib_seconds", b"memory_gib_seconds", "reserved_idle_seconds", b"reserved_idle_seconds", "reserved_seconds", b"reserved_seconds", "workloads", b"workloads"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
+    _WhichOneofReturnType__cost: _TypeAlias = _typing.Literal["cost"]  # noqa: Y015
+    _WhichOneofArgType__cost: _TypeAlias = _typing.Literal["_cost", b"_cost"]  # noqa: Y015
+    _WhichOneofReturnType__energy_cost: _TypeAlias = _typing.Literal["energy_cost"]  # noqa: Y015
+    _WhichOneofArgType__energy_cost: _TypeAlias = _typing.Literal["_energy_cost", b"_energy_cost"]  # noqa: Y015
+    _WhichOneofReturnType__gpu_cost: _TypeAlias = _typing.Literal["gpu_cost"]  # noqa: Y015
+    _WhichOneofArgType__gpu_cost: _TypeAlias = _typing.Literal["_gpu_cost", b"_gpu_cost"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__cost) -> _WhichOneofReturnType__cost | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__energy_cost) -> _WhichOneofReturnType__energy_cost | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__gpu_cost) -> _WhichOneofReturnType__gpu_cost | None: ...
 
 Global___UsageRow: _TypeAlias = UsageRow  # noqa: Y015
 
@@ -2899,7 +2971,10 @@ class QueryUsageResponse(_message.Message):
     ROWS_FIELD_NUMBER: _builtins.int
     KPIS_FIELD_NUMBER: _builtins.int
     NODE_FIELD_NUMBER: _builtins.int
+    CURRENCY_FIELD_NUMBER: _builtins.int
     node: _builtins.str
+    currency: _builtins.str
+    """The currency of the rows' costs, e.g. "EUR"; empty without prices."""
     @_builtins.property
     def rows(self) -> _containers.RepeatedCompositeFieldContainer[Global___UsageRow]: ...
     @_builtins.property
@@ -2910,10 +2985,11 @@ class QueryUsageResponse(_message.Message):
         rows: _abc.Iterable[Global___UsageRow] | None = ...,
         kpis: Global___UsageKpis | None = ...,
         node: _builtins.str = ...,
+        currency: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["kpis", b"kpis"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["kpis", b"kpis", "node", b"node", "rows", b"rows"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["currency", b"currency", "kpis", b"kpis", "node", b"node", "rows", b"rows"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

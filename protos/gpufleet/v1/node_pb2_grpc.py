@@ -135,6 +135,11 @@ class NodeServiceStub:
                 request_serializer=gpufleet_dot_v1_dot_node__pb2.QueryAuditRequest.SerializeToString,
                 response_deserializer=gpufleet_dot_v1_dot_node__pb2.QueryAuditResponse.FromString,
                 _registered_method=True)
+        self.RecordExternalAction = channel.unary_unary(
+                '/gpufleet.v1.NodeService/RecordExternalAction',
+                request_serializer=gpufleet_dot_v1_dot_node__pb2.RecordExternalActionRequest.SerializeToString,
+                response_deserializer=gpufleet_dot_v1_dot_node__pb2.AuditRecord.FromString,
+                _registered_method=True)
         self.QueryUsage = channel.unary_unary(
                 '/gpufleet.v1.NodeService/QueryUsage',
                 request_serializer=gpufleet_dot_v1_dot_node__pb2.QueryUsageRequest.SerializeToString,
@@ -317,6 +322,16 @@ class NodeServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def RecordExternalAction(self, request, context):
+        """Record in this node's audit log an action a console took elsewhere about
+        this node (through Slurm: steer a job here, drain, reserve, cancel a job),
+        with the other system's answer, so the node's audit tells the whole story.
+        Operator; the user is the caller, never a field of the request.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def QueryUsage(self, request, context):
         """Usage accounting: GPU-hours, memory, energy, reservations, by user, team,
         node or day, and the fleet KPIs.
@@ -458,6 +473,11 @@ def add_NodeServiceServicer_to_server(servicer, server):
                     servicer.QueryAudit,
                     request_deserializer=gpufleet_dot_v1_dot_node__pb2.QueryAuditRequest.FromString,
                     response_serializer=gpufleet_dot_v1_dot_node__pb2.QueryAuditResponse.SerializeToString,
+            ),
+            'RecordExternalAction': grpc.unary_unary_rpc_method_handler(
+                    servicer.RecordExternalAction,
+                    request_deserializer=gpufleet_dot_v1_dot_node__pb2.RecordExternalActionRequest.FromString,
+                    response_serializer=gpufleet_dot_v1_dot_node__pb2.AuditRecord.SerializeToString,
             ),
             'QueryUsage': grpc.unary_unary_rpc_method_handler(
                     servicer.QueryUsage,
@@ -1026,6 +1046,33 @@ class NodeService:
             '/gpufleet.v1.NodeService/QueryAudit',
             gpufleet_dot_v1_dot_node__pb2.QueryAuditRequest.SerializeToString,
             gpufleet_dot_v1_dot_node__pb2.QueryAuditResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RecordExternalAction(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gpufleet.v1.NodeService/RecordExternalAction',
+            gpufleet_dot_v1_dot_node__pb2.RecordExternalActionRequest.SerializeToString,
+            gpufleet_dot_v1_dot_node__pb2.AuditRecord.FromString,
             options,
             channel_credentials,
             insecure,

@@ -98,6 +98,12 @@ class NodeServiceStub:
     """
     QueryAudit: _grpc.UnaryUnaryMultiCallable[_node_pb2.QueryAuditRequest, _node_pb2.QueryAuditResponse]
     """The audit log (admin): every mutating and every denied call, hash-chained."""
+    RecordExternalAction: _grpc.UnaryUnaryMultiCallable[_node_pb2.RecordExternalActionRequest, _node_pb2.AuditRecord]
+    """Record in this node's audit log an action a console took elsewhere about
+    this node (through Slurm: steer a job here, drain, reserve, cancel a job),
+    with the other system's answer, so the node's audit tells the whole story.
+    Operator; the user is the caller, never a field of the request.
+    """
     QueryUsage: _grpc.UnaryUnaryMultiCallable[_node_pb2.QueryUsageRequest, _node_pb2.QueryUsageResponse]
     """Usage accounting: GPU-hours, memory, energy, reservations, by user, team,
     node or day, and the fleet KPIs.
@@ -181,6 +187,12 @@ class NodeServiceAsyncStub(NodeServiceStub):
     """
     QueryAudit: _aio.UnaryUnaryMultiCallable[_node_pb2.QueryAuditRequest, _node_pb2.QueryAuditResponse]  # type: ignore[assignment]
     """The audit log (admin): every mutating and every denied call, hash-chained."""
+    RecordExternalAction: _aio.UnaryUnaryMultiCallable[_node_pb2.RecordExternalActionRequest, _node_pb2.AuditRecord]  # type: ignore[assignment]
+    """Record in this node's audit log an action a console took elsewhere about
+    this node (through Slurm: steer a job here, drain, reserve, cancel a job),
+    with the other system's answer, so the node's audit tells the whole story.
+    Operator; the user is the caller, never a field of the request.
+    """
     QueryUsage: _aio.UnaryUnaryMultiCallable[_node_pb2.QueryUsageRequest, _node_pb2.QueryUsageResponse]  # type: ignore[assignment]
     """Usage accounting: GPU-hours, memory, energy, reservations, by user, team,
     node or day, and the fleet KPIs.
@@ -381,6 +393,18 @@ class NodeServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_node_pb2.QueryAuditResponse, _abc.Awaitable[_node_pb2.QueryAuditResponse]]:
         """The audit log (admin): every mutating and every denied call, hash-chained."""
+
+    @_abc_1.abstractmethod
+    def RecordExternalAction(
+        self,
+        request: _node_pb2.RecordExternalActionRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_node_pb2.AuditRecord, _abc.Awaitable[_node_pb2.AuditRecord]]:
+        """Record in this node's audit log an action a console took elsewhere about
+        this node (through Slurm: steer a job here, drain, reserve, cancel a job),
+        with the other system's answer, so the node's audit tells the whole story.
+        Operator; the user is the caller, never a field of the request.
+        """
 
     @_abc_1.abstractmethod
     def QueryUsage(
