@@ -63,7 +63,8 @@ class ControlActions:
         request = pb.SubmitWorkloadRequest(
             name=spec.name, argv=list(spec.argv), env=dict(spec.env), owner=spec.owner,
             gpu_count=spec.gpu_count, min_free_memory_bytes=spec.min_free_memory_bytes,
-            auto_place=spec.auto_place, actor=self.actor,
+            auto_place=spec.auto_place, actor=self.actor, priority=spec.priority,
+            time_limit_s=spec.time_limit_s,
         )  # fmt: skip
         self._connections.request(
             target,

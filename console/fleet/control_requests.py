@@ -33,3 +33,5 @@ class WorkloadSpec:
     min_free_memory_bytes: int = 0
     auto_place: bool = False
     env: Mapping[str, str] = field(default_factory=dict)
+    priority: int = 0  # higher runs first
+    time_limit_s: int = 0  # walltime; 0: the node's default

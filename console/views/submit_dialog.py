@@ -1,4 +1,5 @@
-"""SubmitDialog: a command for the queue of one node — GPUs, memory, owner, auto-place.
+"""SubmitDialog: a command for the queue of one node — GPUs, memory, owner, auto-place,
+priority and time limit.
 
 Focus starts in the command (the node is preselected, the owner is us); Enter
 submits once the command parses.
@@ -25,6 +26,8 @@ from console.fleet.control_requests import WorkloadSpec
 GIB = 1024**3
 MAX_GPUS = 64
 MAX_MEMORY_GIB = 1024
+MAX_PRIORITY = 10_000  # the node's bound (node_daemon.control.workloads)
+MAX_LIMIT_MIN = 366 * 24 * 60
 
 
 def parse_command(text: str) -> tuple[str, ...]:
@@ -59,7 +62,14 @@ class SubmitDialog(QDialog):
         self.gpus = QSpinBox(minimum=1, maximum=MAX_GPUS, value=1)
         self.memory = QSpinBox(minimum=0, maximum=MAX_MEMORY_GIB, suffix=" GiB")
         self.memory.setSpecialValueText("any")
-        self.auto_place = QCheckBox("Start as soon as GPUs fit (placement policy)")
+        self.auto_place = QCheckBox("Start as soon as GPUs fit (the fair queue)")
+        self.priority = QSpinBox(minimum=-MAX_PRIORITY, maximum=MAX_PRIORITY, value=0)
+        self.priority.setToolTip("Higher runs first; equal priorities in the order queued")
+        self.time_limit = QSpinBox(minimum=0, maximum=MAX_LIMIT_MIN, suffix=" min")
+        self.time_limit.setSpecialValueText("the node's default")
+        self.time_limit.setToolTip(
+            "Walltime: at the limit TERM, then KILL after the node's grace; ends 'timed out'"
+        )
         self.buttons = QDialogButtonBox(
             QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel
         )
@@ -69,7 +79,9 @@ class SubmitDialog(QDialog):
         form = QFormLayout(self)
         for label, widget in (("Node", self.node), ("Command", self.command), ("Name", self.name),
                               ("Owner", self.owner), ("GPUs", self.gpus),
-                              ("Min free memory", self.memory), ("", self.auto_place)):  # fmt: skip
+                              ("Min free memory", self.memory), ("", self.auto_place),
+                              ("Priority", self.priority),
+                              ("Time limit", self.time_limit)):  # fmt: skip
             form.addRow(label, widget)
         form.addRow(self.buttons)
         self.buttons.accepted.connect(self.accept)
@@ -98,4 +110,6 @@ class SubmitDialog(QDialog):
             gpu_count=int(self.gpus.value()),
             min_free_memory_bytes=int(self.memory.value()) * GIB,
             auto_place=self.auto_place.isChecked(),
+            priority=int(self.priority.value()),
+            time_limit_s=int(self.time_limit.value()) * 60,
         )

@@ -23,6 +23,7 @@ from console.fleet.fleet_queue import interrupted_moves, qualified_id, split_qua
 from console.fleet.updates import LinkState
 from console.qt.workload_model import COLUMNS, WorkloadTableModel
 from console.session import ConsoleSession
+from console.views.submit_dialog import SubmitDialog
 from gpufleet.v1 import node_pb2 as pb
 from gpufleet.v1 import node_pb2_grpc as pb_grpc
 from tests.conftest import DaemonFactory, wait_for
@@ -237,3 +238,14 @@ def test_the_queue_table_reads_in_queue_order_and_says_why_each_waits(qtbot) -> 
     assert (cell(0, "Priority"), cell(0, "Time limit")) == ("10", "1:30:00")
     assert cell(0, "On GPUs") == "held: 1, 3"
     assert cell(0, "Waiting because").startswith("next in line: GPU 1, 3 held for it")
+
+
+def test_the_submit_dialog_asks_priority_and_time_limit(qtbot) -> None:
+    dialog = SubmitDialog([(A, "node-1")], "alice")
+    qtbot.addWidget(dialog)
+    dialog.command.setText("python train.py")
+    dialog.priority.setValue(7)
+    dialog.time_limit.setValue(90)
+    spec = dialog.spec()
+    assert (spec.priority, spec.time_limit_s) == (7, 5400)
+    assert dialog.time_limit.specialValueText() == "the node's default"
