@@ -78,6 +78,9 @@ def node_service_handler(
         ),
         "WhoAmI": _unary(auth.WhoAmI, pb.WhoAmIRequest, pb.Caller),
         "QueryAudit": _unary(auth.QueryAudit, pb.QueryAuditRequest, pb.QueryAuditResponse),
+        "RecordExternalAction": _unary(
+            auth.RecordExternalAction, pb.RecordExternalActionRequest, pb.AuditRecord
+        ),
         "ListAlerts": _unary(alerts.ListAlerts, pb.ListAlertsRequest, pb.ListAlertsResponse),
         "AcknowledgeAlert": _unary(alerts.AcknowledgeAlert, pb.AcknowledgeAlertRequest, pb.Alert),
         "SilenceAlert": _unary(alerts.SilenceAlert, pb.SilenceAlertRequest, pb.Alert),

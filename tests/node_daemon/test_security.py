@@ -91,6 +91,9 @@ def requests(caller: str) -> dict[str, Any]:
         "ReleaseReservation": pb.ReleaseReservationRequest(reservation_id="r-999"),
         "KillProcess": pb.KillProcessRequest(gpu_index=0, pid=999_999, start_time_unix_ms=1),
         "QueryAudit": pb.QueryAuditRequest(),
+        "RecordExternalAction": pb.RecordExternalActionRequest(
+            system="slurm", action="drain", target="node=gpu01", params="{}", result="OK"
+        ),
         "GetHealth": pb.GetHealthRequest(),
         "DrainGpu": pb.DrainGpuRequest(gpu_index=0, drain=True, reason="test"),
         "ClearGpuHealth": pb.ClearGpuHealthRequest(gpu_index=0, reason="test"),
