@@ -44,7 +44,9 @@ DEFAULT_PROFILE = "default"
 LOGIN_HINT = "store it with `gpufleet console login --profile NAME` (system keyring)"
 THEME_CHOICES = ("auto", "dark", "light")  # console/views/theme.py's themes, and auto
 PROFILE_KEYS = {"nodes", "people", "ca", "client_cert", "client_key", "token_file", "token_command",
-                "prometheus_url", "prometheus_ca_file", "prometheus_token_file"}  # fmt: skip
+                "prometheus_url", "prometheus_ca_file", "prometheus_token_file",
+                "slurm_url", "slurm_user", "slurm_token_command", "slurm_ca_file",
+                "slurm_conf"}  # fmt: skip
 # The file's own keys. Anything else is refused rather than ignored: a top-level
 # `ca = ...` looked like TLS for every node and silently was not.
 TOP_LEVEL_KEYS = {"nodes", "people", "profile", "notify", "profiles", "theme"}
@@ -73,10 +75,23 @@ class Profile:
     prometheus_token_file: Path | None = None  # a bearer token for it
     notify: NotifySettings = field(default_factory=NotifySettings)  # the file's [notify]
     theme: str = "auto"  # the file's theme, for every profile
+    # slurmrestd and whose Slurm token to send (console/slurm_token.py finds the token).
+    slurm: SlurmProfile | None = None
 
     @property
     def tls(self) -> bool:
         return self.ca is not None
+
+
+@dataclass(frozen=True)
+class SlurmProfile:
+    """Where the fleet's Slurm answers: slurmrestd, the Slurm user, how to get its token."""
+
+    url: str
+    user: str
+    token_command: tuple[str, ...] | None = None  # else the keyring's "PROFILE/slurm"
+    ca_file: Path | None = None
+    conf: Path | None = None  # slurm.conf for scontrol (drain, resume); else Slurm's default
 
 
 @dataclass(frozen=True)
@@ -202,7 +217,31 @@ def _profile(name: str, table: Any, path: Path, people: tuple[str, ...]) -> Prof
     return Profile(
         name, _nodes(table, where), _people(table, where) if "people" in table else people,
         ca, cert, key, token_file, command, *_prometheus(table, where),
+        slurm=_slurm(table, where),
     )  # fmt: skip
+
+
+def _slurm(table: Mapping[str, Any], where: str) -> SlurmProfile | None:
+    """slurm_url and the rest; the token goes with every call, so never in clear beyond here."""
+    keys = ("slurm_user", "slurm_token_command", "slurm_ca_file", "slurm_conf")
+    url = table.get("slurm_url")
+    if url is None:
+        if any(k in table for k in keys):
+            raise SettingsError(f"{where}: {', '.join(k for k in keys if k in table)} need(s) "
+                                "slurm_url")  # fmt: skip
+        return None
+    parts = urllib.parse.urlsplit(url) if isinstance(url, str) else None
+    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
+        raise SettingsError(f"{where}: slurm_url must be an http:// or https:// URL, not {url!r}")
+    if parts.scheme == "http" and not _loopback(parts.hostname):
+        raise SettingsError(f"{where}: slurm_url {url} is plain http beyond this machine: the "
+                            "Slurm token would cross the network in clear; use https")  # fmt: skip
+    user = table.get("slurm_user")
+    if not isinstance(user, str) or not user.strip():
+        raise SettingsError(f"{where}: slurm_url needs slurm_user, your Slurm user name")
+    command = _command(table, where, "slurm_token_command")
+    return SlurmProfile(url, user.strip(), command, _path(table, "slurm_ca_file", where),
+                        _path(table, "slurm_conf", where))  # fmt: skip
 
 
 def _prometheus(
@@ -235,17 +274,19 @@ def _loopback(host: str) -> bool:
         return False
 
 
-def _command(table: Mapping[str, Any], where: str) -> tuple[str, ...] | None:
+def _command(
+    table: Mapping[str, Any], where: str, key: str = "token_command"
+) -> tuple[str, ...] | None:
     """token_command as argv: split like a POSIX shell would, but run without one."""
-    value = table.get("token_command")
+    value = table.get(key)
     if value is None:
         return None
     if not isinstance(value, str) or not value.strip():
-        raise SettingsError(f"{where}: token_command must be a command line (a string)")
+        raise SettingsError(f"{where}: {key} must be a command line (a string)")
     try:
         argv = tuple(shlex.split(value))
     except ValueError as exc:
-        raise SettingsError(f"{where}: token_command {value!r} cannot be split: {exc}") from None
+        raise SettingsError(f"{where}: {key} {value!r} cannot be split: {exc}") from None
     return argv
 
 
