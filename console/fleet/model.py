@@ -166,7 +166,8 @@ class FleetModel:
             changed = [self.control.apply(w) for w in update.workloads]
             return Change.DATA if any(changed) else Change.NONE
         if isinstance(update, IdentityUpdate):
-            node.identity = update.identity
+            if update.identity != node.identity:  # the same again (each poll): keep the object
+                node.identity = update.identity
             return Change.DATA
         if isinstance(update, QueryResult):
             if isinstance(update.payload, SilenceListing):
@@ -258,7 +259,11 @@ class FleetModel:
 
     def _apply_inventory(self, node: NodeRecord, update: InventoryUpdate) -> Change:
         old_uuids = [g.uuid for g in node.info.gpus] if node.info else None
-        node.info = update.info
+        # Each node's inventory comes again every 30 s, mostly unchanged: keeping the
+        # object lets views that compare by identity (the inventory table, every frame)
+        # skip the fleet-wide deep comparison.
+        if update.info != node.info:
+            node.info = update.info
         self.watchdog.set_interval(node.target, update.info.sample_interval_s)
         if old_uuids == [g.uuid for g in update.info.gpus] and node.ring is not None:
             return Change.DATA  # same GPUs: keep the history across reconnects

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
 
 from console.fleet.columns import COLUMN_COUNT, column
+from console.fleet.identity import Identity, Role
 from console.fleet.model import Change, FleetModel
 from console.fleet.ring import SampleRing
 from console.fleet.updates import (
     GpuInfo,
+    IdentityUpdate,
     InventoryUpdate,
     LinkState,
     LinkUpdate,
@@ -102,3 +105,19 @@ def test_apply_all_reports_strongest_change_per_node() -> None:
     ])  # fmt: skip
     assert changes == {TARGET: Change.STRUCTURE}
     assert fleet.node(TARGET).state is LinkState.CONNECTED
+
+
+def test_an_unchanged_inventory_or_identity_keeps_the_object_views_compare_by() -> None:
+    fleet = connected_fleet()
+    held = fleet.node(TARGET).info
+    assert fleet.apply(InventoryUpdate(TARGET, info())) is Change.DATA  # equal, a new object
+    assert fleet.node(TARGET).info is held
+    drained = dataclasses.replace(info(), slurm_state="drained")
+    fleet.apply(InventoryUpdate(TARGET, drained))
+    assert fleet.node(TARGET).info is drained
+    who = Identity("erin", Role.OPERATOR, ("ml",))
+    fleet.apply(IdentityUpdate(TARGET, who))
+    fleet.apply(IdentityUpdate(TARGET, dataclasses.replace(who)))
+    assert fleet.node(TARGET).identity is who
+    fleet.apply(IdentityUpdate(TARGET, dataclasses.replace(who, role=Role.VIEWER)))
+    assert fleet.node(TARGET).identity.role is Role.VIEWER  # type: ignore[union-attr]
