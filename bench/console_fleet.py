@@ -270,9 +270,12 @@ def shown_widgets(window: MainWindow) -> list[str]:
 def paint_lines(result: dict[str, object]) -> list[str]:
     gui = result.get("gui")
     rows = gui.get("paint_by_widget", []) if isinstance(gui, dict) else []
-    lines = ["", f"  {'paint time by widget':<52}{'paints/s':>10}{'ms/s':>8}"]
+    lines = ["", f"  {'paint time by widget':<48}{'paints/s':>10}{'ms/s':>8}{'CPU ms/s':>10}"]
     for row in rows:
-        lines.append(f"    {row['widget'][:50]:<50}{row['paints_per_s']:>10}{row['ms_per_s']:>8}")
+        lines.append(
+            f"    {row['widget'][:46]:<46}{row['paints_per_s']:>10}{row['ms_per_s']:>8}"
+            f"{row['cpu_ms_per_s']:>10}"
+        )
     return lines
 
 
