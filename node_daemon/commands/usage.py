@@ -14,9 +14,15 @@ import grpc
 
 from gpufleet.v1 import node_pb2 as pb
 from gpufleet.v1 import node_pb2_grpc as pb_grpc
-from node_daemon.usage.importer import CSV_COLUMNS, SACCT_COMMAND, UsageImportError, import_file
+from node_daemon.usage.importer import (
+    CSV_COLUMNS,
+    UsageImportError,
+    import_file,
+    import_sacct_file,
+)
 from node_daemon.usage.query import BadUsageQuery, parse_day
 from node_daemon.usage.report import format_table, write_csv
+from node_daemon.usage.sacct import SACCT_EXPORT_COMMAND
 from node_daemon.usage.store import USAGE_FILE, AlreadyImported, UsageStore, UsageStoreError
 
 TOKEN_ENV = "GPUFLEET_TOKEN"
@@ -26,6 +32,7 @@ GROUPINGS = {
     "team": pb.USAGE_GROUPING_TEAM,
     "node": pb.USAGE_GROUPING_NODE,
     "day": pb.USAGE_GROUPING_DAY,
+    "account": pb.USAGE_GROUPING_ACCOUNT,
 }
 Metadata = tuple[tuple[str, str], ...]
 
@@ -33,7 +40,7 @@ Metadata = tuple[tuple[str, str], ...]
 def add_usage_command(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "usage",
-        help="GPU-hours, energy and reservations by user, team, node or day",
+        help="GPU-hours, energy, reservations and cost by user, team, node, day or Slurm account",
         description="Ask a node daemon for its usage report (QueryUsage), or, with "
         "`usage import`, add history from before gpufleet to a node's usage store.",
     )
@@ -61,8 +68,9 @@ def _add_import_command(subparsers: argparse._SubParsersAction) -> None:
         "import",
         help="import usage history (our CSV, or Slurm sacct output) into a node's store",
         description="Add usage history to the usage store in a node's state directory. "
-        f"CSV columns: {','.join(CSV_COLUMNS)}. sacct output from: {SACCT_COMMAND}. "
-        "A file already imported is refused, so nothing is counted twice.",
+        f"CSV columns: {','.join(CSV_COLUMNS)}; a CSV file already imported is refused. "
+        f"sacct output (any column order, with its header) from: {SACCT_EXPORT_COMMAND}; "
+        "stored per job, so a job in overlapping exports is counted once.",
     )
     arg = parser.add_argument
     arg("--state-dir", type=Path, required=True, metavar="DIR",
@@ -125,7 +133,8 @@ def run_report(args: argparse.Namespace) -> int:
         with open_channel(node, args.ca) as channel:
             query = _Query(pb_grpc.NodeServiceStub(channel), call_metadata(args.token))
             if args.csv:
-                write_csv(sys.stdout, None if args.by == "day" else args.by, query.by_day(request))
+                rows = list(query.by_day(request))  # the answers say the currency
+                write_csv(sys.stdout, None if args.by == "day" else args.by, rows, query.currency)
             else:
                 print(format_table(query(request), args.by))
     except grpc.RpcError as exc:
@@ -142,11 +151,13 @@ class _Query:
 
     def __init__(self, stub: pb_grpc.NodeServiceStub, metadata: Metadata) -> None:
         self._stub, self._metadata = stub, metadata
+        self.currency = ""  # of the latest answer
 
     def __call__(self, request: pb.QueryUsageRequest) -> pb.QueryUsageResponse:
         response: pb.QueryUsageResponse = self._stub.QueryUsage(
             request, timeout=CALL_TIMEOUT_S, metadata=self._metadata
         )
+        self.currency = response.currency
         return response
 
     def by_day(self, request: pb.QueryUsageRequest) -> Iterator[tuple[str, pb.UsageRow]]:
@@ -172,24 +183,42 @@ def _with(request: pb.QueryUsageRequest, **changes: object) -> pb.QueryUsageRequ
 
 
 def run_import(args: argparse.Namespace) -> int:
-    kind, path = ("csv", args.csv_file) if args.csv_file else ("sacct", args.sacct_file)
+    path = args.csv_file or args.sacct_file
     try:
         store = UsageStore(args.state_dir / USAGE_FILE)
     except UsageStoreError as exc:
         print(f"gpufleet usage import: {exc}", file=sys.stderr)
         return 1
     try:
-        summary = import_file(store, path, kind, args.timezone)
+        lines = _import_csv(store, path) if args.csv_file else _import_sacct(store, path, args)
     except (UsageImportError, AlreadyImported, UsageStoreError) as exc:
         print(f"gpufleet usage import: {path}: {exc}", file=sys.stderr)
         return 1
     finally:
         store.close()
-    print(_import_summary_text(summary.rows, summary.users, summary.first_day, summary.last_day))
-    print(f"{summary.gpu_seconds / 3600:,.2f} GPU-hours added to {args.state_dir / USAGE_FILE}")
-    if summary.skipped:
-        print(f"{summary.skipped} lines skipped (job steps, jobs not ended, jobs without GPUs)")
+    print("\n".join(lines))
     return 0
+
+
+def _import_csv(store: UsageStore, path: Path) -> list[str]:
+    summary = import_file(store, path)
+    return [
+        _import_summary_text(summary.rows, summary.users, summary.first_day, summary.last_day),
+        f"{summary.gpu_seconds / 3600:,.2f} GPU-hours added to {store.path}",
+    ]
+
+
+def _import_sacct(store: UsageStore, path: Path, args: argparse.Namespace) -> list[str]:
+    summary = import_sacct_file(store, path, args.timezone)
+    lines = [
+        f"{summary.new} jobs new, {summary.updated} already known (replaced, not added), "
+        f"{summary.users} users, {summary.accounts} accounts",
+        f"{summary.gpu_seconds / 3600:,.2f} GPU-hours in these jobs, now in {store.path}",
+    ]
+    if summary.skipped:
+        lines.append(f"{summary.skipped} lines skipped (job steps, jobs not ended, "
+                     "jobs without GPUs)")  # fmt: skip
+    return lines
 
 
 def _import_summary_text(rows: int, users: int, first: str | None, last: str | None) -> str:

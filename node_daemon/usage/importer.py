@@ -1,8 +1,9 @@
 """Importing usage history from before gpufleet: our own CSV export, or Slurm's sacct.
 
-Each file is imported whole or not at all, in one transaction, and remembered
-by the SHA-256 of its content: the same file a second time is refused, so
-history is never counted twice.
+Each file is imported whole or not at all, in one transaction. Our CSV is
+remembered by the SHA-256 of its content: the same file a second time is
+refused. sacct output is stored per job (cluster, job id, step), so the same job
+in two overlapping exports, or a file imported twice, is still counted once.
 """
 
 from __future__ import annotations
@@ -12,24 +13,17 @@ import datetime as dt
 import hashlib
 import io
 import math
-import re
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from node_daemon.usage.accounted import from_sacct
 from node_daemon.usage.amounts import USAGE_COLUMNS, UsageAmounts
 from node_daemon.usage.query import BadUsageQuery, parse_day
+from node_daemon.usage.sacct import SacctError, SacctJob, parse_sacct_jobs
 from node_daemon.usage.store import ImportRecord, UsageStore
 
 CSV_COLUMNS: tuple[str, ...] = ("day", "user", *USAGE_COLUMNS)
-SACCT_FIELDS = ("JobID", "User", "Start", "End", "AllocTRES")
-SACCT_COMMAND = "sacct --parsable2 --noheader --format=JobID,User,Start,End,AllocTRES"
-# gres/gpu=4 (the total) or gres/gpu:a100=4 (per type, when the total is absent).
-_GPU_TOTAL = re.compile(r"(?:^|,)gres/gpu=(\d+)(?=,|$)")
-_GPU_TYPED = re.compile(r"(?:^|,)gres/gpu:[^=,]+=(\d+)(?=,|$)")
-# sacct prints these instead of a time for jobs that never started or still run.
-_NO_TIME = {"", "Unknown", "None"}
 
 UsageRows = dict[tuple[str, str], UsageAmounts]
 
@@ -100,104 +94,86 @@ def _amount(record: dict[str, str], column: str, line: int) -> float:
 # -- Slurm sacct ---------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class SacctJob:
-    job_id: str
-    user: str
-    start: dt.datetime  # UTC
-    end: dt.datetime  # UTC
-    gpus: int
-
-
-def gpu_count(alloc_tres: str) -> int:
-    """GPUs in an AllocTRES string: gres/gpu=N, else the sum of gres/gpu:TYPE=N."""
-    total = _GPU_TOTAL.search(alloc_tres)
-    if total:
-        return int(total.group(1))
-    return sum(int(n) for n in _GPU_TYPED.findall(alloc_tres))
-
-
-def split_by_utc_day(start: dt.datetime, end: dt.datetime) -> Iterator[tuple[str, float]]:
-    """(day, seconds) for each UTC day the interval [start, end) touches."""
-    cursor = start
-    while cursor < end:
-        midnight = dt.datetime.combine(cursor.date() + dt.timedelta(days=1), dt.time(), dt.UTC)
-        part_end = min(end, midnight)
-        yield cursor.date().isoformat(), (part_end - cursor).total_seconds()
-        cursor = part_end
-
-
-def _sacct_time(text: str, tz: dt.tzinfo | None, line: int) -> dt.datetime:
-    try:
-        parsed = dt.datetime.fromisoformat(text)
-    except ValueError as exc:
-        raise UsageImportError(
-            f"sacct line {line}: {text!r} is not a time like 2024-05-31T13:45:00"
-        ) from exc
-    if parsed.tzinfo is None:
-        # sacct prints local time without a zone; None here means this machine's zone.
-        parsed = parsed.replace(tzinfo=tz) if tz is not None else parsed.astimezone()
-    return parsed.astimezone(dt.UTC)
-
-
-def parse_sacct_line(text: str, line: int, tz: dt.tzinfo | None) -> SacctJob | None:
-    """One job, or None for a line that carries no GPU time of its own (steps, running jobs)."""
-    fields = text.split("|")
-    if len(fields) != len(SACCT_FIELDS):
-        raise UsageImportError(
-            f"sacct line {line}: expected {len(SACCT_FIELDS)} fields separated by | "
-            f"({','.join(SACCT_FIELDS)}), got {len(fields)}; produce the file with: {SACCT_COMMAND}"
-        )
-    job_id, user, start, end, tres = (f.strip() for f in fields)
-    if "." in job_id or job_id == "JobID":  # a step (123.batch, 123.0) or a header line
-        return None
-    if start in _NO_TIME or end in _NO_TIME:  # never started, or still running
-        return None
-    gpus = gpu_count(tres)
-    if gpus == 0:
-        return None
-    return SacctJob(
-        job_id, user or "(unknown)", _sacct_time(start, tz, line), _sacct_time(end, tz, line), gpus
-    )
-
-
 def parse_sacct(text: str, tz: dt.tzinfo | None = None) -> tuple[UsageRows, int]:
-    """GPU-seconds per (UTC day, user) from sacct output, and how many lines were skipped.
+    """GPU-seconds per (UTC day, user) of the ended jobs in sacct output, and how many
+    lines carried none (steps, jobs without GPUs or not ended).
 
     Busy GPU-seconds, memory and energy are unknown to sacct's accounting and stay 0.
     """
+    jobs, skipped = _sacct_jobs(text, tz)
     rows: UsageRows = {}
-    skipped = 0
-    for line, raw in enumerate(text.splitlines(), start=1):
-        if not raw.strip():
-            continue
-        job = parse_sacct_line(raw, line, tz)
-        if job is None:
-            skipped += 1
-            continue
-        for day, seconds in split_by_utc_day(job.start, job.end):
-            _add(rows, day, job.user, UsageAmounts(gpu_seconds=seconds * job.gpus))
+    for job in jobs:
+        for day, gpu_seconds in from_sacct(job, 0.0, "", per_node=False).day_gpu_seconds():
+            _add(rows, day, job.user, UsageAmounts(gpu_seconds=gpu_seconds))
     return rows, skipped
+
+
+def _sacct_jobs(text: str, tz: dt.tzinfo | None) -> tuple[list[SacctJob], int]:
+    """The ended jobs (a file's running job would be billed to an unknown end)."""
+    try:
+        jobs, skipped = parse_sacct_jobs(text, tz)
+    except SacctError as exc:
+        raise UsageImportError(str(exc)) from exc
+    ended = [job for job in jobs if job.end is not None]
+    return ended, skipped + len(jobs) - len(ended)
+
+
+@dataclass(frozen=True)
+class JobImportSummary:
+    """What a sacct import changed: jobs new to the store, jobs replaced (seen before)."""
+
+    source: str
+    new: int
+    updated: int
+    skipped: int
+    users: int
+    accounts: int
+    gpu_seconds: float
+
+
+def import_sacct(
+    store: UsageStore, text: str, source: str, tz: dt.tzinfo | None = None
+) -> JobImportSummary:
+    """Store sacct output's ended jobs by (cluster, job id, step), in one transaction: a job
+    already imported (an overlapping export, the same file again) is replaced, not added."""
+    jobs, skipped = _sacct_jobs(text, tz)
+    now = time.time()
+    accounted = [from_sacct(job, now, source, per_node=False) for job in jobs]
+    new, updated = store.put_jobs(accounted)
+    return JobImportSummary(
+        source, new, updated, skipped, len({j.user for j in jobs}),
+        len({j.account for j in jobs if j.account}),
+        sum(s for job in accounted for _, s in job.day_gpu_seconds()),
+    )  # fmt: skip
 
 
 # -- importing -------------------------------------------------------------------
 
 
-def import_file(
-    store: UsageStore, path: Path, kind: str, tz: dt.tzinfo | None = None
-) -> ImportSummary:
-    """Parse `path` as `kind` ("csv" or "sacct") and add it to the store in one transaction.
-
-    Raises UsageImportError for a bad file, AlreadyImported for one seen before.
-    """
+def read_text(path: Path) -> tuple[bytes, str]:
     try:
         content = path.read_bytes()
-        text = content.decode("utf-8-sig")
+        return content, content.decode("utf-8-sig")
     except OSError as exc:
         raise UsageImportError(f"cannot read {path}: {exc.strerror}") from exc
     except UnicodeDecodeError as exc:
         raise UsageImportError(f"{path} is not UTF-8 text: {exc}") from exc
-    rows, skipped = parse_sacct(text, tz) if kind == "sacct" else (parse_usage_csv(text), 0)
+
+
+def import_sacct_file(
+    store: UsageStore, path: Path, tz: dt.tzinfo | None = None
+) -> JobImportSummary:
+    """A sacct export into the store, per job (safe to import again, or overlapping files)."""
+    return import_sacct(store, read_text(path)[1], str(path.resolve()), tz)
+
+
+def import_file(store: UsageStore, path: Path, kind: str = "csv") -> ImportSummary:
+    """Add our CSV export to the store in one transaction.
+
+    Raises UsageImportError for a bad file, AlreadyImported for one seen before.
+    """
+    content, text = read_text(path)
+    rows, skipped = parse_usage_csv(text), 0
     digest = hashlib.sha256(content).hexdigest()
     record = ImportRecord(digest, kind, str(path.resolve()), int(time.time() * 1000), len(rows))
     store.add_import(record, rows)

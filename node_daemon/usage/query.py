@@ -1,4 +1,5 @@
-"""QueryUsage: the stored sums grouped by user, team, node or day, plus the KPIs."""
+"""QueryUsage: the stored sums grouped by user, team, node, day or Slurm account, their
+cost by the configured prices, plus the KPIs."""
 
 from __future__ import annotations
 
@@ -9,9 +10,12 @@ from dataclasses import asdict, dataclass
 from gpufleet.v1 import node_pb2 as pb
 from node_daemon.errors import Invalid
 from node_daemon.usage.amounts import NodeAmounts, TeamsOf, UsageAmounts, utc_day
+from node_daemon.usage.bill import Cost, Piece, cost_of, job_time, pieces
+from node_daemon.usage.settings import Prices
 from node_daemon.usage.store import UsageStore
 
 NO_TEAM = "(no team)"
+NO_ACCOUNT_KEY = "(no account)"
 TEAM_PREFIX = "team:"
 
 
@@ -28,6 +32,15 @@ class UsagePeriod:
 
     def contains(self, day: str) -> bool:
         return (self.first is None or self.first <= day) and day <= self.last
+
+    def unix_range(self) -> tuple[float | None, float]:
+        """[start of the first day, end of the last day) in Unix seconds, UTC."""
+
+        def midnight(day: dt.date) -> float:
+            return dt.datetime.combine(day, dt.time(), dt.UTC).timestamp()
+
+        first = midnight(dt.date.fromisoformat(self.first)) if self.first else None
+        return first, midnight(dt.date.fromisoformat(self.last) + dt.timedelta(days=1))
 
 
 def parse_day(text: str, what: str) -> str:
@@ -56,7 +69,9 @@ class KeyMapper:
     def __init__(self, group_by: int, teams_of: TeamsOf, node: str) -> None:
         self._group_by, self._teams_of, self._node = group_by, teams_of, node
 
-    def keys(self, day: str, user: str) -> Sequence[str]:
+    def keys(self, day: str, user: str, account: str = "") -> Sequence[str]:
+        if self._group_by == pb.USAGE_GROUPING_ACCOUNT:
+            return (account or NO_ACCOUNT_KEY,)
         if self._group_by == pb.USAGE_GROUPING_DAY:
             return (day,)
         if self._group_by == pb.USAGE_GROUPING_NODE:
@@ -114,28 +129,58 @@ def query_usage(
     request: pb.QueryUsageRequest,
     node: str,
     today: dt.date | None = None,
+    prices: Prices | None = None,
+    node_model: str = "",
 ) -> pb.QueryUsageResponse:
-    """Answer a QueryUsage request from the store and the workload records."""
+    """Answer a QueryUsage request from the store and the workload records. `node_model`:
+    the GPU model the meter's usage is priced at (the node's)."""
     period = parse_period(request.from_day, request.to_day, today or dt.datetime.now(dt.UTC).date())
     mapper = KeyMapper(request.group_by, teams_of, node)
     started = started_in(workloads, period)
     waits = [(w.started_unix_ms - w.queued_unix_ms) / 1000.0 for _, w in started]
     node_days = (n for _, n in store.node_usage(period.first, period.last))
+    parts = _pieces(store, period, node_model)
+    groups = _group(parts, mapper, prices)
+    rows = _rows(groups, _count(started, mapper), request.group_by, prices is not None)
     return pb.QueryUsageResponse(
-        rows=_rows(_sum_usage(store, period, mapper), _count(started, mapper), request.group_by),
-        kpis=kpis(node_days, waits),
-        node=node,
-    )
+        rows=rows, kpis=kpis(node_days, waits), node=node,
+        currency=prices.currency if prices is not None else "",
+    )  # fmt: skip
 
 
-def _sum_usage(
-    store: UsageStore, period: UsagePeriod, mapper: KeyMapper
-) -> dict[str, UsageAmounts]:
-    amounts: dict[str, UsageAmounts] = {}
-    for day, user, used in store.user_usage(period.first, period.last):
-        for key in mapper.keys(day, user):
-            amounts[key] = amounts.get(key, UsageAmounts()) + used
-    return amounts
+def _pieces(store: UsageStore, period: UsagePeriod, node_model: str) -> list[Piece]:
+    jobs = store.jobs(*period.unix_range())
+    first = period.first or min((utc_day(j.start_unix) for j in jobs), default=period.last)
+    days = [d.isoformat() for d in _days(dt.date.fromisoformat(first), period.last)]
+    metered = store.user_usage(period.first, period.last)
+    return pieces(metered, job_time(jobs, days, node_model), node_model)
+
+
+def _days(first: dt.date, last: str) -> Iterable[dt.date]:
+    day, end = first, dt.date.fromisoformat(last)
+    while day <= end:
+        yield day
+        day += dt.timedelta(days=1)
+
+
+@dataclass
+class _Group:
+    amounts: UsageAmounts
+    cost: Cost
+    accounts: set[str]
+
+
+def _group(parts: Iterable[Piece], mapper: KeyMapper, prices: Prices | None) -> dict[str, _Group]:
+    groups: dict[str, _Group] = {}
+    for part in parts:
+        cost = cost_of(part, prices) if prices is not None else Cost(0.0, 0.0)
+        for key in mapper.keys(part.day, part.user, part.account):
+            group = groups.setdefault(key, _Group(UsageAmounts(), Cost(0.0, 0.0), set()))
+            group.amounts += part.amounts
+            group.cost += cost
+            if part.account:
+                group.accounts.add(part.account)
+    return groups
 
 
 def _count(started: Iterable[tuple[str, pb.Workload]], mapper: KeyMapper) -> dict[str, int]:
@@ -147,15 +192,24 @@ def _count(started: Iterable[tuple[str, pb.Workload]], mapper: KeyMapper) -> dic
 
 
 def _rows(
-    amounts: Mapping[str, UsageAmounts], counts: Mapping[str, int], group_by: int
+    groups: Mapping[str, _Group], counts: Mapping[str, int], group_by: int, priced: bool
 ) -> list[pb.UsageRow]:
     rows = [
-        pb.UsageRow(
-            key=key, workloads=counts.get(key, 0), **asdict(amounts.get(key, UsageAmounts()))
-        )
-        for key in amounts.keys() | counts.keys()
+        _row(key, groups.get(key), counts.get(key, 0), priced)
+        for key in groups.keys() | counts.keys()
     ]
     if group_by == pb.USAGE_GROUPING_DAY:
         return sorted(rows, key=lambda r: r.key)
     # Heaviest users first: the question a usage report is asked for.
     return sorted(rows, key=lambda r: (-r.gpu_seconds, r.key))
+
+
+def _row(key: str, group: _Group | None, workloads: int, priced: bool) -> pb.UsageRow:
+    if group is None:
+        group = _Group(UsageAmounts(), Cost(0.0, 0.0), set())
+    row = pb.UsageRow(key=key, workloads=workloads, accounts=sorted(group.accounts),
+                      **asdict(group.amounts))  # fmt: skip
+    if priced:
+        row.gpu_cost, row.energy_cost = group.cost.gpu, group.cost.energy
+        row.cost = group.cost.gpu + group.cost.energy
+    return row

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import csv
 from collections.abc import Iterable
-from typing import TextIO
+from typing import Literal, TextIO
 
 from gpufleet.v1 import node_pb2 as pb
 from node_daemon.usage.amounts import USAGE_COLUMNS
@@ -13,6 +13,9 @@ HOUR_S = 3600.0
 KWH_J = 3.6e6
 _HEADINGS = ("GPU-h", "busy GPU-h", "GiB-h", "kWh", "reserved h", "res. idle h", "workloads")
 _DIVISORS = (HOUR_S, HOUR_S, HOUR_S, KWH_J, HOUR_S, HOUR_S)
+CostColumn = Literal["cost", "gpu_cost", "energy_cost"]
+COST_COLUMNS: tuple[CostColumn, ...] = ("cost", "gpu_cost", "energy_cost")
+_COST_HEADINGS = ("cost", "GPU", "energy")
 
 
 def _cells(row: pb.UsageRow) -> list[str]:
@@ -20,9 +23,17 @@ def _cells(row: pb.UsageRow) -> list[str]:
     return [f"{v / d:,.2f}" for v, d in zip(values, _DIVISORS, strict=True)] + [str(row.workloads)]
 
 
+def _cost_cells(row: pb.UsageRow) -> list[str]:
+    return [f"{getattr(row, c):,.2f}" if row.HasField(c) else "" for c in COST_COLUMNS]
+
+
 def format_table(response: pb.QueryUsageResponse, key_heading: str) -> str:
-    """The rows as an aligned text table, then the KPIs."""
-    lines = _align([[key_heading, *_HEADINGS], *([r.key, *_cells(r)] for r in response.rows)])
+    """The rows as an aligned text table (with their cost where the node has prices), then
+    the KPIs."""
+    currency = response.currency
+    headings = [*_HEADINGS, *(f"{h} {currency}" for h in _COST_HEADINGS)] if currency else _HEADINGS
+    body = ([r.key, *_cells(r), *(_cost_cells(r) if currency else [])] for r in response.rows)
+    lines = _align([[key_heading, *headings], *body])
     if not response.rows:
         lines.append("(no usage recorded in this period)")
     return "\n".join([*lines, "", *format_kpis(response.kpis, response.node)])
@@ -52,15 +63,27 @@ def format_kpis(kpis: pb.UsageKpis, node: str) -> list[str]:
     ]
 
 
-def write_csv(out: TextIO, key_column: str | None, rows: Iterable[tuple[str, pb.UsageRow]]) -> None:
-    """One line per (day, row): day[,key],gpu_seconds,...,workloads; raw seconds and joules.
+CSV_TAIL = ("workloads", *COST_COLUMNS, "currency", "accounts")
 
-    With key_column "user" this is exactly what `gpufleet usage import --csv` reads.
+
+def write_csv(
+    out: TextIO,
+    key_column: str | None,
+    rows: Iterable[tuple[str, pb.UsageRow]],
+    currency: str = "",
+) -> None:
+    """One line per (day, row): day[,key],gpu_seconds,...,workloads,cost,gpu_cost,
+    energy_cost,currency,accounts; raw seconds and joules, costs empty without prices,
+    accounts separated by spaces.
+
+    With key_column "user" this is what `gpufleet usage import --csv` reads.
     """
     writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(["day", *([key_column] if key_column else []), *USAGE_COLUMNS, "workloads"])
+    writer.writerow(["day", *([key_column] if key_column else []), *USAGE_COLUMNS, *CSV_TAIL])
     for day, row in rows:
         key = [row.key] if key_column else []
+        costs = [f"{getattr(row, c):.4f}" if row.HasField(c) else "" for c in COST_COLUMNS]
         writer.writerow(
-            [day, *key, *(f"{getattr(row, c):.3f}" for c in USAGE_COLUMNS), row.workloads]
-        )
+            [day, *key, *(f"{getattr(row, c):.3f}" for c in USAGE_COLUMNS), row.workloads,
+             *costs, currency if row.HasField("cost") else "", " ".join(row.accounts)]
+        )  # fmt: skip

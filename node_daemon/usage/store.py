@@ -14,12 +14,18 @@ import datetime as dt
 import logging
 import sqlite3
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from node_daemon.journal.sqlite_state import StateDb
+from node_daemon.usage.accounted import (
+    SELECT_JOBS,
+    UPSERT_JOB,
+    AccountedJob,
+    job_values,
+)
 from node_daemon.usage.amounts import NODE_COLUMNS, USAGE_COLUMNS, NodeAmounts, UsageAmounts
 
 log = logging.getLogger(__name__)
@@ -43,6 +49,14 @@ CREATE TABLE IF NOT EXISTS imports (
     imported_unix_ms INTEGER NOT NULL,
     rows INTEGER NOT NULL
 );
+CREATE TABLE IF NOT EXISTS slurm_jobs (
+    cluster TEXT NOT NULL, job_id TEXT NOT NULL, step TEXT NOT NULL,
+    user TEXT NOT NULL, account TEXT NOT NULL,
+    start_unix REAL NOT NULL, end_unix REAL, seen_unix REAL NOT NULL,
+    gpus REAL NOT NULL, gpu_type TEXT NOT NULL, state TEXT NOT NULL, source TEXT NOT NULL,
+    PRIMARY KEY (cluster, job_id, step)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS slurm_jobs_start ON slurm_jobs (start_unix);
 """
 
 
@@ -76,6 +90,7 @@ _IN_RANGE = "WHERE (?1 IS NULL OR day >= ?1) AND (?2 IS NULL OR day <= ?2)"
 _SELECT_USER = f"SELECT day, user, {', '.join(USAGE_COLUMNS)} FROM user_usage {_IN_RANGE}"
 _SELECT_NODE = f"SELECT day, {', '.join(NODE_COLUMNS)} FROM node_usage {_IN_RANGE}"
 
+_FIND_JOB = "SELECT 1 FROM slurm_jobs WHERE cluster = ? AND job_id = ? AND step = ?"
 UserUsage = Mapping[tuple[str, str], UsageAmounts]
 NodeUsage = Mapping[str, NodeAmounts]
 
@@ -188,6 +203,43 @@ class UsageStore:
                 return self._db.execute(query + " ORDER BY day", (first, last)).fetchall()
             except sqlite3.Error as exc:
                 raise UsageStoreError(f"cannot read the usage store {self.path}: {exc}") from exc
+
+    def put_jobs(self, jobs: Sequence[AccountedJob]) -> tuple[int, int]:
+        """Store Slurm jobs by (cluster, job id, step), one transaction: a job seen before
+        is replaced, never added twice. Returns (new, updated)."""
+        counts = [0, 0]
+
+        def work() -> None:
+            for job in jobs:
+                key = (job.cluster, job.job_id, job.step)
+                known = self._db.execute(_FIND_JOB, key).fetchone() is not None
+                counts[known] += 1
+                self._db.execute(UPSERT_JOB, job_values(job))
+
+        with self._lock:
+            self._transaction(work)
+        return counts[0], counts[1]
+
+    def jobs(self, from_unix: float | None, to_unix: float) -> list[AccountedJob]:
+        """Jobs whose allocation overlaps [from_unix, to_unix); None: from the start."""
+        with self._lock:
+            try:
+                rows = self._db.execute(SELECT_JOBS, (from_unix, to_unix)).fetchall()
+            except sqlite3.Error as exc:
+                raise UsageStoreError(f"cannot read the usage store {self.path}: {exc}") from exc
+        return [AccountedJob(*row) for row in rows]
+
+    def meta(self, key: str) -> str | None:
+        with self._lock:
+            row = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return str(row[0]) if row else None
+
+    def set_meta(self, key: str, value: str) -> None:
+        def work() -> None:
+            self._db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, value))
+
+        with self._lock:
+            self._transaction(work)
 
     def find_import(self, sha256: str) -> ImportRecord | None:
         with self._lock:

@@ -21,6 +21,7 @@ from node_daemon.commands.usage import call_metadata, main
 from node_daemon.rpc.usage_servicer import UsageServicer
 from node_daemon.usage.amounts import USAGE_COLUMNS
 from node_daemon.usage.meter import UsageMeter
+from node_daemon.usage.report import CSV_TAIL
 from node_daemon.usage.store import USAGE_FILE, UsageStore
 from tests.certs import Authority
 from tests.node_daemon.test_usage import T0, gpu, no_reservations, proc
@@ -131,7 +132,8 @@ def test_csv_export_imports_into_another_node(
     code, out, _ = run_cli(capsys, "--node", serve(), "--csv", "--to", "2024-06-30")
     assert code == 0
     exported = list(csv.DictReader(io.StringIO(out)))
-    assert list(exported[0]) == ["day", "user", *USAGE_COLUMNS, "workloads"]
+    assert list(exported[0]) == ["day", "user", *USAGE_COLUMNS, *CSV_TAIL]
+    assert exported[0]["cost"] == exported[0]["currency"] == ""  # this node has no prices
     by_day_user = {(r["day"], r["user"]): r for r in exported}
     assert float(by_day_user[("2024-06-03", "alice")]["gpu_seconds"]) == pytest.approx(57600)
     assert float(by_day_user[("2024-06-04", "alice")]["gpu_seconds"]) == pytest.approx(ONE_DAY_S)
@@ -224,7 +226,7 @@ def test_two_nodes_are_refused_not_one_silently_dropped(
     assert f"one --node per report (given {first}, {second})" in err
 
 
-def test_import_refuses_the_same_file_twice(
+def test_import_of_the_same_sacct_file_twice_counts_it_once(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     sacct = tmp_path / "sacct.txt"
@@ -235,23 +237,19 @@ def test_import_refuses_the_same_file_twice(
     code, out, _ = run_cli(capsys, "import", "--state-dir", str(state), "--sacct", str(sacct),
                            "--timezone", "UTC")  # fmt: skip
     assert code == 0
-    assert "2.00 GPU-hours added" in out
-    code, _, err = run_cli(capsys, "import", "--state-dir", str(state), "--sacct", str(sacct))
-    assert code == 1
-    assert "already imported" in err
+    assert "1 jobs new, 0 already known" in out
+    assert "2.00 GPU-hours in these jobs" in out
+    code, out, _ = run_cli(capsys, "import", "--state-dir", str(state), "--sacct", str(sacct),
+                           "--timezone", "UTC")  # fmt: skip
+    assert code == 0
+    assert "0 jobs new, 1 already known (replaced, not added)" in out
     store = UsageStore(state / USAGE_FILE)
-    assert rows_of(store)["alice"] == pytest.approx(7200)
+    jobs = store.jobs(None, 2e9)
     store.close()
+    assert [(j.job_id, j.gpus, j.end_unix - j.start_unix) for j in jobs] == [("7", 2, 3600)]
 
 
 def test_import_of_a_missing_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = run_cli(capsys, "import", "--state-dir", str(tmp_path), "--csv", "nope.csv")
     assert code == 1
     assert "cannot read nope.csv" in err
-
-
-def rows_of(store: UsageStore) -> dict[str, float]:
-    totals: dict[str, float] = {}
-    for _, user, amounts in store.user_usage(None, None):
-        totals[user] = totals.get(user, 0.0) + amounts.gpu_seconds
-    return totals
