@@ -20,6 +20,7 @@ from node_daemon.errors import ConfigError
 from node_daemon.healing.settings import HealingSettings, parse_healing_settings
 from node_daemon.health.settings import HealthSettings, parse_health_settings
 from node_daemon.history.settings import HistorySettings, parse_history_settings
+from node_daemon.usage.settings import UsageSettings, parse_usage_settings
 
 __all__ = ["OPTIONS", "ConfigError", "DaemonConfig", "load_config_file", "validate"]
 
@@ -55,6 +56,7 @@ class DaemonConfig:
     healing: HealingSettings = field(default_factory=HealingSettings)
     health: HealthSettings = field(default_factory=HealthSettings)
     history: HistorySettings = field(default_factory=HistorySettings)
+    usage: UsageSettings = field(default_factory=UsageSettings)
 
 
 OPTIONS: dict[str, str] = {
@@ -101,6 +103,8 @@ OPTIONS: dict[str, str] = {
     "history": "the [history] table: the on-disk metric history's enabled, raw_retention_s, "
     "ten_second_retention_s, minute_retention_s, max_bytes, flush_interval_s "
     "(see docs/daemon.md, History)",
+    "usage": "the [usage] table: sacct_poll_interval_s (300; 0 off) and [usage.prices] "
+    "(currency, gpu_hour, kwh, busy_weight, allocated_weight; see docs/accounting.md)",
 }
 
 _PATH_KEYS = {"scenario", "ready_file", "state_dir"}
@@ -163,7 +167,7 @@ def load_config_file(path: Path, base: DaemonConfig | None = None) -> DaemonConf
     if not isinstance(table, dict):
         raise ConfigError(f"{path}: [daemon] must be a table")
     known_tables = {"daemon", "alerts", "alertmanager", "teams", "auth", "tls", "workloads",
-                    "health", "healing", "history"}  # fmt: skip
+                    "health", "healing", "history", "usage"}  # fmt: skip
     unknown_tables = sorted(set(data) - known_tables)
     if unknown_tables:
         raise ConfigError(f"{path}: unknown table(s) {', '.join(unknown_tables)}")
@@ -182,6 +186,7 @@ def load_config_file(path: Path, base: DaemonConfig | None = None) -> DaemonConf
     values["healing"] = parse_healing_settings(data.get("healing", {}), str(path))
     values["health"] = parse_health_settings(data.get("health", {}), str(path))
     values["history"] = parse_history_settings(data.get("history", {}), str(path))
+    values["usage"] = parse_usage_settings(data.get("usage", {}), str(path))
     return validate(replace(base or DaemonConfig(), **values), str(path))
 
 

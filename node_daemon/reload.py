@@ -66,12 +66,17 @@ def plan_reload(old: DaemonConfig, new: DaemonConfig, tls_live: bool = True) -> 
     if old.history != new.history:
         restart.append("history")
         history = old.history
+    # The sacct poller's thread is started with its interval; the prices apply live.
+    usage = new.usage
+    if old.usage.sacct_poll_interval_s != usage.sacct_poll_interval_s:
+        restart.append("usage.sacct_poll_interval_s")
+        usage = replace(usage, sacct_poll_interval_s=old.usage.sacct_poll_interval_s)
     auth = new.auth
     tls_changed = old.auth.tls != new.auth.tls
     if tls_changed and not (tls_live and _tls_swappable(old, new)):
         restart.append("tls")
         auth = replace(auth, tls=old.auth.tls)
-    applied = replace(new, **kept, workloads=workloads, auth=auth, history=history)
+    applied = replace(new, **kept, workloads=workloads, auth=auth, history=history, usage=usage)
     changes = [
         *_auth_changes(old.auth, applied.auth),
         *_named_changes("teams", old.teams, applied.teams),
@@ -81,6 +86,7 @@ def plan_reload(old: DaemonConfig, new: DaemonConfig, tls_live: bool = True) -> 
         *_workload_changes(old, applied),
         *_healing_changes(old, applied),
         *_health_changes(old, applied),
+        *(["usage prices changed"] if old.usage.prices != applied.usage.prices else []),
     ]
     return ReloadPlan(applied, tuple(changes), tuple(restart))
 

@@ -56,6 +56,7 @@ from node_daemon.sampling.sampler import BackendStatus, Sampler
 from node_daemon.sampling.slurm import SlurmWatcher
 from node_daemon.server_tls import ReloadableServerCredentials
 from node_daemon.usage import USAGE_FILE, UsageMeter, UsageStore
+from node_daemon.usage.poller import SacctPoller
 
 log = logging.getLogger(__name__)
 
@@ -201,6 +202,9 @@ class NodeDaemon:
             ],
         )
         self.slurm = SlurmWatcher(self.config.hostname)
+        self.sacct = SacctPoller(
+            self.usage_store, self.config.usage.sacct_poll_interval_s, self.config.hostname
+        )
         servicer = NodeServicer(
             self.sampler, self.history, backend.kind, int(time.time() * 1000),
             self.config.hostname, self.slurm, self._alert_thresholds, self._history_tiers,
@@ -210,6 +214,7 @@ class NodeDaemon:
         usage = UsageServicer(
             self.usage_store, lambda: workload_messages(self.workloads.workloads(True)),
             self._teams_of, self._hostname, self.usage.flush,
+            prices=lambda: self.config.usage.prices, node_model=self._gpu_model,
         )  # fmt: skip
         # WhoAmI reports the kill policy of the config in force (a reload replaces it).
         auth = AuthServicer(self.audit, lambda: self.config.allow_kill_job_processes)
@@ -250,6 +255,7 @@ class NodeDaemon:
         if self.metrics is not None:
             self.metrics.start()
         self.slurm.start()
+        self.sacct.start()
         if self.history_store is not None:
             self.history_store.start()
         self.sampler.start()
@@ -323,6 +329,12 @@ class NodeDaemon:
         facts = self.sampler.status.facts
         return len(facts.gpus) if facts else 0
 
+    def _gpu_model(self) -> str:
+        """The node's GPU model, that its metered usage is priced at (the most GPUs')."""
+        facts = self.sampler.status.facts
+        names = [g.name for g in facts.gpus] if facts else []
+        return max(set(names), key=names.count) if names else ""
+
     def _node_view(self) -> NodeView:
         latest, facts = self.sampler.latest, self.sampler.status.facts
         gpus = {g.index: g for g in facts.gpus} if facts else {}
@@ -364,6 +376,7 @@ class NodeDaemon:
         self.sampler.stop()
         self.healer.stop()  # after the sampler: no tick hands it more work
         self.usage.close()  # after the sampler: its last sweep is billed too
+        self.sacct.stop()  # before its store closes
         self.usage_store.close()
         if self.history_store is not None:
             self.history_store.close()  # after the sampler: its last sweep is kept too

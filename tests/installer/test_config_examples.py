@@ -58,7 +58,7 @@ def test_every_option_and_alert_rule_is_documented() -> None:
     keys = documented_keys(DAEMON_TOML.read_text(encoding="utf-8"))
     # DaemonConfig fields that are tables of their own
     tables = {"alerts", "alertmanager", "teams", "auth", "workloads", "health", "healing",
-              "history"}  # fmt: skip
+              "history", "usage"}  # fmt: skip
     options = {f.name for f in fields(DaemonConfig)} - tables
     assert options - keys["daemon"] == set(), "add these options to installer/config/daemon.toml"
     assert {"teams", "auth.users", "tls"} <= set(keys)
