@@ -23,13 +23,14 @@ case "$purpose" in
   # and shellcheck check the installer; systemd-container lets one test boot the
   # installer in a throwaway container (it skips without it), where polkitd
   # answers systemd for the daemon's workload units; nodejs runs the polkit rule.
-  # $qt_xcb: the keyboard tests run again in a real X server (Xvfb) through Qt's xcb.
+  # $qt_xcb: the keyboard tests run again in a real X server (Xvfb) through Qt's xcb;
+  # openbox and xdotool: tests/console/test_real_x.py's window manager and real input.
   # Slurm (22.05 on bookworm) is installed, not unpacked: its binaries load plugins from
   # a fixed path. Its services start only with /etc/slurm/slurm.conf, which this does not
   # write; tests/slurm starts its own daemons from a generated configuration. The JWT
   # plugin is a package of its own (auth/jwt, which slurmrestd's tokens need).
   test) packages="$qt_runtime $qt_xcb gcc libc6-dev procps python3-venv dbus-daemon dunst xvfb
-        systemd desktop-file-utils shellcheck systemd-container polkitd nodejs
+        openbox xdotool systemd desktop-file-utils shellcheck systemd-container polkitd nodejs
         munge slurmctld slurmd slurmrestd slurm-client slurm-wlm-jwt-plugin"
         # Real peers the tests talk to. Unpacked into .tools/ rather than
         # installed: installing would enable and start their system services.

@@ -104,7 +104,8 @@ def held_accounts(request: pytest.FixtureRequest) -> None:
 def open_console(qtbot, start_daemon, held_accounts, monkeypatch):  # type: ignore[no-untyped-def]
     """Opens a console window as `gpufleet console` builds it (theme, wall mode, View
     menu, remembered layout: console/app.py's build_window) on a real daemon "node-a"
-    started with `start_daemon`'s keywords (4 GPUs, seed 1 unless told).
+    started with `start_daemon`'s keywords (4 GPUs, seed 1 unless told), sized 1400x900
+    (`size=None`: as its profile's layout file remembers).
 
     Returns tests/console/test_control_e2e.py's Console; every request the console
     sends is recorded in its `sent`. The application's theme is dark again afterwards.
@@ -121,7 +122,7 @@ def open_console(qtbot, start_daemon, held_accounts, monkeypatch):  # type: igno
 
     opened: list[tuple[Any, Any]] = []
 
-    def open_(gpus: int = 4, **daemon: Any) -> Console:
+    def open_(gpus: int = 4, size: tuple[int, int] | None = (1400, 900), **daemon: Any) -> Console:
         accounts = WorkloadSettings(accounts={"team:ml": "worker"})
         if "backend" not in daemon:
             daemon.update(gpus=gpus, seed=1)
@@ -130,7 +131,8 @@ def open_console(qtbot, start_daemon, held_accounts, monkeypatch):  # type: igno
         window = build_window([target], people=["alice", "team:ml"], profile="looks",
                               theme="dark")  # fmt: skip
         qtbot.addWidget(window)
-        window.resize(1400, 900)
+        if size is not None:  # None: the size its layout file remembers
+            window.resize(*size)
         channel = grpc.insecure_channel(target)
         console = Console(window, target, pb_grpc.NodeServiceStub(channel))
         opened.append((window, channel))

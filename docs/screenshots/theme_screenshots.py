@@ -1,0 +1,124 @@
+"""Render the looks screenshots of docs/console.md in a real X server (Xvfb + openbox).
+
+    PYTHONPATH=. .venv/bin/python docs/screenshots/theme_screenshots.py [OUT_DIR]
+
+For each screen, 1366x768 and 3840x2160, a fresh Xvfb of exactly that size with
+openbox on it, four simulated GPU servers (8 GPUs each) and the console on them
+through Qt's xcb platform, maximised by the window manager, a GPU open:
+the dark theme, the light theme, and wall mode (full screen, on the dark
+theme). Writes theme-dark-1366.png, theme-light-1366.png, wall-1366.png and
+the same with -4k. Needs Xvfb, openbox and xdotool (installer/dev-setup.sh test).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+OUT = Path(sys.argv[1]) if len(sys.argv) > 1 and not sys.argv[1].startswith("--") else (
+    Path(__file__).resolve().parent
+)  # fmt: skip
+SCREENS = {"1366": (1366, 768), "4k": (3840, 2160)}
+
+
+def start_x(width: int, height: int) -> tuple[subprocess.Popen[str], subprocess.Popen[str], str]:
+    xvfb = subprocess.Popen(
+        ["Xvfb", "-displayfd", "1", "-nolisten", "tcp", "-screen", "0", f"{width}x{height}x24"],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert xvfb.stdout is not None
+    display = ":" + xvfb.stdout.readline().strip()
+    env = {**os.environ, "DISPLAY": display}
+    wm = subprocess.Popen(["openbox", "--sm-disable"], env=env, stderr=subprocess.DEVNULL,
+                          text=True)  # fmt: skip
+    deadline = time.monotonic() + 15
+    while subprocess.run(["xdotool", "get_desktop"], env=env, capture_output=True).returncode:
+        if time.monotonic() > deadline:
+            raise RuntimeError("openbox did not start")
+        time.sleep(0.1)
+    return xvfb, wm, display
+
+
+def shoot(tag: str) -> None:
+    """In the X server of this process's DISPLAY: the three pictures of one screen size."""
+    from PySide6.QtWidgets import QApplication
+    from shot_tools import wait_until
+
+    from console.app import build_window, qt_application
+    from console.demo_fleet import DemoFleet
+    from console.fleet.updates import LinkState
+    from console.views.window_looks import WindowLooks
+
+    app = qt_application()
+    with DemoFleet(nodes=4, gpus=8) as fleet:
+        targets = fleet.start()
+        window = build_window(targets, profile=f"screenshots-{tag}", theme="dark")
+        looks = window.findChild(WindowLooks)
+        assert isinstance(looks, WindowLooks)
+        window.showMaximized()
+        session = window.session
+        wait_until(app, lambda: all(n.state is LinkState.CONNECTED and n.latest
+                                    for n in session.fleet), 60)  # fmt: skip
+        window.grid.select(session.fleet.nodes()[1].target, 2)  # as `gpufleet demo` opens
+        settle(app, 12)  # a few plot points, the layout done
+        for name in ("dark", "light"):
+            looks.looks.set_choice(name)
+            settle(app, 2)
+            save(window, f"theme-{name}-{tag}.png")
+        looks.looks.set_choice("dark")
+        looks.wall.set_on(True)
+        screen = QApplication.primaryScreen().geometry()
+        try:
+            wait_until(app, lambda: window.geometry() == screen, 10)
+        except TimeoutError:  # a window whose least size exceeds the screen
+            print(f"wall mode: the window is {window.width()}x{window.height()}, the screen "
+                  f"{screen.width()}x{screen.height()}")  # fmt: skip
+        settle(app, 3)
+        save(window, f"wall-{tag}.png")
+        looks.wall.set_on(False)
+        window.close()
+        session.stop()
+
+
+def settle(app: object, seconds: float) -> None:
+    from PySide6.QtWidgets import QApplication
+    from shot_tools import wait_until
+
+    assert isinstance(app, QApplication)
+    end = time.monotonic() + seconds
+    wait_until(app, lambda: time.monotonic() > end, seconds + 5)
+
+
+def save(window: object, name: str) -> None:
+    from PySide6.QtWidgets import QWidget
+
+    assert isinstance(window, QWidget)
+    path = OUT / name
+    image = window.grab().toImage()
+    if not image.save(str(path)):
+        raise OSError(f"could not write {path}")
+    print(f"wrote {path} ({image.width()}x{image.height()})")
+
+
+def main() -> int:
+    if "--screen" in sys.argv:  # the child: one screen size, in the X server it was given
+        shoot(sys.argv[sys.argv.index("--screen") + 1])
+        return 0
+    for tag, (width, height) in SCREENS.items():
+        xvfb, wm, display = start_x(width, height)
+        try:
+            env = {**os.environ, "DISPLAY": display, "QT_QPA_PLATFORM": "xcb"}
+            subprocess.run([sys.executable, __file__, str(OUT), "--screen", tag], env=env,
+                           check=True, timeout=300)  # fmt: skip
+        finally:
+            for process in (wm, xvfb):
+                process.terminate()
+                process.wait(timeout=10)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
