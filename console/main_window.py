@@ -60,6 +60,7 @@ from console.views.silence_dialog import SilenceDialog
 from console.views.plot_history import PlotHistory
 from console.views.silence_panel import SilencePanel
 from console.views.silence_prompts import SilencePrompts
+from console.views.slurm_parts import SlurmParts
 from console.views.tile_colors import STOPS
 from console.views.toast import Toast
 from console.views.usage_panel import UsagePanel
@@ -143,6 +144,11 @@ class MainWindow(QMainWindow):
         self.group_by.addItems(list(GROUPINGS))
         self.mute = QAction("Mute sound", self, checkable=True)
         self.tabs = QTabWidget()
+        # With the profile's Slurm: its queue, drops, drain/resume and job cancels.
+        link, slurm_actions = session.slurm_link, session.slurm_actions
+        self.slurm = (SlurmParts(fleet, session.pump, (link, slurm_actions), self.drop_rules,
+                                 self.grid, self.detail, self)
+                      if link is not None and slurm_actions is not None else None)  # fmt: skip
         self._compose()
         self._wire()
         # Keyboard: the window's shortcuts (F1 lists them with every other key).
@@ -166,7 +172,8 @@ class MainWindow(QMainWindow):
         self.tabs.setObjectName("bottomTabs")
         self.tabs.addTab(self.alerts_tab, "Alerts")
         self.tabs.addTab(self.event_log, "Events")
-        self.tabs.addTab(self.workload_panel, "Workloads")
+        workloads = self.slurm.workloads_tab(self.workload_panel) if self.slurm else None
+        self.tabs.addTab(workloads or self.workload_panel, "Workloads")
         self.tabs.addTab(self.people_panel, "People")
         self.tabs.addTab(self.inventory_panel, "Inventory")
         self.tabs.addTab(self.usage_panel, "Usage")

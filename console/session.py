@@ -6,7 +6,7 @@ The app and the tests both build one; widgets are composed on top by MainWindow.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from console.connections.actions import AlertActions
 from console.connections.control_actions import ControlActions
@@ -16,10 +16,13 @@ from console.connections.manager import ConnectionManager, UpdateInbox
 from console.connections.prometheus_range import PrometheusSource
 from console.connections.queries import FleetQueries
 from console.connections.security import LinkSecurity
+from console.connections.slurm_actions import SlurmActions
+from console.connections.slurm_link import SlurmLink
 from console.fleet.model import FleetModel
 from console.qt.fleet_item_model import FleetItemModel
 from console.qt.frame_pump import DEFAULT_FPS, FramePump
 from console.qt.move_repairs import MoveRepairer
+from console.settings import SlurmProfile
 
 
 class ConsoleSession:
@@ -31,6 +34,8 @@ class ConsoleSession:
         security: LinkSecurity | None = None,
         profile: str = "",
         prometheus: PrometheusSource | None = None,
+        slurm: SlurmProfile | None = None,
+        slurm_token: Callable[[], str] | None = None,
     ) -> None:
         self.fleet = FleetModel()
         self.inbox = UpdateInbox()
@@ -49,6 +54,12 @@ class ConsoleSession:
         self.pump.fleetChanged.connect(self.move_repairs.on_fleet_changed)
         # The plots' older ranges: the daemons' history, or the profile's Prometheus.
         self.history = HistoryQueries(self.connections, prometheus)
+        # The profile's Slurm (slurm_url): its queue, steering, drains and cancels.
+        self.slurm_link: SlurmLink | None = None
+        self.slurm_actions: SlurmActions | None = None
+        if slurm is not None and slurm_token is not None:
+            self.slurm_link = SlurmLink(slurm, self.inbox, slurm_token)
+            self.slurm_actions = SlurmActions(self.connections, self.slurm_link)
         # Users and teams from the settings, offered for reservations and as owners.
         self.people = tuple(people)
         self._targets = list(dict.fromkeys(targets))
@@ -69,3 +80,5 @@ class ConsoleSession:
         self.pump.stop()
         self.connections.stop()
         self.history.close()
+        if self.slurm_link is not None:
+            self.slurm_link.close()

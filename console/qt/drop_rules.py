@@ -16,6 +16,7 @@ from console.fleet.control import WorkloadRow
 from console.fleet.model import FleetModel
 from console.fleet.placement import Place, Verdict, can_assign, can_reserve
 from console.qt.mime import HOLDER_MIME, WORKLOAD_MIME, read_holder, read_workload
+from console.qt.slurm_drop import SlurmDropRules, SlurmSteer
 
 
 def _now_ms() -> int:
@@ -29,21 +30,27 @@ class TileDrop:
     workload: WorkloadRow | None
     holder: str | None
     verdict: Verdict
+    slurm_job: SlurmSteer | None = None  # a pending Slurm job to steer to the tile's node
 
 
 class TileDropRules:
     def __init__(self, fleet: FleetModel, clock: Callable[[], int] = _now_ms) -> None:
         self._fleet = fleet
         self._clock = clock
+        self.slurm: SlurmDropRules | None = None  # with a profile's Slurm: its jobs drop too
 
-    @staticmethod
-    def carries(data: QMimeData) -> bool:
+    def carries(self, data: QMimeData) -> bool:
         """Is this a drag a tile takes at all (whatever the verdict)?"""
+        if self.slurm is not None and self.slurm.carries(data):
+            return True
         return data.hasFormat(WORKLOAD_MIME) or data.hasFormat(HOLDER_MIME)
 
     def judge(
         self, data: QMimeData, target: str, gpu: int, selection: Collection[Place] = ()
     ) -> TileDrop:
+        if self.slurm is not None and self.slurm.carries(data):
+            steer, verdict = self.slurm.judge(data, target, gpu)
+            return TileDrop(None, None, verdict, steer)
         now = self._clock()
         named = read_workload(data)
         if named is not None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Callable
 
 from PySide6.QtCore import QEvent, QModelIndex, QPoint, QRect, QSize, Qt, QTimer, Signal
 from PySide6.QtGui import (
@@ -87,6 +88,7 @@ class FleetGrid(QWidget):
     # Drops the rules accepted: the action goes out from whoever listens.
     workloadDropped = Signal(object, object)  # WorkloadRow, Verdict (its GPUs)
     holderDropped = Signal(str, object)  # holder, Verdict (its GPUs)
+    slurmJobDropped = Signal(object)  # SlurmSteer: a pending Slurm job to the tile's node
     # A verdict while hovering, or why a drop was refused: for the status bar.
     dropHint = Signal(str)
     releaseRequested = Signal(object, int)  # ReservationRow, the tile's GPU (from its menu)
@@ -120,6 +122,8 @@ class FleetGrid(QWidget):
         self._selection: set[Place] = set()  # Ctrl+click adds; a plain click starts over
         self._focus: Place | None = None  # the tile the arrow keys are on
         self.offers_placement = False  # menus add Assign/Reserve (set where someone answers)
+        # More entries for a tile's menu (menu, target, GPU): Slurm's drain and resume.
+        self.menu_extras: list[Callable[[QMenu, str, int], None]] = []
         self._rules = drop_rules
         self._hover: tuple[Place, TileDrop] | None = None
         self.last_drop: TileDrop | None = None  # the verdict on the latest drop
@@ -466,6 +470,8 @@ class FleetGrid(QWidget):
                 action = menu.addAction(text + suffix)
                 action.setEnabled(refusal is None)
                 action.triggered.connect(lambda _=False, s=signal: s.emit(target, gpu))
+        for extra in self.menu_extras:
+            extra(menu, target, gpu)
         return menu
 
     # -- drops -----------------------------------------------------------------
@@ -502,6 +508,8 @@ class FleetGrid(QWidget):
             self.workloadDropped.emit(drop.workload, drop.verdict)
         elif drop.holder is not None:
             self.holderDropped.emit(drop.holder, drop.verdict)
+        elif drop.slurm_job is not None:
+            self.slurmJobDropped.emit(drop.slurm_job)
 
     def _judge(self, event: QDragMoveEvent | QDropEvent) -> TileDrop | None:
         hit = self._hit(event.position().toPoint())

@@ -21,6 +21,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from console.fleet.control_requests import KillTarget
 from console.fleet.gpu_readings import gpu_readings
 from console.fleet.health_report import health_report
 from console.fleet.identity import Role
@@ -53,6 +54,8 @@ class GpuDetailPanel(QWidget):
         self._fleet, self._clock = fleet, clock
         self.key: GpuKey | None = None
         self.kill_refusal: str | None = None  # why our role may not kill on the node shown
+        # More entries for a process's menu (menu, process): cancel its Slurm job.
+        self.process_menu_extras: list[Callable[[QMenu, KillTarget], None]] = []
         self.title = QLabel("Click a GPU tile to see it here.")
         self.title.setObjectName("detailTitle")
         self.facts = QLabel("")
@@ -124,6 +127,8 @@ class GpuDetailPanel(QWidget):
             action.setToolTip(verdict.reason)
             menu.setToolTipsVisible(True)
             action.triggered.connect(lambda: self.killRequested.emit(victim))
+            for extra in self.process_menu_extras:
+                extra(menu, victim)
         return menu
 
     def _on_process_table_custom_context_menu_requested(self, pos: QPoint) -> None:

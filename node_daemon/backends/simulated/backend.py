@@ -178,9 +178,11 @@ class SimulatedBackend:
         if process.cpu_pct is not None:
             return process
         measured = self._watch.describe(process.pid, process.gpu_memory_bytes)
+        # Its Slurm job too, as the NVML backend reads it (a real Slurm job's process).
         return dataclasses.replace(
-            process, cpu_pct=measured.cpu_pct, host_memory_bytes=measured.host_memory_bytes
-        )
+            process, cpu_pct=measured.cpu_pct, host_memory_bytes=measured.host_memory_bytes,
+            slurm_job_id=process.slurm_job_id or measured.slurm_job_id,
+        )  # fmt: skip
 
     def close(self) -> None:
         """Nothing to release."""

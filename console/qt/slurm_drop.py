@@ -1,0 +1,49 @@
+"""SlurmDropRules: a pending Slurm job dragged over a node's tile, judged from Slurm's view."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from PySide6.QtCore import QMimeData
+
+from console.fleet.model import FleetModel
+from console.fleet.placement import Verdict
+from console.fleet.slurm_view import can_steer, job_words, slurm_name
+from console.qt.slurm_mime import SLURM_JOB_MIME, read_slurm_job
+from console.qt.slurm_watch import SlurmWatch
+
+
+@dataclass(frozen=True)
+class SlurmSteer:
+    """What a drop of a Slurm job on a tile asks: job `job_id` to Slurm node `node`."""
+
+    target: str  # the console's node (its audit log gets the record)
+    node: str
+    job_id: int
+    words: str  # "Slurm job 42 (ada, train)"
+
+
+class SlurmDropRules:
+    def __init__(self, fleet: FleetModel, watch: SlurmWatch) -> None:
+        self._fleet = fleet
+        self._watch = watch
+
+    @staticmethod
+    def carries(data: QMimeData) -> bool:
+        return data.hasFormat(SLURM_JOB_MIME)
+
+    def judge(self, data: QMimeData, target: str, gpu: int) -> tuple[SlurmSteer | None, Verdict]:
+        job_id = read_slurm_job(data)
+        if job_id is None:
+            return None, Verdict(False, "the drag names no Slurm job")
+        view, node = self._watch.view, self._fleet.node(target)
+        if node.info is None:
+            return None, Verdict(False, f"{target} has not said its host name (its Slurm name)")
+        name = slurm_name(node.name)
+        job = view.job(job_id)
+        verdict = can_steer(job, job_id, view.nodes.get(name), name)
+        if not verdict.ok:
+            return None, verdict
+        places = tuple((target, i) for i in range(node.gpu_count)) or ((target, gpu),)
+        steer = SlurmSteer(target, name, job_id, job_words(job, job_id))
+        return steer, Verdict(True, verdict.reason, places)

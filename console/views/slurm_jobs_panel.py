@@ -1,0 +1,59 @@
+"""The Slurm queue in the Workloads tab: the cluster's pending and running jobs, filterable.
+
+Read live (SlurmWatch: every 5 s while this panel is on screen). A pending job
+drags onto a node's tile: Slurm is asked to run it there.
+"""
+
+from __future__ import annotations
+
+from PySide6.QtGui import QHideEvent, QShowEvent
+from PySide6.QtWidgets import QAbstractItemView, QLabel, QLineEdit, QTableView, QWidget
+
+from console.fleet.slurm_view import SlurmView
+from console.qt.row_table import SortKeyProxy
+from console.qt.slurm_job_model import SlurmJobTableModel
+from console.qt.slurm_watch import SlurmWatch
+from console.views.row_table_panel import bar_over_table, set_up_row_table
+
+
+class SlurmJobsPanel(QWidget):
+    def __init__(self, watch: SlurmWatch, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("slurmJobsPanel")
+        self._watch = watch
+        self.model = SlurmJobTableModel()
+        self.proxy = SortKeyProxy()
+        self.proxy.setSourceModel(self.model)
+        self.filter = QLineEdit()
+        self.filter.setObjectName("slurmJobFilter")
+        self.filter.setPlaceholderText("Filter Slurm jobs (user, account, partition, state…)")
+        self.filter.setClearButtonEnabled(True)
+        self.filter.textChanged.connect(self.proxy.setFilterFixedString)
+        self.status = QLabel("Slurm: reading…")
+        self.status.setObjectName("slurmStatus")
+        self.table = QTableView()
+        self.table.setObjectName("slurmJobTable")
+        self.table.setModel(self.proxy)
+        self.table.setSortingEnabled(True)
+        set_up_row_table(self.table)
+        self.table.setDragEnabled(True)
+        self.table.setDragDropMode(QAbstractItemView.DragDropMode.DragOnly)
+        bar_over_table(self, [(self.filter, 1), self.status], self.table)
+        watch.changed.connect(self.on_view_changed)
+
+    def on_view_changed(self, view: SlurmView) -> None:
+        self.model.on_view_changed(view)
+        queue = view.queue()
+        pending = sum(1 for j in queue if j.pending)
+        when = view.read_at.astimezone().strftime("%H:%M:%S") if view.read_at else "never"
+        text = f"Slurm: {pending} pending, {len(queue) - pending} running · read {when}"
+        self.status.setText(f"{text} · last read failed: {view.error}" if view.error else text)
+        self.status.setToolTip(view.error)
+
+    def showEvent(self, event: QShowEvent) -> None:
+        super().showEvent(event)
+        self._watch.set_shown(True)
+
+    def hideEvent(self, event: QHideEvent) -> None:
+        super().hideEvent(event)
+        self._watch.set_shown(False)

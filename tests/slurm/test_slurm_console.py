@@ -1,0 +1,268 @@
+"""The console's Slurm views and actions against a real Slurm and real daemons, offscreen.
+
+Two daemons named gpu01 and gpu02 (Slurm's node names) under one console whose
+profile points at the test cluster's slurmrestd. Each action is checked in
+Slurm's own answer (`scontrol show`) and in the node's audit log (QueryAudit):
+a pending job dropped on a tile is steered there, a node drained and resumed
+from its tile's menu, a Slurm job's process cancelled from the process menu.
+Drags are replayed as real drag events handed to the grid (QDrag.exec would
+block offscreen); their MIME data comes from the Slurm queue's own model.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import grpc
+import pytest
+from PySide6.QtCore import QMimeData, QPointF, Qt
+from PySide6.QtGui import QAction, QDragEnterEvent, QDragMoveEvent, QDropEvent
+from PySide6.QtWidgets import QMessageBox
+
+from console.fleet.updates import LinkState
+from console.main_window import MainWindow
+from console.session import ConsoleSession
+from console.settings import SlurmProfile
+from console.views.slurm_prompts import DrainDialog
+from gpufleet.v1 import node_pb2 as pb
+from gpufleet.v1 import node_pb2_grpc as pb_grpc
+from node_daemon.backends.simulated.backend import SimulatedBackend
+from node_daemon.commands.backend_choice import simulated_backend
+from node_daemon.server import NodeDaemon
+from tests.conftest import FAST_CONFIG, DaemonFactory, wait_for
+from tests.slurm.harness import SlurmCluster
+
+NODES = ("gpu01", "gpu02")
+
+
+def field(shown: str, key: str) -> str:
+    match = re.search(rf"(?:^|\s){key}=(\S*)", shown)
+    assert match is not None, f"{key} not in {shown!r}"
+    return match[1]
+
+
+@dataclass
+class Console:
+    window: MainWindow
+    targets: dict[str, str]  # Slurm node name -> the console's target
+    daemons: dict[str, NodeDaemon]
+    backends: dict[str, SimulatedBackend]
+
+    def audit(self, node: str, method: str) -> list[pb.AuditRecord]:
+        with grpc.insecure_channel(self.targets[node]) as channel:
+            answer = pb_grpc.NodeServiceStub(channel).QueryAudit(pb.QueryAuditRequest(), timeout=5)
+        return [r for r in answer.records if r.method == method]
+
+
+@pytest.fixture
+def console(qtbot, slurm: SlurmCluster, start_daemon: DaemonFactory) -> Iterator[Console]:
+    # Odd seeds: the simulator's own processes belong to no Slurm job (only real ones do).
+    config = replace(FAST_CONFIG, gpus=8, seed=1)
+    backends = {name: simulated_backend(config) for name in NODES}
+    daemons = {name: start_daemon(backends[name], gpus=8, hostname=name, seed=1)
+               for name in NODES}  # fmt: skip
+    targets = {name: str(d.address) for name, d in daemons.items()}
+    profile = SlurmProfile(slurm.rest_url, "root", conf=slurm.layout.conf)
+    session = ConsoleSession(list(targets.values()), slurm=profile,
+                             slurm_token=lambda: slurm.token("root"))  # fmt: skip
+    window = MainWindow(session)
+    qtbot.addWidget(window)
+    window.resize(1400, 900)
+    session.start()
+    window.show()
+    window.tabs.setCurrentIndex(window.tabs.indexOf(window.slurm.panel.parentWidget()))  # type: ignore[union-attr]
+    for target in targets.values():
+        node = session.fleet.node(target)
+        qtbot.waitUntil(lambda n=node: n.state is LinkState.CONNECTED and len(n.latest) == 8,
+                        timeout=15_000)  # fmt: skip
+    qtbot.waitUntil(lambda: set(window.slurm.watch.view.nodes) >= set(NODES), timeout=15_000)  # type: ignore[union-attr]
+    yield Console(window, targets, daemons, backends)
+    session.stop()
+
+
+@pytest.fixture
+def jobs(slurm: SlurmCluster) -> Iterator[list[int]]:
+    made: list[int] = []
+    yield made
+    for job_id in made:
+        slurm.run("scancel", str(job_id))
+
+
+def undrain(slurm: SlurmCluster, node: str) -> None:
+    """Resume the node if a test left it drained (Slurm refuses to resume an idle node)."""
+    if "DRAIN" in field(slurm.scontrol_show("node", node), "State"):
+        slurm.run("scontrol", "update", f"nodename={node}", "state=resume")
+
+
+def job_pid(job_id: int) -> int | None:
+    """The pid of the job's `sleep`, found by its environment (SLURM_JOB_ID)."""
+    mark = f"SLURM_JOB_ID={job_id}\0".encode()
+    for proc in Path("/proc").iterdir():
+        try:
+            if (proc.name.isdigit() and (proc / "cmdline").read_bytes().startswith(b"sleep\0")
+                    and mark in (proc / "environ").read_bytes()):  # fmt: skip
+                return int(proc.name)
+        except OSError:
+            continue  # ended meanwhile
+    return None
+
+
+def job_mime(console: Console, job_id: int) -> QMimeData:
+    """What dragging the job's row out of the Slurm queue carries."""
+    panel = console.window.slurm.panel  # type: ignore[union-attr]
+    rows = [panel.proxy.index(r, 0) for r in range(panel.proxy.rowCount())]
+    index = next(i for i in rows if i.data() == str(job_id))
+    assert panel.proxy.flags(index) & Qt.ItemFlag.ItemIsDragEnabled
+    return panel.proxy.mimeData([index])
+
+
+def drag_and_drop(console: Console, mime: QMimeData, target: str) -> tuple[bool, str]:
+    """Hover over GPU 0's tile of `target`, then drop: (accepted, the hover's verdict)."""
+    grid = console.window.grid
+    tile = grid.tile_rect(target, 0)
+    assert tile is not None
+    pos, buttons = tile.center(), Qt.MouseButton.LeftButton
+    keys, copy = Qt.KeyboardModifier.NoModifier, Qt.DropAction.CopyAction
+    enter = QDragEnterEvent(pos, copy, mime, buttons, keys)
+    grid.dragEnterEvent(enter)
+    assert enter.isAccepted()
+    grid.dragMoveEvent(QDragMoveEvent(pos, copy, mime, buttons, keys))
+    assert grid.hover is not None
+    verdict = grid.hover[1].verdict
+    event = QDropEvent(QPointF(pos), copy, mime, buttons, keys)
+    grid.dropEvent(event)
+    return event.isAccepted(), verdict.reason
+
+
+def menu_action(actions: list[QAction], starts: str) -> QAction:
+    found = [a for a in actions if a.text().startswith(starts)]
+    assert found, f"no {starts!r} in {[a.text() for a in actions]}"
+    return found[0]
+
+
+def test_a_pending_job_dropped_on_a_tile_is_steered_there(
+    qtbot, console: Console, slurm: SlurmCluster, jobs: list[int]
+) -> None:
+    job_id = int(slurm.run("sbatch", "--parsable", "--begin=now+1hour", "--job-name=train-llm",
+                           "--gres=gpu:2", "--wrap", "sleep 600").strip())  # fmt: skip
+    jobs.append(job_id)
+    watch = console.window.slurm.watch  # type: ignore[union-attr]
+    qtbot.waitUntil(lambda: watch.view.job(job_id) is not None, timeout=15_000)
+    panel = console.window.slurm.panel  # type: ignore[union-attr]
+    panel.filter.setText("train-llm")
+    assert panel.proxy.rowCount() == 1
+    pump = console.window.session.pump
+    with qtbot.waitSignal(pump.commandFinished, timeout=15_000) as done:
+        accepted, verdict = drag_and_drop(
+            console, job_mime(console, job_id), console.targets["gpu02"]
+        )
+    assert accepted
+    assert verdict == f"Steer Slurm job {job_id} (train-llm) to gpu02: 8 of 8 GPUs free"
+    assert done.args[0].ok, done.args[0].message
+    assert field(slurm.scontrol_show("job", str(job_id)), "ReqNodeList") == "gpu02"
+    record = console.audit("gpu02", "slurm/steer_job")[-1]
+    assert (record.target, record.result) == (f"job={job_id}", "OK")
+    assert '"nodelist": "gpu02"' in record.params
+
+
+def test_a_drained_node_refuses_the_drop_in_slurms_words(
+    qtbot, console: Console, slurm: SlurmCluster, jobs: list[int]
+) -> None:
+    job_id = int(slurm.run("sbatch", "--parsable", "--begin=now+1hour", "--wrap",
+                           "sleep 600").strip())  # fmt: skip
+    jobs.append(job_id)
+    watch = console.window.slurm.watch  # type: ignore[union-attr]
+    slurm.run("scontrol", "update", "nodename=gpu01", "state=drain", "reason=disk full")
+    try:
+        watch.read_now()
+        qtbot.waitUntil(lambda: watch.view.job(job_id) is not None
+                        and watch.view.nodes["gpu01"].drained, timeout=15_000)  # fmt: skip
+        accepted, verdict = drag_and_drop(
+            console, job_mime(console, job_id), console.targets["gpu01"]
+        )
+    finally:
+        undrain(slurm, "gpu01")
+    assert not accepted
+    assert verdict.startswith("gpu01 is") and verdict.endswith("in Slurm: disk full")
+    assert field(slurm.scontrol_show("job", str(job_id)), "ReqNodeList") == "(null)"
+
+
+def test_drain_and_resume_from_the_tile_menu(qtbot, console: Console, slurm: SlurmCluster) -> None:
+    window, target = console.window, console.targets["gpu01"]
+    watch, prompts = window.slurm.watch, window.slurm.prompts  # type: ignore[union-attr]
+    pump = window.session.pump
+    try:
+        menu_action(window.grid.context_menu(target, 3).actions(), "Drain gpu01 in Slurm").trigger()
+        dialog = prompts.dialog
+        assert isinstance(dialog, DrainDialog)
+        assert (
+            dialog.focusWidget() in (None, dialog.reason)
+            and not dialog.buttons.button(dialog.buttons.StandardButton.Ok).isEnabled()
+        )
+        dialog.reason.setText("fan swap, ticket 4711")
+        with qtbot.waitSignal(pump.commandFinished, timeout=15_000) as done:
+            dialog.accept()
+        assert done.args[0].ok, done.args[0].message
+        shown = slurm.scontrol_show("node", "gpu01")
+        assert "DRAIN" in field(shown, "State") and "Reason=fan swap, ticket 4711" in shown
+        qtbot.waitUntil(lambda: watch.view.nodes["gpu01"].drained, timeout=15_000)
+        resume = menu_action(window.grid.context_menu(target, 3).actions(), "Resume gpu01")
+        with qtbot.waitSignal(pump.commandFinished, timeout=15_000) as done:
+            resume.trigger()
+        assert done.args[0].ok, done.args[0].message
+    finally:
+        undrain(slurm, "gpu01")
+    assert "DRAIN" not in field(slurm.scontrol_show("node", "gpu01"), "State")
+    drained = console.audit("gpu01", "slurm/drain")[-1]
+    assert (drained.target, drained.result) == ("node=gpu01", "OK")
+    assert "fan swap, ticket 4711" in drained.params
+    assert console.audit("gpu01", "slurm/resume")[-1].result == "OK"
+    assert console.audit("gpu02", "slurm/drain") == []
+
+
+def test_a_slurm_jobs_process_is_cancelled_through_slurm(
+    qtbot, console: Console, slurm: SlurmCluster, jobs: list[int]
+) -> None:
+    window, target, gpu = console.window, console.targets["gpu01"], 2
+    # A real Slurm job on gpu01 (slurmd runs it here); its process shown on a simulated GPU
+    # as a launched workload's is, its job read from /proc as the NVML backend reads it.
+    job_id = int(slurm.run("sbatch", "--parsable", "--nodelist=gpu01", "--gres=gpu:1",
+                           "--job-name=sim-train", "--wrap", "sleep 600").strip())  # fmt: skip
+    jobs.append(job_id)
+    wait_for(lambda: job_pid(job_id) is not None, 30, f"job {job_id}'s sleep to run")
+    pid = job_pid(job_id)
+    assert pid is not None
+    console.backends["gpu01"].attach_process(gpu, pid, "root", "sleep 600", 2**30, 0)
+    watch = window.slurm.watch  # type: ignore[union-attr]
+    watch.read_now()
+    qtbot.waitUntil(lambda: watch.view.job(job_id) is not None, timeout=15_000)
+    window.detail.show_gpu(target, gpu)
+    processes = window.detail.processes
+
+    def row_of_job() -> int | None:
+        window.detail.show_gpu(target, gpu)
+        rows = [processes.kill_target(r) for r in range(processes.rowCount())]
+        return next((r for r, k in enumerate(rows) if k and k.process.pid == pid
+                     and k.process.slurm_job_id == str(job_id)), None)  # fmt: skip
+
+    qtbot.waitUntil(lambda: row_of_job() is not None, timeout=15_000)
+    row = row_of_job()
+    assert row is not None
+    entry = menu_action(window.detail.process_menu(row).actions(), "Cancel Slurm job")
+    assert entry.text() == f"Cancel Slurm job {job_id} (root, sim-train)…"
+    entry.trigger()
+    box = window.slurm.prompts.dialog  # type: ignore[union-attr]
+    assert isinstance(box, QMessageBox) and f"Slurm job {job_id} (root, sim-train)" in box.text()
+    with qtbot.waitSignal(window.session.pump.commandFinished, timeout=15_000) as done:
+        box.button(QMessageBox.StandardButton.Yes).click()
+    assert done.args[0].ok, done.args[0].message
+    # A running job passes through COMPLETING while slurmd ends its processes.
+    state = lambda: field(slurm.scontrol_show("job", str(job_id)), "JobState")  # noqa: E731
+    wait_for(lambda: state() != "COMPLETING", 30, "Slurm to finish cancelling")
+    assert state() == "CANCELLED"
+    wait_for(lambda: job_pid(job_id) is None, 30, "the job's process to end")
+    record = console.audit("gpu01", "slurm/cancel_job")[-1]
+    assert (record.target, record.result) == (f"job={job_id}", "OK")
