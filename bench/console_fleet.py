@@ -22,6 +22,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -254,10 +255,14 @@ def alert_stats(fleet: FleetModel, version_before: int, wall_s: float) -> dict[s
     """Alerts the console held, and how often the alert book changed (each change
     refreshes the alert views)."""
     rows = fleet.alerts.alerts()
+    by_rule = Counter(a.rule for a in rows)
     return {
         "alerts": len(rows),
         "firing": sum(a.firing for a in rows),
         "changes_per_s": round((fleet.alerts.version - version_before) / wall_s, 2),
+        # What the book holds, most first: which rules grow it over a run.
+        "by_rule": dict(by_rule.most_common(10)),
+        "events_held": len(fleet.alerts.events()),
     }
 
 
