@@ -44,10 +44,14 @@ class CompactTile:
     def __init__(self, owner: TilePainter, style: CompactStyle) -> None:
         self._owner, self._style = owner, style
         self._figures: dict[str, tuple[QStaticText, int, int]] = {}  # text, width, height
+        self._text_pen = False  # whether the painter's pen is the figures' now
 
     def begin(self, painter: QPainter) -> None:
-        """Before a block's tiles: their one font (the figures set no font of their own)."""
+        """Before a block's tiles: their one font and pen (the figures set neither again
+        unless a frame took the pen)."""
         painter.setFont(self._owner.small)
+        painter.setPen(self._style.text)
+        self._text_pen = True
 
     def forget_figures(self) -> None:
         """The font changed: lay the figures out again."""
@@ -71,6 +75,8 @@ class CompactTile:
     def _frame(
         self, painter: QPainter, tile: QRect, severity: Severity | None, selected: bool
     ) -> None:
+        if severity is not None or selected:
+            self._text_pen = False
         if severity is not None:
             width = 2 if severity is Severity.CRITICAL else 1
             painter.setPen(QPen(self._style.alerts[severity], width))
@@ -99,7 +105,9 @@ class CompactTile:
         static, width, height = figure
         if width > tile.width() - 2 or height > tile.height() + 2:
             return
-        painter.setPen(self._style.text)
+        if not self._text_pen:
+            painter.setPen(self._style.text)
+            self._text_pen = True
         x = tile.x() + (tile.width() - width) // 2
         y = tile.y() + (tile.height() - height) // 2
         painter.drawStaticText(x, y, static)

@@ -1,12 +1,19 @@
-"""FleetSummary: one line in the status bar about the whole fleet."""
+"""FleetSummary: the status bar's line about the whole fleet, each figure naming its GPU or node.
+
+"3/4 nodes connected · 1 down: gpu-node-04 · 32 GPUs · hottest 71 °C on gpu-node-03:2 ·
+1 lost: gpu-node-01:3 · 2 critical · 5 warning". A figure that points somewhere is a
+button: the hottest or lost GPU opens it, the alert counts open the alerts filtered by
+severity, the nodes down open the inventory (where each node's state and why).
+"""
 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
 import numpy as np
-from PySide6.QtCore import QTimer
-from PySide6.QtWidgets import QLabel, QWidget
+from PySide6.QtCore import QTimer, Signal
+from PySide6.QtWidgets import QHBoxLayout, QToolButton, QWidget
 
 from console.fleet.alerts import Severity
 from console.fleet.columns import column
@@ -14,51 +21,136 @@ from console.fleet.model import Change, FleetModel, NodeRecord
 from console.fleet.updates import LinkState
 from gpufleet.v1.gpu_metrics import TEMP_GPU_C
 
+# Nodes named in "N down: a, b, …" before the rest is only counted.
+NAMED_DOWN = 2
 
-def _hottest(nodes: list[NodeRecord]) -> float | None:
-    """The highest GPU temperature of the nodes' newest ticks; None when none reported one."""
+
+@dataclass(frozen=True)
+class Figure:
+    """One part of the line; `opens` says where a click goes (None: nowhere)."""
+
+    name: str  # which part: "connected", "gpus", "hottest", "lost", "critical", "warning"
+    text: str
+    opens: tuple[str, int] | str | None = None  # a GPU (target, index), "alerts:…", "nodes"
+
+
+def _hottest(nodes: list[NodeRecord]) -> tuple[float, NodeRecord, int] | None:
+    """The hottest GPU of the nodes' newest ticks: (°C, node, index); None: none reported."""
     temp = column(TEMP_GPU_C)
-    newest = [rows[:, temp] for n in nodes if (rows := n.newest()) is not None]
-    temps = np.concatenate(newest) if newest else np.empty(0, np.float32)
-    temps = temps[~np.isnan(temps)]
-    return float(temps.max()) if temps.size else None
+    best: tuple[float, NodeRecord, int] | None = None
+    for node in nodes:
+        rows = node.newest()
+        if rows is None or not rows.shape[0]:
+            continue
+        temps = rows[:, temp]
+        if np.isnan(temps).all():
+            continue
+        index = int(np.nanargmax(temps))
+        if best is None or temps[index] > best[0]:
+            best = (float(temps[index]), node, index)
+    return best
 
 
-def summary_text(fleet: FleetModel) -> str:
+def figures(fleet: FleetModel) -> list[Figure]:
     nodes = fleet.nodes()
-    connected = sum(n.state is LinkState.CONNECTED for n in nodes)
-    lost = sum(s.health == "lost" for n in nodes for s in n.latest.values())
-    parts = [f"{connected}/{len(nodes)} nodes connected", f"{fleet.gpu_total()} GPUs"]
+    down = [n for n in nodes if n.state is not LinkState.CONNECTED]
+    connected = f"{len(nodes) - len(down)}/{len(nodes)} nodes connected"
+    if down:
+        names = ", ".join(n.name for n in down[:NAMED_DOWN])
+        more = f" and {len(down) - NAMED_DOWN} more" if len(down) > NAMED_DOWN else ""
+        found = [Figure("connected", f"{connected} · {len(down)} down: {names}{more}", "nodes")]
+    else:
+        found = [Figure("connected", connected)]
+    found.append(Figure("gpus", f"{fleet.gpu_total()} GPUs"))
     hottest = _hottest(nodes)
     if hottest is not None:
-        parts.append(f"hottest {hottest:.0f} °C")
+        temp, node, index = hottest
+        found.append(Figure("hottest", f"hottest {temp:.0f} °C on {node.name}:{index}",
+                            (node.target, index)))  # fmt: skip
+    lost = [(n, i) for n in nodes for i, s in sorted(n.latest.items()) if s.health == "lost"]
     if lost:
-        parts.append(f"{lost} lost")
+        first, index = lost[0]
+        where = f"{first.name}:{index}" + (" …" if len(lost) > 1 else "")
+        found.append(Figure("lost", f"{len(lost)} lost: {where}", (first.target, index)))
     active = list(fleet.alerts.active(int(time.time() * 1000)))
     for severity in (Severity.CRITICAL, Severity.WARNING):
         count = sum(a.severity is severity for a in active)
         if count:
-            parts.append(f"{count} {severity.label}")
-    return " · ".join(parts)
+            found.append(Figure(severity.label, f"{count} {severity.label}",
+                                f"alerts:{severity.label}"))  # fmt: skip
+    return found
+
+
+def summary_text(fleet: FleetModel) -> str:
+    return " · ".join(f.text for f in figures(fleet))
 
 
 # The summary walks every GPU: twice a second is plenty for a status line.
 REFRESH_MS = 500
+PARTS = ("connected", "gpus", "hottest", "lost", "critical", "warning")
 
 
-class FleetSummary(QLabel):
+class FleetSummary(QWidget):
+    gpuRequested = Signal(str, int)  # the hottest or a lost GPU: open it
+    alertsRequested = Signal(str)  # a severity's label: the alerts, filtered by it
+    nodesRequested = Signal()  # nodes down: where their states are
+
     def __init__(self, fleet: FleetModel, parent: QWidget | None = None) -> None:
-        super().__init__(summary_text(fleet), parent)
+        super().__init__(parent)
         self.setObjectName("fleetSummary")
         self._fleet = fleet
+        self._opens: dict[str, tuple[str, int] | str | None] = {}
+        layout = QHBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.setSpacing(10)
+        self.parts: dict[str, QToolButton] = {}
+        for name in PARTS:
+            button = QToolButton()
+            button.setObjectName(f"summary-{name}")
+            button.setAutoRaise(True)  # reads as text; raised under the pointer: a link
+            button.clicked.connect(lambda _=False, n=name: self._on_part_clicked(n))
+            layout.addWidget(button)
+            self.parts[name] = button
         self._timer = QTimer(self)
         self._timer.setObjectName("gpufleet-summary-timer")
         self._timer.setSingleShot(True)
         self._timer.timeout.connect(self._on_timer_timeout)
+        self._on_timer_timeout()
+
+    def text(self) -> str:
+        """The line as it reads (what `summary_text` said when last refreshed)."""
+        return " · ".join(b.text() for b in self.parts.values() if not b.isHidden())
 
     def on_fleet_changed(self, _changes: dict[str, Change]) -> None:
         if not self._timer.isActive():
             self._timer.start(REFRESH_MS)
 
     def _on_timer_timeout(self) -> None:
-        self.setText(summary_text(self._fleet))
+        shown = {f.name: f for f in figures(self._fleet)}
+        self._opens = {name: f.opens for name, f in shown.items()}
+        for name, button in self.parts.items():
+            figure = shown.get(name)
+            button.setHidden(figure is None)
+            if figure is None:
+                continue
+            button.setText(figure.text)
+            clickable = figure.opens is not None
+            button.setProperty("link", clickable)
+            button.setToolTip(_tooltip(figure) if clickable else "")
+
+    def _on_part_clicked(self, name: str) -> None:
+        opens = self._opens.get(name)
+        if isinstance(opens, tuple):
+            self.gpuRequested.emit(*opens)
+        elif opens == "nodes":
+            self.nodesRequested.emit()
+        elif isinstance(opens, str) and opens.startswith("alerts:"):
+            self.alertsRequested.emit(opens.removeprefix("alerts:"))
+
+
+def _tooltip(figure: Figure) -> str:
+    if isinstance(figure.opens, tuple):
+        return "Click: open this GPU"
+    if figure.opens == "nodes":
+        return "Click: the nodes' states (Inventory)"
+    return f"Click: the {figure.name} alerts"

@@ -134,7 +134,9 @@ class TilePainter:
         if quiet is not None and quiet.not_responding:
             painter.setBrush(NOT_RESPONDING)
         painter.drawEllipse(dot)
-        model_name = (node.data(roles.MODEL_NAME_ROLE) or "").removeprefix("NVIDIA ")
+        model_name = ""  # a compact block has room for the node's name only
+        if not self.metrics.compact:
+            model_name = (node.data(roles.MODEL_NAME_ROLE) or "").removeprefix("NVIDIA ")
         if quiet is not None and quiet.not_responding:
             model_name = ""  # room for what matters more: "not responding: no data 7 s"
         status = _node_status(state, quiet)

@@ -1,0 +1,305 @@
+"""Tiles that fill the window: the real window over real daemons at 1366x768, 1920x1080 and
+3840x2160; compact tiles for 1,000 GPUs; sorting; labels that keep the node when grouped.
+
+Geometry is asserted on the laid-out tiles and the scroll area's viewport: what a
+person sees without scrolling is what lies inside the viewport.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from PySide6.QtCore import QPoint, QRect, Qt
+from PySide6.QtGui import QFont, QFontMetrics
+from PySide6.QtTest import QTest
+from PySide6.QtWidgets import QScrollArea
+
+from console.fleet.columns import COLUMN_COUNT, column
+from console.fleet.model import Change, FleetModel
+from console.fleet.tile_order import TileFacts, TileOrder, ordered, ordered_groups
+from console.fleet.updates import (
+    GpuInfo,
+    GpuSnapshot,
+    InventoryUpdate,
+    LinkState,
+    LinkUpdate,
+    NodeInfo,
+    SamplesUpdate,
+)
+from console.main_window import MainWindow
+from console.qt import roles
+from console.qt.fleet_item_model import FleetItemModel
+from console.views.fleet_grid import FleetGrid
+from console.views.grid_layout import DEFAULT, TILE_MAX, Group, fit, tile_labels
+from console.views.tile_painter import TilePainter
+from gpufleet.v1.gpu_metrics import MEM_TOTAL_BYTES, MEM_USED_BYTES, TEMP_GPU_C, UTIL_GPU_PCT
+from tests.console.test_main_window import open_window, wait_connected
+
+__all__ = ["open_window"]  # a fixture, used by name
+GIB = 1 << 30
+
+
+# -- the real window over real daemons ----------------------------------------------
+
+
+def four_nodes(qtbot, open_window, start_daemon) -> MainWindow:  # type: ignore[no-untyped-def]
+    daemons = [start_daemon(gpus=8, hostname=f"gpu-node-{n:02d}") for n in range(1, 5)]
+    window = open_window(*(str(d.address) for d in daemons))
+    for daemon in daemons:
+        wait_connected(qtbot, window, str(daemon.address))
+    return window
+
+
+def resized(qtbot, window: MainWindow, width: int, height: int) -> list[QRect]:  # type: ignore[no-untyped-def]
+    """Every tile after the window took `width` x `height` (and the grid its new room)."""
+    window.resize(width, height)
+    viewport = window.fleet_scroll.viewport()
+    qtbot.waitUntil(lambda: window.grid.width() == viewport.width(), timeout=5_000)
+    QTest.qWait(0)  # the relayouts the resize posted
+    return [tile for block in window.grid.blocks for tile in block.tiles]
+
+
+def in_view(window: MainWindow, tiles: list[QRect]) -> bool:
+    """All tiles visible without scrolling: inside the viewport, with no scroll bar to move."""
+    scroll = window.fleet_scroll
+    seen = QRect(QPoint(0, 0), scroll.viewport().size())
+    offset = QPoint(scroll.horizontalScrollBar().value(), scroll.verticalScrollBar().value())
+    return scroll.verticalScrollBar().maximum() == 0 and all(
+        seen.contains(tile.translated(-offset)) for tile in tiles
+    )
+
+
+def test_four_nodes_fit_at_1366x768(qtbot, open_window, start_daemon) -> None:
+    window = four_nodes(qtbot, open_window, start_daemon)
+    window.showNormal()
+    tiles = resized(qtbot, window, 1366, 768)
+    assert len(tiles) == 32
+    assert in_view(window, tiles), "all 4 nodes x 8 GPUs visible at 1366x768, no scrolling"
+    assert not window.grid.metrics.compact  # still room for the label and the numbers
+    assert len({(t.x(), t.y()) for t in tiles}) == 32  # no two tiles on one spot
+
+
+def test_tiles_grow_to_fill_full_hd_and_4k(qtbot, open_window, start_daemon) -> None:
+    window = four_nodes(qtbot, open_window, start_daemon)
+    sizes = {}
+    for width, height in ((1920, 1080), (3840, 2160)):
+        tiles = resized(qtbot, window, width, height)
+        assert in_view(window, tiles)
+        viewport = window.fleet_scroll.viewport().size()
+        used = QRect()
+        for block in window.grid.blocks:
+            used = used.united(block.rect)
+        tile = window.grid.metrics.tile
+        # Filled: the blocks reach across most of the width or down most of the height,
+        # or the tiles have reached their largest size.
+        filled = used.width() >= 0.8 * viewport.width() or used.height() >= 0.8 * viewport.height()
+        assert filled or tile.width() == TILE_MAX.width() or tile.height() == TILE_MAX.height(), (
+            f"{width}x{height}: tiles {tile.toTuple()} use {used.size().toTuple()} "
+            f"of {viewport.toTuple()}"
+        )
+        assert tile.width() > DEFAULT.tile.width() and tile.height() > DEFAULT.tile.height()
+        sizes[width] = tile.width() * tile.height()
+    assert sizes[3840] > sizes[1920]  # a bigger screen, bigger tiles
+    assert window.grid.metrics.large  # and larger type
+
+
+def test_a_click_still_opens_the_tile_under_it_after_a_resize(
+    qtbot, open_window, start_daemon
+) -> None:
+    window = four_nodes(qtbot, open_window, start_daemon)
+    resized(qtbot, window, 1366, 768)
+    block = window.grid.blocks[3]
+    qtbot.mouseClick(window.grid, Qt.MouseButton.LeftButton, pos=block.tiles[5].center())
+    target = window.session.items.index(block.group.node_row, 0).data(roles.TARGET_ROLE)
+    assert window.grid.selected == (target, block.group.members[5][1])
+
+
+# -- 1,000 GPUs: compact --------------------------------------------------------------
+
+
+def big_fleet(nodes: int = 125, gpus: int = 8) -> FleetModel:
+    """A fleet as the network would fill it: inventories, links, one tick each."""
+    fleet = FleetModel(ring_capacity=4)
+    rng = np.random.default_rng(7)
+    for n in range(nodes):
+        target = f"127.0.0.1:{41000 + n}"
+        fleet.add_node(target)
+        info = NodeInfo(
+            hostname=f"gpu-node-{n:03d}", driver_version="550", cuda_version="12.4",
+            daemon_version="0.1", backend="simulated", backend_ok=True, backend_detail="",
+            sample_interval_s=1.0,
+            gpus=tuple(GpuInfo(i, f"GPU-{n:03d}{i:05d}", "NVIDIA H100", None, None, 80 * GIB,
+                               700.0) for i in range(gpus)),
+        )  # fmt: skip
+        fleet.apply(InventoryUpdate(target, info))
+        fleet.apply(LinkUpdate(target, LinkState.CONNECTED))
+        rows = np.full((gpus, COLUMN_COUNT), np.nan, np.float32)
+        rows[:, column(TEMP_GPU_C)] = rng.uniform(30, 80, gpus).round()
+        rows[:, column(UTIL_GPU_PCT)] = rng.uniform(0, 100, gpus).round()
+        rows[:, column(MEM_USED_BYTES)] = 10
+        rows[:, column(MEM_TOTAL_BYTES)] = 80
+        snaps = tuple(GpuSnapshot(i, "ok", "", ()) for i in range(gpus))
+        assert fleet.apply(SamplesUpdate(target, 1e9, rows, snaps, False)) is Change.DATA
+    return fleet
+
+
+def scrolled_grid(qtbot, fleet: FleetModel, width: int, height: int) -> FleetGrid:  # type: ignore[no-untyped-def]
+    """The grid in a scroll area, as the window holds it, with a `width` x `height` view."""
+    items = FleetItemModel(fleet)
+    grid = FleetGrid(items)
+    scroll = QScrollArea()
+    scroll.setFrameShape(QScrollArea.Shape.NoFrame)
+    scroll.setWidgetResizable(True)
+    scroll.setWidget(grid)
+    qtbot.addWidget(scroll)
+    scroll.resize(width, height)
+    scroll.show()
+    qtbot.waitUntil(lambda: grid.width() == scroll.viewport().width() > 0, timeout=5_000)
+    grid.items, grid.scroll = items, scroll  # kept alive with the widget
+    return grid
+
+
+def test_a_thousand_gpus_fit_one_screen_as_compact_tiles(qtbot) -> None:
+    fleet = big_fleet()
+    grid = scrolled_grid(qtbot, fleet, 1150, 800)  # the grid's part of a 1920x1080 window
+    tiles = [tile for block in grid.blocks for tile in block.tiles]
+    assert len(tiles) == 1000 and grid.metrics.compact
+    view = QRect(0, 0, 1150, 800)
+    assert all(view.contains(tile) for tile in tiles), "all 1,000 GPUs without scrolling"
+    assert grid.minimumHeight() == 0  # nothing holds the grid taller than its view
+    qtbot.waitUntil(lambda: grid.scroll.verticalScrollBar().maximum() == 0, timeout=5_000)
+    # A compact tile is its colour and one figure; its label does not fit and is left out.
+    image = grid.grab().toImage()
+    ratio = image.devicePixelRatio()
+    tile = grid.tile_rect("127.0.0.1:41000", 0)
+    assert tile is not None
+    fill = image.pixelColor(QPoint(tile.x() + 1, tile.y() + 1) * ratio)
+    assert fill.saturation() > 60, "the tile is coloured by its temperature"
+    middle = [image.pixelColor(QPoint(x, y) * ratio) for x in range(tile.x(), tile.right())
+              for y in range(tile.y() + 2, tile.bottom() - 1)]  # fmt: skip
+    assert sum(c.lightness() > 200 for c in middle) > 5, "the figure is drawn"
+    top_left = [image.pixelColor(QPoint(x, tile.y() + 2) * ratio) for x in range(tile.x() + 1,
+                tile.x() + 4)]  # fmt: skip
+    assert all(c == fill for c in top_left), "no label text in the corner"
+
+
+def test_fleets_too_big_for_compact_tiles_scroll(qtbot) -> None:
+    grid = scrolled_grid(qtbot, big_fleet(nodes=500), 800, 500)
+    assert grid.metrics.compact and grid.metrics.tile.height() >= 11
+    assert grid.scroll.verticalScrollBar().maximum() > 0  # the rest is a scroll away
+
+
+def test_fit_grows_to_the_largest_tile_and_shrinks_to_compact() -> None:
+    four = fit([8] * 4, 3000, 2000)
+    assert four.tile.width() == TILE_MAX.width() and not four.compact
+    assert fit([8] * 4, 800, 480).tile.width() >= 84  # 1366x768's grid: full tiles
+    assert fit([8] * 125, 1150, 800).compact
+    assert fit([], 800, 600) == DEFAULT
+
+
+# -- sorting ----------------------------------------------------------------------------
+
+
+def test_orders_are_stable_and_put_unknown_last() -> None:
+    facts = {
+        "a": TileFacts(60.2, 10, 0), "b": TileFacts(71.0, 95, 0), "c": TileFacts(60.4, 0, 3),
+        "d": TileFacts(None, None, 0), "e": TileFacts(45.0, 50, 2),
+    }  # fmt: skip
+    items = list(facts)
+    assert ordered(items, facts.__getitem__, TileOrder.NODE) == items
+    # 60.2 and 60.4 both show as 60 °C: they keep their order.
+    assert ordered(items, facts.__getitem__, TileOrder.HOTTEST) == ["b", "a", "c", "e", "d"]
+    assert ordered(items, facts.__getitem__, TileOrder.BUSIEST) == ["b", "e", "a", "c", "d"]
+    assert ordered(items, facts.__getitem__, TileOrder.IDLE) == ["c", "a", "e", "b", "d"]
+    assert ordered(items, facts.__getitem__, TileOrder.ALERTING) == ["c", "e", "b", "a", "d"]
+    groups = ordered_groups([["a", "d"], ["e", "b"]], facts.__getitem__, TileOrder.HOTTEST)
+    assert groups == [(1, ["b", "e"]), (0, ["a", "d"])]  # the group with the hottest first
+
+
+def test_sorted_grid_shows_hottest_first_and_returns_to_node_order(qtbot) -> None:
+    fleet = big_fleet(nodes=3)
+    window_grid = scrolled_grid(qtbot, fleet, 1200, 700)
+    temps = {(n.target, g): n.value(g, TEMP_GPU_C) for n in fleet for g in range(n.gpu_count)}
+    utils = {(n.target, g): n.value(g, UTIL_GPU_PCT) for n in fleet for g in range(n.gpu_count)}
+    hottest = max(temps, key=lambda p: temps[p] or 0)
+    idlest = min(utils, key=lambda p: utils[p] or 0)
+
+    def first_place() -> tuple[str, int]:
+        block = window_grid.blocks[0]
+        node_row, gpu = block.group.members[0]
+        return fleet.nodes()[node_row].target, gpu
+
+    window_grid.set_order("hottest first")
+    assert first_place() == hottest
+    shown = [temps[(fleet.nodes()[r].target, g)] for r, g in window_grid.blocks[0].group.members]
+    assert shown == sorted(shown, reverse=True)  # inside the block too
+    window_grid.set_order(TileOrder.IDLE)
+    assert first_place() == idlest
+    window_grid.set_order(TileOrder.NODE)
+    assert [b.group.members for b in window_grid.blocks] == [
+        tuple((row, g) for g in range(8)) for row in range(3)
+    ]
+
+
+def test_sort_control_in_the_toolbar_sorts_the_grid(qtbot, open_window, start_daemon) -> None:
+    window = four_nodes(qtbot, open_window, start_daemon)
+    orders = [window.sort_by.itemText(i) for i in range(window.sort_by.count())]
+    assert orders == ["node order", "hottest first", "busiest first", "idle first",
+                      "alerting first"]  # fmt: skip
+    window.sort_by.setCurrentText("hottest first")
+    assert window.grid.order is TileOrder.HOTTEST
+    items = window.session.items
+
+    def first_is_hottest() -> bool:
+        node_row, gpu = window.grid.blocks[0].group.members[0]
+        first = items.gpu_index(items.index(node_row, 0).data(roles.TARGET_ROLE), gpu)
+        shown = round(window.session.fleet.nodes()[node_row].value(gpu, TEMP_GPU_C) or 0)
+        hottest = max(round(n.value(g, TEMP_GPU_C) or 0) for n in window.session.fleet
+                      for g in range(n.gpu_count))  # fmt: skip
+        return first.isValid() and shown == hottest
+
+    # Re-sorted as the data changes (once a second at most): it keeps holding.
+    qtbot.waitUntil(first_is_hottest, timeout=5_000)
+
+
+# -- labels -----------------------------------------------------------------------------
+
+
+def test_grouped_labels_keep_the_node_and_shorten_from_the_middle() -> None:
+    job = Group("Slurm job 4242", None, ((0, 1),), "4242", "Slurm job")
+    assert tile_labels(job, "gpu-node-03", 1) == ("job 4242 · gpu-node-03:1", "gpu-node-03:1")
+    node = Group("gpu-node-03", 0, ((0, 1),))
+    assert tile_labels(node, "gpu-node-03", 1) == ("GPU 1",)
+    painter = TilePainter()
+    assert painter.label_text(tile_labels(job, "gpu-node-03", 1), 400) == (
+        "job 4242 · gpu-node-03:1"
+    )
+    short = painter.label_text(tile_labels(job, "gpu-node-03", 1), 60)
+    assert short != "gpu-node-03:1" and "…" in short  # too narrow even for the node:index
+    assert short.startswith("gpu") and short.endswith(":1"), short  # its ends stay
+    mid = painter.label_text(tile_labels(job, "gpu-node-03", 1), _width("gpu-node-03:1") + 2)
+    assert mid == "gpu-node-03:1"  # the job goes first (the block's title names it)
+
+
+def _width(text: str) -> int:
+    """The width of `text` in a full tile's label font (8 pt)."""
+    font = QFont()
+    font.setPointSizeF(8)
+    return QFontMetrics(font).horizontalAdvance(text)
+
+
+def test_group_by_job_in_the_window_labels_tiles_with_their_node(
+    qtbot, open_window, start_daemon
+) -> None:
+    slurm_node = start_daemon(gpus=8, seed=0, hostname="gpu-node-07")  # even seeds: Slurm
+    window = open_window(str(slurm_node.address))
+    wait_connected(qtbot, window, str(slurm_node.address))
+    window.group_by.setCurrentText("Slurm job")
+    jobs = [b for b in window.grid.blocks if b.group.key]
+    assert jobs, "the Slurm node's jobs are groups"
+    block = jobs[0]
+    labels = tile_labels(block.group, "gpu-node-07", block.group.members[0][1])
+    assert labels[0] == f"job {block.group.key} · gpu-node-07:{block.group.members[0][1]}"
+    # The tile shows it: light label pixels in its top-left corner.
+    image = window.grid.grab(block.tiles[0]).toImage()
+    assert any(image.pixelColor(x, y).lightness() > 200 for x in range(4, 40)
+               for y in range(3, 14)), "a label is drawn"  # fmt: skip
