@@ -20,9 +20,13 @@ from console.notify.tray import TrayNotifier
 from console.qt.alert_notifier import NotificationSink
 from console.qt.qt_logging import install_qt_log_handler
 from console.session import ConsoleSession
+from console.settings import SlurmProfile
 from console.views.looks import apply_to_app
 from console.views.theme import DARK
 from console.views.window_looks import WindowLooks
+
+# The profile's Slurm and where its token comes from (called off the GUI thread).
+SlurmSource = tuple[SlurmProfile, Callable[[], str]]
 
 log = logging.getLogger(__name__)
 
@@ -55,10 +59,12 @@ def build_window(
     theme: str = "auto",
     wall: bool = False,
     prometheus: PrometheusSource | None = None,
+    slurm: SlurmSource | None = None,
 ) -> MainWindow:
     session = ConsoleSession(
-        targets, people=people, security=security, profile=profile, prometheus=prometheus
-    )
+        targets, people=people, security=security, profile=profile, prometheus=prometheus,
+        slurm=slurm[0] if slurm else None, slurm_token=slurm[1] if slurm else None,
+    )  # fmt: skip
     # Desktop notifications first; the tray only where no notification server runs.
     sinks: list[NotificationSink] = [DesktopNotifier(), TrayNotifier()]
     window = MainWindow(session, sinks=sinks, notify=notify)
@@ -81,10 +87,12 @@ def run_console(
     theme: str = "auto",
     wall: bool = False,
     prometheus: PrometheusSource | None = None,
+    slurm: SlurmSource | None = None,
 ) -> int:
     """Show the console until closed; with `screenshot`, render offscreen, save, exit."""
     app = qt_application(offscreen=screenshot is not None)
-    window = build_window(targets, people, security, profile, notify, theme, wall, prometheus)
+    window = build_window(targets, people, security, profile, notify, theme, wall, prometheus,
+                          slurm)  # fmt: skip
     if on_ready is not None:
         on_ready(window)
     if screenshot is not None:

@@ -146,11 +146,17 @@ def run_console_command(args: argparse.Namespace) -> int:
     logging.getLogger("gpufleet.console").info("popups: %s", profile.notify.describe())
     # The plots' ranges older than the nodes keep: the profile's Prometheus, if any.
     from console.connections.prometheus_range import source_of
+    from console.slurm_token import slurm_token
 
+    # The profile's Slurm (slurm_url): its token is fetched on the Slurm link's thread.
+    slurm_keys = profile.slurm
+    slurm = None if slurm_keys is None else (
+        slurm_keys, lambda: slurm_token(profile.name, slurm_keys)
+    )  # fmt: skip
     return run_console(nodes, screenshot=args.screenshot, people=profile.people,
                        security=security, profile=profile.name, notify=profile.notify,
                        theme=profile.theme, wall=args.wall,
-                       prometheus=source_of(profile))  # fmt: skip
+                       prometheus=source_of(profile), slurm=slurm)  # fmt: skip
 
 
 def add_login_command(commands: argparse._SubParsersAction) -> None:

@@ -66,7 +66,7 @@ class SlurmWatch(QObject):
             self.read_now()
 
     def on_command_finished(self, result: CommandResult) -> None:
-        if "Slurm" in result.what or "in Slurm" in result.what:
+        if "Slurm" in result.what:  # SlurmActions' answers: Slurm changed, read it again
             self.read_now()
 
     def stop(self) -> None:

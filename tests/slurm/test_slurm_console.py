@@ -33,7 +33,7 @@ from node_daemon.backends.simulated.backend import SimulatedBackend
 from node_daemon.commands.backend_choice import simulated_backend
 from node_daemon.server import NodeDaemon
 from tests.conftest import FAST_CONFIG, DaemonFactory, wait_for
-from tests.slurm.harness import SlurmCluster
+from tests.slurm.harness import REST_USER, SlurmCluster
 
 NODES = ("gpu01", "gpu02")
 
@@ -58,16 +58,20 @@ class Console:
 
 
 @pytest.fixture
-def console(qtbot, slurm: SlurmCluster, start_daemon: DaemonFactory) -> Iterator[Console]:
+def console(
+    request: pytest.FixtureRequest, qtbot, slurm: SlurmCluster, start_daemon: DaemonFactory
+) -> Iterator[Console]:
+    """The console of Slurm user root (Slurm's administrator here), or the user parametrized."""
+    user = getattr(request, "param", "root")
     # Odd seeds: the simulator's own processes belong to no Slurm job (only real ones do).
     config = replace(FAST_CONFIG, gpus=8, seed=1)
     backends = {name: simulated_backend(config) for name in NODES}
     daemons = {name: start_daemon(backends[name], gpus=8, hostname=name, seed=1)
                for name in NODES}  # fmt: skip
     targets = {name: str(d.address) for name, d in daemons.items()}
-    profile = SlurmProfile(slurm.rest_url, "root", conf=slurm.layout.conf)
+    profile = SlurmProfile(slurm.rest_url, user, conf=slurm.layout.conf)
     session = ConsoleSession(list(targets.values()), slurm=profile,
-                             slurm_token=lambda: slurm.token("root"))  # fmt: skip
+                             slurm_token=lambda: slurm.token(user))  # fmt: skip
     window = MainWindow(session)
     qtbot.addWidget(window)
     window.resize(1400, 900)
@@ -266,3 +270,26 @@ def test_a_slurm_jobs_process_is_cancelled_through_slurm(
     wait_for(lambda: job_pid(job_id) is None, 30, "the job's process to end")
     record = console.audit("gpu01", "slurm/cancel_job")[-1]
     assert (record.target, record.result) == (f"job={job_id}", "OK")
+
+
+# The harness's slurmrestd account: a plain user, in no Slurm admin list.
+@pytest.mark.parametrize("console", [REST_USER], indirect=True)
+def test_slurm_decides_what_each_person_may_do_and_its_refusal_is_audited(
+    qtbot, console: Console, slurm: SlurmCluster, jobs: list[int]
+) -> None:
+    """Steering root's job as a plain user is refused by Slurm, not by gpufleet; audited."""
+    job_id = int(slurm.run("sbatch", "--parsable", "--begin=now+1hour", "--job-name=roots",
+                           "--wrap", "sleep 600").strip())  # fmt: skip
+    jobs.append(job_id)
+    watch = console.window.slurm.watch  # type: ignore[union-attr]
+    qtbot.waitUntil(lambda: watch.view.job(job_id) is not None, timeout=15_000)
+    pump = console.window.session.pump
+    with qtbot.waitSignal(pump.commandFinished, timeout=15_000) as done:
+        accepted, _ = drag_and_drop(console, job_mime(console, job_id), console.targets["gpu02"])
+    assert accepted  # Slurm's view allows it; Slurm's permissions decide
+    refusal = done.args[0].message
+    # Slurm 22.05's word for "not your job and you are no operator".
+    assert not done.args[0].ok and "Invalid user id" in refusal, refusal
+    assert field(slurm.scontrol_show("job", str(job_id)), "ReqNodeList") == "(null)"
+    record = console.audit("gpu02", "slurm/steer_job")[-1]
+    assert record.result == refusal and record.user == "local"
