@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
 from PySide6.QtCore import Qt
@@ -23,8 +24,10 @@ from console.connections.actions import SilenceActions
 from console.fleet.alerts import AlertRow, EventRow
 from console.fleet.credential_expiry import ExpiryAnnouncer, ExpiryNotice
 from console.fleet.healing_notices import healing_notices
+from console.fleet.node_names import name_nodes
 from console.fleet.not_responding import is_local
 from console.fleet.notify_settings import NotifySettings
+from console.fleet.tile_order import TileOrder
 from console.fleet.updates import CommandResult
 from console.qt.access_watcher import AccessWatcher
 from console.qt.alert_model import AlertTableModel
@@ -54,10 +57,11 @@ from console.views.inventory_panel import InventoryPanel
 from console.views.keyboard_menus import open_menus_from_keyboard
 from console.views.people_panel import PeoplePanel
 from console.views.place_prompts import PlacePrompts
+from console.views.plot_history import PlotHistory
 from console.views.release_prompts import ReleasePrompts
 from console.views.reservations_panel import ReservationsPanel
+from console.views.search_box import SearchBox
 from console.views.silence_dialog import SilenceDialog
-from console.views.plot_history import PlotHistory
 from console.views.silence_panel import SilencePanel
 from console.views.silence_prompts import SilencePrompts
 from console.views.slurm_parts import SlurmParts
@@ -142,6 +146,10 @@ class MainWindow(QMainWindow):
         self.group_by = QComboBox()
         self.group_by.setObjectName("groupBy")
         self.group_by.addItems(list(GROUPINGS))
+        self.sort_by = QComboBox()
+        self.sort_by.setObjectName("sortBy")
+        self.sort_by.addItems([order.value for order in TileOrder])  # node order first
+        self.search = SearchBox(fleet)
         self.mute = QAction("Mute sound", self, checkable=True)
         self.tabs = QTabWidget()
         # With the profile's Slurm: its queue, drops, drain/resume and job cancels.
@@ -152,7 +160,9 @@ class MainWindow(QMainWindow):
         self._compose()
         self._wire()
         # Keyboard: the window's shortcuts (F1 lists them with every other key).
-        self.keys = WindowKeys(self, self.grid, self.tabs, self.detail.process_table, self.mute)
+        self.keys = WindowKeys(
+            self, self.grid, self.tabs, self.detail.process_table, self.mute, self.search.focus
+        )
 
     def _compose(self) -> None:
         scroll = QScrollArea()
@@ -193,6 +203,10 @@ class MainWindow(QMainWindow):
         toolbar.addWidget(self.color_by)
         toolbar.addWidget(QLabel(" Group by "))
         toolbar.addWidget(self.group_by)
+        toolbar.addWidget(QLabel(" Sort "))
+        toolbar.addWidget(self.sort_by)
+        toolbar.addSeparator()
+        toolbar.addWidget(self.search)
         toolbar.addSeparator()
         toolbar.addAction(self.mute)
         self.addToolBar(toolbar)
@@ -289,6 +303,13 @@ class MainWindow(QMainWindow):
         open_menus_from_keyboard(self.detail.process_table)  # Menu key: Kill…
         self.color_by.currentTextChanged.connect(self.grid.set_color_by)
         self.group_by.currentTextChanged.connect(self.grid.set_grouping)
+        # Finding: the sort, the search box and the status bar's figures lead to a GPU.
+        self.sort_by.currentTextChanged.connect(self.grid.set_order)
+        self.search.found.connect(self.open_gpu)
+        self.search.left.connect(self.grid.setFocus)
+        self.summary.gpuRequested.connect(self.open_gpu)
+        self.summary.alertsRequested.connect(self._on_summary_alerts_requested)
+        self.summary.nodesRequested.connect(self._on_summary_nodes_requested)
         self.mute.toggled.connect(self._on_mute_toggled)
 
     def _people_names(self) -> list[str]:
@@ -328,7 +349,16 @@ class MainWindow(QMainWindow):
             if not self.session.fleet.silence_local(alert, dialog.duration_s, actor, reason):
                 self.session.actions.silence(alert, dialog.duration_s, reason)
 
+    def _on_summary_alerts_requested(self, severity: str) -> None:
+        self.tabs.setCurrentWidget(self.alerts_tab)
+        self.alerts_tab.show_alerts()
+        self.alert_panel.filter.setText(severity)
+
+    def _on_summary_nodes_requested(self) -> None:
+        self.tabs.setCurrentWidget(self.inventory_panel)  # each node's state, and why
+
     def _on_silence_reminder_due(self, text: str) -> None:
+        text = name_nodes(self.session.fleet, text)
         self.toast.show_notice("Silence ending", text, "silences")
         self.notifier.remind("Silence ending", text)
 
@@ -347,6 +377,7 @@ class MainWindow(QMainWindow):
             self.notifier.remind(notice.title, notice.body)
 
     def _on_credential_notice_due(self, notice: ExpiryNotice) -> None:
+        notice = dataclasses.replace(notice, body=name_nodes(self.session.fleet, notice.body))
         self.toast.show_notice(notice.title, notice.body, "credentials")
         self.show_message(notice.body)
 
@@ -369,8 +400,8 @@ class MainWindow(QMainWindow):
         )
 
     def show_message(self, text: str) -> None:
-        """The one place where messages for the user appear."""
-        self.statusBar().showMessage(text, MESSAGE_MS)
+        """The one place where messages for the user appear (nodes by name, not address)."""
+        self.statusBar().showMessage(name_nodes(self.session.fleet, text), MESSAGE_MS)
 
     def _on_mute_toggled(self, muted: bool) -> None:
         self.notifier.muted = muted

@@ -16,6 +16,7 @@ from PySide6.QtWidgets import QDialog, QDialogButtonBox, QLabel, QVBoxLayout, QW
 WINDOW_KEYS: dict[str, tuple[str, ...]] = {
     "shortcuts": ("F1", "?"),
     "grid": ("Ctrl+G",),
+    "search": ("Ctrl+F",),
     "processes": ("Ctrl+P",),
     "mute": ("Ctrl+M",),
     "tabs": tuple(f"Ctrl+{n}" for n in range(1, 8)),
@@ -25,6 +26,8 @@ SECTIONS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
     ("Window", (
         ("F1, ?", "this list of shortcuts"),
         ("Ctrl+G", "go to the fleet grid"),
+        ("Ctrl+F", "find a GPU (node:index), node, user, Slurm job, container or UUID; "
+                   "Enter: the next match; Esc: back to the grid, on the match"),
         ("Ctrl+P", "go to the selected GPU's processes"),
         ("Ctrl+1 … Ctrl+7", "open a bottom tab: Alerts, Events, Workloads, People, "
                             "Inventory, Usage, Audit"),

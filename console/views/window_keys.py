@@ -1,10 +1,13 @@
 """WindowKeys: the main window's own shortcuts, exactly those WINDOW_KEYS lists.
 
-F1 or ? shows every shortcut; Ctrl+G goes to the grid, Ctrl+P to the selected
-GPU's processes, Ctrl+1 … Ctrl+7 to a bottom tab's table; Ctrl+M mutes.
+F1 or ? shows every shortcut; Ctrl+G goes to the grid, Ctrl+F to the search box,
+Ctrl+P to the selected GPU's processes, Ctrl+1 … Ctrl+7 to a bottom tab's table;
+Ctrl+M mutes.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from PySide6.QtCore import QObject, Qt
 from PySide6.QtGui import QAction, QKeySequence, QShortcut
@@ -21,6 +24,7 @@ class WindowKeys(QObject):
         tabs: QTabWidget,
         processes: QAbstractItemView,
         mute: QAction,
+        search: Callable[[], None] | None = None,
     ) -> None:
         super().__init__(window)
         self.setObjectName("windowKeys")
@@ -36,6 +40,8 @@ class WindowKeys(QObject):
             "processes": self._focus_processes,
             "mute": mute.toggle,
         }
+        if search is not None:
+            slots["search"] = search
         for name, slot in slots.items():
             for keys in WINDOW_KEYS[name]:
                 QShortcut(QKeySequence(keys), window, slot)
