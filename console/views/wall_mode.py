@@ -123,7 +123,7 @@ class WallMode(QObject):
         elif kind == QEvent.Type.Show and watched.objectName() in HIDDEN_WIDGETS:
             widget = watched
             if isinstance(widget, QWidget) and self._window.isAncestorOf(widget):
-                QTimer.singleShot(0, widget.hide)
+                widget.hide()  # at once: deferred, it showed between frames
         elif (
             kind == QEvent.Type.KeyPress
             and isinstance(event, QKeyEvent)
