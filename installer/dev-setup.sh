@@ -28,10 +28,14 @@ case "$purpose" in
   # Slurm (22.05 on bookworm) is installed, not unpacked: its binaries load plugins from
   # a fixed path. Its services start only with /etc/slurm/slurm.conf, which this does not
   # write; tests/slurm starts its own daemons from a generated configuration. The JWT
-  # plugin is a package of its own (auth/jwt, which slurmrestd's tokens need).
+  # plugin is a package of its own (auth/jwt, which slurmrestd's tokens need). slurmdbd
+  # and MariaDB give the test cluster Slurm's accounting (sacct): tests/slurm/accounting.py
+  # runs its own MariaDB (a temporary datadir, a free port); on a host with systemd the
+  # package also starts the system's (`systemctl disable --now mariadb` if unwanted).
   test) packages="$qt_runtime $qt_xcb gcc libc6-dev procps python3-venv dbus-daemon dunst xvfb
         openbox xdotool systemd desktop-file-utils shellcheck systemd-container polkitd nodejs
-        munge slurmctld slurmd slurmrestd slurm-client slurm-wlm-jwt-plugin"
+        munge slurmctld slurmd slurmrestd slurm-client slurm-wlm-jwt-plugin
+        slurmdbd mariadb-server mariadb-client"
         # Real peers the tests talk to. Unpacked into .tools/ rather than
         # installed: installing would enable and start their system services.
         tools="prometheus-alertmanager prometheus" ;;

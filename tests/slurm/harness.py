@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from console.connections.slurm_rest import API_VERSION
+from tests.slurm.accounting import start_accounting
 from tests.slurm.slurm_config import ClusterLayout, gpu_files, gres_conf, slurm_conf
 from tests.tools import free_port
 
@@ -46,6 +47,8 @@ NEEDED = {
     "sinfo": "slurm-client",
 }
 START_DEADLINE_S = 60.0
+# MariaDB's first start and slurmdbd making its tables, on a busy 2-core machine.
+ACCOUNTING_DEADLINE_S = 60.0
 STOP_DEADLINE_S = 15.0
 PR_SET_PDEATHSIG = 1
 
@@ -241,10 +244,13 @@ def _rest_up(url: str, token: str) -> bool:
 
 
 @contextmanager
-def slurm_cluster(nodes: Sequence[str] = ("gpu01", "gpu02")) -> Iterator[SlurmCluster]:
-    """A real Slurm cluster on loopback for the duration of the block."""
+def slurm_cluster(
+    nodes: Sequence[str] = ("gpu01", "gpu02"), accounting: bool = False
+) -> Iterator[SlurmCluster]:
+    """A real Slurm cluster on loopback for the duration of the block; `accounting`: with
+    slurmdbd and MariaDB (tests/slurm/accounting.py), so sacct answers."""
     began = time.monotonic()
-    deadline = began + START_DEADLINE_S
+    deadline = began + START_DEADLINE_S + (ACCOUNTING_DEADLINE_S if accounting else 0.0)
     with ExitStack() as stack:
         # Before any daemon: removed after they all stopped (userdel refuses a user in use).
         account = stack.enter_context(_rest_account())
@@ -259,6 +265,8 @@ def slurm_cluster(nodes: Sequence[str] = ("gpu01", "gpu02")) -> Iterator[SlurmCl
         _start_munge(daemons, layout, env)
         daemons.wait(layout.munge_socket.exists, "munged", lambda: cluster.log_tail("munged.log"),
               deadline)  # fmt: skip
+        if accounting:
+            start_accounting(daemons, layout, env, deadline, cluster.log_tail)
         daemons.start("slurmctld", ["slurmctld", "-D", "-c", "-f", str(layout.conf)], env)
         daemons.wait(lambda: _ctld_up(env), "slurmctld", lambda: cluster.log_tail("slurmctld.log"),
               deadline)  # fmt: skip
