@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 from google.protobuf.message import Message
@@ -298,10 +298,15 @@ def decode_audit(target: str, reply: pb.QueryAuditResponse) -> tuple[AuditRow, .
 
 
 def decode_usage(target: str, reply: pb.QueryUsageResponse) -> NodeUsage:
+    def cost(r: pb.UsageRow, field: Literal["cost", "gpu_cost", "energy_cost"]) -> float | None:
+        return getattr(r, field) if r.HasField(field) else None
+
     rows = tuple(
         UsageRow(
             r.key, r.gpu_seconds, r.busy_gpu_seconds, r.memory_gib_seconds, r.energy_joules,
             r.reserved_seconds, r.reserved_idle_seconds, r.workloads,
+            cost(r, "cost"), cost(r, "gpu_cost"), cost(r, "energy_cost"),
+            reply.currency if r.HasField("cost") else "", tuple(r.accounts),
         )
         for r in reply.rows
     )  # fmt: skip

@@ -1,6 +1,8 @@
 """Usage of the fleet: every node's QueryUsage answer merged into one report.
 
-Rows with the same key (user, team, node or day) are summed across nodes.
+Rows with the same key (user, team, node, day or Slurm account) are summed across
+nodes, their costs too where the nodes price in one currency: a node without prices
+adds no cost, and nodes in different currencies give no sum (the row says "mixed").
 KPIs are recomputed fleet-wide where the nodes' numbers allow it:
 
 - GPU-seconds observed: the sum.
@@ -20,11 +22,12 @@ from __future__ import annotations
 import csv
 import io
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, replace
 
 # What a report can be grouped by: each is QueryUsage's USAGE_GROUPING_<NAME>.
-GROUPINGS = ("user", "team", "node", "day")
+GROUPINGS = ("user", "team", "node", "day", "account")
 HOUR = 3600.0
+MIXED = "mixed"  # the currency of a sum of costs in different currencies: none
 
 
 @dataclass(frozen=True)
@@ -44,10 +47,38 @@ class UsageRow:
     reserved_seconds: float = 0.0
     reserved_idle_seconds: float = 0.0
     workloads: int = 0
+    # By the node's [usage.prices], in `currency`; None where it has none.
+    cost: float | None = None
+    gpu_cost: float | None = None
+    energy_cost: float | None = None
+    currency: str = ""
+    accounts: tuple[str, ...] = ()  # the Slurm accounts charged
 
     def plus(self, other: UsageRow) -> UsageRow:
-        sums = {f.name: getattr(self, f.name) + getattr(other, f.name) for f in fields(self)[1:]}
-        return UsageRow(self.key, **sums)
+        sums = {name: getattr(self, name) + getattr(other, name) for name in AMOUNTS}
+        currency = _currency(self.currency, other.currency)
+        return replace(
+            self, **sums, currency=currency,
+            cost=_cost(self.cost, other.cost, currency),
+            gpu_cost=_cost(self.gpu_cost, other.gpu_cost, currency),
+            energy_cost=_cost(self.energy_cost, other.energy_cost, currency),
+            accounts=tuple(sorted({*self.accounts, *other.accounts})),
+        )  # fmt: skip
+
+
+def _currency(a: str, b: str) -> str:
+    return a if b in ("", a) else b if a == "" else MIXED
+
+
+def _cost(a: float | None, b: float | None, currency: str) -> float | None:
+    if currency == MIXED or (a is None and b is None):
+        return None
+    return (a or 0.0) + (b or 0.0)
+
+
+AMOUNTS = ("gpu_seconds", "busy_gpu_seconds", "memory_gib_seconds", "energy_joules",
+           "reserved_seconds", "reserved_idle_seconds", "workloads")  # fmt: skip
+COSTS = ("cost", "gpu_cost", "energy_cost")
 
 
 @dataclass(frozen=True)
@@ -134,16 +165,28 @@ def top(rows: Sequence[UsageRow], count: int, value: str = "gpu_seconds") -> lis
     return sorted(chosen, key=lambda r: (-getattr(r, value), r.key))[:count]
 
 
-CSV_VALUES = ("gpu_seconds", "busy_gpu_seconds", "memory_gib_seconds", "energy_joules",
-              "reserved_seconds", "reserved_idle_seconds", "workloads")  # fmt: skip
+CSV_VALUES = AMOUNTS
 
 
 def usage_csv(rows: Sequence[UsageRow], grouping: str) -> str:
-    """The export: one line per key, raw units (seconds, GiB·s, joules), like `gpufleet usage`."""
+    """The export: one line per key, raw units (seconds, GiB·s, joules), like `gpufleet usage`,
+    then cost, gpu_cost, energy_cost (empty without prices), currency and the accounts."""
     out = io.StringIO()
     writer = csv.writer(out)
-    writer.writerow([grouping, *CSV_VALUES])
+    writer.writerow([grouping, *CSV_VALUES, *COSTS, "currency", "accounts"])
     for row in rows:
         values = [getattr(row, name) for name in CSV_VALUES]
-        writer.writerow([row.key, *(f"{v:.3f}" if isinstance(v, float) else v for v in values)])
+        costs = [getattr(row, name) for name in COSTS]
+        writer.writerow([
+            row.key, *(f"{v:.3f}" if isinstance(v, float) else v for v in values),
+            *("" if c is None else f"{c:.4f}" for c in costs), row.currency, " ".join(row.accounts),
+        ])  # fmt: skip
     return out.getvalue()
+
+
+def currency_of(rows: Iterable[UsageRow]) -> str:
+    """The one currency of these rows' costs, "" without prices, MIXED for several."""
+    found = ""
+    for row in rows:
+        found = _currency(found, row.currency)
+    return found

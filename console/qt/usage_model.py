@@ -30,6 +30,7 @@ from console.fleet.usage import (
     NodeUsage,
     UsageQuery,
     UsageRow,
+    currency_of,
     fleet_kpis,
     merge_rows,
     usage_csv,
@@ -67,6 +68,29 @@ COLUMNS: tuple[Column, ...] = (
 )
 
 
+def _money(name: str, header: str) -> Column:
+    """A cost column; its header gets the currency. Unpriced rows sort below zero."""
+
+    def value(r: UsageRow) -> float:
+        amount = getattr(r, name)
+        return -1.0 if amount is None else float(amount)
+
+    def text(r: UsageRow) -> str:
+        amount = getattr(r, name)
+        return "" if amount is None else f"{amount:,.2f}"
+
+    return Column(header, value, text)
+
+
+COST_COLUMNS: tuple[Column, ...] = (
+    _money("cost", "cost"),
+    _money("gpu_cost", "GPU cost"),
+    _money("energy_cost", "energy cost"),
+    Column("accounts", lambda r: " ".join(r.accounts), lambda r: ", ".join(r.accounts)),
+)
+ALL_COLUMNS = COLUMNS + COST_COLUMNS
+
+
 class UsageTableModel(QAbstractTableModel):
     # A line for the panel: the KPIs, and the nodes that did not answer.
     refreshed = Signal(str)
@@ -78,6 +102,7 @@ class UsageTableModel(QAbstractTableModel):
         self._rows: list[UsageRow] = []
         self.by_grouping: dict[str, list[UsageRow]] = {}
         self.kpis: FleetKpis | None = None
+        self.currency = ""  # of the rows' costs: "" without prices, "mixed" for several
         self._round: QueryRound | None = None
         self._asked = UsageQuery()
 
@@ -114,6 +139,7 @@ class UsageTableModel(QAbstractTableModel):
         self.query = query
         self.by_grouping = {key: merge_rows(found, key) for key, found in usages.items()}
         self._rows = self.by_grouping[query.grouping]
+        self.currency = currency_of(self._rows)
         table = usages[query.grouping]
         self.kpis = fleet_kpis(table) if table else None
         self.endResetModel()
@@ -136,22 +162,27 @@ class UsageTableModel(QAbstractTableModel):
         return 0 if parent.isValid() else len(self._rows)
 
     def columnCount(self, parent: Index = QModelIndex()) -> int:  # noqa: B008
-        return 0 if parent.isValid() else len(COLUMNS)
+        return 0 if parent.isValid() else len(ALL_COLUMNS)
 
     def headerData(self, section: int, orientation: Qt.Orientation, role: int = 0) -> Any:
         if role != Qt.ItemDataRole.DisplayRole or orientation != Qt.Orientation.Horizontal:
             return None
-        return self.query.grouping if section == 0 else COLUMNS[section].header
+        if section == 0:
+            return self.query.grouping
+        header = ALL_COLUMNS[section].header
+        priced = self.currency and ALL_COLUMNS[section] in COST_COLUMNS[:3]
+        return f"{header} {self.currency}" if priced else header
 
     def data(self, index: Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
         if not index.isValid():
             return None
-        row, column = self._rows[index.row()], COLUMNS[index.column()]
+        row, column = self._rows[index.row()], ALL_COLUMNS[index.column()]
         if role == Qt.ItemDataRole.DisplayRole:
             return column.text(row)
         if role == SORT_ROLE:
             return column.value(row)
-        if role == Qt.ItemDataRole.TextAlignmentRole and index.column() > 0:
+        numeric = 0 < index.column() < len(ALL_COLUMNS) - 1  # the accounts are words
+        if role == Qt.ItemDataRole.TextAlignmentRole and numeric:
             return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
         return None
 

@@ -49,7 +49,9 @@ def test_usage_csv_is_raw_units_with_the_grouping_as_column() -> None:
     text = usage_csv([UsageRow("ml", 7200.5, workloads=2)], "team")
     lines = list(csv.reader(io.StringIO(text)))
     assert lines[0][:3] == ["team", "gpu_seconds", "busy_gpu_seconds"]
-    assert lines[1][:2] == ["ml", "7200.500"] and lines[1][-1] == "2"
+    assert lines[1][:2] == ["ml", "7200.500"] and lines[1][lines[0].index("workloads")] == "2"
+    assert lines[0][-5:] == ["cost", "gpu_cost", "energy_cost", "currency", "accounts"]
+    assert lines[1][-5:] == ["", "", "", "", ""]  # no prices, no accounts
 
 
 def audit_row(target: str, seq: int, time_ms: int, user: str = "ada") -> AuditRow:
