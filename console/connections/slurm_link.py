@@ -63,12 +63,15 @@ class SlurmLink:
 
     def _read(self, query_id: int) -> None:
         try:
-            jobs, nodes = self.run(lambda rest, _: (rest.jobs(), rest.nodes()))
+            jobs, nodes, held = self.run(
+                lambda rest, _: (rest.jobs(), rest.nodes(), rest.reservations())
+            )
         except SlurmError as exc:
             view = SlurmView(read_at=datetime.now(UTC), error=str(exc))
             self._inbox.put(QueryResult(SLURM_TARGET, READ, query_id, False, str(exc), view))
             return
-        view = SlurmView(tuple(jobs), {n.name: n for n in nodes}, datetime.now(UTC))
+        view = SlurmView(tuple(jobs), {n.name: n for n in nodes}, datetime.now(UTC),
+                         reservations=tuple(held))  # fmt: skip
         self._inbox.put(QueryResult(SLURM_TARGET, READ, query_id, True, "done", view))
 
     def run(self, act: Callable[[SlurmRestClient, ScontrolWithToken], T]) -> T:

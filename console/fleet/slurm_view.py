@@ -8,12 +8,13 @@ first dot), the rule node_daemon's SlurmWatcher uses too.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
 from console.fleet.placement import Verdict
-from console.fleet.slurm_model import SlurmJob, SlurmNode
+from console.fleet.slurm_model import SlurmJob, SlurmNode, SlurmReservation
 
 
 def slurm_name(hostname: str) -> str:
@@ -29,6 +30,7 @@ class SlurmView:
     nodes: Mapping[str, SlurmNode] = field(default_factory=dict)
     read_at: datetime | None = None
     error: str = ""
+    reservations: tuple[SlurmReservation, ...] = ()
 
     def job(self, job_id: int) -> SlurmJob | None:
         return next((j for j in self.jobs if j.job_id == job_id), None)
@@ -67,3 +69,65 @@ def job_words(job: SlurmJob | None, job_id: int) -> str:
     if job is None:
         return f"Slurm job {job_id}"
     return f"Slurm job {job.job_id} ({job.user}, {job.name})"
+
+
+@dataclass(frozen=True)
+class SlurmReserve:
+    """A holder dropped on Slurm nodes: a Slurm reservation for them, on those nodes.
+
+    `targets` are the console's nodes (each one's audit log gets the record), in
+    the order of `nodes`, their Slurm names.
+    """
+
+    holder: str
+    targets: tuple[str, ...]
+    nodes: tuple[str, ...]
+
+    @property
+    def users(self) -> tuple[str, ...]:
+        return () if self.holder.startswith("team:") else (self.holder,)
+
+    @property
+    def accounts(self) -> tuple[str, ...]:
+        """A team reserves as the Slurm account of its name."""
+        return (self.holder.removeprefix("team:"),) if self.holder.startswith("team:") else ()
+
+
+def can_reserve_in_slurm(
+    holder: str, view: SlurmView, named: Mapping[str, str]
+) -> tuple[SlurmReserve | None, Verdict]:
+    """Reserve the nodes (console target -> Slurm name) in Slurm for a user or team:NAME."""
+    unknown = sorted(name for name in named.values() if name not in view.nodes)
+    if unknown:
+        return None, Verdict(False, f"Slurm has no node {', '.join(unknown)}")
+    down = sorted(name for name in named.values() if view.nodes[name].down)
+    if down:
+        return None, Verdict(False, f"{', '.join(down)} down in Slurm")
+    ask = SlurmReserve(holder, tuple(named), tuple(named.values()))
+    whom = f"account {ask.accounts[0]}" if ask.accounts else holder
+    return ask, Verdict(True, f"Reserve {', '.join(ask.nodes)} in Slurm for {whom}…")
+
+
+_RANGE = re.compile(r"([^\[,]*)\[([^\]]+)\]([^,]*)")
+
+
+def expand_hostlist(hosts: str) -> tuple[str, ...]:
+    """Slurm's host list as names: "gpu[01-02],cpu7" -> gpu01, gpu02, cpu7 (one bracket)."""
+    names: list[str] = []
+    for match_or_name in re.finditer(r"[^,\[]*(?:\[[^\]]*\])?[^,]*", hosts):
+        item = match_or_name.group(0)
+        ranged = _RANGE.fullmatch(item)
+        if ranged is None:
+            names += [item] if item else []
+            continue
+        head, spans, tail = ranged.groups()
+        for span in spans.split(","):
+            low, _, high = span.partition("-")
+            for n in range(int(low), int(high or low) + 1):
+                names.append(f"{head}{n:0{len(low)}d}{tail}")
+    return tuple(names)
+
+
+def reservation_name(holder: str, stamp: str) -> str:
+    """A Slurm reservation name for a holder ("team:ml" -> "gpufleet-ml-1201-2215")."""
+    return re.sub(r"[^A-Za-z0-9_-]", "-", f"gpufleet-{holder.removeprefix('team:')}-{stamp}")

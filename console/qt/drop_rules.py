@@ -15,6 +15,7 @@ from PySide6.QtCore import QMimeData
 from console.fleet.control import WorkloadRow
 from console.fleet.model import FleetModel
 from console.fleet.placement import Place, Verdict, can_assign, can_reserve
+from console.fleet.slurm_view import SlurmReserve
 from console.qt.mime import HOLDER_MIME, WORKLOAD_MIME, read_holder, read_workload
 from console.qt.slurm_drop import SlurmDropRules, SlurmSteer
 
@@ -31,6 +32,7 @@ class TileDrop:
     holder: str | None
     verdict: Verdict
     slurm_job: SlurmSteer | None = None  # a pending Slurm job to steer to the tile's node
+    slurm_reserve: SlurmReserve | None = None  # a holder on Slurm nodes: reserve them there
 
 
 class TileDropRules:
@@ -60,6 +62,10 @@ class TileDropRules:
             verdict = can_assign(workload, self._fleet, target, gpu, now, selection)
             return TileDrop(workload, None, verdict)
         holder = read_holder(data)
+        if holder is not None and self.slurm is not None and self.slurm.reserves(target):
+            # Slurm owns reservations on its nodes: the drop asks it, not the daemon.
+            ask, verdict = self.slurm.judge_holder(holder, target, gpu, selection)
+            return TileDrop(None, None, verdict, slurm_reserve=ask)
         if holder is not None:
             verdict = can_reserve(holder, self._fleet, target, gpu, now, selection)
             return TileDrop(None, holder, verdict)

@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 
 from PySide6.QtCore import QMimeData
 
 from console.fleet.model import FleetModel
-from console.fleet.placement import Verdict
-from console.fleet.slurm_view import can_steer, job_words, slurm_name
+from console.fleet.placement import Place, Verdict
+from console.fleet.slurm_view import (
+    SlurmReserve,
+    can_reserve_in_slurm,
+    can_steer,
+    job_words,
+    slurm_name,
+)
 from console.qt.slurm_mime import SLURM_JOB_MIME, read_slurm_job
 from console.qt.slurm_watch import SlurmWatch
 
@@ -47,3 +54,22 @@ class SlurmDropRules:
         places = tuple((target, i) for i in range(node.gpu_count)) or ((target, gpu),)
         steer = SlurmSteer(target, name, job_id, job_words(job, job_id))
         return steer, Verdict(True, verdict.reason, places)
+
+    def reserves(self, target: str) -> bool:
+        """Does a holder dropped on this node's tile reserve it in Slurm (a node Slurm has)?"""
+        node = self._fleet.node(target)
+        return node.info is not None and slurm_name(node.name) in self._watch.view.nodes
+
+    def judge_holder(
+        self, holder: str, target: str, gpu: int, selection: Collection[Place]
+    ) -> tuple[SlurmReserve | None, Verdict]:
+        """The hovered node, or every selected node where the hovered tile is selected."""
+        chosen = {t for t, _ in selection} if (target, gpu) in selection else {target}
+        targets = sorted(chosen, key=lambda t: self._fleet.node(t).name)
+        named = {t: slurm_name(self._fleet.node(t).name) for t in targets
+                 if self._fleet.node(t).info is not None}  # fmt: skip
+        if len(named) < len(targets):
+            return None, Verdict(False, "a selected node has not said its host name yet")
+        ask, verdict = can_reserve_in_slurm(holder, self._watch.view, named)
+        places = tuple((t, i) for t in targets for i in range(self._fleet.node(t).gpu_count))
+        return ask, Verdict(verdict.ok, verdict.reason, places if verdict.ok else ())

@@ -57,8 +57,9 @@ class SlurmWatch(QObject):
         if isinstance(answer.payload, SlurmView):
             # A failed read keeps the last good jobs and nodes, and says why it failed.
             view = answer.payload
-            self.view = view if answer.ok else SlurmView(self.view.jobs, self.view.nodes,
-                                                         view.read_at, view.error)  # fmt: skip
+            old = self.view
+            self.view = view if answer.ok else SlurmView(old.jobs, old.nodes, view.read_at,
+                                                         view.error, old.reservations)  # fmt: skip
             self.changed.emit(self.view)
         if self._again:
             self._again = False

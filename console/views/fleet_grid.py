@@ -90,6 +90,7 @@ class FleetGrid(QWidget):
     workloadDropped = Signal(object, object)  # WorkloadRow, Verdict (its GPUs)
     holderDropped = Signal(str, object)  # holder, Verdict (its GPUs)
     slurmJobDropped = Signal(object)  # SlurmSteer: a pending Slurm job to the tile's node
+    slurmHolderDropped = Signal(object)  # SlurmReserve: a holder on Slurm nodes
     # A verdict while hovering, or why a drop was refused: for the status bar.
     dropHint = Signal(str)
     releaseRequested = Signal(object, int)  # ReservationRow, the tile's GPU (from its menu)
@@ -511,6 +512,8 @@ class FleetGrid(QWidget):
             self.holderDropped.emit(drop.holder, drop.verdict)
         elif drop.slurm_job is not None:
             self.slurmJobDropped.emit(drop.slurm_job)
+        elif drop.slurm_reserve is not None:
+            self.slurmHolderDropped.emit(drop.slurm_reserve)
 
     def _judge(self, event: QDragMoveEvent | QDropEvent) -> TileDrop | None:
         hit = self._hit(event.position().toPoint())

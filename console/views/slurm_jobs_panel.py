@@ -6,17 +6,28 @@ drags onto a node's tile: Slurm is asked to run it there.
 
 from __future__ import annotations
 
+from PySide6.QtCore import Signal
 from PySide6.QtGui import QHideEvent, QShowEvent
-from PySide6.QtWidgets import QAbstractItemView, QLabel, QLineEdit, QTableView, QWidget
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QLabel,
+    QLineEdit,
+    QPushButton,
+    QTableView,
+    QWidget,
+)
 
 from console.fleet.slurm_view import SlurmView
 from console.qt.row_table import SortKeyProxy
 from console.qt.slurm_job_model import SlurmJobTableModel
+from console.qt.slurm_reservation_model import RESERVATION_ROLE, SlurmReservationTableModel
 from console.qt.slurm_watch import SlurmWatch
 from console.views.row_table_panel import bar_over_table, set_up_row_table
 
 
 class SlurmJobsPanel(QWidget):
+    releaseRequested = Signal(object)  # SlurmReservation, to confirm and release
+
     def __init__(self, watch: SlurmWatch, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("slurmJobsPanel")
@@ -38,11 +49,28 @@ class SlurmJobsPanel(QWidget):
         set_up_row_table(self.table)
         self.table.setDragEnabled(True)
         self.table.setDragDropMode(QAbstractItemView.DragDropMode.DragOnly)
-        bar_over_table(self, [(self.filter, 1), self.status], self.table)
+        layout = bar_over_table(self, [(self.filter, 1), self.status], self.table)
+        # Slurm's reservations (a holder dropped on Slurm nodes makes one), released here.
+        self.reservations = SlurmReservationTableModel()
+        self.reservation_table = QTableView()
+        self.reservation_table.setObjectName("slurmReservationTable")
+        self.reservation_table.setModel(self.reservations)
+        set_up_row_table(self.reservation_table)
+        self.release = QPushButton("Release reservation…")
+        self.release.setObjectName("slurmRelease")
+        self.release.clicked.connect(self._on_release_clicked)
+        layout.addWidget(self.reservation_table)
+        layout.addWidget(self.release)
         watch.changed.connect(self.on_view_changed)
+
+    def _on_release_clicked(self) -> None:
+        index = self.reservation_table.currentIndex()
+        if index.isValid():
+            self.releaseRequested.emit(index.data(RESERVATION_ROLE))
 
     def on_view_changed(self, view: SlurmView) -> None:
         self.model.on_view_changed(view)
+        self.reservations.on_view_changed(view)
         queue = view.queue()
         pending = sum(1 for j in queue if j.pending)
         when = view.read_at.astimezone().strftime("%H:%M:%S") if view.read_at else "never"

@@ -37,6 +37,8 @@ class SlurmParts(QObject):
         pump.queryFinished.connect(self.watch.on_query_finished)
         pump.commandFinished.connect(self.watch.on_command_finished)
         grid.slurmJobDropped.connect(self.prompts.steer)
+        grid.slurmHolderDropped.connect(self.prompts.ask_reserve)
+        self.panel.releaseRequested.connect(self.prompts.ask_release)
         grid.menu_extras.append(self.prompts.tile_entries)
         detail.process_menu_extras.append(self.prompts.process_entries)
         self.watch.read_now()

@@ -22,10 +22,12 @@ from console.connections.slurm_actions import SlurmActions
 from console.fleet.control_requests import KillTarget
 from console.fleet.identity import Role
 from console.fleet.model import FleetModel
-from console.fleet.slurm_view import job_words, slurm_name
+from console.fleet.slurm_model import SlurmReservation
+from console.fleet.slurm_view import SlurmReserve, expand_hostlist, job_words, slurm_name
 from console.qt.slurm_drop import SlurmSteer
 from console.qt.slurm_watch import SlurmWatch
 from console.views.prompt_host import PromptHost
+from console.views.slurm_reserve_dialog import SlurmReserveDialog
 
 
 class DrainDialog(QDialog):
@@ -115,3 +117,20 @@ class SlurmPrompts(PromptHost):
     def steer(self, steer: SlurmSteer) -> None:
         """A drop is the ask: Slurm decides (and its answer shows on the message line)."""
         self._actions.steer(steer.target, steer.node, steer.job_id, steer.words)
+
+    def ask_reserve(self, reserve: SlurmReserve) -> None:
+        dialog = SlurmReserveDialog(reserve, self._parent)
+        self._open(dialog, lambda: self._actions.reserve(reserve, dialog.ask()))
+
+    def ask_release(self, reservation: SlurmReservation) -> None:
+        """Confirm, then delete it in Slurm; the console's nodes it held get the record."""
+        names = set(expand_hostlist(reservation.nodes))
+        targets = [n.target for n in self._fleet.nodes()
+                   if n.info is not None and slurm_name(n.name) in names]  # fmt: skip
+        if not targets:
+            targets = [n.target for n in self._fleet.nodes()][:1]  # someone keeps the record
+        box = QMessageBox(QMessageBox.Icon.Question, f"Release {reservation.name}",
+                          f"Release Slurm reservation {reservation.name} on {reservation.nodes}?",
+                          QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No,
+                          self._parent)  # fmt: skip
+        self._open(box, lambda: self._actions.release(targets, reservation.name))

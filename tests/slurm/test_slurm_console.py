@@ -24,9 +24,11 @@ from PySide6.QtWidgets import QMessageBox
 
 from console.fleet.updates import LinkState
 from console.main_window import MainWindow
+from console.qt.mime import holder_mime
 from console.session import ConsoleSession
 from console.settings import SlurmProfile
 from console.views.slurm_prompts import DrainDialog
+from console.views.slurm_reserve_dialog import SlurmReserveDialog
 from gpufleet.v1 import node_pb2 as pb
 from gpufleet.v1 import node_pb2_grpc as pb_grpc
 from node_daemon.backends.simulated.backend import SimulatedBackend
@@ -293,3 +295,50 @@ def test_slurm_decides_what_each_person_may_do_and_its_refusal_is_audited(
     assert field(slurm.scontrol_show("job", str(job_id)), "ReqNodeList") == "(null)"
     record = console.audit("gpu02", "slurm/steer_job")[-1]
     assert record.result == refusal and record.user == "local"
+
+
+def test_a_person_dropped_on_selected_nodes_reserves_them_in_slurm_then_released(
+    qtbot, console: Console, slurm: SlurmCluster
+) -> None:
+    window, grid = console.window, console.window.grid
+    watch, prompts = window.slurm.watch, window.slurm.prompts  # type: ignore[union-attr]
+    pump = window.session.pump
+    grid.select(console.targets["gpu01"], 0)
+    grid.select(console.targets["gpu02"], 0, add=True)
+    accepted, verdict = drag_and_drop(console, holder_mime("root"), console.targets["gpu02"])
+    assert accepted and verdict == "Reserve gpu01, gpu02 in Slurm for root…"
+    dialog = prompts.dialog
+    assert isinstance(dialog, SlurmReserveDialog)
+    name = dialog.name.text()
+    assert name.startswith("gpufleet-root-")
+    dialog.minutes.setValue(90)
+    dialog.flags.setText("ignore_jobs")
+    try:
+        with qtbot.waitSignal(pump.commandFinished, timeout=15_000) as done:
+            dialog.accept()
+        assert done.args[0].ok, done.args[0].message
+        shown = slurm.scontrol_show("reservation", name)
+        assert field(shown, "Nodes") == "gpu[01-02]" and field(shown, "Users") == "root"
+        assert field(shown, "Duration") == "01:30:00" and "IGNORE_JOBS" in field(shown, "Flags")
+        for node in NODES:
+            record = console.audit(node, "slurm/reserve")[-1]
+            assert (record.target, record.result) == (f"reservation={name}", "OK")
+        # Listed in the Slurm panel; released from there after a question.
+        panel = window.slurm.panel  # type: ignore[union-attr]
+        qtbot.waitUntil(
+            lambda: any(r.name == name for r in watch.view.reservations), timeout=15_000
+        )
+        row = next(i for i, r in enumerate(watch.view.reservations) if r.name == name)
+        panel.reservation_table.setCurrentIndex(panel.reservations.index(row, 0))
+        panel.release.click()
+        box = prompts.dialog
+        assert isinstance(box, QMessageBox) and name in box.text()
+        with qtbot.waitSignal(pump.commandFinished, timeout=15_000) as done:
+            box.button(QMessageBox.StandardButton.Yes).click()
+        assert done.args[0].ok, done.args[0].message
+    finally:
+        if name in slurm.run("scontrol", "-o", "show", "reservation"):
+            slurm.run("scontrol", "delete", f"reservationname={name}")
+    assert name not in slurm.run("scontrol", "-o", "show", "reservation")
+    assert console.audit("gpu01", "slurm/release")[-1].result == "OK"
+    assert console.audit("gpu02", "slurm/release")[-1].target == f"reservation={name}"
