@@ -7,7 +7,15 @@ from datetime import UTC, datetime
 import pytest
 
 from console.fleet.slurm_model import SlurmJob, SlurmNode
-from console.fleet.slurm_view import SlurmView, can_steer, job_words, slurm_name
+from console.fleet.slurm_view import (
+    SlurmView,
+    can_reserve_in_slurm,
+    can_steer,
+    expand_hostlist,
+    job_words,
+    reservation_name,
+    slurm_name,
+)
 
 WHEN = datetime(2026, 12, 1, tzinfo=UTC)
 
@@ -60,3 +68,28 @@ def test_names_and_the_queue() -> None:
     assert [j.state for j in view.queue()] == ["PENDING", "RUNNING"]
     assert job_words(view.job(42), 42) == "Slurm job 42 (ada, train)"
     assert job_words(None, 7) == "Slurm job 7"
+
+
+def test_a_holder_reserves_slurm_nodes_as_user_or_team_account() -> None:
+    view = SlurmView(nodes={"gpu01": node(), "gpu02": node(state="down")})
+    ask, verdict = can_reserve_in_slurm("team:ml", view, {"a:1": "gpu01"})
+    assert verdict.ok and verdict.reason == "Reserve gpu01 in Slurm for account ml…"
+    assert ask is not None and (ask.users, ask.accounts, ask.targets) == ((), ("ml",), ("a:1",))
+    ask, verdict = can_reserve_in_slurm("ada", view, {"a:1": "gpu01"})
+    assert ask is not None and ask.users == ("ada",) and ask.accounts == ()
+    assert can_reserve_in_slurm("ada", view, {"b:1": "gpu02"})[1].reason == "gpu02 down in Slurm"
+    assert not can_reserve_in_slurm("ada", view, {"c:1": "gpu07"})[1].ok
+
+
+@pytest.mark.parametrize(
+    ("hosts", "names"),
+    [
+        ("gpu[01-03]", ("gpu01", "gpu02", "gpu03")),
+        ("gpu[01,04-05],cpu7", ("gpu01", "gpu04", "gpu05", "cpu7")),
+        ("gpu01", ("gpu01",)),
+        ("", ()),
+    ],
+)
+def test_slurm_host_lists_expand(hosts: str, names: tuple[str, ...]) -> None:
+    assert expand_hostlist(hosts) == names
+    assert reservation_name("team:ml", "1201-2215") == "gpufleet-ml-1201-2215"
