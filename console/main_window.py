@@ -174,7 +174,16 @@ class MainWindow(QMainWindow):
         splitter = QSplitter(Qt.Orientation.Horizontal)
         splitter.setObjectName("mainSplitter")  # remembered by name (console/qt/ui_state.py)
         splitter.addWidget(scroll)
-        splitter.addWidget(self.detail)
+        # The detail (facts, readings, health, plots, processes) scrolls as a whole on a
+        # short screen: stacked, it wanted 875 px, more than a 1366x768 window has.
+        detail_scroll = QScrollArea()
+        detail_scroll.setObjectName("detailScroll")
+        detail_scroll.setWidgetResizable(True)
+        detail_scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        detail_scroll.setFrameShape(QScrollArea.Shape.NoFrame)
+        detail_scroll.setWidget(self.detail)
+        self.detail_scroll = detail_scroll
+        splitter.addWidget(detail_scroll)
         splitter.setStretchFactor(0, 3)
         splitter.setStretchFactor(1, 2)
         splitter.setSizes([960, 640])
