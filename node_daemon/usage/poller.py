@@ -56,6 +56,9 @@ class SacctPoller:
         )  # fmt: skip
         self.node_name = (host_name or socket.gethostname()).split(".")[0]
         self._problem: str | None = None
+        # A node whose sacct never answered (no slurm.conf, accounting_storage/none) is not
+        # degraded, it has no accounting: said at info. Failing after answering is a warning.
+        self._answered = False
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="gpufleet-sacct", daemon=True)
 
@@ -107,6 +110,7 @@ class SacctPoller:
         if self._problem is not None:
             log.info("sacct answers again: usage by account is current")
             self._problem = None
+        self._answered = True
         log.debug("sacct poll %s..%s: %d new, %d updated", since, until, *counts)
         return counts
 
@@ -122,8 +126,9 @@ class SacctPoller:
 
     def _say(self, problem: str) -> None:
         if problem != self._problem:
-            log.warning("%s; usage by Slurm account not updated, retrying every %.0f s",
-                        problem, self._interval_s)  # fmt: skip
+            level = logging.WARNING if self._answered else logging.INFO
+            log.log(level, "%s; usage by Slurm account not updated, retrying every %.0f s",
+                    problem, self._interval_s)  # fmt: skip
             self._problem = problem
 
 

@@ -69,9 +69,9 @@ def header(main: MainWindow, column: int) -> str:
     return str(main.usage_model.headerData(column, Qt.Orientation.Horizontal, role))
 
 
-def test_the_usage_tab_bills_by_account_in_the_nodes_currency(
+def test_the_usage_tab_bills_by_account_in_the_nodes_currency(  # type: ignore[no-untyped-def]
     qtbot, window: MainWindow, tmp_path: Path
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     refresh(qtbot, window, "account")
     model = window.usage_model
     rows = {row.key: row for row in model.rows()}

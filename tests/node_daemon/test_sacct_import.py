@@ -37,7 +37,9 @@ def store(tmp_path: Path) -> Iterator[UsageStore]:
     usage.close()
 
 
-def report(store: UsageStore, group_by: int = pb.USAGE_GROUPING_USER) -> dict[str, pb.UsageRow]:
+def report(
+    store: UsageStore, group_by: pb.UsageGrouping.ValueType = pb.USAGE_GROUPING_USER
+) -> dict[str, pb.UsageRow]:
     query = pb.QueryUsageRequest(group_by=group_by)
     answer = query_usage(store, [], lambda _u: (), query, "node-a", dt.date(2024, 6, 30))
     return {row.key: row for row in answer.rows}

@@ -131,12 +131,18 @@ def test_a_failing_sacct_is_said_once_and_stores_nothing(
     with caplog.at_level(logging.INFO, "node_daemon.usage.poller"):
         assert poller.poll() is None
         assert poller.poll() is None
-        failures = [r for r in caplog.records if r.levelno == logging.WARNING]
-        assert len(failures) == 1 and "sacct exited 1" in failures[0].getMessage()
+        # Never answered: a node without accounting, said once at info, not a warning.
+        said = [(r.levelno, r.getMessage()) for r in caplog.records]
+        assert len(said) == 1 and said[0][0] == logging.INFO and "sacct exited 1" in said[0][1]
         assert store.jobs(None, 2e9) == []
         sacct.answers("header_slurm23.txt")
         assert poller.poll() == (5, 0)
         assert "sacct answers again" in caplog.records[-1].getMessage()
+        sacct.answers("header_slurm23.txt", code=1)  # slurmdbd went away: now a warning
+        assert poller.poll() is None
+        assert poller.poll() is None
+        failures = [r for r in caplog.records if r.levelno == logging.WARNING]
+        assert len(failures) == 1 and "sacct exited 1" in failures[0].getMessage()
 
 
 def test_output_sacct_cannot_have_made_is_said_not_stored(
@@ -146,7 +152,7 @@ def test_output_sacct_cannot_have_made_is_said_not_stored(
     bad.write_text("JobID|User|Start|End|AllocTRES\n1|a|soon|later|gres/gpu=1\n")
     sacct.answer.write_text(bad.read_text())
     poller = SacctPoller(store, 300, "gpu01", str(sacct.path), clock=lambda: NOW)
-    with caplog.at_level(logging.WARNING, "node_daemon.usage.poller"):
+    with caplog.at_level(logging.INFO, "node_daemon.usage.poller"):
         assert poller.poll() is None
     assert "sacct line 2, column Start: 'soon'" in caplog.text
     assert store.meta("sacct_polled_until") is None  # the window is asked again next time

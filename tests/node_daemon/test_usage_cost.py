@@ -55,7 +55,9 @@ def config_with(tmp_path: Path, text: str) -> DaemonConfig:
     return load_config_file(path)
 
 
-def query(daemon: NodeDaemon, by: int = pb.USAGE_GROUPING_USER) -> pb.QueryUsageResponse:
+def query(
+    daemon: NodeDaemon, by: pb.UsageGrouping.ValueType = pb.USAGE_GROUPING_USER
+) -> pb.QueryUsageResponse:
     request = pb.QueryUsageRequest(from_day="2024-05-01", to_day="2024-06-30", group_by=by)
     with grpc.insecure_channel(str(daemon.address)) as channel:
         answer: pb.QueryUsageResponse = pb_grpc.NodeServiceStub(channel).QueryUsage(
