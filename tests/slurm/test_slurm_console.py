@@ -236,7 +236,8 @@ def test_a_slurm_jobs_process_is_cancelled_through_slurm(
     # A real Slurm job on gpu01 (slurmd runs it here); its process shown on a simulated GPU
     # as a launched workload's is, its job read from /proc as the NVML backend reads it.
     job_id = int(slurm.run("sbatch", "--parsable", "--nodelist=gpu01", "--gres=gpu:1",
-                           "--job-name=sim-train", "--wrap", "sleep 600").strip())  # fmt: skip
+                           "--job-name=sim-train", "--output=/dev/null",
+                           "--wrap", "sleep 600").strip())  # fmt: skip
     jobs.append(job_id)
     wait_for(lambda: job_pid(job_id) is not None, 30, f"job {job_id}'s sleep to run")
     pid = job_pid(job_id)
