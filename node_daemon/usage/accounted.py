@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Iterator
-from dataclasses import astuple, dataclass, fields
+from dataclasses import dataclass, fields
 
 from node_daemon.usage.sacct import SacctJob, split_by_utc_day
 
@@ -56,7 +56,7 @@ SELECT_JOBS = (
 
 
 def job_values(job: AccountedJob) -> tuple[object, ...]:
-    return astuple(job)
+    return tuple(getattr(job, name) for name in JOB_COLUMNS)
 
 
 def from_sacct(job: SacctJob, seen_unix: float, source: str, per_node: bool) -> AccountedJob:

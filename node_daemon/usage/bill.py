@@ -12,7 +12,7 @@ and energy are the meter's, split in the same shares.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from node_daemon.usage.accounted import AccountedJob
 from node_daemon.usage.amounts import UsageAmounts
@@ -92,13 +92,14 @@ def _split(
     shares = [(account, model, seconds) for (account, model), seconds in jobs.items()]
     if whole > accounted:
         shares.append((NO_ACCOUNT, node_model, whole - accounted))
+    values = used.values()
     return [
         Piece(
-            day, user, account, model, replace(_scaled(used, seconds / whole), gpu_seconds=seconds)
+            day, user, account, model, UsageAmounts(seconds, *_scaled(values[1:], seconds / whole))
         )
         for account, model, seconds in shares
     ]
 
 
-def _scaled(used: UsageAmounts, share: float) -> UsageAmounts:
-    return UsageAmounts(*(v * share for v in used.values()))
+def _scaled(values: tuple[float, ...], share: float) -> list[float]:
+    return [v * share for v in values]

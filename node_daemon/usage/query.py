@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, field
 
 from gpufleet.v1 import node_pb2 as pb
 from node_daemon.errors import Invalid
-from node_daemon.usage.amounts import NodeAmounts, TeamsOf, UsageAmounts, utc_day
+from node_daemon.usage.amounts import USAGE_COLUMNS, NodeAmounts, TeamsOf, utc_day
 from node_daemon.usage.bill import Cost, Piece, cost_of, job_time, pieces
 from node_daemon.usage.settings import Prices
 from node_daemon.usage.store import UsageStore
@@ -165,19 +165,27 @@ def _days(first: dt.date, last: str) -> Iterable[dt.date]:
 
 @dataclass
 class _Group:
-    amounts: UsageAmounts
-    cost: Cost
-    accounts: set[str]
+    """One row's running sums: the amounts (USAGE_COLUMNS), then GPU cost and energy cost."""
+
+    sums: list[float] = field(default_factory=lambda: [0.0] * (len(USAGE_COLUMNS) + 2))
+    accounts: set[str] = field(default_factory=set)
+
+    def add(self, values: tuple[float, ...]) -> None:
+        sums = self.sums
+        for i, value in enumerate(values):
+            sums[i] += value
 
 
 def _group(parts: Iterable[Piece], mapper: KeyMapper, prices: Prices | None) -> dict[str, _Group]:
     groups: dict[str, _Group] = {}
     for part in parts:
         cost = cost_of(part, prices) if prices is not None else Cost(0.0, 0.0)
+        values = (*part.amounts.values(), cost.gpu, cost.energy)
         for key in mapper.keys(part.day, part.user, part.account):
-            group = groups.setdefault(key, _Group(UsageAmounts(), Cost(0.0, 0.0), set()))
-            group.amounts += part.amounts
-            group.cost += cost
+            group = groups.get(key)
+            if group is None:
+                group = groups[key] = _Group()
+            group.add(values)
             if part.account:
                 group.accounts.add(part.account)
     return groups
@@ -205,11 +213,11 @@ def _rows(
 
 
 def _row(key: str, group: _Group | None, workloads: int, priced: bool) -> pb.UsageRow:
-    if group is None:
-        group = _Group(UsageAmounts(), Cost(0.0, 0.0), set())
+    group = group or _Group()
+    *amounts, gpu_cost, energy_cost = group.sums
     row = pb.UsageRow(key=key, workloads=workloads, accounts=sorted(group.accounts),
-                      **asdict(group.amounts))  # fmt: skip
+                      **dict(zip(USAGE_COLUMNS, amounts, strict=True)))  # fmt: skip
     if priced:
-        row.gpu_cost, row.energy_cost = group.cost.gpu, group.cost.energy
-        row.cost = group.cost.gpu + group.cost.energy
+        row.gpu_cost, row.energy_cost = gpu_cost, energy_cost
+        row.cost = gpu_cost + energy_cost
     return row
