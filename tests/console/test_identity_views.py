@@ -131,7 +131,10 @@ def test_a_token_about_to_expire_is_announced_in_a_toast_and_the_message_line(qt
     assert window.toast.isVisible() and window.toast.title.text() == "Token expires in 1 min"
     body = window.toast.body.text()
     assert body.startswith("The token of profile prod (alice by jwt from https://sso.example.com)")
-    assert body.endswith("on 10.0.0.1:50051; sign in again: gpufleet console login --profile prod.")
+    # No inventory yet: the node is named by its address, and said to be so.
+    assert body.endswith(
+        "on 10.0.0.1:50051 (no answer yet); sign in again: gpufleet console login --profile prod."
+    )
     assert window.statusBar().currentMessage() == body
     assert window.credential_reminder.check() == []  # once, not every second
     window.toast.noticeClicked.emit("credentials")
