@@ -39,7 +39,7 @@ class UsageQuery:
 
 @dataclass(frozen=True)
 class UsageRow:
-    key: str  # the user, team, node or day
+    key: str  # the user, team, node, day or Slurm account
     gpu_seconds: float = 0.0
     busy_gpu_seconds: float = 0.0
     memory_gib_seconds: float = 0.0

@@ -1,9 +1,12 @@
-"""UsagePanel: GPU-hours, energy and reservations of the fleet, by user, team, node or day.
+"""UsagePanel: GPU-hours, energy, reservations and cost of the fleet, by user, team, node,
+day or Slurm account.
 
 A report, not a live view: pick the grouping and the days, press Refresh. The
 table sums every node's rows; the line under it gives the fleet-wide KPIs (its
 tooltip says how they were combined); the charts show teams, top users and
-reserved time left idle. Export writes the table as CSV in raw units.
+reserved time left idle. Where the nodes have [usage.prices] the table also shows
+each row's cost in their currency. Export writes the table as CSV in raw units,
+with the costs.
 """
 
 from __future__ import annotations
