@@ -30,7 +30,9 @@ def name_nodes(fleet: FleetModel, text: str) -> str:
         if node.target not in text:
             continue
         if node.info is None:
-            text = text.replace(node.target, f"{node.target} ({NO_ANSWER})", 1)
+            said = f"{node.target} ({NO_ANSWER})"
+            if said not in text:  # a text named already (a toast's, shown again) stays as it is
+                text = text.replace(node.target, said, 1)
             continue
         # "gpu-node-03 (127.0.0.1:39145)" says the name already: the address goes.
         text = text.replace(f"{node.name} ({node.target})", node.name)

@@ -79,6 +79,8 @@ def test_messages_name_nodes_and_say_when_a_node_never_answered() -> None:
     assert name_nodes(fleet, "silences of 10.9.9.9:50051: failed") == (
         "silences of 10.9.9.9:50051 (no answer yet): failed"
     )
+    named = name_nodes(fleet, "silences of 10.9.9.9:50051: failed")
+    assert name_nodes(fleet, named) == named  # named twice (a notice shown again): said once
     assert spoken_name(fleet, A) == "node-1"
     assert spoken_name(fleet, "10.9.9.9:50051") == "10.9.9.9:50051 (no answer yet)"
     assert spoken_name(fleet, "10.1.1.1:1") == "10.1.1.1:1"  # not watched: the address it is
