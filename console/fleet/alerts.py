@@ -90,11 +90,21 @@ class EventRow:
     healing: HealingRow | None = None
 
 
+# Cleared alerts kept per node, the oldest dropped first: as many as a node's listing
+# gives at connect (console.connections.node_link.CLEARED_HISTORY). Unbounded, a 24x7
+# console's book, and every view over it, grew by each alert ever cleared (~2 a second
+# at 1,000 simulated GPUs: 1,674 held after ten minutes).
+MAX_CLEARED_PER_NODE = 200
+
+
 class AlertBook:
     """Every node's alerts and the events seen, de-duplicated by sequence number."""
 
-    def __init__(self, max_events: int = 5000) -> None:
+    def __init__(self, max_events: int = 5000, max_cleared: int = MAX_CLEARED_PER_NODE) -> None:
         self._alerts: dict[tuple[str, str], AlertRow] = {}
+        # Per node, its cleared alerts in the order they cleared (dict as ordered set).
+        self._cleared: dict[str, dict[tuple[str, str], None]] = {}
+        self._max_cleared = max_cleared
         self._events: list[EventRow] = []
         self._seen: dict[str, tuple[str, int]] = {}  # target -> (journal id, last seq)
         self._local: set[tuple[str, str]] = set()  # alerts the console raised itself
@@ -142,6 +152,9 @@ class AlertBook:
         for key in [k for k in self._alerts if k[0] == target and k not in self._local]:
             del self._alerts[key]
         self._alerts.update((a.uid, a) for a in alerts)
+        self._cleared.pop(target, None)
+        for alert in sorted(alerts, key=lambda a: a.cleared_unix_ms or 0):
+            self._note(alert)
         previous = self._seen.get(target)
         if previous is None or previous[0] != journal_id:
             self._seen[target] = (journal_id, last_seq)
@@ -157,8 +170,21 @@ class AlertBook:
         del self._events[: -self._max_events]
         if event.alert is not None:
             self._alerts[event.alert.uid] = event.alert
+            self._note(event.alert)
         self.version += 1
         return True
+
+    def _note(self, alert: AlertRow) -> None:
+        """Keep the node's cleared alerts in clearing order; drop the oldest past the cap."""
+        cleared = self._cleared.setdefault(alert.target, {})
+        cleared.pop(alert.uid, None)
+        if alert.firing or alert.uid in self._local:
+            return
+        cleared[alert.uid] = None
+        while len(cleared) > self._max_cleared:
+            oldest = next(iter(cleared))
+            del cleared[oldest]
+            self._alerts.pop(oldest, None)
 
     def add_local_event(self, event: EventRow) -> None:
         """An event of an alert the console raised itself (console.fleet.not_responding).

@@ -11,7 +11,7 @@ import dataclasses
 
 from PySide6.QtCore import QItemSelectionModel
 
-from console.fleet.alerts import AlertRow, Severity
+from console.fleet.alerts import AlertBook, AlertRow, EventRow, Severity
 from console.fleet.model import FleetModel
 from console.fleet.updates import AlertsUpdate
 from console.qt.alert_model import ALERT_ROLE, AlertTableModel
@@ -125,3 +125,31 @@ def test_a_large_change_resets_the_table(qtbot) -> None:
     model.refresh()
     assert resets == [True]
     assert table(model) == table(AlertTableModel(fleet))
+
+
+def test_a_node_keeps_its_newest_cleared_alerts_only(qtbot) -> None:
+    book = AlertBook(max_cleared=3)
+    seq = 0
+
+    def event(row: AlertRow) -> None:
+        nonlocal seq
+        seq += 1
+        kind = "alert_raised" if row.firing else "alert_cleared"
+        book.add_event(
+            EventRow(row.target, seq, T0 + seq, kind, 1, row.summary, "", row, False), "j"
+        )
+
+    for i in range(6):
+        event(alert(A, f"a-{i}"))
+    event(alert(B, "b-0", firing=False, cleared_unix_ms=T0))
+    for i in range(5):  # a-0 cleared first ... a-4 last; a-5 still firing
+        event(alert(A, f"a-{i}", firing=False, cleared_unix_ms=T0 + i))
+    held = {a.id for a in book.alerts()}
+    assert held == {"a-2", "a-3", "a-4", "a-5", "b-0"}
+    event(alert(A, "a-2"))  # fires again: no longer counted as cleared
+    event(alert(A, "a-5", firing=False, cleared_unix_ms=T0 + 9))
+    assert {a.id for a in book.alerts()} == {"a-2", "a-3", "a-4", "a-5", "b-0"}
+    # A node's listing (at connect) counts too: its cleared alerts over the cap are dropped.
+    listing = [alert(B, f"b-{i}", firing=False, cleared_unix_ms=T0 + i) for i in range(5)]
+    book.replace_node_alerts(B, listing, "j", 0)
+    assert {a.id for a in book.alerts() if a.target == B} == {"b-2", "b-3", "b-4"}
