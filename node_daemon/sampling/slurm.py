@@ -47,6 +47,7 @@ class SlurmWatcher:
         # Said once until it changes: a host with Slurm's client but in no cluster (no
         # slurm.conf) fails the same way every poll, and would log it every 30 s.
         self._problem: str | None = None
+        self._answered = False  # sinfo has answered once: a failure now is news
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="gpufleet-slurm", daemon=True)
 
@@ -80,9 +81,14 @@ class SlurmWatcher:
         if self._problem is not None:
             log.info("sinfo answers again")
             self._problem = None
+        self._answered = True
         return parse_sinfo(result.stdout)
 
     def _say(self, problem: str) -> None:
-        if problem != self._problem:
+        if problem == self._problem:
+            return
+        self._problem = problem
+        if self._answered:
             log.warning("%s (said again only when it changes)", problem)
-            self._problem = problem
+        else:  # Slurm's client on a host in no cluster (no slurm.conf): nothing is wrong here
+            log.info("%s: Slurm state not shown until sinfo answers", problem)
