@@ -19,7 +19,7 @@ WINDOW_KEYS: dict[str, tuple[str, ...]] = {
     "search": ("Ctrl+F",),
     "processes": ("Ctrl+P",),
     "mute": ("Ctrl+M",),
-    "tabs": tuple(f"Ctrl+{n}" for n in range(1, 8)),
+    "tabs": tuple(f"Ctrl+{n}" for n in range(1, 9)),
 }
 
 SECTIONS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
@@ -29,9 +29,12 @@ SECTIONS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
         ("Ctrl+F", "find a GPU (node:index), node, user, Slurm job, container or UUID; "
                    "Enter: the next match; Esc: back to the grid, on the match"),
         ("Ctrl+P", "go to the selected GPU's processes"),
-        ("Ctrl+1 … Ctrl+7", "open a bottom tab: Alerts, Events, Workloads, People, "
-                            "Inventory, Usage, Audit"),
+        ("Ctrl+1 … Ctrl+8", "open a bottom tab: Alerts, Events, Workloads, People, "
+                            "Inventory, Usage, Audit, Reservations"),
         ("Ctrl+M", "mute the sound of critical alerts (again: unmute)"),
+        ("Ctrl+Z", "undo the last release of a reservation (for 8 seconds after it)"),
+        ("Ctrl+Shift+W", "wall display: full screen, large type, nothing to change "
+                         "(again: leave; Esc does not)"),
         ("Tab, Shift+Tab", "move between the grid, the detail, the tabs and their controls"),
     )),
     ("Fleet grid", (

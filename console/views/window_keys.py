@@ -1,7 +1,7 @@
 """WindowKeys: the main window's own shortcuts, exactly those WINDOW_KEYS lists.
 
 F1 or ? shows every shortcut; Ctrl+G goes to the grid, Ctrl+F to the search box,
-Ctrl+P to the selected GPU's processes, Ctrl+1 … Ctrl+7 to a bottom tab's table;
+Ctrl+P to the selected GPU's processes, Ctrl+1 … Ctrl+8 to a bottom tab's table;
 Ctrl+M mutes.
 """
 
