@@ -224,9 +224,7 @@ class ConnectionManager:
             answer = await link.query(what, call, decode, query_id)
         self._inbox.put(answer)
 
-    def request_steps(
-        self, target: str, what: str, steps: Callable[[Call], CommandResult]
-    ) -> None:
+    def request_steps(self, target: str, what: str, steps: Callable[[Call], CommandResult]) -> None:
         """Run an action of several calls, maybe on several nodes, on the steps worker;
         `steps` gets a blocking `call(node, method, request)` and returns the result,
         which lands in the inbox."""
