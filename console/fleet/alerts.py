@@ -152,8 +152,9 @@ class AlertBook:
         for key in [k for k in self._alerts if k[0] == target and k not in self._local]:
             del self._alerts[key]
         self._alerts.update((a.uid, a) for a in alerts)
+        local = [self._alerts[k] for k in self._cleared.get(target, {}) if k in self._local]
         self._cleared.pop(target, None)
-        for alert in sorted(alerts, key=lambda a: a.cleared_unix_ms or 0):
+        for alert in sorted([*local, *alerts], key=lambda a: a.cleared_unix_ms or 0):
             self._note(alert)
         previous = self._seen.get(target)
         if previous is None or previous[0] != journal_id:
@@ -178,13 +179,14 @@ class AlertBook:
         """Keep the node's cleared alerts in clearing order; drop the oldest past the cap."""
         cleared = self._cleared.setdefault(alert.target, {})
         cleared.pop(alert.uid, None)
-        if alert.firing or alert.uid in self._local:
+        if alert.firing:
             return
         cleared[alert.uid] = None
         while len(cleared) > self._max_cleared:
             oldest = next(iter(cleared))
             del cleared[oldest]
             self._alerts.pop(oldest, None)
+            self._local.discard(oldest)  # the console's own: one per outage, each kept
 
     def add_local_event(self, event: EventRow) -> None:
         """An event of an alert the console raised itself (console.fleet.not_responding).
@@ -197,6 +199,7 @@ class AlertBook:
         if event.alert is not None:
             self._alerts[event.alert.uid] = event.alert
             self._local.add(event.alert.uid)
+            self._note(event.alert)
         self.version += 1
 
     def put_local(self, alert: AlertRow) -> None:

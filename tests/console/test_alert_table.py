@@ -153,3 +153,16 @@ def test_a_node_keeps_its_newest_cleared_alerts_only(qtbot) -> None:
     listing = [alert(B, f"b-{i}", firing=False, cleared_unix_ms=T0 + i) for i in range(5)]
     book.replace_node_alerts(B, listing, "j", 0)
     assert {a.id for a in book.alerts() if a.target == B} == {"b-2", "b-3", "b-4"}
+
+
+def test_the_consoles_own_cleared_alerts_are_bounded_too(qtbot) -> None:
+    book = AlertBook(max_cleared=2)
+    for i in range(4):  # one not-responding alert per outage, each raised and cleared
+        for firing in (True, False):
+            row = alert(A, f"local-{i}", firing=firing, cleared_unix_ms=None if firing else T0 + i)
+            book.add_local_event(
+                EventRow(A, 0, T0 + i, "alert_cleared", None, row.summary, "", row, False)
+            )
+    assert {a.id for a in book.alerts()} == {"local-2", "local-3"}
+    book.replace_node_alerts(A, [alert(A, "a-1")], "j", 0)  # a listing keeps the local ones
+    assert {a.id for a in book.alerts()} == {"local-2", "local-3", "a-1"}
