@@ -156,7 +156,11 @@ def shoot(tag: str) -> None:
                 settle(app, 1)
                 save(window, f"search-{theme}-{tag}.png")
                 QTest.keyClick(window.search.line, Qt.Key.Key_Escape)
-                window.search.line.clear()
+                # Emptied as a user does (an edit), so the match line empties too.
+                QTest.keyClick(
+                    window.search.line, Qt.Key.Key_A, Qt.KeyboardModifier.ControlModifier
+                )
+                QTest.keyClick(window.search.line, Qt.Key.Key_Backspace)
                 looks.wall.set_on(True)
                 try:
                     wait_until(app, lambda: window.geometry() == screen, 10)
