@@ -32,20 +32,9 @@ from gpufleet.v1.gpu_metrics import (
     UTIL_MEM_PCT,
     GpuMetric,
 )
+from gpufleet.v1.throttle_reasons import REASON_WORDS, reason_words
 
 MISSING: Final = "\N{EN DASH}"
-# NVML's clock event (throttle) reason bits, as nvidia-smi -q names them.
-THROTTLE_WORDS: Final = (
-    (0x1, "GPU idle"),
-    (0x2, "applications clocks setting"),
-    (0x4, "software power cap"),
-    (0x8, "hardware slowdown"),
-    (0x10, "sync boost"),
-    (0x20, "software thermal slowdown"),
-    (0x40, "hardware thermal slowdown"),
-    (0x80, "hardware power brake"),
-    (0x100, "display clock setting"),
-)
 # Digits after the point by shown unit: memory in GiB needs one, the rest none.
 _DECIMALS: Final = {"GiB": 1}
 
@@ -61,8 +50,8 @@ def throttle_text(mask: float | None) -> str:
     if mask is None:
         return MISSING
     bits = int(mask)
-    words = [word for bit, word in THROTTLE_WORDS if bits & bit]
-    unknown = bits & ~sum(bit for bit, _ in THROTTLE_WORDS)
+    words = reason_words(bits)
+    unknown = bits & ~sum(REASON_WORDS)
     if unknown:
         words.append(f"0x{unknown:x}")
     return ", ".join(words) or "none"

@@ -21,6 +21,7 @@ from gpufleet.v1.gpu_metrics import (
     UTIL_GPU_PCT,
     GpuMetric,
 )
+from gpufleet.v1.throttle_reasons import SLOWING, reason_words
 from node_daemon.alerts.findings import Finding, Gate, GpuTick, gpu_key
 from node_daemon.alerts.model import Severity
 from node_daemon.alerts.rules import (
@@ -127,15 +128,6 @@ class PowerDetector:
             )
 
 
-THROTTLE_REASON_NAMES = {  # NVML clock event reason bits
-    0x4: "software power cap",
-    0x8: "hardware slowdown",
-    0x20: "software thermal slowdown",
-    0x40: "hardware thermal slowdown",
-    0x80: "hardware power brake",
-}
-
-
 class ThrottleDetector:
     rule = "throttle"
 
@@ -145,7 +137,7 @@ class ThrottleDetector:
 
     def evaluate(self, gpu: GpuTick) -> Iterator[Finding]:
         reasons = gpu.reading[THROTTLE_REASONS] or 0
-        names = [name for bit, name in THROTTLE_REASON_NAMES.items() if reasons & bit]
+        names = reason_words(reasons, SLOWING)
         held = self._gates[gpu.index].held_for(gpu.now_s, bool(names))
         if self._settings.enabled and held >= self._settings.for_s:
             summary = f"GPU {gpu.index} throttled: {', '.join(names)}"

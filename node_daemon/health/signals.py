@@ -19,6 +19,7 @@ from gpufleet.v1.gpu_metrics import (
     THROTTLE_REASONS,
     GpuMetric,
 )
+from gpufleet.v1.throttle_reasons import HARDWARE, reason_words
 from node_daemon.backends.readings import GpuHealth, GpuReading
 from node_daemon.health.model import HealthState
 
@@ -134,11 +135,6 @@ class LiveSignals:
             )
 
 
-# NVML clock event reasons that the hardware imposes (not the driver's own caps).
-_HW_SLOWDOWN = {0x8: "hardware slowdown", 0x40: "hardware thermal slowdown",
-                0x80: "hardware power brake"}  # fmt: skip
-
-
 class SlowdownWatch:
     """Since when the hardware has been slowing the GPU down, and why."""
 
@@ -150,7 +146,7 @@ class SlowdownWatch:
         bits = reading[THROTTLE_REASONS]
         if bits is None or reading.health is not GpuHealth.OK:
             return  # no news
-        self._names = tuple(name for bit, name in _HW_SLOWDOWN.items() if bits & bit)
+        self._names = tuple(reason_words(bits, HARDWARE))
         if not self._names:
             self._since_ms = None
         elif self._since_ms is None:
