@@ -20,14 +20,22 @@ from typing import Any
 from console.connections.workload_move import Move, StepFailed, move_workload
 from console.fleet.control import WorkloadRow
 from console.fleet.fleet_queue import qualified_id, split_qualified
-from console.terminal.common import Row, command, errors, latest_batch, print_json, report
+from console.terminal.common import (
+    Row,
+    command,
+    errors,
+    latest_batch,
+    print_json,
+    print_results,
+    report,
+)
 from console.terminal.fleet_calls import EXIT_FAILED, EXIT_OK, EXIT_USAGE, Outcome, on_each
 from console.terminal.link import CallFailed, NodeLink, UsageProblem, profile_nodes
 from console.terminal.nodes import choose_nodes, pick_node
 from console.terminal.table import format_table, local_time
 from gpufleet.v1 import node_pb2 as pb
+from node_daemon.commands.submit import add_workload_arguments
 
-_UNITS = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}
 _DURATION = re.compile(r"(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?")
 
 
@@ -37,14 +45,6 @@ def decode_workload(target: str, message: pb.Workload) -> WorkloadRow:
     from console.connections.decode import decode_workload as decode
 
     return decode(target, message)
-
-
-def parse_size(text: str) -> int:
-    """'40G', '512M', '1T' or plain bytes; binary units."""
-    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(?:i?B)?\s*", text.upper())
-    if match is None:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a size like 40G or 512M")
-    return int(float(match.group(1)) * _UNITS[match.group(2)])
 
 
 def parse_limit(text: str) -> int:
@@ -78,19 +78,11 @@ def _add_submit(subparsers: argparse._SubParsersAction) -> None:
         "(drag and drop, --assign) or, with --auto, until the fair queue starts it. "
         + (submit.description or "").split(". ", 1)[-1]
     )
+    add_workload_arguments(submit)
     arg = submit.add_argument
-    arg("--gpus", type=int, default=1, help="number of GPUs (default 1)")
-    arg("--min-memory", type=parse_size, default=0, metavar="SIZE",
-        help="free GPU memory each GPU must have, e.g. 40G")  # fmt: skip
-    arg("--owner", default=None, help="who the workload is for (default: you)")
-    arg("--name", default="", help="a short name (default: the command)")
-    arg("--env", action="append", default=[], metavar="KEY=VALUE", help="environment; repeat")
-    arg("--auto", action="store_true", help="let the fair queue start it when GPUs fit")
-    arg("--assign", metavar="GPU[,GPU...]", help="start it at once on these GPU indices")
     arg("--priority", type=int, default=0, help="higher runs first (default 0)")
     arg("--time-limit", type=parse_limit, default=0, metavar="DURATION",
         help="walltime, e.g. 90m or 2h: TERM, then KILL after the node's grace")  # fmt: skip
-    arg("argv", nargs=argparse.REMAINDER, metavar="-- COMMAND [ARGS...]")
 
 
 # -- queue --------------------------------------------------------------------------------
@@ -185,13 +177,8 @@ def run_submit(args: argparse.Namespace) -> int:
         outcome.results += done.results
         outcome.failures += done.failures
     report(outcome, "submit")
-    rows = [row for _, row in outcome.results]
-    if args.json:
-        print_json({"results": rows, "errors": errors(outcome)})
-    else:
-        for row in rows:
-            print(row["done"])
-    return EXIT_OK if rows else (outcome.exit_code() or EXIT_FAILED)
+    print_results(args, outcome)
+    return EXIT_OK if outcome.results else (outcome.exit_code() or EXIT_FAILED)
 
 
 def _submit_on(link: NodeLink, request: pb.SubmitWorkloadRequest, assign: str | None,

@@ -36,18 +36,23 @@ def add_submit_command(subparsers: argparse._SubParsersAction) -> None:
         "admin assigns it to GPUs (console drag and drop, or --assign), or, with --auto, "
         "until the placement policy finds GPUs that fit.",
     )
+    parser.add_argument("--node", required=True, metavar="HOST:PORT", help="the node daemon")
+    add_workload_arguments(parser)
+    parser.set_defaults(run=run_submit)
+
+
+def add_workload_arguments(parser: argparse.ArgumentParser) -> None:
+    """What a workload is, for both `gpufleet submit`s (this one and the fleet's)."""
     arg = parser.add_argument
-    arg("--node", required=True, metavar="HOST:PORT", help="the node daemon")
     arg("--gpus", type=int, default=1, help="number of GPUs (default 1)")
     arg("--min-memory", type=parse_size, default=0, metavar="SIZE",
         help="free GPU memory each GPU must have, e.g. 40G")  # fmt: skip
     arg("--owner", default=None, help="who the workload is for (default: you)")
     arg("--name", default="", help="a short name (default: the command)")
     arg("--env", action="append", default=[], metavar="KEY=VALUE", help="environment; repeat")
-    arg("--auto", action="store_true", help="let the placement policy start it when GPUs fit")
+    arg("--auto", action="store_true", help="let the fair queue start it when GPUs fit")
     arg("--assign", metavar="GPU[,GPU...]", help="start it at once on these GPU indices")
     arg("argv", nargs=argparse.REMAINDER, metavar="-- COMMAND [ARGS...]")
-    parser.set_defaults(run=run_submit)
 
 
 def run_submit(args: argparse.Namespace) -> int:
