@@ -352,6 +352,24 @@ REQUESTS: dict[str, st.SearchStrategy[Message]] = {
     "GetHealth": st.just(pb.GetHealthRequest()),
     "DrainGpu": st.builds(pb.DrainGpuRequest, gpu_index=GPU_INDEX, drain=BOOLS, reason=STRINGS),
     "ClearGpuHealth": st.builds(pb.ClearGpuHealthRequest, gpu_index=GPU_INDEX, reason=STRINGS),
+    "QueryHistory": st.builds(
+        pb.QueryHistoryRequest,
+        start_unix_ms=INT64,
+        end_unix_ms=INT64,
+        metrics=st.lists(
+            st.one_of(st.sampled_from(["temp_gpu_c", "power_w"]), STRINGS), max_size=4
+        ),
+        gpu_indices=st.lists(GPU_INDEX, max_size=4),
+        max_points=UINT32,
+    ),
+    "RecordExternalAction": st.builds(
+        pb.RecordExternalActionRequest,
+        system=st.one_of(st.just("slurm"), STRINGS),
+        action=st.one_of(st.just("drain"), STRINGS),
+        target=STRINGS,
+        params=st.one_of(st.just("{}"), STRINGS),
+        result=STRINGS,
+    ),
 }
 
 # Bytes that are not a request, or not quite: protobuf's own ways to be malformed.
