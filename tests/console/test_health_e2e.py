@@ -166,8 +166,10 @@ def test_the_nodes_refusal_is_shown_in_its_own_words(qtbot, open_console, target
         window.session.health.clear(target, 1, "GPU reset")
     result = done.args[0]
     assert not result.ok and result.message.startswith("PERMISSION_DENIED: ")
+    # The message line names the node, never its address.
+    node = window.session.fleet.node(target).name
     assert window.statusBar().currentMessage() == (
-        f"clear the health of GPU 1 of {target}: failed: {result.message}"
+        f"clear the health of GPU 1 of {node}: failed: {result.message}"
     )
     with qtbot.waitSignal(window.health_prompts.message) as said:
         window.health_prompts.ask_clear(target, 1)
@@ -190,8 +192,9 @@ def test_an_admin_marks_a_gpu_repaired(qtbot, open_console, target) -> None:  # 
     # The node judges afresh from its readings: the simulated remap still waits for a
     # reset, so the GPU still needs one, and the console says what the node answered.
     assert done.args[0].message == "GPU 1 needs reset, in placement"
+    node = window.session.fleet.node(target).name
     assert window.statusBar().currentMessage() == (
-        f"clear the health of GPU 1 of {target}: GPU 1 needs reset, in placement"
+        f"clear the health of GPU 1 of {node}: GPU 1 needs reset, in placement"
     )
 
 

@@ -321,7 +321,10 @@ def test_submit_cli(node) -> None:
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
-    workload_id, state, *where = result.stdout.split()
+    named, state, *where = result.stdout.split()
+    # Named as the fleet names workloads: NODE/ID (the node by its host name).
+    host, _, workload_id = named.rpartition("/")
+    assert host == stub.GetInventory(pb.GetInventoryRequest(), timeout=5).hostname, named
     assert state == "running" and where == ["on", "GPU", "2"]
     wait_for(lambda: workload(stub, workload_id).state == pb.WORKLOAD_STATE_FINISHED, 10)
     output = stub.GetWorkloadOutput(pb.GetWorkloadOutputRequest(workload_id=workload_id), timeout=5)
