@@ -95,6 +95,7 @@ def requests(caller: str) -> dict[str, Any]:
             system="slurm", action="drain", target="node=gpu01", params="{}", result="OK"
         ),
         "GetHealth": pb.GetHealthRequest(),
+        "QueryHistory": pb.QueryHistoryRequest(start_unix_ms=1, metrics=["temp_gpu_c"]),
         "DrainGpu": pb.DrainGpuRequest(gpu_index=0, drain=True, reason="test"),
         "ClearGpuHealth": pb.ClearGpuHealthRequest(gpu_index=0, reason="test"),
     }

@@ -62,7 +62,27 @@ def missing_pieces() -> str | None:
         lost.append("slurm-wlm-jwt-plugin")
     if shutil.which("useradd") is None:
         lost.append("passwd (useradd)")
-    return f"Debian packages missing: {', '.join(lost)}" if lost else None
+    if lost:
+        return f"Debian packages missing: {', '.join(lost)}"
+    if not _cgroups_mounted():
+        # slurmd 22.05 initialises its cgroup plugin whatever the proctrack and task
+        # plugins are, and stops without a cgroup filesystem (a chroot with /sys bound
+        # without its submounts): "No filesystem mounted on /sys/fs/cgroup".
+        return "slurmd needs a cgroup filesystem at /sys/fs/cgroup, which this machine lacks"
+    return None
+
+
+def _cgroups_mounted() -> bool:
+    try:
+        mounts = Path("/proc/self/mounts").read_text().splitlines()
+    except OSError:
+        return False
+    return any(
+        len(fields := line.split()) > 2
+        and fields[2] in ("cgroup", "cgroup2")
+        and fields[1].startswith("/sys/fs/cgroup")
+        for line in mounts
+    )
 
 
 @dataclass(frozen=True)
@@ -274,7 +294,9 @@ def slurm_cluster(
             daemons.start(f"slurmd-{name}", ["slurmd", "-D", "-N", name, "-f", str(layout.conf)],
                           env)  # fmt: skip
         daemons.wait(lambda: _nodes_idle(env, len(nodes)), "the nodes to be idle",
-              lambda: _node_states(env) + cluster.log_tail("slurmctld.log"),
+              lambda: _node_states(env) + cluster.log_tail("slurmctld.log")
+              + "".join(f"\n--- slurmd-{n}.out:\n" + cluster.log_tail(f"slurmd-{n}.out", 15)
+                        for n in nodes),
               deadline)  # fmt: skip
         rest_env = {**env, "SLURM_JWT": "daemon"}
         daemons.start("slurmrestd", [
