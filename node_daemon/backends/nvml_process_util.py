@@ -33,8 +33,9 @@ class SmUtilization:
 
     seen_us: dict[int, int] = field(default_factory=dict)
 
-    def read(self, q: Query, index: int, handle: Any) -> Mapping[int, float] | None:
-        """pid → SM %, each from its latest sample since the last read; None: unknown."""
+    def read(self, q: Query, index: int, handle: Any) -> Mapping[int, float | None] | None:
+        """pid → SM %, each from its latest sample since the last read (None: a sample
+        out of range); None: NVML cannot tell for this GPU."""
         since = self.seen_us.get(index, 0)
         try:
             samples = pynvml.nvmlDeviceGetProcessUtilization(handle, since)
@@ -42,11 +43,11 @@ class SmUtilization:
             if exc.value not in _NO_SAMPLES:
                 q.failed("process-utilization", exc, _FUNCTION)
             return None
-        latest: dict[int, tuple[int, float]] = {}
+        latest: dict[int, tuple[int, float | None]] = {}
         for sample in samples:
-            stamp, pid = int(sample.timeStamp), int(sample.pid)
-            if stamp >= latest.get(pid, (-1, 0.0))[0] and 0 <= sample.smUtil <= 100:
-                latest[pid] = (stamp, float(sample.smUtil))
+            stamp, pid, sm = int(sample.timeStamp), int(sample.pid), int(sample.smUtil)
+            if stamp >= latest.get(pid, (-1, None))[0]:
+                latest[pid] = (stamp, float(sm) if 0 <= sm <= 100 else None)
         self.seen_us[index] = max([since, *(int(s.timeStamp) for s in samples)])
         return {pid: pct for pid, (_, pct) in latest.items()}
 
@@ -55,6 +56,6 @@ class SmUtilization:
         self.seen_us.pop(index, None)
 
 
-def sm_util_of(pid: int, utilization: Mapping[int, float] | None) -> float | None:
+def sm_util_of(pid: int, utilization: Mapping[int, float | None] | None) -> float | None:
     """The pid's SM % in a read's answer: 0 when the answer has no sample of it."""
     return None if utilization is None else utilization.get(pid, 0.0)

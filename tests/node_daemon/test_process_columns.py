@@ -122,6 +122,14 @@ def test_sm_util_counts_only_samples_since_the_last_read(
     assert _nvml_processes(backend)[holder.pid].sm_util_pct == 65.0
 
 
+def test_an_out_of_range_sample_is_unknown_not_zero(
+    fake_nvml: FakeNvmlState, backend: NvmlBackend, holder: subprocess.Popen[str]
+) -> None:
+    fake_nvml.add_process(0, holder.pid, MIB).add_process_util(0, holder.pid, 250)
+
+    assert _nvml_processes(backend)[holder.pid].sm_util_pct is None
+
+
 @pytest.mark.parametrize("answer", ["unsupported", "error:4"])  # NOT_SUPPORTED, NO_PERMISSION
 def test_sm_util_absent_when_nvml_cannot_tell(
     fake_nvml: FakeNvmlState, backend: NvmlBackend, holder: subprocess.Popen[str], answer: str
