@@ -105,6 +105,10 @@ class SlurmCluster:
 
     def run(self, *args: str, user: str | None = None) -> str:
         """Run a Slurm command against this cluster; its stdout, or an error with stderr."""
+        if args[:1] == ("sbatch",) and not any(a.startswith(("--output", "-o")) for a in args):
+            # A job's output would land in the test run's directory (the checkout) as
+            # slurm-N.out: no test reads it.
+            args = ("sbatch", "--output=/dev/null", *args[1:])
         done = subprocess.run(
             args, env=self.env(), capture_output=True, text=True, timeout=30, user=user
         )
