@@ -616,6 +616,15 @@ class FuzzTarget:
             assert len(results) == 2 and results[0] == "attempt", results
             assert results[1].startswith(expected), (outcome, results)
             assert {r.user for r in records} == {user}
+        elif method == "RecordExternalAction":
+            # Its one record is the action taken elsewhere, by the caller; a refused
+            # request writes none.
+            if code == Code.OK:
+                assert isinstance(request, pb.RecordExternalActionRequest)
+                assert results == [request.result], results
+                assert [r.user for r in records] == [user]
+            else:
+                assert results == [], (outcome, results)
         else:
             assert results == [], f"a read ({method}) was audited: {results}"
 
