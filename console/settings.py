@@ -27,7 +27,6 @@ top level, still works: it is the profile "default" (plaintext, no TLS).
 
 from __future__ import annotations
 
-import ipaddress
 import shlex
 import tomllib
 import urllib.parse
@@ -38,6 +37,7 @@ from typing import Any
 
 import platformdirs
 
+from console.connections.addresses import is_loopback_host
 from console.fleet.notify_settings import NotifySettings, NotifySettingsError, parse_notify_settings
 
 DEFAULT_PROFILE = "default"
@@ -233,7 +233,7 @@ def _slurm(table: Mapping[str, Any], where: str) -> SlurmProfile | None:
     parts = urllib.parse.urlsplit(url) if isinstance(url, str) else None
     if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
         raise SettingsError(f"{where}: slurm_url must be an http:// or https:// URL, not {url!r}")
-    if parts.scheme == "http" and not _loopback(parts.hostname):
+    if parts.scheme == "http" and not is_loopback_host(parts.hostname):
         raise SettingsError(f"{where}: slurm_url {url} is plain http beyond this machine: the "
                             "Slurm token would cross the network in clear; use https")  # fmt: skip
     user = table.get("slurm_user")
@@ -259,19 +259,10 @@ def _prometheus(
     if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
         raise SettingsError(f"{where}: prometheus_url must be an http:// or https:// URL, "
                             f"not {url!r}")  # fmt: skip
-    if parts.scheme == "http" and token_file is not None and not _loopback(parts.hostname):
+    if parts.scheme == "http" and token_file is not None and not is_loopback_host(parts.hostname):
         raise SettingsError(f"{where}: prometheus_url {url} is plain http beyond this machine: "
                             "the token would cross the network in clear; use https")  # fmt: skip
     return url, ca_file, token_file
-
-
-def _loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def _command(

@@ -17,7 +17,6 @@ done, the command reports an error).
 
 from __future__ import annotations
 
-import ipaddress
 import json
 import logging
 import os
@@ -32,6 +31,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
 
+from console.connections.addresses import is_loopback_host
 from console.fleet.slurm_model import (
     ReservationAsk,
     SlurmJob,
@@ -72,7 +72,7 @@ class SlurmAccess:
         parts = urllib.parse.urlsplit(self.url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"slurm url must be an http:// or https:// URL, not {self.url!r}")
-        if parts.scheme == "http" and not _loopback(parts.hostname):
+        if parts.scheme == "http" and not is_loopback_host(parts.hostname):
             raise ValueError(f"slurm url {self.url} is plain http beyond this machine: the "
                              "Slurm token would cross the network in clear; use https")  # fmt: skip
 
@@ -286,12 +286,3 @@ def _names(text: object) -> tuple[str, ...]:
 def _slurm_time(when: datetime) -> str:
     # Slurm reads times in slurmctld's local zone; an aware time is sent as UTC epoch.
     return f"uts{int(when.timestamp())}" if when.tzinfo else when.strftime("%Y-%m-%dT%H:%M:%S")
-
-
-def _loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
