@@ -10,9 +10,26 @@ must not look like a valid answer.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 
 class ConfigError(ValueError):
     """A configuration problem, worded for the operator: file, key, what is expected."""
+
+
+def config_table(table: Any, name: str, source: str, known: Sequence[str]) -> dict[str, Any]:
+    """`table` if it is a TOML table holding only `known` keys, else ConfigError saying so:
+    "[name] must be a table", "unknown key(s) a, b in [name] (known: ...)" in `known`'s order.
+    """
+    if not isinstance(table, dict):
+        raise ConfigError(f"{source}: [{name}] must be a table")
+    unknown = sorted(set(table) - set(known))
+    if unknown:
+        raise ConfigError(
+            f"{source}: unknown key(s) {', '.join(unknown)} in [{name}] (known: {', '.join(known)})"
+        )
+    return table
 
 
 class DomainError(Exception):

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
-from node_daemon.errors import ConfigError
+from node_daemon.errors import ConfigError, config_table
 
 
 @dataclass(frozen=True)
@@ -71,16 +71,8 @@ _LIMITS: dict[str, tuple[float, float]] = {
 
 def parse_health_settings(table: Any, source: str) -> HealthSettings:
     """The [health] table over the defaults, or ConfigError naming the key at fault."""
-    if not isinstance(table, dict):
-        raise ConfigError(f"{source}: [health] must be a table")
     defaults = HealthSettings()
-    known = {f.name for f in fields(defaults)}
-    unknown = sorted(set(table) - known)
-    if unknown:
-        raise ConfigError(
-            f"{source}: unknown key(s) {', '.join(unknown)} in [health] "
-            f"(known: {', '.join(sorted(known))})"
-        )
+    config_table(table, "health", source, sorted(f.name for f in fields(defaults)))
     values = {key: _checked(defaults, key, value, source) for key, value in table.items()}
     return replace(defaults, **values)
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
-from node_daemon.errors import ConfigError
+from node_daemon.errors import ConfigError, config_table
 
 MIB = 1024 * 1024
 DAY_S = 86400
@@ -46,16 +46,8 @@ _BOUNDS: dict[str, tuple[float, float, str]] = {
 
 def parse_history_settings(table: Any, source: str) -> HistorySettings:
     """The [history] table over the defaults, or ConfigError naming the key at fault."""
-    if not isinstance(table, dict):
-        raise ConfigError(f"{source}: [history] must be a table")
     defaults = HistorySettings()
-    known = {f.name for f in fields(defaults)}
-    unknown = sorted(set(table) - known)
-    if unknown:
-        raise ConfigError(
-            f"{source}: unknown key(s) {', '.join(unknown)} in [history] "
-            f"(known: {', '.join(sorted(known))})"
-        )
+    config_table(table, "history", source, sorted(f.name for f in fields(defaults)))
     return replace(defaults, **{key: _value(key, value, source) for key, value in table.items()})
 
 

@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from node_daemon.errors import ConfigError
+from node_daemon.errors import ConfigError, config_table
 
 DEFAULT_POLL_S = 300.0
 _CURRENCY = re.compile(r"[A-Z]{3}")
@@ -52,14 +52,7 @@ class UsageSettings:
 
 def parse_usage_settings(table: Any, source: str) -> UsageSettings:
     """The [usage] table over the defaults, or ConfigError naming the key at fault."""
-    if not isinstance(table, dict):
-        raise ConfigError(f"{source}: [usage] must be a table")
-    unknown = sorted(set(table) - {"sacct_poll_interval_s", "prices"})
-    if unknown:
-        raise ConfigError(
-            f"{source}: unknown key(s) {', '.join(unknown)} in [usage] "
-            "(known: prices, sacct_poll_interval_s)"
-        )
+    config_table(table, "usage", source, ("prices", "sacct_poll_interval_s"))
     poll = table.get("sacct_poll_interval_s", DEFAULT_POLL_S)
     if not _number(poll) or not (poll == 0 or 30 <= poll <= 86400):
         raise ConfigError(
@@ -71,14 +64,7 @@ def parse_usage_settings(table: Any, source: str) -> UsageSettings:
 
 
 def parse_prices(table: Any, source: str) -> Prices:
-    if not isinstance(table, dict):
-        raise ConfigError(f"{source}: [usage.prices] must be a table")
-    unknown = sorted(set(table) - set(_PRICE_KEYS))
-    if unknown:
-        raise ConfigError(
-            f"{source}: unknown key(s) {', '.join(unknown)} in [usage.prices] "
-            f"(known: {', '.join(_PRICE_KEYS)})"
-        )
+    config_table(table, "usage.prices", source, _PRICE_KEYS)
     currency = table.get("currency")
     if not isinstance(currency, str) or not _CURRENCY.fullmatch(currency):
         raise ConfigError(
