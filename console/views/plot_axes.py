@@ -32,6 +32,9 @@ class SparseAxis(pg.AxisItem):
         super().__init__("left", **kwargs)
         self.setStyle(maxTickLevel=0, maxTextLevel=0)
         self.setWidth(Y_AXIS_WIDTH)
+        # No SI prefix: the unit is in the plot's title; working it out re-set the
+        # (hidden) label's HTML at every range change.
+        self.enableAutoSIPrefix(False)
 
     def tickSpacing(self, minVal: float, maxVal: float, size: float) -> list[tuple[float, float]]:
         span = abs(maxVal - minVal)
@@ -42,4 +45,6 @@ class SparseAxis(pg.AxisItem):
 
 def time_axis() -> pg.DateAxisItem:
     """Local time, its labels thinned by pyqtgraph to the axis's width."""
-    return pg.DateAxisItem(orientation="bottom")
+    axis = pg.DateAxisItem(orientation="bottom")
+    axis.enableAutoSIPrefix(False)  # seconds since 1970 never take a prefix
+    return axis
