@@ -123,6 +123,8 @@ class FleetItemModel(QAbstractItemModel):
 
     def _gpu_data(self, node: NodeRecord, gpu: int, role: int) -> Any:
         snap = node.latest.get(gpu)
+        if role == roles.TILE_ROLE:
+            return self._tile(node, gpu)
         if role == Qt.ItemDataRole.DisplayRole:
             return f"GPU {gpu}"
         if role == roles.KIND_ROLE:
@@ -160,6 +162,18 @@ class FleetItemModel(QAbstractItemModel):
             boxes = tuple(dict.fromkeys(p.container_id for p in snap.processes if p.container_id))
             return jobs, boxes
         return None
+
+    def _tile(self, node: NodeRecord, gpu: int) -> roles.TileData:
+        now_ms, target, control = _now_ms(), node.target, self._fleet.control
+        snap = node.latest.get(gpu)
+        return roles.TileData(
+            None if snap is None else snap.health,
+            None if snap is None else node.row(gpu),
+            None if snap is None else snap.condition,
+            control.reservation_on(target, gpu, now_ms),
+            control.running_on(target, gpu),
+            self._fleet.alert_severity(target, gpu, now_ms),
+        )
 
     def _node_alert(self, node: NodeRecord) -> Severity | None:
         now_ms = _now_ms()

@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from PySide6.QtCore import QModelIndex, QRect, Qt
+from PySide6.QtCore import QRect, Qt
 from PySide6.QtGui import QColor, QPainter, QPen, QStaticText
 
 from console.fleet.alerts import Severity
@@ -22,13 +22,13 @@ from console.fleet.columns import Row, value
 from console.fleet.health import GpuCondition
 from console.fleet.health_words import tile_tag
 from console.fleet.updates import LinkState
-from console.qt import roles
+from console.qt.roles import TileData
 
 if TYPE_CHECKING:
     from console.views.tile_painter import TilePainter
 
-# What the full painter knows a GPU by: health, newest row, stale, its node's link.
-TileFacts = tuple[str | None, Row | None, bool, LinkState]
+# What the full painter read of the GPU's node: stale, its link.
+NodeFacts = tuple[bool, LinkState]
 
 
 @dataclass(frozen=True)
@@ -58,18 +58,22 @@ class CompactTile:
         self._figures.clear()
 
     def paint(
-        self, painter: QPainter, gpu: QModelIndex, tile: QRect, facts: TileFacts, selected: bool
+        self,
+        painter: QPainter,
+        facts: TileData,
+        tile: QRect,
+        node: NodeFacts,
+        selected: bool,
     ) -> None:
-        health, row, stale, state = facts
-        style, read = self._style, self._owner.read
+        (stale, state), style = node, self._style
+        health, row, condition = facts.health, facts.row, facts.condition
         painter.fillRect(tile, style.stale if stale else self._owner.fill(health, row, state))
-        if read(gpu, roles.RESERVATION_ROLE) is not None:
+        if facts.reservation is not None:
             painter.fillRect(QRect(tile.x(), tile.y(), 2, tile.height()), style.reserved)
-        condition: GpuCondition | None = read(gpu, roles.CONDITION_ROLE)
         if condition is not None and health != "lost" and tile_tag(condition) is not None:
             mark = QRect(tile.right() - 4, tile.y() + 1, 4, 4)
             painter.fillRect(mark, style.health_mark(condition))
-        self._frame(painter, tile, read(gpu, roles.ALERT_ROLE), selected)
+        self._frame(painter, tile, facts.alert, selected)
         self._figure(painter, tile, health, row, stale)
 
     def _frame(

@@ -568,9 +568,10 @@ class FleetGrid(QWidget):
 
     def _paint_block(self, painter: QPainter, block: Block) -> None:
         group = block.group
+        read = self._model.data  # not index.data(): no trip through Qt's C++ and back
         if group.node_row is not None:
             node = self._model.index(group.node_row, 0)
-            self._painter.block(painter, block.rect, node.data(roles.ALERT_ROLE))
+            self._painter.block(painter, block.rect, read(node, roles.ALERT_ROLE))
             self._painter.node_header(painter, block.rect, node)
         else:
             self._painter.block(painter, block.rect, None)
@@ -581,8 +582,8 @@ class FleetGrid(QWidget):
             known = nodes.get(node_row)
             if known is None:  # what is the node's, read once per block
                 node = self._model.index(node_row, 0)
-                link = (node.data(roles.LINK_STATE_ROLE), node.data(roles.QUIET_ROLE))
-                known = nodes[node_row] = (node, node.data(), node.data(roles.TARGET_ROLE), link)
+                link = (read(node, roles.LINK_STATE_ROLE), read(node, roles.QUIET_ROLE))
+                known = nodes[node_row] = (node, read(node), read(node, roles.TARGET_ROLE), link)
             node, name, target, link = known
             gpu = self._gpu_index((node_row, gpu_row))
             labels = tile_labels(group, name, gpu_row)
