@@ -216,6 +216,11 @@ class GpuPlots(pg.GraphicsLayoutWidget):
     def _apply_range(self) -> None:
         start, end = self.visible_range()
         next(reversed(self._plots.values())).setXRange(start, end, padding=0)
+        for box in self._boxes:
+            # What each box would do when the view paints (autoscale, its transform):
+            # done there, it changes the scene mid-paint and the whole view paints a
+            # second time; done now, a refresh paints once.
+            box.prepareForPaint()
         self._show_note(start)
 
     def _show_note(self, start: float) -> None:
