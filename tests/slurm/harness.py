@@ -30,7 +30,7 @@ from pathlib import Path
 
 from console.connections.slurm_rest import API_VERSION
 from tests.slurm.accounting import start_accounting
-from tests.slurm.slurm_config import ClusterLayout, gpu_files, gres_conf, slurm_conf
+from tests.slurm.slurm_config import ClusterLayout, cgroup_conf, gpu_files, gres_conf, slurm_conf
 from tests.tools import free_port
 
 REST_USER = "gpufleet-slurmrest"
@@ -64,25 +64,7 @@ def missing_pieces() -> str | None:
         lost.append("passwd (useradd)")
     if lost:
         return f"Debian packages missing: {', '.join(lost)}"
-    if not _cgroups_mounted():
-        # slurmd 22.05 initialises its cgroup plugin whatever the proctrack and task
-        # plugins are, and stops without a cgroup filesystem (a chroot with /sys bound
-        # without its submounts): "No filesystem mounted on /sys/fs/cgroup".
-        return "slurmd needs a cgroup filesystem at /sys/fs/cgroup, which this machine lacks"
     return None
-
-
-def _cgroups_mounted() -> bool:
-    try:
-        mounts = Path("/proc/self/mounts").read_text().splitlines()
-    except OSError:
-        return False
-    return any(
-        len(fields := line.split()) > 2
-        and fields[2] in ("cgroup", "cgroup2")
-        and fields[1].startswith("/sys/fs/cgroup")
-        for line in mounts
-    )
 
 
 @dataclass(frozen=True)
@@ -228,6 +210,7 @@ def _write_files(layout: ClusterLayout) -> None:
         gpu.touch()
     layout.conf.write_text(slurm_conf(layout))
     (layout.conf.parent / "gres.conf").write_text(gres_conf(layout))
+    (layout.conf.parent / "cgroup.conf").write_text(cgroup_conf())
     for key, size in ((root / "munge" / "munge.key", 1024), (layout.jwt_key, 32)):
         key.write_bytes(secrets.token_bytes(size))
         key.chmod(0o600)

@@ -97,6 +97,16 @@ def slurm_conf(layout: ClusterLayout) -> str:
     return "\n".join(lines) + "\n"
 
 
+def cgroup_conf() -> str:
+    """The cgroup plugin named, not detected: slurmd 22.05 detects it from the filesystem
+    at /sys/fs/cgroup and stops where there is none ("No filesystem mounted on
+    /sys/fs/cgroup": a chroot with /sys bound without its submounts). Named, v1 loads
+    without touching a hierarchy: with proctrack/linuxproc, task/none and no
+    accounting gather, nothing asks it for one.
+    """
+    return "CgroupPlugin=cgroup/v1\n"
+
+
 def gres_conf(layout: ClusterLayout) -> str:
     """Eight GPUs per node, backed by placeholder files (see `gpu_files`).
 
