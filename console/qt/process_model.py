@@ -43,6 +43,14 @@ class ProcessTableModel(RowTableModel):
                 )
                 self.dataChanged.emit(top, bottom, [Qt.ItemDataRole.DisplayRole])
             return
+        if where == self._where and _identities(rows) == _identities(self._rows) and rows:
+            # The same processes with new figures (SM %, CPU, memory): changed in place.
+            # A reset would drop the view's pressed row and selection every sample, so
+            # a drag that began between two samples never started.
+            self._rows, self._second = rows, second
+            last = self.index(len(rows) - 1, self.columnCount() - 1)
+            self.dataChanged.emit(self.index(0, 0), last)
+            return
         self.beginResetModel()
         self._rows, self._where, self._second = rows, where, second
         self.endResetModel()
@@ -78,3 +86,8 @@ class ProcessTableModel(RowTableModel):
         cells = process_cells(self._rows[index.row()], self._clock())
         found = cells.texts if role == Qt.ItemDataRole.DisplayRole else cells.keys
         return found[index.column()]
+
+
+def _identities(rows: Sequence[ProcessRow]) -> list[tuple[int, int | None]]:
+    """Which processes, in order: pid and start time (a reused pid is another process)."""
+    return [(row.pid, row.start_time_unix_ms) for row in rows]

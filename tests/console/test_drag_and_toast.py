@@ -5,6 +5,8 @@ Real widgets in the real window.
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from PySide6.QtCore import QPoint, QRect, QSize
 from PySide6.QtGui import QImage
@@ -105,3 +107,27 @@ def test_a_toast_covers_no_table_rows(qtbot, size: QSize) -> None:
         assert len(rects) >= 2, rects  # the tab's table and the GPU's processes at least
         for name, rect in rects:
             assert not rect.intersects(toast), f"the toast {toast} covers {name} {rect}"
+
+
+def test_new_figures_of_the_same_processes_keep_the_selection_and_a_press(qtbot) -> None:
+    """A sample that only changes figures (SM %, CPU, memory) updates the rows in place:
+    no reset, so a selection (and a press that is about to become a drag) survives."""
+    model = ProcessTableModel()
+    where = ("10.0.0.1:50051", "node-a", 2)
+    other = dataclasses.replace(TRAINER, pid=TRAINER.pid + 1, command="python eval.py")
+    model.set_processes((TRAINER, other), where)
+    table = ProcessTable(model)
+    qtbot.addWidget(table)
+    table.show()
+    table.selectRow(1)
+    resets: list[bool] = []
+    model.modelReset.connect(lambda: resets.append(True))
+    busier = dataclasses.replace(other, sm_util_pct=97.0, cpu_pct=180.0)
+    with qtbot.waitSignal(model.dataChanged, timeout=1000):
+        model.set_processes((TRAINER, busier), where)
+    assert resets == [] and model.process(1).sm_util_pct == 97.0
+    assert [i.row() for i in table.selectionModel().selectedRows()] == [1]
+    # Another process in the same place (a reused pid: another start) is a new table.
+    reborn = dataclasses.replace(busier, start_time_unix_ms=(busier.start_time_unix_ms or 0) + 1)
+    model.set_processes((TRAINER, reborn), where)
+    assert resets == [True]
