@@ -1,4 +1,4 @@
-"""What the console's drags carry: a queued workload, a user or team, a GPU process.
+"""What the console's drags carry: a queued workload, a user or team, a GPU process, a node.
 
 Each is JSON under its own MIME type (plus plain text, so a drop into a text
 editor says what was dragged). A drag names things (node, ids, pid and start
@@ -19,6 +19,7 @@ from console.fleet.updates import ProcessRow
 WORKLOAD_MIME = "application/x-gpufleet-workload"
 HOLDER_MIME = "application/x-gpufleet-holder"
 PROCESS_MIME = "application/x-gpufleet-process"
+NODE_MIME = "application/x-gpufleet-node"  # a node's block header, dragged (onto the drain zone)
 
 
 def _pack(mime_type: str, payload: dict[str, Any], text: str) -> QMimeData:
@@ -91,6 +92,18 @@ def read_process(data: QMimeData) -> KillTarget | None:
         return None
 
 
+def node_mime(target: str, name: str) -> QMimeData:
+    return _pack(NODE_MIME, {"target": target, "name": name}, name)
+
+
+def read_node(data: QMimeData) -> tuple[str, str] | None:
+    """(node target, its name), or None."""
+    payload = _unpack(data, NODE_MIME)
+    if payload is None or not {"target", "name"} <= payload.keys():
+        return None
+    return str(payload["target"]), str(payload["name"])
+
+
 def drag_text(data: QMimeData) -> str:
     """What a drag's compact label says: "PID 4242 · python train.py", "workload w-3 (train)"."""
     process = _unpack(data, PROCESS_MIME)
@@ -103,4 +116,7 @@ def drag_text(data: QMimeData) -> str:
     holder = read_holder(data)
     if holder is not None:
         return f"reserve for {holder}"
+    node = read_node(data)
+    if node is not None:
+        return f"node {node[1]}"
     return data.text()

@@ -1,4 +1,5 @@
-"""SlurmDropRules: a pending Slurm job dragged over a node's tile, judged from Slurm's view."""
+"""SlurmDropRules: Slurm drags judged from Slurm's view: a pending job over a node's tile,
+a holder over Slurm nodes, a node over the drain zone."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from console.fleet.slurm_view import (
     job_words,
     slurm_name,
 )
+from console.qt.mime import read_node
 from console.qt.slurm_mime import SLURM_JOB_MIME, read_slurm_job
 from console.qt.slurm_watch import SlurmWatch
 
@@ -54,6 +56,29 @@ class SlurmDropRules:
         places = tuple((target, i) for i in range(node.gpu_count)) or ((target, gpu),)
         steer = SlurmSteer(target, name, job_id, job_words(job, job_id))
         return steer, Verdict(True, verdict.reason, places)
+
+    def judge_drain(self, data: QMimeData) -> tuple[tuple[str, str] | None, Verdict]:
+        """A node dragged over the drain zone: (target, Slurm name) to drain, and the verdict.
+
+        Only Slurm's view is judged (a node Slurm has, not drained already); whether
+        the person may drain it is Slurm's to say, as from the tile's menu.
+        """
+        dragged = read_node(data)
+        if dragged is None or dragged[0] not in {n.target for n in self._fleet}:
+            return None, Verdict(False, "the drag names no node of this console")
+        target = dragged[0]
+        node = self._fleet.node(target)
+        if node.info is None:
+            return None, Verdict(False, f"{node.name} has not said its host name (its Slurm name)")
+        name = slurm_name(node.name)
+        known = self._watch.view.nodes.get(name)
+        if known is None:
+            return None, Verdict(False, f"{name} is not a node of this Slurm")
+        if known.drained:
+            why = f" ({known.reason})" if known.reason else ""
+            return None, Verdict(False, f"{name} is drained already{why}: resume it from its menu")
+        places = tuple((target, i) for i in range(node.gpu_count))
+        return (target, name), Verdict(True, f"drain {name} in Slurm (a reason is asked)", places)
 
     def reserves(self, target: str) -> bool:
         """Does a holder dropped on this node's tile reserve it in Slurm (a node Slurm has)?"""

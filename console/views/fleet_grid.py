@@ -23,6 +23,7 @@ from collections.abc import Callable
 from PySide6.QtCore import QEvent, QModelIndex, QPoint, QRect, QSize, Qt, QTimer, Signal
 from PySide6.QtGui import (
     QContextMenuEvent,
+    QDrag,
     QDragEnterEvent,
     QDragLeaveEvent,
     QDragMoveEvent,
@@ -35,7 +36,7 @@ from PySide6.QtGui import (
     QPaintEvent,
     QResizeEvent,
 )
-from PySide6.QtWidgets import QMenu, QScrollArea, QSizePolicy, QToolTip, QWidget
+from PySide6.QtWidgets import QApplication, QMenu, QScrollArea, QSizePolicy, QToolTip, QWidget
 
 from console.fleet import columns
 from console.fleet.alerts import Severity
@@ -48,7 +49,9 @@ from console.qt import roles
 from console.qt.drop_rules import TileDrop, TileDropRules
 from console.qt.fleet_item_model import FleetItemModel
 from console.qt.frame_pump import DEFAULT_FPS
+from console.qt.mime import drag_text, node_mime
 from console.views import grid_keys
+from console.views.drag_image import OFFSET, drag_pixmap
 from console.views.drop_overlay import paint_drop_verdict
 from console.views.grid_layout import (
     DEFAULT,
@@ -128,6 +131,7 @@ class FleetGrid(QWidget):
         self.menu_extras: list[Callable[[QMenu, str, int], None]] = []
         self._rules = drop_rules
         self._hover: tuple[Place, TileDrop] | None = None
+        self._drag_from: tuple[QPoint, str] | None = None  # a press on a node's title line
         self.last_drop: TileDrop | None = None  # the verdict on the latest drop
         self.setAcceptDrops(drop_rules is not None)
         # Changed blocks waiting for their repaint (an ordered set: oldest first).
@@ -325,10 +329,48 @@ class FleetGrid(QWidget):
             self._repaint.start(FRAME_MS)
 
     def mousePressEvent(self, event: QMouseEvent) -> None:
-        hit = self._hit(event.position().toPoint())
-        if hit is not None and event.button() == Qt.MouseButton.LeftButton:
+        point = event.position().toPoint()
+        hit = self._hit(point)
+        left = event.button() == Qt.MouseButton.LeftButton
+        if hit is not None and left:
             add = bool(event.modifiers() & Qt.KeyboardModifier.ControlModifier)
             self.select(*hit, add=add)
+        # A node drags from its block's title line (onto the Slurm drain zone).
+        header = self.header_at(point) if left else None
+        self._drag_from = (point, header) if header is not None else None
+
+    def mouseMoveEvent(self, event: QMouseEvent) -> None:
+        start = self._drag_from
+        if start is None or not event.buttons() & Qt.MouseButton.LeftButton:
+            return
+        moved = (event.position().toPoint() - start[0]).manhattanLength()
+        if moved >= QApplication.startDragDistance():
+            self._drag_from = None
+            self.node_drag(start[1]).exec(Qt.DropAction.MoveAction)
+
+    def mouseReleaseEvent(self, event: QMouseEvent) -> None:
+        self._drag_from = None
+        super().mouseReleaseEvent(event)
+
+    def header_at(self, point: QPoint) -> str | None:
+        """The node whose block's title line is under `point`, or None."""
+        for block in self._blocks:
+            row = block.group.node_row
+            head = QRect(block.rect.topLeft(), QSize(block.rect.width(), self.metrics.header_h))
+            if row is not None and head.contains(point):
+                target: str = self._model.index(row, 0).data(roles.TARGET_ROLE)
+                return target
+        return None
+
+    def node_drag(self, target: str) -> QDrag:
+        """A node's drag: its target and name, shown as a compact label ("node gpu01")."""
+        data = node_mime(target, self._model.node_index(target).data())
+        drag = QDrag(self)
+        drag.setMimeData(data)
+        drag.setPixmap(drag_pixmap(drag_text(data), self.palette(), self.font(),
+                                   self.devicePixelRatioF()))  # fmt: skip
+        drag.setHotSpot(-OFFSET)
+        return drag
 
     def keyPressEvent(self, event: QKeyEvent) -> None:
         key, mods = event.key(), event.modifiers()

@@ -1,7 +1,9 @@
 """The Slurm queue in the Workloads tab: the cluster's pending and running jobs, filterable.
 
 Read live (SlurmWatch: every 5 s while this panel is on screen). A pending job
-drags onto a node's tile: Slurm is asked to run it there.
+drags onto a node's tile: Slurm is asked to run it there. Below, Slurm's
+reservations (released here) and the drain zone (a node dragged onto it by its
+block's title line is drained in Slurm, after a reason).
 """
 
 from __future__ import annotations
@@ -22,13 +24,16 @@ from console.qt.row_table import SortKeyProxy
 from console.qt.slurm_job_model import SlurmJobTableModel
 from console.qt.slurm_reservation_model import RESERVATION_ROLE, SlurmReservationTableModel
 from console.qt.slurm_watch import SlurmWatch
+from console.views.drain_zone import DrainJudge, DrainZone
 from console.views.row_table_panel import bar_over_table, set_up_row_table
 
 
 class SlurmJobsPanel(QWidget):
     releaseRequested = Signal(object)  # SlurmReservation, to confirm and release
 
-    def __init__(self, watch: SlurmWatch, parent: QWidget | None = None) -> None:
+    def __init__(
+        self, watch: SlurmWatch, drain_judge: DrainJudge, parent: QWidget | None = None
+    ) -> None:
         super().__init__(parent)
         self.setObjectName("slurmJobsPanel")
         self._watch = watch
@@ -59,8 +64,12 @@ class SlurmJobsPanel(QWidget):
         self.release = QPushButton("Release reservation…")
         self.release.setObjectName("slurmRelease")
         self.release.clicked.connect(self._on_release_clicked)
-        layout.addWidget(self.reservation_table)
+        # The queue gets most of the height; a few reservations fit below it.
+        layout.setStretchFactor(self.table, 3)
+        layout.addWidget(self.reservation_table, 1)
         layout.addWidget(self.release)
+        self.drain_zone = DrainZone(drain_judge)
+        layout.addWidget(self.drain_zone)
         watch.changed.connect(self.on_view_changed)
 
     def _on_release_clicked(self) -> None:

@@ -1,8 +1,9 @@
 """The console's Slurm parts, built and wired together where a profile has slurm_url.
 
 The Slurm queue beside the gpufleet queue in the Workloads tab, its drops on the
-grid's tiles (steer), the tiles' Drain/Resume in Slurm and the processes'
-"Cancel Slurm job N". MainWindow builds one when its session has a Slurm link.
+grid's tiles (steer), the tiles' Drain/Resume in Slurm, the drain zone (a node
+dragged onto it) and the processes' "Cancel Slurm job N". MainWindow builds one
+when its session has a Slurm link.
 """
 
 from __future__ import annotations
@@ -30,9 +31,11 @@ class SlurmParts(QObject):
         super().__init__(parent)
         link, actions = slurm
         self.watch = SlurmWatch(link, self)
-        self.panel = SlurmJobsPanel(self.watch)
+        rules = SlurmDropRules(fleet, self.watch)
+        self.panel = SlurmJobsPanel(self.watch, rules.judge_drain)
         self.prompts = SlurmPrompts(fleet, self.watch, actions, parent)
-        drop_rules.slurm = SlurmDropRules(fleet, self.watch)
+        drop_rules.slurm = rules
+        self.panel.drain_zone.drainRequested.connect(self.prompts.ask_drain)
         # Answers through the frame pump; an action's answer reads Slurm again at once.
         pump.queryFinished.connect(self.watch.on_query_finished)
         pump.commandFinished.connect(self.watch.on_command_finished)

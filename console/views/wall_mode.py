@@ -43,7 +43,8 @@ QToolBar QLabel, QToolBar QComboBox, QListView { font-size: 13pt; }
 QLabel#detailTitle { font-size: 18pt; }
 QLabel#wallMarker { font-size: 13pt; }
 """
-HIDDEN_WIDGETS = ("killZone", "dragHint")  # shown again by their panels: hidden each time
+# Shown again by their panels: hidden each time.
+HIDDEN_WIDGETS = ("killZone", "drainZone", "dragHint")
 
 
 def mutates(text: str) -> bool:

@@ -18,15 +18,18 @@ from pathlib import Path
 
 import grpc
 import pytest
-from PySide6.QtCore import QMimeData, QPointF, Qt
+from PySide6.QtCore import QDateTime, QMimeData, QPoint, QPointF, Qt, QTime
 from PySide6.QtGui import QAction, QDragEnterEvent, QDragMoveEvent, QDropEvent
 from PySide6.QtWidgets import QMessageBox
 
+from console.fleet.slurm_view import SlurmReserve
 from console.fleet.updates import LinkState
 from console.main_window import MainWindow
-from console.qt.mime import holder_mime
+from console.qt.mime import holder_mime, read_node
 from console.session import ConsoleSession
 from console.settings import SlurmProfile
+from console.views.drag_image import MAX_SIZE
+from console.views.drain_zone import IDLE_TEXT, DrainZone
 from console.views.slurm_prompts import DrainDialog
 from console.views.slurm_reserve_dialog import SlurmReserveDialog
 from gpufleet.v1 import node_pb2 as pb
@@ -229,6 +232,67 @@ def test_drain_and_resume_from_the_tile_menu(qtbot, console: Console, slurm: Slu
     assert console.audit("gpu02", "slurm/drain") == []
 
 
+def hover_and_drop(zone: DrainZone, mime: QMimeData) -> tuple[bool, str]:
+    """Hover a drag over the drain zone, then drop: (accepted, what the zone said)."""
+    pos, buttons = zone.rect().center(), Qt.MouseButton.LeftButton
+    keys, move = Qt.KeyboardModifier.NoModifier, Qt.DropAction.MoveAction
+    zone.dragEnterEvent(QDragEnterEvent(pos, move, mime, buttons, keys))
+    zone.dragMoveEvent(QDragMoveEvent(pos, move, mime, buttons, keys))
+    said = zone.text()
+    event = QDropEvent(QPointF(pos), move, mime, buttons, keys)
+    zone.dropEvent(event)
+    return event.isAccepted(), said
+
+
+def test_a_node_dragged_by_its_title_onto_the_drain_zone_is_drained_in_slurm(
+    qtbot, console: Console, slurm: SlurmCluster
+) -> None:
+    window, target = console.window, console.targets["gpu01"]
+    watch, prompts = window.slurm.watch, window.slurm.prompts  # type: ignore[union-attr]
+    zone, pump = window.slurm.panel.drain_zone, window.session.pump  # type: ignore[union-attr]
+    grid = window.grid
+    # The drag starts on the node's title line (not on a tile), with the compact label.
+    tile = grid.tile_rect(target, 0)
+    assert tile is not None and grid.header_at(tile.center()) is None
+    block = next(b for b in grid.blocks if tile in b.tiles)
+    assert grid.header_at(block.rect.topLeft() + QPoint(40, 6)) == target
+    drag = grid.node_drag(target)
+    assert read_node(drag.mimeData()) == (target, "gpu01")
+    assert drag.pixmap().width() <= MAX_SIZE.width() * drag.pixmap().devicePixelRatio()
+    try:
+        accepted, said = hover_and_drop(zone, drag.mimeData())
+        assert accepted and said == "Release to drain gpu01 in Slurm (a reason is asked)"
+        assert zone.text() == IDLE_TEXT
+        dialog = prompts.dialog
+        assert isinstance(dialog, DrainDialog)
+        dialog.reason.setText("PSU swap, ticket 4712")
+        with qtbot.waitSignal(pump.commandFinished, timeout=15_000) as done:
+            dialog.accept()
+        assert done.args[0].ok, done.args[0].message
+        shown = slurm.scontrol_show("node", "gpu01")
+        assert "DRAIN" in field(shown, "State") and "Reason=PSU swap, ticket 4712" in shown
+        qtbot.waitUntil(lambda: watch.view.nodes["gpu01"].drained, timeout=15_000)
+        # Drained already: the zone says so, in Slurm's words, and takes no drop.
+        again = grid.node_drag(target)
+        accepted, said = hover_and_drop(zone, again.mimeData())
+        assert not accepted and prompts.dialog is None  # no reason asked
+        assert (
+            said == "Cannot drain: gpu01 is drained already (PSU swap, ticket 4712): "
+            "resume it from its menu"
+        )
+    finally:
+        undrain(slurm, "gpu01")
+    record = console.audit("gpu01", "slurm/drain")[-1]
+    assert (record.target, record.result) == ("node=gpu01", "OK")
+    assert "PSU swap, ticket 4712" in record.params
+    # Something that is not a node is not followed at all.
+    person = holder_mime("root")  # held: the event does not own its data
+    enter = QDragEnterEvent(zone.rect().center(), Qt.DropAction.MoveAction, person,
+                            Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier)  # fmt: skip
+    zone.dragEnterEvent(enter)
+    assert not enter.isAccepted() and zone.text() == IDLE_TEXT
+
+
 def test_a_slurm_jobs_process_is_cancelled_through_slurm(
     qtbot, console: Console, slurm: SlurmCluster, jobs: list[int]
 ) -> None:
@@ -343,3 +407,54 @@ def test_a_person_dropped_on_selected_nodes_reserves_them_in_slurm_then_released
     assert name not in slurm.run("scontrol", "-o", "show", "reservation")
     assert console.audit("gpu01", "slurm/release")[-1].result == "OK"
     assert console.audit("gpu02", "slurm/release")[-1].target == f"reservation={name}"
+
+
+def test_the_reserve_dialog_starts_now_or_later_and_keeps_end_and_duration_together(qtbot) -> None:
+    opened = 1_800_000_000  # the dialog's clock: 2027-01-15 08:00 UTC
+    dialog = SlurmReserveDialog(SlurmReserve("alice", ("t1",), ("gpu01",)), clock=lambda: opened)
+    qtbot.addWidget(dialog)
+    assert dialog.starts_now() and dialog.ask().start is None  # "starttime=now"
+    assert dialog.start.dateTime().secsTo(dialog.end.dateTime()) == 120 * 60
+    dialog.minutes.setValue(90)  # the end follows the duration...
+    assert dialog.start.dateTime().secsTo(dialog.end.dateTime()) == 90 * 60
+    dialog.end.setDateTime(dialog.start.dateTime().addSecs(4 * 3600))  # ...and the reverse
+    assert dialog.minutes.value() == 240
+    dialog.end.setDateTime(dialog.start.dateTime().addSecs(-600))  # before the start: refused
+    assert dialog.minutes.value() == 240
+    assert dialog.start.dateTime().secsTo(dialog.end.dateTime()) == 240 * 60
+    later = QDateTime.fromSecsSinceEpoch(opened + 86_400)
+    dialog.start.setDateTime(later)  # tomorrow: a future start, the end moves with it
+    ask = dialog.ask()
+    assert not dialog.starts_now() and ask.start is not None
+    assert ask.start.timestamp() == opened + 86_400 and ask.duration is not None
+    assert ask.duration.total_seconds() == 240 * 60
+    assert dialog.end.dateTime().toSecsSinceEpoch() == opened + 86_400 + 240 * 60
+
+
+def test_a_reservation_for_later_starts_when_asked_in_slurm(
+    qtbot, console: Console, slurm: SlurmCluster
+) -> None:
+    window = console.window
+    prompts, pump = window.slurm.prompts, window.session.pump  # type: ignore[union-attr]
+    window.grid.select(console.targets["gpu01"], 0)
+    accepted, _ = drag_and_drop(console, holder_mime("root"), console.targets["gpu01"])
+    assert accepted
+    dialog = prompts.dialog
+    assert isinstance(dialog, SlurmReserveDialog)
+    name = dialog.name.text()
+    start = QDateTime.currentDateTime().addDays(1)
+    start.setTime(QTime(10, 0))
+    dialog.start.setDateTime(start)
+    dialog.minutes.setValue(45)
+    try:
+        with qtbot.waitSignal(pump.commandFinished, timeout=15_000) as done:
+            dialog.accept()
+        assert done.args[0].ok, done.args[0].message
+        shown = slurm.scontrol_show("reservation", name)
+        # scontrol shows slurmctld's local time, which is this machine's.
+        assert field(shown, "StartTime") == start.toString("yyyy-MM-ddTHH:mm:ss")
+        assert field(shown, "EndTime") == start.addSecs(45 * 60).toString("yyyy-MM-ddTHH:mm:ss")
+        assert field(shown, "Nodes") == "gpu01" and field(shown, "Users") == "root"
+    finally:
+        if name in slurm.run("scontrol", "-o", "show", "reservation"):
+            slurm.run("scontrol", "delete", f"reservationname={name}")
