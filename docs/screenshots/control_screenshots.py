@@ -26,7 +26,7 @@ from PySide6.QtGui import (
     QPainter,
 )
 from PySide6.QtWidgets import QApplication, QWidget
-from shot_tools import wait_until
+from shot_tools import save_image, settle, wait_until
 
 from console.app import build_window, qt_application
 from console.demo_fleet import DemoFleet
@@ -38,11 +38,6 @@ from gpufleet.v1 import node_pb2_grpc as pb_grpc
 
 OUT = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).resolve().parent
 PEOPLE = ["alice", "bob", "carol", "team:ml", "team:vision"]
-
-
-def settle(app: QApplication, seconds: float) -> None:
-    end = time.monotonic() + seconds
-    wait_until(app, lambda: time.monotonic() > end, seconds + 5)
 
 
 def hover(widget: QWidget, mime: QMimeData, pos: QPoint) -> None:
@@ -59,10 +54,7 @@ def tile_center(grid: FleetGrid, target: str, gpu: int) -> QPoint:
 
 
 def save(image: QImage, name: str) -> None:
-    path = OUT / name
-    if not image.save(str(path)):
-        raise OSError(f"could not write {path}")
-    print(f"wrote {path}")
+    save_image(image, OUT / name)
 
 
 def with_dialog(window: MainWindow, dialog: QWidget) -> QImage:

@@ -24,7 +24,7 @@ from pathlib import Path
 from PySide6.QtCore import QPoint
 from PySide6.QtGui import QCursor, QGuiApplication, QImage
 from PySide6.QtWidgets import QApplication, QToolTip
-from shot_tools import wait_until
+from shot_tools import save_image, settle, wait_until
 
 from console.app import build_window, has_display, qt_application
 from console.credentials import find_token, link_security
@@ -71,10 +71,7 @@ def screen() -> QImage:
 
 
 def save(image: QImage, name: str) -> None:
-    path = OUT / name
-    if not image.save(str(path)):
-        raise OSError(f"could not write {path}")
-    print(f"wrote {path}")
+    save_image(image, OUT / name)
 
 
 def main() -> int:
@@ -142,11 +139,6 @@ def shoot(app: QApplication, window, targets: list[str]) -> None:  # type: ignor
     settle(app, 0.5)
     corner = window.grid.mapToGlobal(QPoint(0, 0))
     save(screen().copy(corner.x(), corner.y(), 900, 420), "identity-tooltip.png")
-
-
-def settle(app: QApplication, seconds: float) -> None:
-    end = time.monotonic() + seconds
-    wait_until(app, lambda: time.monotonic() > end, seconds + 5)
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ import grpc
 from PySide6.QtCore import QItemSelectionModel
 from PySide6.QtGui import QImage
 from PySide6.QtWidgets import QApplication
-from shot_tools import wait_until
+from shot_tools import save_image, wait_until
 
 from console.app import build_window, qt_application
 from console.fleet.updates import LinkState
@@ -39,10 +39,7 @@ MINUTE_MS = 60_000
 
 
 def save(image: QImage, name: str) -> None:
-    path = OUT / name
-    if not image.save(str(path)):
-        raise OSError(f"could not write {path}")
-    print(f"wrote {path}")
+    save_image(image, OUT / name)
 
 
 def daemon(tmp: Path, name: str, scenario: Scenario | None) -> NodeDaemon:

@@ -16,13 +16,12 @@ Nothing is left in Slurm: the jobs are cancelled and the cluster stopped.
 from __future__ import annotations
 
 import sys
-import time
 from pathlib import Path
 
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QDragEnterEvent, QDragMoveEvent, QDropEvent, QImage
 from PySide6.QtWidgets import QApplication, QDockWidget
-from shot_tools import wait_until
+from shot_tools import save_image, settle, wait_until
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # for tests.slurm.harness
 
@@ -44,15 +43,7 @@ JOBS = (  # (name, GPUs, held until): pending jobs of the cluster's queue
 
 
 def save(image: QImage, name: str) -> None:
-    path = OUT / name
-    if not image.save(str(path)):
-        raise OSError(f"could not write {path}")
-    print(f"wrote {path}")
-
-
-def settle(app: QApplication, seconds: float) -> None:
-    end = time.monotonic() + seconds
-    wait_until(app, lambda: time.monotonic() > end, seconds + 5)
+    save_image(image, OUT / name)
 
 
 def shoot(app: QApplication, window: MainWindow, targets: list[str]) -> None:
