@@ -103,8 +103,10 @@ def start_accounting(
     use_in_slurm_conf(layout, acct)  # sacctmgr finds slurmdbd through slurm.conf too
     acct.root.mkdir(mode=0o700)
     data = acct.root / "data"
+    # --force: a fresh root may resolve neither its host name nor localhost (no
+    # /etc/hosts); the server skips name resolution anyway (--skip-name-resolve).
     _run(["mariadb-install-db", "--no-defaults", f"--datadir={data}", "--user=root",
-          "--auth-root-authentication-method=socket", "--skip-test-db"], env,
+          "--auth-root-authentication-method=socket", "--skip-test-db", "--force"], env,
          "mariadb-install-db")  # fmt: skip
     daemons.start("mariadbd", [
         "mariadbd", "--no-defaults", f"--datadir={data}", "--user=root",
