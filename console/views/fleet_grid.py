@@ -20,7 +20,7 @@ import dataclasses
 import time
 from collections.abc import Callable
 
-from PySide6.QtCore import QEvent, QModelIndex, QPoint, QRect, QSize, Qt, QTimer, Signal
+from PySide6.QtCore import QEvent, QMimeData, QModelIndex, QPoint, QRect, QSize, Qt, QTimer, Signal
 from PySide6.QtGui import (
     QContextMenuEvent,
     QDrag,
@@ -34,6 +34,7 @@ from PySide6.QtGui import (
     QMouseEvent,
     QPainter,
     QPaintEvent,
+    QPixmap,
     QResizeEvent,
 )
 from PySide6.QtWidgets import QApplication, QMenu, QScrollArea, QSizePolicy, QToolTip, QWidget
@@ -346,7 +347,7 @@ class FleetGrid(QWidget):
         moved = (event.position().toPoint() - start[0]).manhattanLength()
         if moved >= QApplication.startDragDistance():
             self._drag_from = None
-            self.node_drag(start[1]).exec(Qt.DropAction.MoveAction)
+            self._start_node_drag(start[1])
 
     def mouseReleaseEvent(self, event: QMouseEvent) -> None:
         self._drag_from = None
@@ -362,15 +363,21 @@ class FleetGrid(QWidget):
                 return target
         return None
 
-    def node_drag(self, target: str) -> QDrag:
-        """A node's drag: its target and name, shown as a compact label ("node gpu01")."""
-        data = node_mime(target, self._model.node_index(target).data())
-        drag = QDrag(self)
+    def node_drag_data(self, target: str) -> QMimeData:
+        """What dragging a node carries: its target and name."""
+        return node_mime(target, self._model.node_index(target).data())
+
+    def node_drag_label(self, data: QMimeData) -> QPixmap:
+        """The drag's compact label ("node gpu01"), in the grid's palette."""
+        return drag_pixmap(drag_text(data), self.palette(), self.font(), self.devicePixelRatioF())
+
+    def _start_node_drag(self, target: str) -> None:
+        drag = QDrag(self)  # Qt deletes it once the drag ends
+        data = self.node_drag_data(target)
         drag.setMimeData(data)
-        drag.setPixmap(drag_pixmap(drag_text(data), self.palette(), self.font(),
-                                   self.devicePixelRatioF()))  # fmt: skip
+        drag.setPixmap(self.node_drag_label(data))
         drag.setHotSpot(-OFFSET)
-        return drag
+        drag.exec(Qt.DropAction.MoveAction)
 
     def keyPressEvent(self, event: QKeyEvent) -> None:
         key, mods = event.key(), event.modifiers()

@@ -59,7 +59,7 @@ def shoot(app: QApplication, window: MainWindow, targets: list[str]) -> None:
     save(window.grab().toImage(), "slurm-workloads.png")
     # A node dragged by its title line over the drain zone: the zone's verdict.
     zone = parts.panel.drain_zone
-    mime = window.grid.node_drag(targets[1]).mimeData()
+    mime = window.grid.node_drag_data(targets[1])
     buttons, keys = Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier
     move = Qt.DropAction.MoveAction
     at = zone.rect().center()

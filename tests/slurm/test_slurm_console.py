@@ -256,11 +256,12 @@ def test_a_node_dragged_by_its_title_onto_the_drain_zone_is_drained_in_slurm(
     assert tile is not None and grid.header_at(tile.center()) is None
     block = next(b for b in grid.blocks if tile in b.tiles)
     assert grid.header_at(block.rect.topLeft() + QPoint(40, 6)) == target
-    drag = grid.node_drag(target)
-    assert read_node(drag.mimeData()) == (target, "gpu01")
-    assert drag.pixmap().width() <= MAX_SIZE.width() * drag.pixmap().devicePixelRatio()
+    data = grid.node_drag_data(target)
+    assert read_node(data) == (target, "gpu01")
+    label = grid.node_drag_label(data)
+    assert label.width() <= MAX_SIZE.width() * label.devicePixelRatio()
     try:
-        accepted, said = hover_and_drop(zone, drag.mimeData())
+        accepted, said = hover_and_drop(zone, data)
         assert accepted and said == "Release to drain gpu01 in Slurm (a reason is asked)"
         assert zone.text() == IDLE_TEXT
         dialog = prompts.dialog
@@ -273,8 +274,7 @@ def test_a_node_dragged_by_its_title_onto_the_drain_zone_is_drained_in_slurm(
         assert "DRAIN" in field(shown, "State") and "Reason=PSU swap, ticket 4712" in shown
         qtbot.waitUntil(lambda: watch.view.nodes["gpu01"].drained, timeout=15_000)
         # Drained already: the zone says so, in Slurm's words, and takes no drop.
-        again = grid.node_drag(target)
-        accepted, said = hover_and_drop(zone, again.mimeData())
+        accepted, said = hover_and_drop(zone, data)
         assert not accepted and prompts.dialog is None  # no reason asked
         assert (
             said == "Cannot drain: gpu01 is drained already (PSU swap, ticket 4712): "
