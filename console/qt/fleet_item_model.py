@@ -11,6 +11,7 @@ from console.fleet.alerts import Severity
 from console.fleet.identity import Role
 from console.fleet.model import Change, FleetModel, NodeRecord
 from console.fleet.staleness import Quiet
+from console.fleet.updates import GpuSnapshot
 from console.qt import roles
 
 Index = QModelIndex | QPersistentModelIndex
@@ -124,7 +125,7 @@ class FleetItemModel(QAbstractItemModel):
     def _gpu_data(self, node: NodeRecord, gpu: int, role: int) -> Any:
         snap = node.latest.get(gpu)
         if role == roles.TILE_ROLE:
-            return self._tile(node, gpu)
+            return self._tile(node, gpu, snap)
         if role == Qt.ItemDataRole.DisplayRole:
             return f"GPU {gpu}"
         if role == roles.KIND_ROLE:
@@ -163,9 +164,8 @@ class FleetItemModel(QAbstractItemModel):
             return jobs, boxes
         return None
 
-    def _tile(self, node: NodeRecord, gpu: int) -> roles.TileData:
+    def _tile(self, node: NodeRecord, gpu: int, snap: GpuSnapshot | None) -> roles.TileData:
         now_ms, target, control = _now_ms(), node.target, self._fleet.control
-        snap = node.latest.get(gpu)
         return roles.TileData(
             None if snap is None else snap.health,
             None if snap is None else node.row(gpu),
