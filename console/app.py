@@ -18,6 +18,7 @@ from console.main_window import MainWindow
 from console.notify.desktop import DesktopNotifier
 from console.notify.tray import TrayNotifier
 from console.qt.alert_notifier import NotificationSink
+from console.qt.gui_thread_gc import collect_in_gui_thread
 from console.qt.qt_logging import install_qt_log_handler
 from console.session import ConsoleSession
 from console.settings import SlurmProfile
@@ -45,6 +46,9 @@ def qt_application(offscreen: bool = False) -> QApplication:
     # Wayland matches the window to installer/desktop/gpufleet-console.desktop by this.
     app.setDesktopFileName("gpufleet-console")
     install_qt_log_handler()
+    # Cycles are collected between events in this thread, never by the network thread
+    # (which would destroy Qt objects the GUI thread is using: console/qt/gui_thread_gc.py).
+    collect_in_gui_thread()
     # Dark until a window's WindowLooks applies the chosen theme (console/views/looks.py).
     apply_to_app(DARK)
     return app

@@ -84,6 +84,26 @@ def no_leaked_threads() -> Iterator[None]:
     assert not leaked, f"test left threads running: {sorted(leaked)}"
 
 
+@pytest.fixture(autouse=True)
+def qt_garbage_in_the_gui_thread(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A Qt test's cycles are collected in the GUI thread, as `gpufleet console` does it.
+
+    Otherwise a daemon's or the console's network thread may collect the last test's
+    window and models mid-way through this one and destroy Qt objects the GUI thread
+    is using (seen as segfaults and hangs: console/qt/gui_thread_gc.py). What the test
+    left is collected at its end, here, before the next test starts its threads.
+    """
+    if not {"qtbot", "qapp"} & set(request.fixturenames):
+        yield
+        return
+    from console.qt.gui_thread_gc import collect_in_gui_thread, stop_collecting_in_gui_thread
+
+    request.getfixturevalue("qapp")
+    collect_in_gui_thread()
+    yield
+    stop_collecting_in_gui_thread()
+
+
 def wait_for(predicate: Callable[[], object], timeout_s: float = 10.0, what: str = "") -> None:
     """Wait for a condition that has no event to wait on (another process, a socket)."""
     deadline = time.monotonic() + timeout_s

@@ -1,0 +1,102 @@
+"""GuiThreadCollector: Python's cyclic garbage collector runs in the GUI thread only.
+
+Left automatic, a collection runs in whichever thread happens to allocate past
+the threshold: in the console that is often the network thread or a gRPC
+worker. A Qt object whose wrapper Python owns (a model, a proxy, a timer) and
+that sits in a reference cycle is then destroyed in that thread, while the GUI
+thread may be delivering an event to it or deleting its neighbours: a queued
+call lands on freed memory (a segmentation fault) or the two threads wait on
+each other's locks (a hang). Both were seen in the Slurm console tests.
+
+So automatic collection is switched off and the collector runs from a timer in
+the GUI thread, by the same generation thresholds Python would use, between
+two events rather than inside one. Reference counting still frees everything
+that is not in a cycle at once; only cycles wait for the next tick.
+"""
+
+from __future__ import annotations
+
+import gc
+
+from PySide6.QtCore import QCoreApplication, QObject, QThread, QTimer
+
+CHECK_INTERVAL_MS = 100
+
+
+class GuiThreadCollector(QObject):
+    """Owns the collection while installed; `uninstall` gives it back to Python."""
+
+    def __init__(self, interval_ms: int = CHECK_INTERVAL_MS) -> None:
+        app = QCoreApplication.instance()
+        if app is None:
+            raise RuntimeError("GuiThreadCollector needs the Qt application first")
+        if QThread.currentThread() is not app.thread():
+            raise RuntimeError("GuiThreadCollector must be made in the GUI thread")
+        super().__init__(app)  # lives as long as the application, in its thread
+        self.collections = 0
+        self._was_enabled = gc.isenabled()
+        self._long_lived_total = len(gc.get_objects(2))
+        self._long_lived_pending = 0  # moved to the oldest generation since the last full
+        self._timer = QTimer(self)
+        self._timer.setObjectName("guiThreadCollector")
+        self._timer.timeout.connect(self.collect_due)
+        gc.disable()
+        self._timer.start(interval_ms)
+
+    def collect_due(self) -> None:
+        """Collect what Python itself would have collected by now, as CPython decides it:
+        the oldest generation past its threshold, and the whole heap only once a quarter
+        more objects have reached the oldest generation since the last full collection
+        (a full collection walks every object: it must stay rare in a busy console)."""
+        counts, thresholds = gc.get_count(), gc.get_threshold()
+        if counts[0] <= thresholds[0]:
+            return
+        if counts[1] <= thresholds[1]:
+            gc.collect(0)
+        elif counts[2] <= thresholds[2] or self._long_lived_pending <= self._long_lived_total / 4:
+            young = len(gc.get_objects(0)) + len(gc.get_objects(1))  # small generations
+            self._long_lived_pending += max(0, young - gc.collect(1))
+        else:
+            self._collect_all()
+        self.collections += 1
+
+    def _collect_all(self) -> None:
+        gc.collect()
+        self._long_lived_total = len(gc.get_objects(2))
+        self._long_lived_pending = 0
+
+    def uninstall(self) -> None:
+        """Collect everything once more here, then let Python collect on its own again."""
+        self._timer.stop()
+        self._collect_all()
+        if self._was_enabled:
+            gc.enable()
+        self.setParent(None)
+        self.deleteLater()
+
+
+_installed: GuiThreadCollector | None = None
+
+
+def collect_in_gui_thread() -> GuiThreadCollector:
+    """Install the collector for the application (once; later calls return the same)."""
+    global _installed
+    if _installed is None or not _is_alive(_installed):
+        _installed = GuiThreadCollector()
+    return _installed
+
+
+def stop_collecting_in_gui_thread() -> None:
+    """Collect once more, in this (the GUI) thread, and give collection back to Python."""
+    global _installed
+    if _installed is not None and _is_alive(_installed):
+        _installed.uninstall()
+    _installed = None
+
+
+def _is_alive(collector: GuiThreadCollector) -> bool:
+    try:
+        collector.objectName()
+    except RuntimeError:  # its C++ object went with an earlier application
+        return False
+    return True

@@ -1,0 +1,69 @@
+"""Cycles holding Qt objects are collected in the GUI thread, never in a worker thread.
+
+A worker (here a plain thread allocating as gRPC's do) passes Python's collection
+threshold many times over; with automatic collection that thread would destroy
+the Qt object in the cycle. With the console's collector the cycle waits for the
+GUI thread's next tick.
+"""
+
+from __future__ import annotations
+
+import gc
+import threading
+import weakref
+
+from PySide6.QtCore import QObject
+
+from console.app import qt_application
+from console.qt.gui_thread_gc import collect_in_gui_thread, stop_collecting_in_gui_thread
+
+
+class Sentinel:
+    """Part of the cycle; its weakref callback says which thread collected it."""
+
+
+def make_cycle(collected_in: list[str]) -> weakref.ref[Sentinel]:
+    sentinel = Sentinel()
+    holder = {"qt": QObject(), "sentinel": sentinel}  # the QObject's wrapper is Python's
+    holder["self"] = holder  # only the cyclic collector can free this
+    return weakref.ref(sentinel, lambda _: collected_in.append(threading.current_thread().name))
+
+
+def allocate_in_a_worker() -> list[list[object]]:
+    """Container objects, each counting towards the threshold; kept (freed, they would
+    take their count back before the GUI thread's next tick)."""
+    kept: list[list[object]] = []
+    worker = threading.Thread(name="worker", target=lambda: kept.extend(
+        [] for _ in range(20 * gc.get_threshold()[0])))  # fmt: skip
+    worker.start()
+    worker.join()
+    return kept
+
+
+def test_a_cycle_with_a_qt_object_is_collected_in_the_gui_thread(qtbot) -> None:
+    collector = collect_in_gui_thread()
+    assert collect_in_gui_thread() is collector and not gc.isenabled()
+    collected_in: list[str] = []
+    alive = make_cycle(collected_in)
+    kept = allocate_in_a_worker()
+    assert alive() is not None and collected_in == []  # the worker collected nothing
+    qtbot.waitUntil(lambda: collected_in != [], timeout=5_000)
+    assert collected_in == [threading.main_thread().name] and collector.collections >= 1
+    assert len(kept) > gc.get_threshold()[0]
+
+
+def test_stopping_collects_what_is_left_and_gives_collection_back(qtbot) -> None:
+    was_enabled = gc.isenabled()
+    stop_collecting_in_gui_thread()  # the fixture's collector: collection back to Python
+    assert gc.isenabled() and not was_enabled
+    collect_in_gui_thread()
+    collected_in: list[str] = []
+    alive = make_cycle(collected_in)  # kept: a weakref that dies first never calls back
+    stop_collecting_in_gui_thread()
+    assert alive() is None and collected_in == [threading.main_thread().name] and gc.isenabled()
+
+
+def test_the_console_application_collects_in_the_gui_thread(qtbot) -> None:
+    stop_collecting_in_gui_thread()
+    qt_application()  # what `gpufleet console` and the benchmarks start with
+    assert not gc.isenabled()
