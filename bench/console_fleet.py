@@ -30,6 +30,7 @@ from pathlib import Path
 
 from fleet_process import FleetProcess
 from frame_probe import FrameProbe
+from gc_probe import GcProbe
 from gui_probes import Heartbeat, TimedApplication, run_for, wait_until
 from machine import (
     code_version,
@@ -47,6 +48,7 @@ from console.fleet.model import FleetModel
 from console.fleet.updates import LinkState
 from console.main_window import MainWindow
 from console.qt.frame_pump import DEFAULT_FPS
+from console.qt.gui_thread_gc import stop_collecting_in_gui_thread
 from console.session import ConsoleSession
 from console.views.window_looks import WindowLooks
 
@@ -68,6 +70,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     arg("--interval", type=float, default=1.0, help="daemons' sampling tick (default 1 s)")
     arg("--out", type=Path, metavar="FILE.json", help=f"result as JSON ({DEFAULT_OUT.name})")
     arg("--check", action="store_true", help="exit 1 if a goal is not met")
+    arg("--python-gc", action="store_true",
+        help="let Python collect garbage in any thread (the console collects on the GUI "
+             "thread only): for comparison")  # fmt: skip
     arg("--smoke", action="store_true", help="tiny and fast (CI): 2 nodes, 3 s")
     args = parser.parse_args(argv)
     if args.smoke:
@@ -152,7 +157,7 @@ def wait_streaming(session: ConsoleSession, timeout_s: float) -> None:
 
 
 def measure(
-    app: TimedApplication, probe: FrameProbe, fleet: FleetProcess, seconds: float
+    app: TimedApplication, probe: FrameProbe, fleet: FleetProcess, seconds: float, gcs: GcProbe
 ) -> tuple[Counters, Counters, Heartbeat]:
     heartbeat = Heartbeat()
     app.probe = heartbeat.timer
@@ -160,9 +165,11 @@ def measure(
     before = Counters.take(fleet)
     app.measuring = True
     probe.start_measuring()
+    gcs.start_measuring()
     heartbeat.start()
     run_for(seconds)
     heartbeat.stop()
+    gcs.stop_measuring()
     probe.stop_measuring()
     app.measuring = False
     return before, Counters.take(fleet), heartbeat
@@ -284,6 +291,18 @@ def paint_lines(result: dict[str, object]) -> list[str]:
     return lines
 
 
+def gc_lines(result: dict[str, object]) -> list[str]:
+    rows = result.get("gc")
+    title = f"garbage collection ({result.get('python_gc')})"
+    lines = ["", f"  {title:<48}{'runs':>10}{'ms/min':>8}{'max ms':>10}"]
+    for row in rows if isinstance(rows, list) else []:
+        label = f"{row['thread']} gen{row['generation']}"
+        lines.append(
+            f"    {label[:46]:<46}{row['collections']:>10}{row['ms_per_min']:>8}{row['max_ms']:>10}"
+        )
+    return lines
+
+
 def config_of(args: argparse.Namespace) -> dict[str, object]:
     return {
         "nodes": args.nodes,
@@ -308,6 +327,7 @@ class Measured:
     after: Counters
     heartbeat: Heartbeat
     alerts_before: int
+    gcs: GcProbe
 
     @property
     def wall_s(self) -> float:
@@ -324,7 +344,9 @@ def run(args: argparse.Namespace, app: TimedApplication, fleet: FleetProcess) ->
         window.grid.select(targets[0], 0)
         run_for(args.warmup)
         alerts_before = session.fleet.alerts.version
-        measured = Measured(*measure(app, probe, fleet, args.seconds), alerts_before)
+        gcs = GcProbe()
+        measured = Measured(*measure(app, probe, fleet, args.seconds, gcs), alerts_before, gcs)
+        gcs.close()
         result: dict[str, object] = {
             "benchmark": "console_fleet",
             "started_utc": started,
@@ -362,6 +384,8 @@ def collect(
         "memory_mib": memory_stats(fleet),
         "alerts": alert_stats(session.fleet, measured.alerts_before, wall),
         "shown_widgets": shown_widgets(window),
+        "python_gc": "any thread" if args.python_gc else "GUI thread only",
+        "gc": measured.gcs.stats(wall),
     }
 
 
@@ -376,7 +400,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.getLogger("qt").addFilter(quiet_offscreen_warning)
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     app = TimedApplication(sys.argv[:1])
-    qt_application()  # the console's own set-up: style sheet, Qt log routing
+    qt_application()  # the console's own set-up: style sheet, Qt log routing, collector
+    if args.python_gc:
+        stop_collecting_in_gui_thread()
     with (
         tempfile.TemporaryDirectory(prefix="gpufleet-bench-") as tmp,
         FleetProcess(args.nodes, args.gpus, Path(tmp), args.interval) as fleet,
@@ -386,6 +412,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         result = run(args, app, fleet)
     print(format_table(result))
     print("\n".join(paint_lines(result)))
+    print("\n".join(gc_lines(result)))
     if args.out is not None:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
