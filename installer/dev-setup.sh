@@ -25,6 +25,9 @@ case "$purpose" in
   # answers systemd for the daemon's workload units; nodejs runs the polkit rule.
   # $qt_xcb: the keyboard tests run again in a real X server (Xvfb) through Qt's xcb;
   # openbox and xdotool: tests/console/test_real_x.py's window manager and real input.
+  # xdg-desktop-portal with its GTK backend serves the desktop's colour scheme from
+  # GSettings (gsettings-desktop-schemas; gsettings and gdbus are in libglib2.0-bin):
+  # tests/console/test_desktop_colour_scheme.py changes it as a desktop would.
   # Slurm (22.05 on bookworm) is installed, not unpacked: its binaries load plugins from
   # a fixed path. Its services start only with /etc/slurm/slurm.conf, which this does not
   # write; tests/slurm starts its own daemons from a generated configuration. The JWT
@@ -33,7 +36,8 @@ case "$purpose" in
   # runs its own MariaDB (a temporary datadir, a free port); on a host with systemd the
   # package also starts the system's (`systemctl disable --now mariadb` if unwanted).
   test) packages="$qt_runtime $qt_xcb gcc libc6-dev procps python3-venv dbus-daemon dunst xvfb
-        openbox xdotool systemd desktop-file-utils shellcheck systemd-container polkitd nodejs
+        openbox xdotool xdg-desktop-portal xdg-desktop-portal-gtk gsettings-desktop-schemas
+        libglib2.0-bin systemd desktop-file-utils shellcheck systemd-container polkitd nodejs
         munge slurmctld slurmd slurmrestd slurm-client slurm-wlm-jwt-plugin
         slurmdbd mariadb-server mariadb-client"
         # Real peers the tests talk to. Unpacked into .tools/ rather than
