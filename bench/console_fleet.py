@@ -39,6 +39,7 @@ from machine import (
     peak_rss_bytes,
     rss_bytes,
     system_busy_seconds,
+    system_steal_seconds,
 )
 from PySide6.QtWidgets import QWidget
 from results import MIB, check_goals, format_table, percent, stats_ms
@@ -73,6 +74,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     arg("--python-gc", action="store_true",
         help="let Python collect garbage in any thread (the console collects on the GUI "
              "thread only): for comparison")  # fmt: skip
+    arg("--fleet-processes", type=int, default=1, metavar="K",
+        help="host the simulated daemons in K processes (default 1)")  # fmt: skip
+    arg("--fleet-nice", type=int, default=0, metavar="N",
+        help="run the simulated daemons at nice N (default 0)")  # fmt: skip
     arg("--smoke", action="store_true", help="tiny and fast (CI): 2 nodes, 3 s")
     args = parser.parse_args(argv)
     if args.smoke:
@@ -81,6 +86,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         args.out = DEFAULT_OUT
     if args.nodes < 1 or not 1 <= args.gpus <= 64:
         parser.error("--nodes must be at least 1 and --gpus from 1 to 64")
+    if not 1 <= args.fleet_processes <= args.nodes or not 0 <= args.fleet_nice <= 19:
+        parser.error("--fleet-processes must be from 1 to --nodes, --fleet-nice from 0 to 19")
     if args.seconds <= 0 or args.warmup < 0 or not 0.1 <= args.interval <= 60:
         parser.error("--seconds must be > 0, --warmup >= 0, --interval from 0.1 to 60")
     return args
@@ -102,6 +109,7 @@ class Counters:
     net_cpu: float
     fleet_cpu: float
     machine_cpu: float
+    steal: float
 
     @classmethod
     def take(cls, fleet: FleetProcess) -> Counters:
@@ -113,6 +121,7 @@ class Counters:
             net_cpu=_thread_cpu_seconds(NET_THREAD),
             fleet_cpu=fleet.cpu_seconds(),
             machine_cpu=system_busy_seconds(),
+            steal=system_steal_seconds(),
         )
 
 
@@ -247,6 +256,8 @@ def cpu_stats(before: Counters, after: Counters) -> dict[str, float]:
             - (after.fleet_cpu - before.fleet_cpu),
             wall,
         ),
+        # Of that, what the hypervisor gave other VMs (a shared host's noise).
+        "steal": percent(after.steal - before.steal, wall),
     }
 
 
@@ -315,6 +326,8 @@ def config_of(args: argparse.Namespace) -> dict[str, object]:
         "smoke": args.smoke,
         "window": list(WINDOW_SIZE),
         "theme": THEME,
+        "fleet_processes": args.fleet_processes,
+        "fleet_nice": args.fleet_nice,
     }
 
 
@@ -405,7 +418,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         stop_collecting_in_gui_thread()
     with (
         tempfile.TemporaryDirectory(prefix="gpufleet-bench-") as tmp,
-        FleetProcess(args.nodes, args.gpus, Path(tmp), args.interval) as fleet,
+        FleetProcess(
+            args.nodes, args.gpus, Path(tmp), args.interval, args.fleet_processes, args.fleet_nice
+        ) as fleet,
     ):
         # No saved window layout is read, and the one saved at close goes with the run.
         os.environ["XDG_CONFIG_HOME"] = str(Path(tmp) / "config")

@@ -4,6 +4,12 @@ Run by the benchmarks as a child process, so the fleet's CPU is measured apart
 from the console's:
 
     python bench/fleet_host.py --nodes 125 --gpus 8 --ready-file addresses.json
+    python bench/fleet_host.py --nodes 125 --part 1/2 ...   # nodes 2, 4, ... of 125
+
+With --part P/K the process hosts every K-th node from the P-th (one of K
+processes hosting the fleet together): the fleet's Python then runs under K
+interpreter locks, as real daemons run on machines of their own, instead of
+125 daemons queueing for one.
 
 Each daemon is the real NodeDaemon (gRPC server, sampler thread, history) with
 the simulated backend, listening on its own loopback port. Once all serve, the
@@ -58,15 +64,18 @@ def start_node(config: DaemonConfig) -> NodeDaemon:
     return daemon
 
 
-def start_fleet(nodes: int, gpus: int, interval_s: float, state_dir: Path) -> list[NodeDaemon]:
-    """Start the daemons with their sampling ticks spread evenly over one interval.
+def start_fleet(
+    nodes: int, gpus: int, interval_s: float, state_dir: Path, part: tuple[int, int] = (1, 1)
+) -> list[NodeDaemon]:
+    """Start this part's daemons with their sampling ticks spread over one interval.
 
     Real servers tick independently; starting node i at i/N of an interval keeps
     the fleet's batches from arriving at the console all at once.
     """
     daemons: list[NodeDaemon] = []
     first = time.monotonic()
-    for index in range(nodes):
+    number, parts = part
+    for index in range(number - 1, nodes, parts):
         delay = first + index * interval_s / nodes - time.monotonic()
         if delay > 0:
             time.sleep(delay)  # pacing the start, not waiting for an event
@@ -105,7 +114,21 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--ready-file", type=Path, required=True, help="JSON of addresses")
     parser.add_argument("--state-dir", type=Path, required=True, help="daemons' journals")
     parser.add_argument("--watch-stdin", action="store_true", help="stop on stdin EOF")
+    parser.add_argument("--part", type=parse_part, default=(1, 1), metavar="P/K",
+                        help="host every K-th node from the P-th (default 1/1: all)")  # fmt: skip
     return parser.parse_args(argv)
+
+
+def parse_part(text: str) -> tuple[int, int]:
+    """ "2/3" -> (2, 3); argparse reports the error for anything else."""
+    number, _, parts = text.partition("/")
+    try:
+        part = int(number), int(parts)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected P/K, e.g. 1/2, got {text!r}") from None
+    if not 1 <= part[0] <= part[1]:
+        raise argparse.ArgumentTypeError(f"expected 1 <= P <= K, got {text!r}")
+    return part
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -116,7 +139,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
     if args.watch_stdin:
         stop_when_parent_goes()
-    daemons = start_fleet(args.nodes, args.gpus, args.interval, args.state_dir)
+    daemons = start_fleet(args.nodes, args.gpus, args.interval, args.state_dir, args.part)
     write_ready_file(args.ready_file, daemons)
     received = signal.sigwait(STOP_SIGNALS)
     log.warning("%s: stopping %d daemons", signal.Signals(received).name, len(daemons))

@@ -113,6 +113,12 @@ def system_busy_seconds() -> float:
     return (user + nice + system + irq + softirq + steal) / CLOCK_TICKS
 
 
+def system_steal_seconds() -> float:
+    """CPU time the hypervisor gave to others while this VM wanted it (every core)."""
+    fields = Path("/proc/stat").read_text(encoding="utf-8").splitlines()[0].split()[1:]
+    return int(fields[7]) / CLOCK_TICKS
+
+
 def cpu_seconds(pid: int | str = "self", tid: int | None = None) -> float:
     """User + system CPU time of a process (all its threads) or of one of its threads."""
     path = Path(f"/proc/{pid}/stat") if tid is None else Path(f"/proc/{pid}/task/{tid}/stat")

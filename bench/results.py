@@ -137,8 +137,10 @@ def _usage_lines(result: dict[str, object]) -> list[str]:
         f"  (GUI {_fmt(get('cpu_pct', 'console_gui_thread'), ' %')},"
         f" network {_fmt(get('cpu_pct', 'console_net_thread'), ' %')},"
         f" other {_fmt(get('cpu_pct', 'console_other_threads'), ' %')})",
-        f"  fleet process CPU          {_fmt(get('cpu_pct', 'fleet'), ' %')}"
-        f"  (other processes on the machine {_fmt(get('cpu_pct', 'other_processes'), ' %')})",
+        f"  fleet CPU ({get('config', 'fleet_processes') or 1} process(es), nice"
+        f" {get('config', 'fleet_nice') or 0}) {_fmt(get('cpu_pct', 'fleet'), ' %')}"
+        f"  (other processes on the machine {_fmt(get('cpu_pct', 'other_processes'), ' %')},"
+        f" of which hypervisor steal {_fmt(get('cpu_pct', 'steal'), ' %')})",
         f"  console RSS                {_fmt(get('memory_mib', 'console_rss'), ' MiB')}"
         f"  (peak {_fmt(get('memory_mib', 'console_peak'), ' MiB')};"
         f" fleet {_fmt(get('memory_mib', 'fleet_rss'), ' MiB')})",
