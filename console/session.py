@@ -41,6 +41,8 @@ class ConsoleSession:
         self.inbox = UpdateInbox()
         # TLS and the token of the profile, for every node of it.
         self.connections = ConnectionManager(self.inbox, security)
+        # A stall of the console's own network thread is not every node going quiet.
+        self.fleet.watchdog.listen_from(self.connections.heartbeat.listening_since)
         self.profile = profile
         self.pump = FramePump(self.inbox, self.fleet, fps)
         self.items = FleetItemModel(self.fleet)

@@ -17,6 +17,7 @@ from typing import Any
 import grpc.aio
 
 from console.connections.channel import CALL_DEADLINE_S
+from console.connections.heartbeat import NetHeartbeat
 from console.connections.node_link import ActionCall, NodeLink, QueryDecoder
 from console.connections.security import LinkSecurity
 from console.connections.token_refresh import MIN_INTERVAL_S, TokenRefresher
@@ -73,6 +74,8 @@ class ConnectionManager:
         self._links: dict[str, NodeLink] = {}
         self._ready = threading.Event()
         self._thread = threading.Thread(target=self._run, name="gpufleet-net", daemon=True)
+        # Whether this thread could listen: a stall of ours is not the nodes' silence.
+        self.heartbeat = NetHeartbeat()
         # Actions of several blocking steps (a workload move between nodes) wait here,
         # each of their calls handed to the network thread.
         self._steps = concurrent.futures.ThreadPoolExecutor(1, "gpufleet-steps")
@@ -99,6 +102,7 @@ class ConnectionManager:
     def _run(self) -> None:
         self._loop = asyncio.new_event_loop()
         asyncio.set_event_loop(self._loop)
+        self._loop.create_task(self.heartbeat.run(), name="network heartbeat")
         if self.refresher is not None:
             self._loop.create_task(self._watch_expiry(), name="token expiry watch")
         self._ready.set()

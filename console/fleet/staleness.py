@@ -8,6 +8,12 @@ STALE_INTERVALS of its sampling interval; it is *not responding* when it is
 stale, or when its link has been down for LINK_GRACE_S (the keepalive's word,
 which is the quicker of the two where a node samples slowly).
 
+Silence is counted only while the console itself could listen: where it is told
+(`listen_from`, the network thread's heartbeat), a node's silence starts no
+earlier than the end of the console's latest stall, and nothing is judged stale
+while a stall lasts. A suspended laptop or a starved CPU is not every node going
+quiet at once.
+
 Plain Python, no Qt: the fleet model feeds it arrivals and link states, the
 frame pump asks for the verdicts once per frame. The clock (monotonic seconds)
 is injected, so tests drive it by hand.
@@ -36,6 +42,8 @@ DEFAULT_INTERVAL_S = 1.0
 _STAMPS = 6
 
 Clock = Callable[[], float]
+# Since when the console has been able to listen (its clock); None: it cannot say.
+ListeningSince = Callable[[], float | None]
 
 
 @dataclass(frozen=True)
@@ -71,6 +79,11 @@ class DataWatchdog:
     def __init__(self, clock: Clock = time.monotonic) -> None:
         self._clock = clock
         self._watches: dict[str, _Watch] = {}
+        self._listening_since: ListeningSince = lambda: None
+
+    def listen_from(self, listening_since: ListeningSince) -> None:
+        """Where to learn since when the console could listen (on the same clock)."""
+        self._listening_since = listening_since
 
     # -- what happened ---------------------------------------------------------
 
@@ -114,22 +127,26 @@ class DataWatchdog:
         wrong (connecting, unreachable, denied).
         """
         now = self._clock()
+        listening = self._listening_since()
         found: dict[str, Quiet] = {}
         for target, watch in self._watches.items():
             if watch.arrived_s is None:
                 continue
             if watch.link is LinkState.CONNECTED and now - watch.arrived_s <= watch.deadline_s:
                 continue  # the common case, every frame for every node: kept cheap
-            verdict = self._judge(target, watch, now)
+            verdict = self._judge(target, watch, now, listening)
             if verdict.stale or verdict.link is not LinkState.CONNECTED:
                 found[target] = verdict
         return found
 
-    def _judge(self, target: str, watch: _Watch, now: float) -> Quiet:
+    def _judge(self, target: str, watch: _Watch, now: float, listening: float | None) -> Quiet:
         assert watch.arrived_s is not None
         silent_s = now - watch.arrived_s
         deadline = watch.deadline_s
-        stale = silent_s > deadline
+        # Heard from last, as far as the node's fault goes: silence while the console
+        # could not listen does not count.
+        heard_s = watch.arrived_s if listening is None else max(watch.arrived_s, listening)
+        stale = now - heard_s > deadline
         down_s = None if watch.down_since_s is None else now - watch.down_since_s
         down = down_s is not None and down_s >= LINK_GRACE_S
         return Quiet(

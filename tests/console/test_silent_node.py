@@ -21,6 +21,7 @@ import os
 import shutil
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -285,6 +286,41 @@ def test_a_killed_daemon_is_loud_and_quiet_again_once_restarted(qtbot, node, wat
     watching = watch(node.address)
     node.kill()  # SIGKILL
     loud_then_quiet_again(qtbot, watching, node.start)  # same port, same state directory
+
+
+# The console's own network thread blocked this long: five times the node's data deadline.
+CONSOLE_STALL_S = 5.0
+
+
+def test_the_consoles_own_stall_is_not_blamed_on_the_node(qtbot, node, watch) -> None:
+    """A suspended laptop, a paused VM, a starved CPU: the console's network thread
+    cannot run, the node's batches wait unread, and the node is not to blame. No
+    alert; the stall is measured; afterwards a real silence is still caught."""
+    watching = watch(node.address)
+    connections = watching.window.session.connections
+    loop = connections._loop  # the network thread's own loop, blocked for real
+    assert loop is not None
+    blocked = threading.Event()
+
+    def block() -> None:
+        blocked.set()
+        time.sleep(CONSOLE_STALL_S)  # the stall itself: nothing on this thread runs
+
+    loop.call_soon_threadsafe(block)
+    qtbot.waitUntil(blocked.is_set, timeout=5000)
+    record = watching.fleet.node(watching.target)
+    # The GUI thread judged every frame meanwhile (the inbox was empty); once the
+    # loop beats again, the stall is on record and data flows.
+    qtbot.waitUntil(lambda: connections.heartbeat.stalls >= 1, timeout=CONSOLE_STALL_S * 3000)
+    assert connections.heartbeat.longest_stall_s >= CONSOLE_STALL_S - 0.2
+    received = record.samples_received
+    qtbot.waitUntil(lambda: record.samples_received >= received + 4, timeout=10_000)
+    assert watching.own_alerts() == [] and watching.sink.shown == []
+    assert watching.tile_quiet() is None
+    # A real silence after it is loud as ever.
+    assert node.proc is not None
+    os.kill(node.proc.pid, signal.SIGSTOP)
+    qtbot.waitUntil(lambda: watching.firing() is not None, timeout=RAISED_WITHIN_MS)
 
 
 # -- a real notification server --------------------------------------------------

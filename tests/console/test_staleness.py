@@ -10,6 +10,7 @@ from dataclasses import replace
 
 import pytest
 
+from console.connections.heartbeat import BEAT_S, STALL_S, NetHeartbeat
 from console.fleet.alerts import AlertRow, EventRow, Severity
 from console.fleet.model import Change, FleetModel
 from console.fleet.not_responding import RULE, NotRespondingAlarm, is_local
@@ -111,6 +112,54 @@ def test_a_link_back_within_the_grace_time_raises_nothing(clock: FakeClock) -> N
     dog.link(TARGET, LinkState.CONNECTED)
     clock.step(LINK_GRACE_S)
     assert dog.quiet() == {}
+
+
+def listening(clock: FakeClock) -> tuple[DataWatchdog, NetHeartbeat]:
+    """A watched node, and the console's network heartbeat beating on the same clock."""
+    dog, heart = watching(clock, interval_s=1.0), NetHeartbeat(clock)
+    dog.listen_from(heart.listening_since)
+    heart.beat()
+    return dog, heart
+
+
+def beat_for(clock: FakeClock, heart: NetHeartbeat, seconds: float) -> None:
+    for _ in range(round(seconds / BEAT_S)):
+        clock.step(BEAT_S)
+        heart.beat()
+
+
+def test_the_consoles_own_stall_is_not_the_nodes_silence(clock: FakeClock) -> None:
+    """The network thread could not run for 10 s: nothing is judged meanwhile, and the
+    node's silence counts from the end of the stall, not from its last batch."""
+    dog, heart = listening(clock)
+    clock.step(10.0)  # no beat: the loop is stalled (suspended, starved)
+    assert heart.listening_since() == clock.now
+    assert dog.quiet() == {}  # 10 s without data, yet the console could not listen
+    heart.beat()  # the loop runs again
+    assert (heart.stalls, heart.longest_stall_s) == (1, pytest.approx(10.0))
+    beat_for(clock, heart, 2.9)
+    assert dog.quiet() == {}  # 2.9 s of listening: within the 3 s deadline
+    beat_for(clock, heart, 0.2)
+    quiet = dog.quiet()[TARGET]  # 3.1 s listened to, and nothing: the node's silence now
+    assert quiet.stale and quiet.not_responding
+    assert quiet.silent_s == pytest.approx(13.1)  # what the alert says: since its last batch
+
+
+def test_a_late_beat_under_the_stall_threshold_changes_nothing(clock: FakeClock) -> None:
+    dog, heart = listening(clock)
+    for _ in range(8):
+        clock.step(STALL_S - 0.05)  # a busy loop, never stalled
+        heart.beat()
+    assert heart.stalls == 0
+    assert dog.quiet()[TARGET].stale  # 3.6 s silent, all of it listened to
+
+
+def test_before_the_loops_first_beat_the_data_alone_is_judged(clock: FakeClock) -> None:
+    dog, heart = watching(clock, interval_s=1.0), NetHeartbeat(clock)
+    dog.listen_from(heart.listening_since)
+    assert heart.listening_since() is None
+    clock.step(3.1)
+    assert dog.quiet()[TARGET].stale
 
 
 def test_a_node_that_never_sent_data_is_not_judged(clock: FakeClock) -> None:
