@@ -396,6 +396,11 @@ def collect(
         "cpu_pct": cpu_stats(measured.before, measured.after),
         "memory_mib": memory_stats(fleet),
         "alerts": alert_stats(session.fleet, measured.alerts_before, wall),
+        # Since the start: stalls of the console's own network thread (connections/heartbeat.py).
+        "net_stalls": {
+            "stalls": session.connections.heartbeat.stalls,
+            "longest_s": round(session.connections.heartbeat.longest_stall_s, 2),
+        },
         "shown_widgets": shown_widgets(window),
         "python_gc": "any thread" if args.python_gc else "GUI thread only",
         "gc": measured.gcs.stats(wall),

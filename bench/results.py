@@ -147,6 +147,8 @@ def _usage_lines(result: dict[str, object]) -> list[str]:
         f"  batches shown / expected   {get('batches', 'shown')} / {get('batches', 'expected')}",
         f"  alerts held / firing       {get('alerts', 'alerts')} / {get('alerts', 'firing')}"
         f"  ({get('alerts', 'changes_per_s')} changes/s)",
+        f"  network thread stalls      {get('net_stalls', 'stalls')} since the start"
+        f" (longest {_fmt(get('net_stalls', 'longest_s'), ' s')})",
     ]
 
 
