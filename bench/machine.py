@@ -106,17 +106,22 @@ def peak_rss_bytes(pid: int | str = "self") -> int:
     return _status_kib(Path(f"/proc/{pid}/status"), "VmHWM") * 1024
 
 
+def _machine_cpu_ticks() -> list[int]:
+    """/proc/stat's first line, every core together: user, nice, system, idle, iowait,
+    irq, softirq, steal (clock ticks)."""
+    fields = Path("/proc/stat").read_text(encoding="utf-8").splitlines()[0].split()[1:]
+    return [int(f) for f in fields[:8]]
+
+
 def system_busy_seconds() -> float:
     """CPU time all processes of the machine have used (every core), from /proc/stat."""
-    fields = Path("/proc/stat").read_text(encoding="utf-8").splitlines()[0].split()[1:]
-    user, nice, system, _idle, _iowait, irq, softirq, steal = (int(f) for f in fields[:8])
+    user, nice, system, _idle, _iowait, irq, softirq, steal = _machine_cpu_ticks()
     return (user + nice + system + irq + softirq + steal) / CLOCK_TICKS
 
 
 def system_steal_seconds() -> float:
     """CPU time the hypervisor gave to others while this VM wanted it (every core)."""
-    fields = Path("/proc/stat").read_text(encoding="utf-8").splitlines()[0].split()[1:]
-    return int(fields[7]) / CLOCK_TICKS
+    return _machine_cpu_ticks()[7] / CLOCK_TICKS
 
 
 def cpu_seconds(pid: int | str = "self", tid: int | None = None) -> float:
