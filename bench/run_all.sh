@@ -11,7 +11,7 @@ set -uo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(dirname "$here")"
 # The entry points; the other bench/*.py files are their parts.
-benchmarks=(console_fleet console_frames console_growth alert_latency daemon_streams nvml_sweep fuzz_rpcs
+benchmarks=(console_fleet console_frames inventory_churn console_growth alert_latency daemon_streams nvml_sweep fuzz_rpcs
             hostile_memory stream_starvation silent_node silent_node_notice popup_budget
             sweep_encode jwt_verify fault_replay history_disk)
 

@@ -8,6 +8,7 @@ runs. Plain Python: the Qt table model and the CSV export both read from here.
 from __future__ import annotations
 
 import csv
+import functools
 import io
 import re
 import time
@@ -88,7 +89,13 @@ class Drift:
 
 def inventory_rows(fleet: FleetModel) -> list[InventoryRow]:
     """One row per GPU of every node that has sent its inventory, in fleet then GPU order."""
-    return [_row(node, node.info, gpu) for node in fleet if node.info for gpu in node.info.gpus]
+    return [row for node in fleet for row in node_rows(node)]
+
+
+def node_rows(node: NodeRecord) -> list[InventoryRow]:
+    """One node's rows (none before its inventory came)."""
+    info = node.info
+    return [_row(node, info, gpu) for gpu in info.gpus] if info else []
 
 
 def _row(node: NodeRecord, info: NodeInfo, gpu: GpuInfo) -> InventoryRow:
@@ -127,6 +134,7 @@ def cell_text(row: InventoryRow, key: str) -> str:
     return "" if value is None else str(value)
 
 
+@functools.lru_cache(maxsize=4096)  # a sort asks each cell many times; texts repeat
 def natural_key(text: str) -> tuple[tuple[int, int, str], ...]:
     """Sorts "node-2" before "node-10" and "12.4" before "12.10"."""
     parts = re.split(r"(\d+)", text)

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtGui import QShowEvent
 from PySide6.QtWidgets import (
     QLabel,
     QLineEdit,
@@ -19,6 +20,9 @@ from console.qt.inventory_model import InventoryFilterProxy, InventoryTableModel
 from console.views.csv_export import ask_csv_path, write_csv
 from console.views.row_table_panel import bar_over_table, set_up_row_table
 
+# Rows that arrive in a burst (a fleet connecting) are fitted once, this long after the first.
+FIT_DELAY_MS = 1000
+
 
 class InventoryPanel(QWidget):
     """Shows the inventory model; the export reports through `message`, never a dialog."""
@@ -30,6 +34,7 @@ class InventoryPanel(QWidget):
         self.setObjectName("inventoryPanel")
         self.model = model
         self.proxy = InventoryFilterProxy()
+        self.proxy.setParent(self)  # goes with the panel, never outlives the model it reads
         self.proxy.setSourceModel(model)
         self.filter = QLineEdit(placeholderText="Filter: node, model, serial, version…")
         self.summary = QLabel()
@@ -37,9 +42,15 @@ class InventoryPanel(QWidget):
         self.table = QTableView()
         # Asks where to save ("" when cancelled); tests replace it so no dialog opens.
         self.choose_path: Callable[[], str] = self._ask_path
+        self._fit_due = True  # fitted when first shown
+        self._fit_timer = QTimer(self)
+        self._fit_timer.setObjectName("inventoryFitTimer")
+        self._fit_timer.setSingleShot(True)
+        self._fit_timer.setInterval(FIT_DELAY_MS)
+        self._fit_timer.timeout.connect(self._fit_columns)
         self._build()
         self._wire()
-        self._on_model_reset()
+        self._on_model_contents_changed()
 
     def _build(self) -> None:
         self.filter.setObjectName("inventoryFilter")
@@ -54,18 +65,36 @@ class InventoryPanel(QWidget):
 
     def _wire(self) -> None:
         self.filter.textChanged.connect(self.proxy.setFilterFixedString)
-        self.model.modelReset.connect(self._on_model_reset)
+        self.model.contentsChanged.connect(self._on_model_contents_changed)
+        # New rows may hold longer texts: fit the columns again, once the burst is over
+        # (nodes join over seconds) and only where it shows; changed cells keep widths.
+        self.model.modelReset.connect(self._fit_later)
+        self.model.rowsInserted.connect(self._fit_later)
         self.export.clicked.connect(self._on_export_clicked)
 
-    def _on_model_reset(self) -> None:
+    def _on_model_contents_changed(self) -> None:
         count = self.model.drift_count()
         self.summary.setText(drift_summary(count))
-        # The theme can style a label with drift: QLabel#inventoryDrift[drift="true"].
-        self.summary.setProperty("drift", count > 0)
-        self.summary.style().unpolish(self.summary)
-        self.summary.style().polish(self.summary)
+        if self.summary.property("drift") != (count > 0):
+            # The theme can style a label with drift: QLabel#inventoryDrift[drift="true"].
+            self.summary.setProperty("drift", count > 0)
+            self.summary.style().unpolish(self.summary)
+            self.summary.style().polish(self.summary)
         self.export.setEnabled(self.model.rowCount() > 0)
-        self.table.resizeColumnsToContents()
+
+    def _fit_later(self) -> None:
+        self._fit_due = True
+        if self.isVisible() and not self._fit_timer.isActive():
+            self._fit_timer.start()
+
+    def _fit_columns(self) -> None:
+        if self._fit_due and self.isVisible():
+            self._fit_due = False
+            self.table.resizeColumnsToContents()
+
+    def showEvent(self, event: QShowEvent) -> None:
+        super().showEvent(event)
+        self._fit_columns()
 
     def _on_export_clicked(self) -> None:
         path = self.choose_path()

@@ -17,11 +17,17 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+# A column fitted to its contents reads the rows in view and at most this many more:
+# Qt's default (1,000) made fitting the inventory's 1,000 GPUs half a second's freeze
+# (bench/inventory_churn.py); with 30 it costs about what fitting the rows in view does.
+FIT_ROWS = 30
+
 
 def set_up_row_table(table: QTableView) -> None:
     """Whole rows selected, no row numbers, columns resizable with the last one stretching."""
     table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
     table.verticalHeader().hide()
+    table.horizontalHeader().setResizeContentsPrecision(FIT_ROWS)
     table.horizontalHeader().setStretchLastSection(True)
     table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from PySide6.QtCore import QModelIndex, Qt
 
+from console.fleet.history_range import TierReach
 from console.fleet.inventory import (
     COLUMNS,
     DRIFT_HEADER,
@@ -177,18 +178,122 @@ def test_model_marks_the_drifting_cell(qtbot, thirteen_nodes: FleetModel) -> Non
     assert model.drift_count() == 1
 
 
-def test_model_resets_only_when_an_inventory_changes(qtbot, thirteen_nodes: FleetModel) -> None:
+class Announcements:
+    """What a model told its views: resets, changed rows, inserted and removed rows."""
+
+    def __init__(self, model: InventoryTableModel) -> None:
+        self.resets = 0
+        self.changed: set[int] = set()
+        self.inserted: list[tuple[int, int]] = []
+        self.removed: list[tuple[int, int]] = []
+        model.modelReset.connect(self._on_reset)
+        model.dataChanged.connect(lambda a, b, *_: self.changed.update(range(a.row(), b.row() + 1)))
+        model.rowsInserted.connect(lambda _p, a, b: self.inserted.append((a, b)))
+        model.rowsRemoved.connect(lambda _p, a, b: self.removed.append((a, b)))
+
+    def _on_reset(self) -> None:
+        self.resets += 1
+
+    @property
+    def nothing(self) -> bool:
+        return not (self.resets or self.changed or self.inserted or self.removed)
+
+
+def refreshed(fleet: FleetModel, model: InventoryTableModel, *updates: InventoryUpdate) -> None:
+    model.on_fleet_changed(fleet.apply_all(list(updates)))
+
+
+def test_an_equal_or_unshown_change_tells_the_views_nothing(
+    qtbot, thirteen_nodes: FleetModel
+) -> None:
     model = InventoryTableModel(thirteen_nodes)
+    told = Announcements(model)
     target = thirteen_nodes.nodes()[6].target
-    same = dataclasses.replace(thirteen_nodes.node(target).info)  # type: ignore[type-var]
-    with qtbot.assertNotEmitted(model.modelReset):
-        thirteen_nodes.apply(InventoryUpdate(target, same))  # a reconnect: equal inventory
-        model.on_fleet_changed({})
-    upgraded = node_info("node-odd")
-    with qtbot.waitSignal(model.modelReset, timeout=1000):
-        changes = thirteen_nodes.apply_all([InventoryUpdate(target, upgraded)])
-        model.on_fleet_changed(changes)
-    assert model.drift_count() == 0
+    info = thirteen_nodes.node(target).info
+    assert info is not None
+    refreshed(thirteen_nodes, model, InventoryUpdate(target, dataclasses.replace(info)))
+    # A daemon up for weeks: its history tiers' oldest points move; the table shows none.
+    tiers = (TierReach("raw", 1.0, 3600.0, 1_764_000_000.0),)
+    aged = dataclasses.replace(info, history_tiers=tiers)
+    refreshed(thirteen_nodes, model, InventoryUpdate(target, aged))
+    assert thirteen_nodes.node(target).info is aged  # the fleet took it (the plots read it)
+    assert told.nothing
+
+
+def test_a_changed_value_repaints_that_node_s_rows_only(qtbot, thirteen_nodes: FleetModel) -> None:
+    model = InventoryTableModel(thirteen_nodes)
+    told = Announcements(model)
+    odd = thirteen_nodes.nodes()[6].target  # rows 12 and 13
+    refreshed(thirteen_nodes, model, InventoryUpdate(odd, node_info("node-odd")))  # upgraded
+    assert (told.resets, told.inserted, told.removed) == (0, [], [])
+    assert told.changed == {12, 13}
+    assert model.index(12, column("Driver")).data() == MAJORITY_DRIVER
+    assert model.drift_count() == 0 and not model.index(12, column("Driver")).data(DRIFT_ROLE)
+
+
+def test_rows_move_in_and_out_where_their_node_is(qtbot, thirteen_nodes: FleetModel) -> None:
+    model = InventoryTableModel(thirteen_nodes)
+    told = Announcements(model)
+    late = "10.0.0.99:50051"
+    thirteen_nodes.add_node(late)
+    refreshed(thirteen_nodes, model, InventoryUpdate(late, node_info("node-late", gpus=3)))
+    assert told.inserted == [(26, 28)] and told.resets == 0
+    third = thirteen_nodes.nodes()[2].target  # rows 4 and 5 become four rows
+    refreshed(thirteen_nodes, model, InventoryUpdate(third, node_info("node-03", gpus=4)))
+    assert (told.removed, told.inserted[1:]) == ([(4, 5)], [(4, 7)])
+    assert told.resets == 0 and model.rowCount() == 31
+    assert [model.index(r, 0).data() for r in (3, 4, 7, 8)] == [
+        "node-02", "node-03", "node-03", "node-04",
+    ]  # fmt: skip
+    assert model.rows() == inventory_rows(thirteen_nodes)
+
+
+def test_a_new_majority_repaints_the_rows_that_now_drift(qtbot) -> None:
+    fleet = fleet_of(node_info("a"), node_info("b"), node_info("c", driver="535.161.08"))
+    model = InventoryTableModel(fleet)
+    told = Announcements(model)
+    driver = column("Driver")
+    assert [model.index(r, driver).data(DRIFT_ROLE) for r in range(6)] == [False] * 4 + [True] * 2
+    # b follows c: now a (rows 0, 1) is the odd one out, and c (4, 5) is not any more.
+    refreshed(fleet, model, InventoryUpdate(fleet.nodes()[1].target,
+                                            node_info("b", driver="535.161.08")))  # fmt: skip
+    assert [model.index(r, driver).data(DRIFT_ROLE) for r in range(6)] == [True] * 2 + [False] * 4
+    assert told.changed == {0, 1, 2, 3, 4, 5} and told.resets == 0
+
+
+class CountingModel(InventoryTableModel):
+    """Counts the cells views read (a subclass: no cycle through the wrapper)."""
+
+    reads = 0
+
+    def data(self, index: QModelIndex, role: int = Qt.ItemDataRole.DisplayRole) -> object:
+        self.reads += 1
+        return super().data(index, role)
+
+
+def test_one_node_s_change_reads_few_cells_of_a_thousand_gpus(qtbot) -> None:
+    """A node's new driver among 1,000 GPUs shown, sorted and fitted: before, the table was
+    reset, re-sorted and its columns fitted over every GPU (125,000 reads, a second's freeze)."""
+    fleet = fleet_of(*[node_info(f"node-{n:03d}", gpus=8) for n in range(125)])
+    model = CountingModel(fleet)
+    panel = InventoryPanel(model)
+    qtbot.addWidget(panel)
+    panel.resize(1400, 500)
+    panel.show()
+    qtbot.waitExposed(panel)
+    panel.table.sortByColumn(column("Driver"), Qt.SortOrder.AscendingOrder)
+    panel.table.selectRow(40)
+    chosen = panel.proxy.index(40, column("UUID")).data()
+    model.reads = 0
+    target = fleet.nodes()[60].target
+    refreshed(fleet, model, InventoryUpdate(target, node_info("node-060", gpus=8, driver="999.1")))
+    assert model.reads < 2_000, model.reads
+    assert panel.summary.text() == "1 value differs from the fleet's majority"
+    rows = panel.table.selectionModel().selectedRows(column("UUID"))
+    assert [r.data() for r in rows] == [chosen]  # the selection stayed on its GPU
+    driven = [panel.proxy.index(r, column("Driver")).data() for r in range(panel.proxy.rowCount())]
+    assert driven == sorted(driven) and driven.count("999.1") == 8
+    panel.close()  # before the locals go: a shown parentless panel must not be collected
 
 
 def table_text(panel: InventoryPanel) -> list[list[str]]:
@@ -246,6 +351,33 @@ def test_panel_reports_a_failed_export_and_a_cancelled_one(
     panel.choose_path = lambda: ""
     with qtbot.assertNotEmitted(panel.message):
         panel.export.click()
+
+
+def test_columns_fit_new_rows_where_the_table_shows(qtbot) -> None:
+    fleet = fleet_of(node_info("a"))
+    model = InventoryTableModel(fleet)
+    panel = InventoryPanel(model)
+    qtbot.addWidget(panel)
+    panel.resize(1400, 400)
+    panel.show()
+    qtbot.waitExposed(panel)
+    header = panel.table.horizontalHeader()
+    narrow = header.sectionSize(column("Node"))
+    long_name = "gpu-node-with-a-long-name-in-rack-17"
+    fleet.add_node("10.0.0.50:50051")
+    refreshed(fleet, model, InventoryUpdate("10.0.0.50:50051", node_info(long_name)))
+    width = panel.table.fontMetrics().horizontalAdvance(long_name)
+    # Fitted once the burst of arrivals is over, not with each one.
+    assert header.sectionSize(column("Node")) == narrow
+    qtbot.waitUntil(lambda: header.sectionSize(column("Node")) >= width, timeout=3000)
+    # Hidden, the table is fitted when it shows again.
+    panel.hide()
+    longer = long_name + "-and-then-some-more"
+    fleet.add_node("10.0.0.51:50051")
+    refreshed(fleet, model, InventoryUpdate("10.0.0.51:50051", node_info(longer)))
+    panel.show()
+    assert header.sectionSize(column("Node")) >= panel.table.fontMetrics().horizontalAdvance(longer)
+    panel.close()
 
 
 def test_empty_fleet_shows_no_drift_and_cannot_export(qtbot) -> None:
