@@ -261,6 +261,16 @@ def test_a_new_majority_repaints_the_rows_that_now_drift(qtbot) -> None:
     assert told.changed == {0, 1, 2, 3, 4, 5} and told.resets == 0
 
 
+def shown_panel(qtbot, model: InventoryTableModel) -> InventoryPanel:
+    """The panel on screen (close it before the test ends: see its callers)."""
+    panel = InventoryPanel(model)
+    qtbot.addWidget(panel)
+    panel.resize(1400, 500)
+    panel.show()
+    qtbot.waitExposed(panel)
+    return panel
+
+
 class CountingModel(InventoryTableModel):
     """Counts the cells views read (a subclass: no cycle through the wrapper)."""
 
@@ -276,11 +286,7 @@ def test_one_node_s_change_reads_few_cells_of_a_thousand_gpus(qtbot) -> None:
     reset, re-sorted and its columns fitted over every GPU (125,000 reads, a second's freeze)."""
     fleet = fleet_of(*[node_info(f"node-{n:03d}", gpus=8) for n in range(125)])
     model = CountingModel(fleet)
-    panel = InventoryPanel(model)
-    qtbot.addWidget(panel)
-    panel.resize(1400, 500)
-    panel.show()
-    qtbot.waitExposed(panel)
+    panel = shown_panel(qtbot, model)
     panel.table.sortByColumn(column("Driver"), Qt.SortOrder.AscendingOrder)
     panel.table.selectRow(40)
     chosen = panel.proxy.index(40, column("UUID")).data()
@@ -356,11 +362,7 @@ def test_panel_reports_a_failed_export_and_a_cancelled_one(
 def test_columns_fit_new_rows_where_the_table_shows(qtbot) -> None:
     fleet = fleet_of(node_info("a"))
     model = InventoryTableModel(fleet)
-    panel = InventoryPanel(model)
-    qtbot.addWidget(panel)
-    panel.resize(1400, 400)
-    panel.show()
-    qtbot.waitExposed(panel)
+    panel = shown_panel(qtbot, model)
     header = panel.table.horizontalHeader()
     narrow = header.sectionSize(column("Node"))
     long_name = "gpu-node-with-a-long-name-in-rack-17"
