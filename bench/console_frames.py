@@ -68,7 +68,7 @@ class HandFedFleet:
 
     def __init__(self, session: ConsoleSession, nodes: int, seed: int = 0) -> None:
         self._inbox = session.inbox
-        self.targets = [f"127.0.0.1:{41000 + n}" for n in range(nodes)]
+        self.targets = self.targets_of(nodes)
         self._rng = np.random.default_rng(seed)
         self._temps = self._rng.uniform(35, 80, (nodes, GPUS))
         self._t0 = time.time() - HISTORY_S - 60
@@ -82,6 +82,11 @@ class HandFedFleet:
             )  # fmt: skip
             self._inbox.put(InventoryUpdate(target, info))
             self._inbox.put(LinkUpdate(target, LinkState.CONNECTED))
+
+    @staticmethod
+    def targets_of(nodes: int) -> list[str]:
+        """The addresses the hand-fed nodes go by (nothing listens there)."""
+        return [f"127.0.0.1:{41000 + n}" for n in range(nodes)]
 
     def send(self, node: int, second: int) -> None:
         rng = self._rng
@@ -105,16 +110,40 @@ def frame(app: QApplication, session: ConsoleSession) -> None:
         time.sleep(0.001)  # idle until the next frame, as the event loop would
 
 
-def run(nodes: int, frames: int) -> dict[str, object]:
+def hand_fed_window(nodes: int) -> tuple[QApplication, ConsoleSession, MainWindow, HandFedFleet]:
+    """The real window as `gpufleet console` builds it, offscreen at 1920x1080, fed by hand."""
     os.environ["XDG_CONFIG_HOME"] = tempfile.mkdtemp(prefix="gpufleet-bench-")  # no layout
     app = qt_application(offscreen=True)
-    session = ConsoleSession([f"127.0.0.1:{41000 + n}" for n in range(nodes)])
+    session = ConsoleSession(HandFedFleet.targets_of(nodes))
     session.connections.start()  # queries go nowhere; no node is connected to
     window = MainWindow(session)
     WindowLooks(window, theme="dark")
     window.resize(1920, 1080)
     window.show()
-    fleet = HandFedFleet(session, nodes)
+    return app, session, window, HandFedFleet(session, nodes)
+
+
+def hand_fed_args(
+    argv: Sequence[str] | None, doc: str, count: str, default: int, smoke: dict[str, int]
+) -> argparse.Namespace:
+    """--nodes, --COUNT (how many frames, changes…), --out and --smoke, checked."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--nodes", type=int, default=125, help="nodes of 8 GPUs (default 125)")
+    parser.add_argument(f"--{count}", type=int, default=default,
+                        help=f"measured {count} (default {default})")  # fmt: skip
+    parser.add_argument("--out", type=Path, metavar="FILE.json", help="the result as JSON")
+    parser.add_argument("--smoke", action="store_true",
+                        help=", ".join(f"{v} {k}" for k, v in smoke.items()))  # fmt: skip
+    args = parser.parse_args(argv)
+    if args.smoke:
+        vars(args).update(smoke)
+    if args.nodes < 1 or getattr(args, count) < 1:
+        parser.error(f"--nodes and --{count} must be at least 1")
+    return args
+
+
+def run(nodes: int, frames: int) -> dict[str, object]:
+    app, session, window, fleet = hand_fed_window(nodes)
     for second in range(HISTORY_S):
         for node in range(nodes):
             fleet.send(node, second)
@@ -151,16 +180,7 @@ def run(nodes: int, frames: int) -> dict[str, object]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--nodes", type=int, default=125, help="nodes of 8 GPUs (default 125)")
-    parser.add_argument("--frames", type=int, default=800, help="measured frames (default 800)")
-    parser.add_argument("--out", type=Path, metavar="FILE.json", help="the result as JSON")
-    parser.add_argument("--smoke", action="store_true", help="8 nodes, 60 frames")
-    args = parser.parse_args(argv)
-    if args.smoke:
-        vars(args).update(SMOKE)
-    if args.nodes < 1 or args.frames < 1:
-        parser.error("--nodes and --frames must be at least 1")
+    args = hand_fed_args(argv, __doc__, "frames", 800, SMOKE)
     result = run(args.nodes, args.frames)
     result.update(machine=describe_machine(), code=code_version(REPO_ROOT))
     cpu = result["gui_cpu_ms"]

@@ -20,27 +20,21 @@ between). Compare two trees as a ratio in one sitting: run the script from each.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
-import os
 import sys
-import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from console_frames import HandFedFleet, frame
+from console_frames import frame, hand_fed_args, hand_fed_window
 from machine import code_version, describe_machine
 from PySide6.QtWidgets import QApplication, QTabWidget
 from results import stats_ms
 
-from console.app import qt_application
 from console.fleet.history_range import TierReach
 from console.fleet.updates import InventoryUpdate, NodeInfo
-from console.main_window import MainWindow
 from console.session import ConsoleSession
-from console.views.window_looks import WindowLooks
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SMOKE = {"nodes": 8, "changes": 6}
@@ -67,15 +61,7 @@ def timed_frame(app: QApplication, session: ConsoleSession) -> float:
 
 
 def run(nodes: int, changes: int) -> dict[str, object]:
-    os.environ["XDG_CONFIG_HOME"] = tempfile.mkdtemp(prefix="gpufleet-bench-")  # no layout
-    app = qt_application(offscreen=True)
-    session = ConsoleSession([f"127.0.0.1:{41000 + n}" for n in range(nodes)])
-    session.connections.start()  # queries go nowhere; no node is connected to
-    window = MainWindow(session)
-    WindowLooks(window, theme="dark")
-    window.resize(1920, 1080)
-    window.show()
-    fed = HandFedFleet(session, nodes)
+    app, session, window, fed = hand_fed_window(nodes)
     settle(app, session, 40)  # every inventory applied, the window laid out
     tabs = window.inventory_panel.parentWidget()
     while tabs is not None and not isinstance(tabs, QTabWidget):
@@ -114,16 +100,7 @@ def run(nodes: int, changes: int) -> dict[str, object]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--nodes", type=int, default=125, help="nodes of 8 GPUs (default 125)")
-    parser.add_argument("--changes", type=int, default=40, help="changes per case (default 40)")
-    parser.add_argument("--out", type=Path, metavar="FILE.json", help="the result as JSON")
-    parser.add_argument("--smoke", action="store_true", help="8 nodes, 6 changes")
-    args = parser.parse_args(argv)
-    if args.smoke:
-        vars(args).update(SMOKE)
-    if args.nodes < 1 or args.changes < 1:
-        parser.error("--nodes and --changes must be at least 1")
+    args = hand_fed_args(argv, __doc__, "changes", 40, SMOKE)
     result = run(args.nodes, args.changes)
     result.update(machine=describe_machine(), code=code_version(REPO_ROOT))
     print(f"inventory_churn: {args.nodes} nodes x 8 GPUs, {args.changes} changes per case, "

@@ -96,8 +96,8 @@ class InventoryTableModel(RowTableModel):
             self._reset(fresh)  # a node gone (or the fleet reordered): rare, start over
         else:
             self._follow(fresh)
+            self._drift = find_drift(self._rows)
         self._by_node = fresh
-        self._drift = find_drift(self._rows)
         self._announce_drift(flagged)
         self.contentsChanged.emit()
 

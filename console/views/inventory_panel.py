@@ -34,7 +34,7 @@ class InventoryPanel(QWidget):
         self.setObjectName("inventoryPanel")
         self.model = model
         self.proxy = InventoryFilterProxy()
-        self.proxy.setParent(self)  # goes with the panel, never outlives the model it reads
+        self.proxy.setParent(self)  # its C++ side goes with the panel's
         self.proxy.setSourceModel(model)
         self.filter = QLineEdit(placeholderText="Filter: node, model, serial, version…")
         self.summary = QLabel()
@@ -66,8 +66,9 @@ class InventoryPanel(QWidget):
     def _wire(self) -> None:
         self.filter.textChanged.connect(self.proxy.setFilterFixedString)
         self.model.contentsChanged.connect(self._on_model_contents_changed)
-        # New rows may hold longer texts: fit the columns again, once the burst is over
-        # (nodes join over seconds) and only where it shows; changed cells keep widths.
+        # New rows may hold longer texts: fit the columns again, a second after the first
+        # of a burst (nodes join over seconds) and only where it shows; changed cells
+        # keep the widths.
         self.model.modelReset.connect(self._fit_later)
         self.model.rowsInserted.connect(self._fit_later)
         self.export.clicked.connect(self._on_export_clicked)
