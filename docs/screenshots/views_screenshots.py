@@ -18,6 +18,7 @@ it writes, with TAG 1366 or 4k:
   readings, health, plots, processes;
 - reservations-THEME-TAG.png: the Reservations tab;
 - workloads-THEME-TAG.png: the Workloads tab, the fleet queue with its wait reasons;
+- inventory-THEME-TAG.png: the Inventory tab, every GPU's versions and serials;
 - search-THEME-TAG.png: Ctrl+F, a user typed, the first match selected;
 - wall-THEME-TAG.png: wall mode (full screen);
 - compact-THEME-TAG.png: 1,000 GPUs (125 nodes, synthetic samples, no daemons) as
@@ -146,6 +147,9 @@ def shoot(tag: str) -> None:
                     window.tabs.widget(2)))  # "Workloads": the fleet queue  # fmt: skip
                 settle(app, 1)
                 save(window, f"workloads-{theme}-{tag}.png")
+                window.tabs.setCurrentWidget(window.inventory_panel)
+                settle(app, 2)  # its columns fitted once it shows
+                save(window, f"inventory-{theme}-{tag}.png")
                 window.tabs.setCurrentWidget(window.alerts_tab)
                 window.activateWindow()
                 wait_until(app, lambda: QApplication.activeWindow() is window, 10)
