@@ -225,6 +225,8 @@ class MainWindow(QMainWindow):
         # Data flows one way: frame pump -> models and views, once per frame.
         pump = self.session.pump
         pump.fleetChanged.connect(self.detail.on_fleet_changed)
+        # The plots' refresh takes its frame; the grid's changed blocks wait for the next.
+        self.detail.refreshed.connect(self.grid.yield_frame)
         pump.fleetChanged.connect(self.summary.on_fleet_changed)
         pump.fleetChanged.connect(self.alert_model.on_fleet_changed)
         pump.fleetChanged.connect(self.silence_model.on_fleet_changed)

@@ -137,6 +137,7 @@ class FleetGrid(QWidget):
         self.setAcceptDrops(drop_rules is not None)
         # Changed blocks waiting for their repaint (an ordered set: oldest first).
         self._dirty: dict[int, None] = {}
+        self._yielded = False  # the waiting blocks left their frame to another view
         self._repaint = QTimer(self)
         self._repaint.setObjectName("gpufleet-grid-repaint")
         self._repaint.setSingleShot(True)
@@ -316,11 +317,29 @@ class FleetGrid(QWidget):
         where = self._where.get((node_row, 0))
         if where is not None:
             self._dirty[where[0]] = None
-            if not self._repaint.isActive():
-                self._repaint.start(0)  # this frame, after every change the pump made
+            if self._yielded or not self._repaint.isActive():
+                # This frame, after every change the pump made (with those a yielded frame
+                # left: this is the next frame's news).
+                self._yielded = False
+                self._repaint.start(0)
+
+    def yield_frame(self) -> None:
+        """Leave this frame to a heavier view: the blocks changed in it repaint with the
+        next frame's changes (or a frame later, if none come). The GPU plots' refresh
+        (once a second) and a grid repaint in one frame made the console's longest frames
+        (docs/benchmarks.md). Called after the frame's changes reached the grid."""
+        if self._repaint.isActive():
+            self._yielded = True
+            self._repaint.start(FRAME_MS)
+
+    @property
+    def blocks_waiting(self) -> int:
+        """Changed blocks not repainted yet."""
+        return len(self._dirty)
 
     def _on_repaint_timeout(self) -> None:
         """Repaint the changed blocks, REPAINT_BUDGET a frame, oldest first."""
+        self._yielded = False
         due = list(self._dirty)[:REPAINT_BUDGET]
         for block in due:
             del self._dirty[block]

@@ -42,6 +42,8 @@ def _now_ms() -> int:
 
 class GpuDetailPanel(QWidget):
     killRequested = Signal(object)  # KillTarget, to confirm and send
+    # A refresh on screen: the plots redraw this frame (the grid leaves it to them).
+    refreshed = Signal()
 
     def __init__(
         self,
@@ -111,6 +113,8 @@ class GpuDetailPanel(QWidget):
         # A viewer sees no kill zone; the daemon would refuse the kill anyway.
         self.kill_refusal = self._fleet.role_refusal(self.key.target, Role.OPERATOR)
         self.kill_zone.setVisible(self.kill_refusal is None)
+        if self.isVisible():
+            self.refreshed.emit()
 
     def process_menu(self, row: int) -> QMenu:
         """The context menu of a process row: Kill… (confirmation first)."""

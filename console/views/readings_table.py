@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from PySide6.QtCore import QPoint, QRect, QSize, Qt
-from PySide6.QtGui import QFontMetrics, QPainter, QPaintEvent, QPalette
+from PySide6.QtCore import QEvent, QSize, Qt
+from PySide6.QtGui import QFontMetrics, QPainter, QPaintEvent, QPalette, QStaticText
 from PySide6.QtWidgets import QLabel, QSizePolicy, QVBoxLayout, QWidget
 
 from console.fleet.gpu_readings import Reading
@@ -34,6 +34,8 @@ class _Pairs(QWidget):
         self.setObjectName("readingPairs")
         self.readings: tuple[Reading, ...] = ()
         self._value_w = [0] * PAIRS_PER_LINE
+        # The labels never change with a sample: laid out once (per font), drawn static.
+        self._labels: dict[str, tuple[QStaticText, int]] = {}
         self.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Fixed)
 
     def sizeHint(self) -> QSize:
@@ -46,31 +48,51 @@ class _Pairs(QWidget):
     def minimumSizeHint(self) -> QSize:
         return QSize(0, self.sizeHint().height())
 
+    def changeEvent(self, event: QEvent) -> None:
+        if event.type() == QEvent.Type.FontChange:
+            self._labels.clear()
+        super().changeEvent(event)
+
+    def _label(self, text: str, metrics: QFontMetrics) -> tuple[QStaticText, int]:
+        found = self._labels.get(text)
+        if found is None:
+            static = QStaticText(text)
+            static.setTextFormat(Qt.TextFormat.PlainText)
+            static.prepare(font=self.font())
+            found = self._labels[text] = (static, metrics.horizontalAdvance(text))
+        return found
+
     def paintEvent(self, _event: QPaintEvent) -> None:
+        # Painted once a second for the GPU shown, in the frame that also redraws its
+        # plots: static labels and baseline text, eliding only what does not fit.
         painter = QPainter(self)
-        metrics = QFontMetrics(self.font())
+        metrics = self.fontMetrics()
         step = metrics.lineSpacing()
+        label_top = (step - metrics.height()) // 2
+        baseline = label_top + metrics.ascent()
         text = self.palette().color(QPalette.ColorRole.WindowText)
         dim = self.palette().color(QPalette.ColorGroup.Disabled, QPalette.ColorRole.WindowText)
         x = 0
         for pair in range(PAIRS_PER_LINE):
             column = self.readings[pair::PAIRS_PER_LINE]
-            label_w = max((metrics.horizontalAdvance(r.label) for r in column), default=0)
+            labels = [self._label(r.label, metrics) for r in column]
+            label_w = max((w for _, w in labels), default=0)
             # The widest value so far: the next pair does not jump as values change.
             seen = [metrics.horizontalAdvance(r.text) for r in column]
             self._value_w[pair] = max(self._value_w[pair], *seen, 0)
             last = pair == PAIRS_PER_LINE - 1
             # (+2: an exact fit can still elide its last letter.)
             room = max(0, self.width() - x - label_w - GAP) if last else self._value_w[pair] + 2
-            for line, reading in enumerate(column):
-                y = line * step
-                painter.setPen(dim)
-                painter.drawText(QRect(QPoint(x, y), QSize(label_w, step)),
-                                 Qt.AlignmentFlag.AlignVCenter, reading.label)  # fmt: skip
-                shown = metrics.elidedText(reading.text, Qt.TextElideMode.ElideRight, room)
-                painter.setPen(text)
-                painter.drawText(QRect(QPoint(x + label_w + GAP, y), QSize(room, step)),
-                                 Qt.AlignmentFlag.AlignVCenter, shown)  # fmt: skip
+            painter.setPen(dim)
+            for line, (static, _) in enumerate(labels):
+                painter.drawStaticText(x, line * step + label_top, static)
+            painter.setPen(text)
+            value_x = x + label_w + GAP
+            for line, (reading, width) in enumerate(zip(column, seen, strict=True)):
+                shown = reading.text
+                if width > room:
+                    shown = metrics.elidedText(shown, Qt.TextElideMode.ElideRight, room)
+                painter.drawText(value_x, line * step + baseline, shown)
             x += label_w + GAP + room + PAIR_GAP
         painter.end()
 

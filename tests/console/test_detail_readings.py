@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from console.fleet.columns import COLUMN_COUNT, column
-from console.fleet.gpu_readings import MISSING, gpu_readings, throttle_text
+from console.fleet.gpu_readings import MISSING, Reading, gpu_readings, throttle_text
 from console.fleet.model import FleetModel
 from console.fleet.process_cells import HEADERS, elapsed_text
 from console.fleet.updates import (
@@ -30,6 +30,7 @@ from console.fleet.updates import (
 from console.main_window import MainWindow
 from console.qt.process_model import ProcessTableModel
 from console.session import ConsoleSession
+from console.views.readings_table import ReadingsTable
 from gpufleet.v1 import gpu_metrics as m
 from gpufleet.v1 import node_pb2 as pb
 from gpufleet.v1 import node_pb2_grpc as pb_grpc
@@ -183,3 +184,36 @@ def test_the_detail_shows_a_simulated_gpus_readings_and_its_holder(qtbot, window
     text = readings.texts()["Reservation"]
     assert text.startswith("Reserved for team:ml · training run · until ")
     assert "(2h0" in text and "left)" in text and text.endswith(" · by alice")
+
+
+def test_every_label_and_value_is_painted_on_its_line_and_a_long_one_is_cut(qtbot) -> None:
+    """The pairs are painted, not labels: every line shows a label and a value, and a
+    value too long for the panel stops at its edge (whole in the tooltip)."""
+    table = ReadingsTable()
+    qtbot.addWidget(table)
+    readings = [Reading(f"Label {n}", f"value {n}") for n in range(9)]
+    long_text = "software power cap, hardware slowdown, " * 4
+    readings.append(Reading("Throttling", long_text))
+    table.show_readings(readings, "")
+    table.resize(560, table.sizeHint().height())
+    table.show()
+    qtbot.waitExposed(table)
+    pairs = table.pairs
+    image = pairs.grab().toImage()
+    background = image.pixelColor(image.width() - 1, image.height() - 1)
+    step = pairs.fontMetrics().lineSpacing()
+
+    def inked(x0: int, x1: int, line: int) -> int:
+        return sum(
+            image.pixelColor(x, y) != background
+            for x in range(max(0, x0), min(image.width(), x1))
+            for y in range(line * step, min(image.height(), (line + 1) * step))
+        )
+
+    label_w = pairs.fontMetrics().horizontalAdvance("Label 0")
+    for line in range(5):
+        assert inked(0, label_w, line) > 0, f"line {line}: no label"
+        assert inked(label_w + 10, label_w + 60, line) > 0, f"line {line}: no value"
+    # The last line's second pair is the long one: painted up to the edge, not past it.
+    assert inked(image.width() - 40, image.width() - 2, 4) > 0
+    assert long_text.strip() in pairs.toolTip()

@@ -1,0 +1,136 @@
+"""Frames the plots and the grid share: the GPU plots' refresh takes its frame, the
+fleet grid's changed blocks repaint with the next frame's.
+
+The real window, fed through the session's inbox as the network thread feeds it and
+pumped by hand, frame by frame. Paints are counted with event filters. The grid's
+fallback repaint (a frame later when no news comes) is set beyond the test, so what
+repaints the grid here is the next frame's news and nothing else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+from PySide6.QtCore import QEvent, QObject, QRect
+from PySide6.QtGui import QPaintEvent, QRegion
+
+from console.fleet.columns import COLUMN_COUNT, column
+from console.fleet.updates import (
+    GpuInfo,
+    GpuSnapshot,
+    InventoryUpdate,
+    LinkState,
+    LinkUpdate,
+    NodeInfo,
+    SamplesUpdate,
+)
+from console.main_window import MainWindow
+from console.session import ConsoleSession
+from console.views import fleet_grid
+from gpufleet.v1.gpu_metrics import POWER_W, TEMP_GPU_C, UTIL_GPU_PCT
+
+A, B = "10.0.0.1:50051", "10.0.0.2:50051"  # nothing listens: the inbox is fed by hand
+GPUS = 2
+T0 = 1_800_000_000.0
+
+
+class Paints(QObject):
+    """Paint events that reached a widget, and the region they painted."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.count = 0
+        self.region = QRegion()
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+        if isinstance(event, QPaintEvent):
+            self.count += 1
+            self.region = self.region.united(event.region())
+        return False
+
+
+def inventory(target: str, n: int) -> InventoryUpdate:
+    gpus = tuple(GpuInfo(i, f"GPU-{n}-{i}", "NVIDIA H100", None, None, 80 << 30, 700.0)
+                 for i in range(GPUS))  # fmt: skip
+    info = NodeInfo(hostname=f"node-{n}", driver_version="550", cuda_version="12.4",
+                    daemon_version="0.1", backend="simulated", backend_ok=True,
+                    backend_detail="", sample_interval_s=1.0, gpus=gpus)  # fmt: skip
+    return InventoryUpdate(target, info)
+
+
+def send(session: ConsoleSession, target: str, second: int) -> None:
+    rows = np.full((GPUS, COLUMN_COUNT), np.nan, np.float32)
+    rows[:, column(TEMP_GPU_C)] = 50 + second % 7
+    rows[:, column(UTIL_GPU_PCT)] = 10 * (second % 9)
+    rows[:, column(POWER_W)] = 300 + second % 11
+    snaps = tuple(GpuSnapshot(i, "ok", "", ()) for i in range(GPUS))
+    session.inbox.put(SamplesUpdate(target, T0 + second, rows, snaps, False))
+
+
+@pytest.fixture
+def window(qtbot, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[MainWindow, ConsoleSession]]:
+    monkeypatch.setattr(fleet_grid, "FRAME_MS", 600_000)
+    session = ConsoleSession([A, B])
+    session.connections.start()  # for the queries a selection sends; no node is connected to
+    window = MainWindow(session)
+    qtbot.addWidget(window)
+    window.resize(1366, 768)
+    window.show()
+    qtbot.waitExposed(window)
+    for n, target in enumerate((A, B)):
+        session.inbox.put(inventory(target, n))
+        session.inbox.put(LinkUpdate(target, LinkState.CONNECTED))
+        send(session, target, 0)
+    session.pump.pump()
+    window.grid.select(A, 0)
+    qtbot.waitUntil(lambda: len(window.grid.blocks) == 2 and window.detail.plots.isVisible(),
+                    timeout=5000)  # fmt: skip
+    qtbot.waitUntil(lambda: window.grid.blocks_waiting == 0, timeout=5000)
+    yield window, session
+    session.stop()
+
+
+def watch(window: MainWindow) -> tuple[Paints, Paints]:
+    grid, plots = Paints(), Paints()
+    window.grid.installEventFilter(grid)
+    window.detail.plots.viewport().installEventFilter(plots)
+    return grid, plots
+
+
+def block_rect(window: MainWindow, target: str) -> QRect:
+    tile = window.grid.tile_rect(target, 0)
+    assert tile is not None
+    return next(b.rect for b in window.grid.blocks if b.rect.contains(tile))
+
+
+def test_the_plots_refresh_takes_its_frame_and_the_grid_repaints_with_the_next(
+    qtbot, window
+) -> None:
+    window, session = window
+    grid, plots = watch(window)
+    send(session, A, 1)  # the GPU shown: its plots redraw this frame
+    send(session, B, 1)
+    session.pump.pump()
+    qtbot.waitUntil(lambda: plots.count > 0, timeout=5000)
+    assert grid.count == 0
+    assert window.grid.blocks_waiting == 2  # both nodes' blocks wait for the next frame
+    send(session, B, 2)  # the next frame's news (not the GPU shown)
+    session.pump.pump()
+    qtbot.waitUntil(lambda: grid.count > 0, timeout=5000)
+    assert window.grid.blocks_waiting == 0
+    for target in (A, B):  # the waiting block went with the next frame's
+        assert grid.region.contains(block_rect(window, target))
+
+
+def test_a_frame_without_the_gpu_shown_repaints_the_grid_at_once(qtbot, window) -> None:
+    window, session = window
+    grid, plots = watch(window)
+    send(session, B, 1)
+    session.pump.pump()
+    qtbot.waitUntil(lambda: grid.count > 0, timeout=5000)
+    assert window.grid.blocks_waiting == 0
+    assert grid.region.contains(block_rect(window, B))
+    assert not grid.region.contains(block_rect(window, A))
+    assert plots.count == 0 and window.detail.key is not None and window.detail.key.target == A
