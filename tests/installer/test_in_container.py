@@ -80,7 +80,7 @@ def offline_wheels(directory: Path, staging: Path) -> None:
     shutil.copytree(ROOT, staging, ignore=SKIP_DIRS)
     pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
     subprocess.run([*pip, "wheel", "-w", str(directory), str(staging)], check=True, timeout=600)
-    subprocess.run([*pip, "download", "-d", str(directory), "setuptools>=68", "wheel"],
+    subprocess.run([*pip, "download", "-d", str(directory), "setuptools>=77", "wheel"],
                    check=True, timeout=600)  # fmt: skip
 
 
