@@ -68,11 +68,61 @@ def process_start_ticks(pid: int, proc_root: Path = PROC) -> int | None:
         return None
 
 
+@dataclass(frozen=True)
+class ProcessIdentity:
+    """One process for certain: the boot it runs in and its start tick.
+
+    Both are exact and the wall clock moves neither, so a daemon that restarted
+    tells its workload from a process that reuses the pid by comparing them.
+    """
+
+    boot_id: str
+    start_ticks: int
+
+    def to_text(self) -> str:
+        return f"{self.boot_id} {self.start_ticks}\n"
+
+    @classmethod
+    def from_text(cls, text: str) -> ProcessIdentity | None:
+        words = text.split()
+        ticks = _int_or_none(words[1]) if len(words) == 2 else None
+        return None if ticks is None else cls(words[0], ticks)
+
+
+def boot_id(proc_root: Path = PROC) -> str | None:
+    """The kernel's random id of this boot (/proc/sys/kernel/random/boot_id)."""
+    text = (_read_text(proc_root / "sys" / "kernel" / "random" / "boot_id") or "").strip()
+    return text or None
+
+
+def process_identity(pid: int, proc_root: Path = PROC) -> ProcessIdentity | None:
+    """Which process `pid` is now; None if it has gone (or /proc cannot say)."""
+    ticks = process_start_ticks(pid, proc_root)
+    boot = boot_id(proc_root)
+    return None if ticks is None or boot is None else ProcessIdentity(boot, ticks)
+
+
+# The boot time each proc root read first, kept for the life of this process.
+_BOOT_TIMES: dict[Path, int] = {}
+
+
 def boot_time_unix_s(proc_root: Path = PROC) -> int | None:
-    """The ``btime`` line of /proc/stat: when the machine booted, in Unix seconds."""
+    """When the machine booted, in Unix seconds: /proc/stat's ``btime`` as first read.
+
+    The kernel derives btime from the wall clock, so a clock step (NTP, a virtual
+    machine resumed) moves it, and a step of a millisecond can move it a whole
+    second. Start times are checked to the tick (a kill names its process by one),
+    so every start time this process computes uses the boot time it read first.
+    """
+    kept = _BOOT_TIMES.get(proc_root)
+    if kept is not None:
+        return kept
     for line in (_read_text(proc_root / "stat") or "").splitlines():
         if line.startswith("btime "):
-            return _int_or_none(line.split()[1])
+            read = _int_or_none(line.split()[1])
+            if read is not None:
+                _BOOT_TIMES[proc_root] = read
+            return read
     return None
 
 

@@ -27,10 +27,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from node_daemon.backends.procinfo import PROC, process_start_time_unix_ms
+from node_daemon.backends.procinfo import (
+    PROC,
+    ProcessIdentity,
+    process_identity,
+    process_start_time_unix_ms,
+)
 from node_daemon.control.accounts import daemon_may_switch_users
 
 log = logging.getLogger(__name__)
+# How far two start times of one process may differ: both round to a clock tick.
+START_SLACK_MS = 20
 # How long a runner whose start could not be recorded gets to die after KILL.
 REAP_TIMEOUT_S = 10.0
 # Every runner this process started and has not reaped yet. A workload outlives
@@ -49,6 +56,31 @@ class Launched:
     start_time_unix_ms: int | None
     popen: subprocess.Popen[bytes] | None = None  # None once re-adopted after a restart
     unit: str = ""  # the transient systemd unit that holds it (systemd launcher only)
+    identity: ProcessIdentity | None = None  # pid's boot and start tick, as started
+
+    @classmethod
+    def of(cls, pid: int, popen: subprocess.Popen[bytes] | None = None, unit: str = "") -> Launched:
+        """`pid` as it is now: its start time and identity read from /proc (none for 0)."""
+        if pid <= 0:
+            return cls(pid, None, popen, unit)
+        return cls(pid, process_start_time_unix_ms(pid), popen, unit, process_identity(pid))
+
+    def is_running(self, proc_root: Path = PROC) -> bool:
+        """Its pid still names the process it was started as (not one that reuses the pid).
+
+        By identity when it is known; else (a record from before identities were
+        kept) by start time, to the 10 ms a clock tick rounds to.
+        """
+        if self.pid <= 1:
+            return False
+        if self.identity is not None:
+            return process_identity(self.pid, proc_root) == self.identity
+        started = process_start_time_unix_ms(self.pid, proc_root)
+        return (
+            started is not None
+            and self.start_time_unix_ms is not None
+            and abs(started - self.start_time_unix_ms) <= START_SLACK_MS
+        )
 
 
 class WorkloadFiles:
@@ -59,11 +91,31 @@ class WorkloadFiles:
         self.dir = root / workload_id
         self.output = self.dir / "output.log"
         self.exit_code = self.dir / "exit_code"
+        self.identity = self.dir / "process"  # the started process's ProcessIdentity
 
     def read_exit_code(self) -> int | None:
         try:
             return int(self.exit_code.read_text().strip())
         except (OSError, ValueError):
+            return None
+
+    def keep_identity(self, identity: ProcessIdentity | None) -> None:
+        """Remember which process was started, for a daemon that restarts to adopt it.
+
+        Not kept (a full disk): a restart compares start times instead, as it did
+        before identities were kept.
+        """
+        if identity is None:
+            return
+        try:
+            self.identity.write_text(identity.to_text())
+        except OSError as exc:
+            log.warning("workload %s: cannot keep its process identity: %s", self.workload_id, exc)
+
+    def kept_identity(self) -> ProcessIdentity | None:
+        try:
+            return ProcessIdentity.from_text(self.identity.read_text())
+        except OSError:
             return None
 
     def prepare(self) -> None:
@@ -157,13 +209,15 @@ class DirectLauncher:
     def find(self, files: WorkloadFiles) -> Launched | None:
         runner = find_runner(files)
         if runner is not None:
-            return Launched(runner, process_start_time_unix_ms(runner))
+            return Launched.of(runner)
         if files.read_exit_code() is not None:  # it ran, and ended before the restart
             return Launched(0, None)
         return None
 
     def adopt(self, files: WorkloadFiles, pid: int, start_time_unix_ms: int) -> Launched | None:
-        return Launched(pid, start_time_unix_ms) if pid > 1 else None
+        if pid <= 1:
+            return None
+        return Launched(pid, start_time_unix_ms, identity=files.kept_identity())
 
     def still_running(self, launched: Launched) -> bool:
         return still_running(launched)
@@ -209,7 +263,7 @@ def launch(files: WorkloadFiles, spec: LaunchSpec) -> Launched:
     assert popen.stdin is not None
     with popen.stdin:
         popen.stdin.write(spec.to_json())
-    return Launched(popen.pid, process_start_time_unix_ms(popen.pid), popen)
+    return Launched.of(popen.pid, popen)
 
 
 def _runner_environment() -> dict[str, str]:
@@ -236,11 +290,7 @@ def find_runner(files: WorkloadFiles, proc_root: Path = PROC) -> int | None:
 def still_running(launched: Launched, proc_root: Path = PROC) -> bool:
     if launched.popen is not None:
         return launched.popen.poll() is None
-    started = process_start_time_unix_ms(launched.pid, proc_root)
-    # A re-adopted runner is not our child: compare start times to be sure it is ours.
-    return started is not None and (
-        launched.start_time_unix_ms is None or abs(started - launched.start_time_unix_ms) <= 20
-    )
+    return launched.is_running(proc_root)  # a re-adopted runner is not our child
 
 
 def child_pid(pid: int, proc_root: Path = PROC) -> int | None:

@@ -30,7 +30,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from node_daemon.backends.procinfo import process_start_time_unix_ms
 from node_daemon.control.launcher import Launched, LaunchSpec, WorkloadFiles
 
 log = logging.getLogger(__name__)
@@ -43,8 +42,6 @@ COMMAND_TIMEOUT_S = 30.0
 STOP_TIMEOUT = "10s"
 SHOWN = ("LoadState", "ActiveState", "SubState", "MainPID", "ExecMainCode", "ExecMainStatus")
 CLD_EXITED, CLD_KILLED, CLD_DUMPED = 1, 2, 3  # ExecMainCode: how the main process ended
-# Start times from /proc are rounded to clock ticks: a recorded and a re-read one may differ.
-START_SLACK_MS = 20
 # The names systemd passes on (env_name_is_valid); it drops others, with only a log line.
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _WORKLOAD_ID = re.compile(r"[A-Za-z0-9_.-]+")
@@ -229,7 +226,7 @@ class SystemdLauncher:
             (files.dir / ENVIRONMENT_FILE).unlink(missing_ok=True)
         pid = status.main_pid
         log.info("workload %s started as unit %s (pid %d)", files.workload_id, unit, pid)
-        return Launched(pid, process_start_time_unix_ms(pid) if pid else None, unit=unit)
+        return Launched.of(pid, unit=unit)
 
     def find(self, files: WorkloadFiles) -> Launched | None:
         unit = self.unit_of(files)
@@ -237,10 +234,11 @@ class SystemdLauncher:
         if not status.exists:
             return None
         pid = status.main_pid
-        return Launched(pid, process_start_time_unix_ms(pid) if pid else None, unit=unit)
+        return Launched.of(pid, unit=unit)
 
     def adopt(self, files: WorkloadFiles, pid: int, start_time_unix_ms: int) -> Launched | None:
-        return Launched(pid, start_time_unix_ms or None, unit=self.unit_of(files))
+        unit = self.unit_of(files)
+        return Launched(pid, start_time_unix_ms or None, unit=unit, identity=files.kept_identity())
 
     def still_running(self, launched: Launched) -> bool:
         """Its main process, by pid and start time; systemd only once that is gone.
@@ -302,11 +300,8 @@ class SystemdLauncher:
 
 
 def main_process_alive(launched: Launched) -> bool:
-    """The unit's main process still runs: that pid, started when it was recorded."""
-    if launched.pid <= 1 or launched.start_time_unix_ms is None:
-        return False
-    started = process_start_time_unix_ms(launched.pid)
-    return started is not None and abs(started - launched.start_time_unix_ms) <= START_SLACK_MS
+    """The unit's main process still runs: that pid, the process it was recorded as."""
+    return launched.is_running()
 
 
 def _group_of(account: str | None) -> str:

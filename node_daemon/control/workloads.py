@@ -165,13 +165,15 @@ class WorkloadManager:
             if current is None or current.state is not WorkloadState.QUEUED:
                 self._journal.record([], records=[retired])  # its start was committed
                 continue
-            found = self.launcher.find(WorkloadFiles(self._root, intended.id))
+            files = WorkloadFiles(self._root, intended.id)
+            found = self.launcher.find(files)
             if found is None:
                 log.info("workload %s was starting when the daemon stopped: nothing ran, "
                          "it stays queued", intended.id)  # fmt: skip
                 self._journal.record([], records=[retired])
                 continue
             running = intended
+            files.keep_identity(found.identity)
             if found.pid > 0:
                 running = replace(intended, pid=found.pid,
                                   pid_start_unix_ms=found.start_time_unix_ms or 0)  # fmt: skip
@@ -378,11 +380,13 @@ class WorkloadManager:
         )  # fmt: skip
         self._journal.record([], records=[_intent_record(intended, active=True)])
         try:
-            launched = self.launcher.launch(WorkloadFiles(self._root, workload.id), spec)
+            files = WorkloadFiles(self._root, workload.id)
+            launched = self.launcher.launch(files, spec)
         except (OSError, ValueError) as exc:
             self._finish(workload, None, f"could not start: {exc}",
                          extra=[_intent_record(intended, active=False)])  # fmt: skip
             raise WorkloadConflict(f"workload {workload.id} could not start: {exc}") from exc
+        files.keep_identity(launched.identity)  # before the record: a restart adopts by it
         running = replace(intended, pid=launched.pid,
                           pid_start_unix_ms=launched.start_time_unix_ms)  # fmt: skip
         summary = f"started on GPU {', '.join(map(str, gpus))} as {workload.run_as}" + (
