@@ -49,7 +49,7 @@ from console.fleet.model import FleetModel
 from console.fleet.updates import LinkState
 from console.main_window import MainWindow
 from console.qt.frame_pump import DEFAULT_FPS
-from console.qt.gui_thread_gc import stop_collecting_in_gui_thread
+from console.qt.gui_thread_gc import collect_in_gui_thread, stop_collecting_in_gui_thread
 from console.session import ConsoleSession
 from console.views.window_looks import WindowLooks
 
@@ -74,6 +74,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     arg("--python-gc", action="store_true",
         help="let Python collect garbage in any thread (the console collects on the GUI "
              "thread only): for comparison")  # fmt: skip
+    arg("--no-gc-freeze", dest="gc_freeze", action="store_false",
+        help="do not freeze the start-up heap (the console does, 60 s after it starts): "
+             "for comparison")  # fmt: skip
     arg("--fleet-processes", type=int, default=1, metavar="K",
         help="host the simulated daemons in K processes (default 1)")  # fmt: skip
     arg("--fleet-nice", type=int, default=0, metavar="N",
@@ -306,6 +309,7 @@ def gc_lines(result: dict[str, object]) -> list[str]:
     rows = result.get("gc")
     title = f"garbage collection ({result.get('python_gc')})"
     lines = ["", f"  {title:<48}{'runs':>10}{'ms/min':>8}{'max ms':>10}"]
+    lines.append("    start-up heap frozen" if result.get("gc_freeze") else "    nothing frozen")
     for row in rows if isinstance(rows, list) else []:
         label = f"{row['thread']} gen{row['generation']}"
         lines.append(
@@ -355,7 +359,11 @@ def run(args: argparse.Namespace, app: TimedApplication, fleet: FleetProcess) ->
     try:
         wait_streaming(session, timeout_s=30 + 0.2 * args.nodes)
         window.grid.select(targets[0], 0)
+        if args.gc_freeze and not args.python_gc:
+            collect_in_gui_thread().freeze_long_lived()  # as console.app.run_console does
         run_for(args.warmup)
+        if args.gc_freeze and not args.python_gc and collect_in_gui_thread().freezes == 0:
+            collect_in_gui_thread().freeze_now()  # a short warm-up: outside the measured time
         alerts_before = session.fleet.alerts.version
         gcs = GcProbe()
         measured = Measured(*measure(app, probe, fleet, args.seconds, gcs), alerts_before, gcs)
@@ -403,6 +411,7 @@ def collect(
         },
         "shown_widgets": shown_widgets(window),
         "python_gc": "any thread" if args.python_gc else "GUI thread only",
+        "gc_freeze": args.gc_freeze and not args.python_gc,
         "gc": measured.gcs.stats(wall),
     }
 

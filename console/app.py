@@ -99,6 +99,8 @@ def run_console(
                           slurm)  # fmt: skip
     if on_ready is not None:
         on_ready(window)
+    # Full collections walk only what the running console makes, not its start-up heap.
+    collect_in_gui_thread().freeze_long_lived()
     if screenshot is not None:
         QTimer.singleShot(round(settle_s * 1000), lambda: _save_and_quit(window, screenshot))
     window.show()

@@ -67,3 +67,36 @@ def test_the_console_application_collects_in_the_gui_thread(qtbot) -> None:
     stop_collecting_in_gui_thread()
     qt_application()  # what `gpufleet console` and the benchmarks start with
     assert not gc.isenabled()
+
+
+def test_a_frozen_start_up_heap_is_not_walked_and_new_cycles_are_still_collected(qtbot) -> None:
+    collector = collect_in_gui_thread()
+    start_up = [{"n": i} for i in range(20_000)]  # long-lived, as the console's start-up is
+    collector.freeze_now()
+    assert gc.get_freeze_count() >= len(start_up) and collector.freezes == 1
+    walked = len(gc.get_objects())  # what a full collection walks now
+    assert walked < gc.get_freeze_count()
+    assert all(id(d) not in {id(o) for o in gc.get_objects(2)} for d in start_up[:10])
+    collected_in: list[str] = []
+    alive = make_cycle(collected_in)  # made after the freeze: collected as before
+    kept = allocate_in_a_worker()
+    qtbot.waitUntil(lambda: collected_in != [], timeout=5_000)
+    assert alive() is None and collected_in == [threading.main_thread().name]
+    assert len(kept) > 0
+    stop_collecting_in_gui_thread()  # gives Python back an unfrozen heap
+    assert gc.get_freeze_count() == 0 and gc.isenabled()
+
+
+def test_the_heap_is_thawed_and_frozen_again_so_frozen_cycles_are_freed(qtbot) -> None:
+    collector = collect_in_gui_thread()
+    collected_in: list[str] = []
+    alive = make_cycle(collected_in)
+    holder = [next(o for o in gc.get_referrers(alive()) if isinstance(o, dict))]  # the cycle
+    collector.freeze_long_lived(first_ms=10, every_ms=200)
+    qtbot.waitUntil(lambda: collector.freezes == 1, timeout=5_000)
+    holder.clear()  # now garbage, but frozen: no collection before the next freeze sees it
+    collector.collect_due()
+    gc.collect()
+    assert alive() is not None and collected_in == []
+    qtbot.waitUntil(lambda: collector.freezes >= 2, timeout=5_000)  # the periodic thaw
+    assert alive() is None and collected_in == [threading.main_thread().name]
