@@ -217,7 +217,16 @@ class DirectLauncher:
     def adopt(self, files: WorkloadFiles, pid: int, start_time_unix_ms: int) -> Launched | None:
         if pid <= 1:
             return None
-        return Launched(pid, start_time_unix_ms, identity=files.kept_identity())
+        identity = files.kept_identity()
+        if identity is None and (args := command_line(pid)) is not None:
+            # Started before identities were kept, so its recorded start time may have
+            # moved with the clock; but only this workload's runner has its directory
+            # in argv, and the recorded pid is always the runner.
+            if not is_runner(files, args):
+                return None  # the pid is another process's now
+            identity = process_identity(pid)
+            files.keep_identity(identity)
+        return Launched(pid, start_time_unix_ms, identity=identity)
 
     def still_running(self, launched: Launched) -> bool:
         return still_running(launched)
@@ -274,17 +283,26 @@ def _runner_environment() -> dict[str, str]:
 
 def find_runner(files: WorkloadFiles, proc_root: Path = PROC) -> int | None:
     """The pid of a live runner of this workload, if one is running (after a crash mid-launch)."""
-    wanted = [b"-m", b"node_daemon.control.runner", str(files.dir).encode()]
     for entry in proc_root.iterdir():
         if not entry.name.isdigit():
             continue
-        try:
-            args = (entry / "cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if args[1:4] == wanted:
+        args = command_line(int(entry.name), proc_root)
+        if args is not None and is_runner(files, args):
             return int(entry.name)
     return None
+
+
+def command_line(pid: int, proc_root: Path = PROC) -> list[bytes] | None:
+    """A process's argv as /proc has it; None when it cannot be read (gone, hidden)."""
+    try:
+        return (proc_root / str(pid) / "cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return None
+
+
+def is_runner(files: WorkloadFiles, args: Sequence[bytes]) -> bool:
+    """Whether argv is this workload's runner: `python -m node_daemon.control.runner DIR`."""
+    return list(args[1:4]) == [b"-m", b"node_daemon.control.runner", str(files.dir).encode()]
 
 
 def still_running(launched: Launched, proc_root: Path = PROC) -> bool:

@@ -91,6 +91,30 @@ def test_a_clock_step_between_two_daemons_leaves_the_workload_adopted(
     wait_for(lambda: listed(again, running.id).state == pb.WORKLOAD_STATE_CANCELLED, 15)
 
 
+def identity_file(state: Path, workload_id: str) -> Path:
+    return WorkloadFiles(state / "workloads", workload_id).identity
+
+
+def test_a_workload_recorded_before_identities_were_kept_is_adopted_across_a_clock_step(
+    start_daemon: DaemonFactory, tmp_path: Path
+) -> None:
+    """An upgrade: no identity file, a start time moved by a step; its runner's argv decides."""
+    state = tmp_path / "state"
+    first = start_daemon(gpus=2, state_dir=state)
+    running = running_sleeper(first)
+    first.stop(grace_s=0.5)
+    identity_file(state, running.id).unlink()
+    shift_recorded_start(state, running.id, 1000)
+    again = start_daemon(gpus=2, state_dir=state)
+    adopted = listed(again, running.id)
+    assert adopted.state == pb.WORKLOAD_STATE_RUNNING, adopted.detail
+    kept = WorkloadFiles(state / "workloads", running.id).kept_identity()
+    assert kept is not None and kept == process_identity(running.pid)  # kept from now on
+    cancel(again, running.id)
+    wait_for(lambda: reaped(running.pid), 15, "the cancelled runner to end")
+    wait_for(lambda: listed(again, running.id).state == pb.WORKLOAD_STATE_CANCELLED, 15)
+
+
 def reaped(pid: int) -> bool:
     """The runner is this test process's child (the first daemon ran in it): reap it."""
     return os.waitpid(pid, os.WNOHANG)[0] == pid
@@ -100,13 +124,16 @@ def reaped(pid: int) -> bool:
     os.geteuid() != 0 or not NS_LAST_PID.exists(),
     reason="SKIPPED LOUDLY: forcing PID reuse needs root and /proc/sys/kernel/ns_last_pid",
 )
+@pytest.mark.parametrize("identity_kept", [True, False], ids=["kept", "record-from-before"])
 def test_a_process_that_reuses_the_pid_is_neither_adopted_nor_signalled(
-    start_daemon: DaemonFactory, tmp_path: Path
+    start_daemon: DaemonFactory, tmp_path: Path, identity_kept: bool
 ) -> None:
     state = tmp_path / "state"
     first = start_daemon(gpus=2, state_dir=state)
     running = running_sleeper(first)
     first.stop(grace_s=0.5)
+    if not identity_kept:
+        identity_file(state, running.id).unlink()
     os.killpg(running.pid, signal.SIGKILL)  # the workload dies while no daemon watches
     os.waitpid(running.pid, 0)  # this process started it: reap it, so its pid is free
     stranger = spawn_with_pid(running.pid)
