@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,14 +20,11 @@ from gpufleet.v1 import node_pb2_grpc as pb_grpc
 from node_daemon.backends.procinfo import process_start_time_unix_ms
 from node_daemon.server import NodeDaemon
 from tests.conftest import DaemonFactory, wait_for
+from tests.pid_reuse import CAN_REUSE_PIDS, NO_PID_REUSE, spawn_with_pid
 
-NS_LAST_PID = Path("/proc/sys/kernel/ns_last_pid")
 pytestmark = [
     pytest.mark.usefixtures("workload_accounts"),
-    pytest.mark.skipif(
-        os.geteuid() != 0 or not NS_LAST_PID.exists(),
-        reason="SKIPPED LOUDLY: forcing PID reuse needs root and /proc/sys/kernel/ns_last_pid",
-    ),
+    pytest.mark.skipif(not CAN_REUSE_PIDS, reason=NO_PID_REUSE),
 ]
 
 
@@ -54,18 +50,6 @@ def alices_process_on_gpu(daemon: NodeDaemon, stub: pb_grpc.NodeServiceStub, gpu
                         timeout=5)  # fmt: skip
     wait_for(lambda: listed(daemon, gpu, "alice"), 15, "alice's process in the sample")
     return int(listed(daemon, gpu, "alice")[0].pid)
-
-
-def spawn_with_pid(pid: int, attempts: int = 200) -> subprocess.Popen[bytes]:
-    """Root's own process (on no GPU) with exactly `pid`; other forks on the box may interfere."""
-    for _ in range(attempts):
-        NS_LAST_PID.write_text(str(pid - 1))
-        candidate = subprocess.Popen(["sleep", "300"])
-        if candidate.pid == pid:
-            return candidate
-        candidate.kill()
-        candidate.wait()
-    pytest.fail(f"could not get pid {pid} again in {attempts} attempts (a busy machine?)")
 
 
 def test_a_reused_pid_is_not_killed(node) -> None:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 from pathlib import Path
 
 import grpc
@@ -31,8 +30,8 @@ from node_daemon.control.workloads import KIND
 from node_daemon.journal.event_journal import EventJournal, StoredRecord
 from node_daemon.server import NodeDaemon
 from tests.conftest import DaemonFactory, wait_for
+from tests.pid_reuse import CAN_REUSE_PIDS, NO_PID_REUSE, group_gone, spawn_with_pid
 
-NS_LAST_PID = Path("/proc/sys/kernel/ns_last_pid")
 pytestmark = pytest.mark.usefixtures("workload_accounts")
 
 
@@ -73,19 +72,32 @@ def shift_recorded_start(state: Path, workload_id: str, by_ms: int) -> None:
         journal.close()
 
 
-@pytest.mark.parametrize("step_ms", [1000, -1000, 3_600_000])
-def test_a_clock_step_between_two_daemons_leaves_the_workload_adopted(
-    start_daemon: DaemonFactory, tmp_path: Path, step_ms: int
-) -> None:
-    state = tmp_path / "state"
+def left_running(start_daemon: DaemonFactory, state: Path, identity_kept: bool) -> pb.Workload:
+    """A workload running with no daemon watching it; without its identity file, as a
+    daemon from before identities were kept (an upgrade) would have left it."""
     first = start_daemon(gpus=2, state_dir=state)
     running = running_sleeper(first)
     first.stop(grace_s=0.5)  # an in-process daemon leaves its workloads running
+    if not identity_kept:
+        identity_file(state, running.id).unlink()
+    return running
+
+
+@pytest.mark.parametrize("identity_kept", [True, False], ids=["kept", "record-from-before"])
+@pytest.mark.parametrize("step_ms", [1000, -1000, 3_600_000])
+def test_a_clock_step_between_two_daemons_leaves_the_workload_adopted(
+    start_daemon: DaemonFactory, tmp_path: Path, step_ms: int, identity_kept: bool
+) -> None:
+    state = tmp_path / "state"
+    running = left_running(start_daemon, state, identity_kept)
     shift_recorded_start(state, running.id, step_ms)
     again = start_daemon(gpus=2, state_dir=state)
     adopted = listed(again, running.id)
     assert adopted.state == pb.WORKLOAD_STATE_RUNNING, adopted.detail
     assert adopted.pid == running.pid
+    # A record from before is known by its runner's argv, and its identity kept from now on.
+    kept = WorkloadFiles(state / "workloads", running.id).kept_identity()
+    assert kept is not None and kept == process_identity(running.pid)
     cancel(again, running.id)
     wait_for(lambda: reaped(running.pid), 15, "the cancelled runner to end")
     wait_for(lambda: listed(again, running.id).state == pb.WORKLOAD_STATE_CANCELLED, 15)
@@ -95,48 +107,24 @@ def identity_file(state: Path, workload_id: str) -> Path:
     return WorkloadFiles(state / "workloads", workload_id).identity
 
 
-def test_a_workload_recorded_before_identities_were_kept_is_adopted_across_a_clock_step(
-    start_daemon: DaemonFactory, tmp_path: Path
-) -> None:
-    """An upgrade: no identity file, a start time moved by a step; its runner's argv decides."""
-    state = tmp_path / "state"
-    first = start_daemon(gpus=2, state_dir=state)
-    running = running_sleeper(first)
-    first.stop(grace_s=0.5)
-    identity_file(state, running.id).unlink()
-    shift_recorded_start(state, running.id, 1000)
-    again = start_daemon(gpus=2, state_dir=state)
-    adopted = listed(again, running.id)
-    assert adopted.state == pb.WORKLOAD_STATE_RUNNING, adopted.detail
-    kept = WorkloadFiles(state / "workloads", running.id).kept_identity()
-    assert kept is not None and kept == process_identity(running.pid)  # kept from now on
-    cancel(again, running.id)
-    wait_for(lambda: reaped(running.pid), 15, "the cancelled runner to end")
-    wait_for(lambda: listed(again, running.id).state == pb.WORKLOAD_STATE_CANCELLED, 15)
-
-
 def reaped(pid: int) -> bool:
     """The runner is this test process's child (the first daemon ran in it): reap it."""
     return os.waitpid(pid, os.WNOHANG)[0] == pid
 
 
-@pytest.mark.skipif(
-    os.geteuid() != 0 or not NS_LAST_PID.exists(),
-    reason="SKIPPED LOUDLY: forcing PID reuse needs root and /proc/sys/kernel/ns_last_pid",
-)
+@pytest.mark.skipif(not CAN_REUSE_PIDS, reason=NO_PID_REUSE)
 @pytest.mark.parametrize("identity_kept", [True, False], ids=["kept", "record-from-before"])
 def test_a_process_that_reuses_the_pid_is_neither_adopted_nor_signalled(
     start_daemon: DaemonFactory, tmp_path: Path, identity_kept: bool
 ) -> None:
     state = tmp_path / "state"
-    first = start_daemon(gpus=2, state_dir=state)
-    running = running_sleeper(first)
-    first.stop(grace_s=0.5)
-    if not identity_kept:
-        identity_file(state, running.id).unlink()
+    running = left_running(start_daemon, state, identity_kept)
     os.killpg(running.pid, signal.SIGKILL)  # the workload dies while no daemon watches
     os.waitpid(running.pid, 0)  # this process started it: reap it, so its pid is free
-    stranger = spawn_with_pid(running.pid)
+    # The pid is free only once its group is gone too: the workload's own process, its
+    # member, is reaped by init, which may take a while.
+    wait_for(lambda: group_gone(running.pid), 15, "the killed workload's group to be reaped")
+    stranger = spawn_with_pid(running.pid, new_session=True)
     try:
         # Even a start time that matches to the millisecond would not make it the workload.
         shift_recorded_start(
@@ -151,18 +139,6 @@ def test_a_process_that_reuses_the_pid_is_neither_adopted_nor_signalled(
     finally:
         stranger.kill()
         stranger.wait()
-
-
-def spawn_with_pid(pid: int, attempts: int = 200) -> subprocess.Popen[bytes]:
-    """Root's own process with exactly `pid`; other forks on the box may interfere."""
-    for _ in range(attempts):
-        NS_LAST_PID.write_text(str(pid - 1))
-        candidate = subprocess.Popen(["sleep", "300"], start_new_session=True)
-        if candidate.pid == pid:
-            return candidate
-        candidate.kill()
-        candidate.wait()
-    pytest.fail(f"could not get pid {pid} again in {attempts} attempts (a busy machine?)")
 
 
 # -- the identity itself, on a recorded /proc --------------------------------------------
