@@ -83,6 +83,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="run the simulated daemons at nice N (default 0)")  # fmt: skip
     arg("--smoke", action="store_true", help="tiny and fast (CI): 2 nodes, 3 s")
     args = parser.parse_args(argv)
+    args.gc_freeze = args.gc_freeze and not args.python_gc  # --python-gc: no collector to freeze
     if args.smoke:
         vars(args).update(SMOKE)
     elif args.out is None:
@@ -359,10 +360,10 @@ def run(args: argparse.Namespace, app: TimedApplication, fleet: FleetProcess) ->
     try:
         wait_streaming(session, timeout_s=30 + 0.2 * args.nodes)
         window.grid.select(targets[0], 0)
-        if args.gc_freeze and not args.python_gc:
+        if args.gc_freeze:
             collect_in_gui_thread().freeze_long_lived()  # as console.app.run_console does
         run_for(args.warmup)
-        if args.gc_freeze and not args.python_gc and collect_in_gui_thread().freezes == 0:
+        if args.gc_freeze and collect_in_gui_thread().freezes == 0:
             collect_in_gui_thread().freeze_now()  # a short warm-up: outside the measured time
         alerts_before = session.fleet.alerts.version
         gcs = GcProbe()
@@ -411,7 +412,7 @@ def collect(
         },
         "shown_widgets": shown_widgets(window),
         "python_gc": "any thread" if args.python_gc else "GUI thread only",
-        "gc_freeze": args.gc_freeze and not args.python_gc,
+        "gc_freeze": args.gc_freeze,
         "gc": measured.gcs.stats(wall),
     }
 

@@ -71,13 +71,12 @@ class GuiThreadCollector(QObject):
     def freeze_now(self) -> None:
         """Thaw, collect everything (one long pause), freeze what is left."""
         gc.unfreeze()
-        gc.collect()
+        self._collect_all()
         gc.freeze()
+        self._long_lived_total = 0  # every generation is frozen now, the oldest too
         self.freezes += 1
         if self._freeze_timer.isActive():
             self._freeze_timer.setInterval(self._refreeze_ms)
-        self._long_lived_total = len(gc.get_objects(2))  # the frozen are in none
-        self._long_lived_pending = 0
 
     def collect_due(self) -> None:
         """Collect what Python itself would have collected by now, as CPython decides it:

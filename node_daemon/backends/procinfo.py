@@ -144,10 +144,16 @@ def process_user(pid: int, proc_root: Path = PROC) -> str | None:
     return None
 
 
+def process_argv(pid: int, proc_root: Path = PROC) -> list[bytes] | None:
+    """/proc/PID/cmdline split at its NULs; None when it cannot be read (gone, hidden)."""
+    raw = _read_bytes(proc_root / str(pid) / "cmdline")
+    return None if raw is None else raw.split(b"\0")
+
+
 def process_command(pid: int, proc_root: Path = PROC) -> str | None:
     """/proc/PID/cmdline joined with spaces (at most 512 chars), else /proc/PID/comm."""
-    raw = _read_bytes(proc_root / str(pid) / "cmdline")
-    args = [arg.decode(errors="replace") for arg in (raw or b"").split(b"\0") if arg]
+    argv = process_argv(pid, proc_root) or []
+    args = [arg.decode(errors="replace") for arg in argv if arg]
     if args:
         return " ".join(args)[:COMMAND_MAX_CHARS]
     comm = (_read_text(proc_root / str(pid) / "comm") or "").strip()

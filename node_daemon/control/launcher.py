@@ -30,6 +30,7 @@ from typing import Protocol
 from node_daemon.backends.procinfo import (
     PROC,
     ProcessIdentity,
+    process_argv,
     process_identity,
     process_start_time_unix_ms,
 )
@@ -218,7 +219,7 @@ class DirectLauncher:
         if pid <= 1:
             return None
         identity = files.kept_identity()
-        if identity is None and (args := command_line(pid)) is not None:
+        if identity is None and (args := process_argv(pid)) is not None:
             # Started before identities were kept, so its recorded start time may have
             # moved with the clock; but only this workload's runner has its directory
             # in argv, and the recorded pid is always the runner.
@@ -286,18 +287,10 @@ def find_runner(files: WorkloadFiles, proc_root: Path = PROC) -> int | None:
     for entry in proc_root.iterdir():
         if not entry.name.isdigit():
             continue
-        args = command_line(int(entry.name), proc_root)
+        args = process_argv(int(entry.name), proc_root)
         if args is not None and is_runner(files, args):
             return int(entry.name)
     return None
-
-
-def command_line(pid: int, proc_root: Path = PROC) -> list[bytes] | None:
-    """A process's argv as /proc has it; None when it cannot be read (gone, hidden)."""
-    try:
-        return (proc_root / str(pid) / "cmdline").read_bytes().split(b"\0")
-    except OSError:
-        return None
 
 
 def is_runner(files: WorkloadFiles, args: Sequence[bytes]) -> bool:
