@@ -8,7 +8,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from PySide6.QtCore import QSize, Qt, QTimer
+from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QApplication
 
 from console.connections.prometheus_range import PrometheusSource
@@ -25,11 +25,6 @@ from console.settings import SlurmProfile
 from console.views.looks import apply_to_app
 from console.views.theme import DARK
 from console.views.window_looks import WindowLooks
-
-# The window's size at its first start (no saved layout), where the screen has room for
-# it and for what the window manager's frame and panels take around it.
-FIRST_START_SIZE = QSize(1600, 900)
-FRAME_ROOM = QSize(32, 64)
 
 # The profile's Slurm and where its token comes from (called off the GUI thread).
 SlurmSource = tuple[SlurmProfile, Callable[[], str]]
@@ -77,7 +72,7 @@ def build_window(
     # Desktop notifications first; the tray only where no notification server runs.
     sinks: list[NotificationSink] = [DesktopNotifier(), TrayNotifier()]
     window = MainWindow(session, sinks=sinks, notify=notify)
-    window.resize(FIRST_START_SIZE)  # the first start's size; a saved layout replaces it
+    window.resize(1600, 900)  # the first start's size; a saved layout replaces it
     # Theme, wall mode, the View menu and the remembered layout (saved on close).
     WindowLooks(window, profile, theme, wall)  # a child of the window: find it by type
     session.start()
@@ -108,27 +103,10 @@ def run_console(
     collect_in_gui_thread().freeze_long_lived()
     if screenshot is not None:
         QTimer.singleShot(round(settle_s * 1000), lambda: _save_and_quit(window, screenshot))
-    if screenshot is None and _first_start(window) and not first_start_fits(window):
-        # A 1366x768 laptop: 1600x900 would spill off the screen, status bar and all.
-        window.setWindowState(window.windowState() | Qt.WindowState.WindowMaximized)
     window.show()
     code = app.exec()
     window.session.stop()
     return int(code)
-
-
-def first_start_fits(window: MainWindow) -> bool:
-    """Whether the first start's size and a frame fit the free area of the window's screen."""
-    screen = window.screen()
-    if screen is None:
-        return True
-    wanted = FIRST_START_SIZE + FRAME_ROOM
-    return wanted.boundedTo(screen.availableSize()) == wanted
-
-
-def _first_start(window: MainWindow) -> bool:
-    looks = window.findChild(WindowLooks)
-    return looks is None or not looks.saved.geometry
 
 
 def describe(window: MainWindow) -> str:

@@ -5,16 +5,14 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from PySide6.QtCore import Qt, QTimer
-from PySide6.QtWidgets import QApplication, QDockWidget, QMainWindow
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QDockWidget, QMainWindow
 
-from console.app import FIRST_START_SIZE, build_window, first_start_fits, run_console
-from console.main_window import MainWindow
+from console.app import build_window
 from console.qt import ui_state
 from console.views.looks import apply_to_app
 from console.views.theme import DARK
@@ -127,43 +125,3 @@ def test_a_missing_file_is_a_first_start(tmp_path: Path, caplog) -> None:  # typ
 def test_profile_names_make_safe_file_names() -> None:
     assert ui_state.state_path("../etc/x").name == ".._etc_x.json"
     assert ui_state.state_path("").name == "default.json"
-
-
-def first_shown(screenshot: Path | None = None) -> dict[str, object]:
-    """`gpufleet console` as a person starts it, looked at once its window is on the screen
-    (within it, or after 5 s: a window manager applies a state after the show)."""
-    seen: dict[str, object] = {}
-    deadline = time.monotonic() + 5
-
-    def look(window: MainWindow) -> None:
-        screen = window.screen().availableSize()
-        inside = window.width() <= screen.width() and window.height() <= screen.height()
-        if window.isVisible() and (inside or time.monotonic() > deadline or screenshot):
-            seen.update(maximised=window.isMaximized(), size=(window.width(), window.height()),
-                        fits=first_start_fits(window))  # fmt: skip
-            if screenshot is None:  # else the screenshot closes it
-                window.close()
-                QApplication.quit()
-            return
-        QTimer.singleShot(20, lambda: look(window))
-
-    run_console([NODE], screenshot=screenshot, settle_s=0.2,
-                on_ready=lambda window: QTimer.singleShot(0, lambda: look(window)))  # fmt: skip
-    return seen
-
-
-def test_a_first_start_on_a_screen_too_small_for_it_opens_maximised(
-    qtbot, tmp_path, monkeypatch
-) -> None:  # type: ignore[no-untyped-def]
-    # The offscreen screen is 800x800: 1600x900 and a frame would spill off it.
-    seen = first_shown()
-    assert seen == {"maximised": True, "size": seen["size"], "fits": False}
-    width, height = seen["size"]  # type: ignore[misc]
-    assert width <= 800 and height <= 800
-    # The demo's offscreen screenshot keeps the first start's size (the README's picture);
-    # a first start: the layout the run above saved is another profile directory's.
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "demo-config"))
-    shot = first_shown(tmp_path / "demo.png")
-    assert shot["maximised"] is False
-    assert shot["size"] == (FIRST_START_SIZE.width(), FIRST_START_SIZE.height())
-    assert (tmp_path / "demo.png").exists()
