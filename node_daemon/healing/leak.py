@@ -16,7 +16,7 @@ import logging
 import math
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from dataclasses import fields, replace
 
 from node_daemon.backends.readings import ProcessReading
 from node_daemon.control.kill import KillOutcome
@@ -131,7 +131,7 @@ class LeakPolicy:
             return f"refused: pid {pid} is no longer a workload's"
         try:
             self._workloads.cancel(workload.id, ACTOR)
-            again = self._workloads.submit(_request_of(workload), ACTOR, workload.run_as)
+            again = self._workloads.submit(requeue_request(workload), ACTOR, workload.run_as)
         except DomainError as exc:
             return f"failed: {exc}"
         log.info("self-healing: workload %s requeued as %s", workload.id, again.id)
@@ -184,12 +184,16 @@ def _listed(
     return next((p for p in processes.get(gpu, ()) if p.pid == pid), None)
 
 
-def _request_of(workload: Workload) -> WorkloadRequest:
-    return WorkloadRequest(
-        argv=workload.argv, gpu_count=workload.gpu_count, owner=workload.owner,
-        name=workload.name, env=dict(workload.env),
-        min_free_memory_bytes=workload.min_free_memory_bytes, auto_place=workload.auto_place,
-    )  # fmt: skip
+def requeue_request(workload: Workload) -> WorkloadRequest:
+    """The request `workload` was queued with, to queue it again: every field of it.
+
+    Built from WorkloadRequest's own fields (a Workload keeps each under the same name),
+    so a field added to the request is carried over without touching this; a field
+    picked by hand here once lost the priority and the time limit. All but one: the
+    idempotency key, which would hand back the cancelled run instead of a new one.
+    """
+    kept = {f.name: getattr(workload, f.name) for f in fields(WorkloadRequest)}
+    return WorkloadRequest(**{**kept, "env": dict(workload.env), "idempotency_key": ""})
 
 
 def _clock(unix_s: float) -> str:

@@ -13,6 +13,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import fields
 from pathlib import Path
 
 import grpc
@@ -24,6 +25,7 @@ from gpufleet.v1.gpu_metrics import POWER_LIMIT_W, TEMP_GPU_C
 from node_daemon.alerts.rules import parse_alert_settings
 from node_daemon.backends.simulated.backend import SimulatedBackend
 from node_daemon.backends.simulated.scenario import ScenarioEvent, parse_scenario
+from node_daemon.control.records import WorkloadRequest
 from node_daemon.healing.settings import HealingSettings, parse_healing_settings
 from node_daemon.server import NodeDaemon
 from tests.conftest import DaemonFactory, wait_for
@@ -317,10 +319,12 @@ def test_a_leaking_workload_is_requeued(  # type: ignore[no-untyped-def]
     daemon = start_daemon(NvmlBackend(), gpus=1, healing=policy,
                           alerts=parse_alert_settings(LEAK_RULE, "test"))  # fmt: skip
     stream = events(daemon)
-    submitted = stream.stub.SubmitWorkload(
-        pb.SubmitWorkloadRequest(argv=["sleep", "300"], owner="alice", gpu_count=1, actor="alice"),
-        timeout=5,
-    )
+    asked = pb.SubmitWorkloadRequest(
+        argv=["sleep", "300"], owner="alice", gpu_count=1, actor="alice", name="train-7",
+        env={"MODEL": "llama"}, min_free_memory_bytes=MIB, priority=7, time_limit_s=3600,
+        idempotency_key="alice-train-7",
+    )  # fmt: skip
+    submitted = stream.stub.SubmitWorkload(asked, timeout=5)
     stream.stub.AssignWorkload(
         pb.AssignWorkloadRequest(workload_id=submitted.id, gpu_indices=[0]), timeout=5
     )
@@ -345,6 +349,16 @@ def test_a_leaking_workload_is_requeued(  # type: ignore[no-untyped-def]
     assert [(w.argv, w.owner, w.state.value) for w in queued] == [
         (("sleep", "300"), "alice", "queued")
     ]
+    again, first = queued[0], daemon.workloads.get(submitted.id, True)
+    assert (again.priority, again.time_limit_s) == (7, 3600)  # were 0 and none (#28)
+    # The whole request, field by field; only the idempotency key is not carried over
+    # (it would answer with the cancelled run instead of queueing a new one).
+    request = [f.name for f in fields(WorkloadRequest) if f.name != "idempotency_key"]
+    assert {n: getattr(again, n) for n in request} == {n: getattr(first, n) for n in request}
+    assert (first.idempotency_key, again.idempotency_key) == ("alice-train-7", "")
+    assert (again.name, dict(again.env), again.min_free_memory_bytes) == (
+        "train-7", {"MODEL": "llama"}, MIB,
+    )  # fmt: skip
 
 
 # -- reload -------------------------------------------------------------------
