@@ -237,6 +237,7 @@ class NodeDaemon:
         return MetricsExporter(
             address, self.sampler, self.alerts, self.journal, backend.kind.value,
             self._hostname, self.config.metrics_hostname_label, self.reloads, self.history_store,
+            audit=self.audit,
         )  # fmt: skip
 
     def _node_labels(self) -> dict[str, str]:

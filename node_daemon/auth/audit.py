@@ -137,6 +137,12 @@ class AuditLog:
         with self._lock:
             return self._last_seq, self._last_hash
 
+    @property
+    def problem(self) -> str | None:
+        """Why the last write failed ("state disk full: ..."), until one succeeds; else None."""
+        with self._lock:
+            return self._state.problem
+
     def _check_anchor(self) -> None:
         anchored = self._anchor.audit_head if self._anchor else None
         if anchored is None or anchored[0] <= self._last_seq:

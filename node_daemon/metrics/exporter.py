@@ -7,6 +7,7 @@ import logging
 from prometheus_client import CollectorRegistry, generate_latest
 
 from node_daemon.alerts.engine import AlertEngine
+from node_daemon.auth.audit import AuditLog
 from node_daemon.backends.readings import GpuStatic
 from node_daemon.history.store import HistoryStore
 from node_daemon.journal.event_journal import EventJournal
@@ -33,10 +34,12 @@ class MetricsExporter:
         hostname_label: str = "Hostname",
         reloads: ReloadStats | None = None,
         history: HistoryStore | None = None,
+        audit: AuditLog | None = None,
     ) -> None:
         self._sampler, self._hostname, self._hostname_label = sampler, hostname, hostname_label
         self._registry = CollectorRegistry(auto_describe=False)
-        self._registry.register(NativeCollector(sampler, alerts, journal, backend, self._gpus))
+        native = NativeCollector(sampler, alerts, journal, backend, self._gpus, audit)
+        self._registry.register(native)
         if reloads is not None:
             self._registry.register(ReloadCollector(reloads))
         if history is not None:

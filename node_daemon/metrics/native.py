@@ -10,6 +10,7 @@ from prometheus_client.registry import Collector
 
 from node_daemon import __version__
 from node_daemon.alerts.engine import AlertEngine
+from node_daemon.auth.audit import AuditLog
 from node_daemon.backends.readings import GpuHealth, GpuStatic
 from node_daemon.journal.event_journal import EventJournal
 from node_daemon.metrics.health import health_families
@@ -28,9 +29,10 @@ class NativeCollector(Collector):
         journal: EventJournal,
         backend: str,
         gpu_facts: GpuFacts,
+        audit: AuditLog | None = None,
     ) -> None:
         self._sampler, self._alerts, self._journal = sampler, alerts, journal
-        self._backend, self._gpu_facts = backend, gpu_facts
+        self._backend, self._gpu_facts, self._audit = backend, gpu_facts, audit
 
     def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily | InfoMetricFamily]:
         yield from self._daemon()
@@ -73,15 +75,22 @@ class NativeCollector(Collector):
         )  # fmt: skip
         yield GaugeMetricFamily(
             "gpufleet_journal_writable",
-            "1 while the event journal can be written; 0 while the state disk is full "
-            "(changes refused, reads served).",
-            value=0.0 if self._journal.problem else 1.0,
+            "1 while the event journal and the audit log can be written; 0 from a failed "
+            "write (a full state disk: changes refused, reads served) until one succeeds.",
+            value=0.0 if self._state_problem() else 1.0,
         )
         yield GaugeMetricFamily(
             "gpufleet_journal_held_events",
             "Events held in memory until the journal can be written again.",
             value=self._journal.held_events,
         )
+
+    def _state_problem(self) -> str | None:
+        """Why a change cannot be kept now. Every change is written to both files, the
+        audit log first: on a full disk it is the audit log's write that fails, and the
+        journal, not written at all then, has nothing to say (it said 1 meanwhile)."""
+        audit = self._audit.problem if self._audit is not None else None
+        return self._journal.problem or audit
 
     def _gpus(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
         latest, gpus = self._sampler.latest, self._gpu_facts()

@@ -4,19 +4,24 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
+import grpc
 import pytest
 
+from gpufleet.v1 import node_pb2 as pb
+from gpufleet.v1 import node_pb2_grpc as pb_grpc
 from node_daemon.backends.readings import GpuHealth, GpuReading, GpuStatic
 from node_daemon.backends.simulated import SimulatedBackend
 from node_daemon.backends.simulated.scenario import Scenario, ScenarioEvent
 from node_daemon.metrics.dcgm import DcgmLabels, render
 from node_daemon.server import NodeDaemon
 from tests.conftest import DaemonFactory, wait_for
+from tests.small_disk import small_disk
 from tests.tools import free_port, require_tool
 
 H100 = GpuStatic(0, "GPU-aaa", "NVIDIA H100 80GB HBM3", pci_bus_id="00000000:18:00.0")
@@ -91,6 +96,42 @@ def test_promtool_accepts_the_native_family(metrics_daemon: NodeDaemon) -> None:
         [promtool, "check", "metrics"], input=native, capture_output=True, text=True, timeout=30
     )
     assert result.returncode == 0 and result.stdout.strip() == "", result.stdout + result.stderr
+
+
+def writable(daemon: NodeDaemon) -> float:
+    """gpufleet_journal_writable's value, scraped."""
+    prefix = "gpufleet_journal_writable "
+    return float(next(x for x in scrape(daemon).splitlines() if x.startswith(prefix)).split()[1])
+
+
+def try_reserve(stub: pb_grpc.NodeServiceStub) -> grpc.StatusCode | None:
+    """None when a reservation (a change: audit log and journal) was kept."""
+    until = int((time.time() + 3600) * 1000)
+    try:
+        stub.Reserve(pb.ReserveRequest(gpu_indices=[0], holder="alice", until_unix_ms=until),
+                     timeout=5)  # fmt: skip
+    except grpc.RpcError as exc:
+        return exc.code()
+    return None
+
+
+def test_journal_writable_follows_a_state_disk_filling_up_and_freed(
+    start_daemon: DaemonFactory,
+) -> None:
+    """The disk fills while the daemon runs: the change refused sets 0 (it stayed 1,
+    #28), the first change kept once there is room sets 1 again."""
+    with small_disk() as disk:
+        daemon = start_daemon(state_dir=disk.path, metrics_listen="127.0.0.1:0")
+        with grpc.insecure_channel(str(daemon.address)) as channel:
+            stub = pb_grpc.NodeServiceStub(channel)
+            assert writable(daemon) == 1.0
+            disk.fill()
+            assert try_reserve(stub) == grpc.StatusCode.UNAVAILABLE
+            assert writable(daemon) == 0.0
+            disk.free()
+            wait_for(lambda: try_reserve(stub) is None, 15, "a change kept once there is room")
+            assert writable(daemon) == 1.0
+        daemon.stop(grace_s=0.5)
 
 
 class Prometheus:
