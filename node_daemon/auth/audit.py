@@ -16,7 +16,6 @@ Denied calls are recorded at a bounded rate: see node_daemon/auth/denials.py.
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import sqlite3
 import threading
@@ -26,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from node_daemon.auth.denials import DenialKind, DenialLimiter, Spell, peer_host
+from node_daemon.auth.denials import DenialKind, DenialLimiter, Summary, peer_host
 from node_daemon.journal.sqlite_state import StateDb
 
 log = logging.getLogger(__name__)
@@ -50,6 +49,8 @@ FIELDS = "seq, time_ms, user, peer, method, target, params, result, prev_hash, h
 PROBE = "SELECT 1 FROM audit LIMIT 0"
 HEAD_LOG_EVERY = 100
 HEAD_LOG_EVERY_S = 60.0
+# A denied call's params and result are the caller's to choose: kept this short.
+MAX_DENIAL_TEXT = 512
 Head = tuple[int, str]
 
 
@@ -205,38 +206,40 @@ class AuditLog:
 
     # -- denials, at a bounded rate ----------------------------------------------------
 
-    def record_denial(
-        self, user: str, peer: str, method: str, target: str, params: str, result: str
-    ) -> None:
-        """A denied call: written in full if it is the first of its kind in the interval,
-        else counted into that kind's summary record. AuditError if it cannot be written."""
+    def record_denial(self, user: str, peer: str, method: str, target: str, params: str,
+                      result: str, reason: str) -> None:  # fmt: skip
+        """A denied call: written in full if it is the first of its kind in the interval
+        (and the interval's bound allows), else counted into a summary record.
+
+        Args:
+            user, peer, method, target, params, result: as for `append`; params and
+                result are cut to MAX_DENIAL_TEXT (a denied caller chose them).
+            reason: the kind of denial in the daemon's own words
+                (`UNAUTHENTICATED: invalid JWT`), never the caller's text: the
+                denials are grouped by it.
+
+        Raises:
+            AuditError: the record could not be written.
+        """
         with self._lock:
             self._summarise_due()
-            now = int(self._clock() * 1000)
-            kind = self._denials.kind_of(DenialKind(peer_host(peer), user, method, result))
-            if self._denials.is_repeat(kind, now):
+            kind = DenialKind(peer_host(peer), user, method, reason)
+            if not self._denials.admit(kind, int(self._clock() * 1000)):
                 return
-            # Counted from now even if the write fails: a full disk must not turn
-            # every denial into a write attempt and an ERROR line.
-            self._denials.recorded(kind, 0, now)
-            entry = self._append(user, peer, method, target, params, result)
-            self._denials.recorded(kind, entry.seq, now)
+            entry = self._append(user, peer, method, target, params[:MAX_DENIAL_TEXT],
+                                 result[:MAX_DENIAL_TEXT])  # fmt: skip
+            self._denials.recorded(kind, entry.seq)
 
     def _summarise_due(self) -> None:
-        for kind, spell in self._denials.due(int(self._clock() * 1000)):
-            self._summarise(kind, spell)
+        for summary in self._denials.due(int(self._clock() * 1000)):
+            self._summarise(summary)
 
-    def _summarise(self, kind: DenialKind, spell: Spell) -> None:
-        span = f"{_utc(spell.first_ms)}..{_utc(spell.last_ms)} UTC"
-        like = f" like record {spell.first_record}" if spell.first_record else ""
-        result = f"{kind.result} [{spell.count} more{like} from {kind.host}, {span}]"
-        params = json.dumps({"repeats": spell.count, "first_unix_ms": spell.first_ms,
-                             "last_unix_ms": spell.last_ms,
-                             "first_record": spell.first_record})  # fmt: skip
+    def _summarise(self, summary: Summary) -> None:
         try:
-            self._append(kind.user, kind.host, kind.method, "", params, result[:1000])
+            self._append(summary.user, summary.peer, summary.method, "", summary.params,
+                         summary.result[:1000])  # fmt: skip
         except AuditError as exc:
-            log.error("%s (summary of %d denials not recorded: %s)", exc, spell.count, result)
+            log.error("%s (denial summary not recorded: %s)", exc, summary.result)
 
     def query(self, since_ms: int = 0, until_ms: int = 0, user: str = "", method: str = "",
               limit: int = 1000) -> list[AuditEntry]:  # fmt: skip
@@ -255,14 +258,10 @@ class AuditLog:
 
     def close(self) -> None:
         with self._lock:
-            for kind, spell in self._denials.drain():
-                self._summarise(kind, spell)
+            for summary in self._denials.drain():
+                self._summarise(summary)
             self._log_head(force=True)
             self._state.close()
-
-
-def _utc(unix_ms: int) -> str:
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(unix_ms / 1000))
 
 
 def verify(path: Path, anchors: tuple[Head, ...] = ()) -> list[str]:

@@ -22,13 +22,28 @@ STATIC_PREFIX = "gft_"
 
 
 class Denied(Exception):
-    def __init__(self, code: grpc.StatusCode, message: str) -> None:
+    """A refused call: its status code, its message, and the kind of refusal.
+
+    Args:
+        code: the gRPC status the caller gets.
+        message: what is wrong, for the caller (it may quote what they sent).
+        reason: the kind of refusal in fixed words ("invalid JWT"), never the
+            caller's text: denials are counted by it (node_daemon/auth/denials.py).
+    """
+
+    def __init__(self, code: grpc.StatusCode, message: str, reason: str) -> None:
         super().__init__(message)
         self.code = code
+        self.reason = reason
+
+    @property
+    def kind(self) -> str:
+        """`UNAUTHENTICATED: invalid JWT`: what the audit log groups denials by."""
+        return f"{self.code.name}: {self.reason}"
 
 
-def _unauthenticated(message: str) -> Denied:
-    return Denied(grpc.StatusCode.UNAUTHENTICATED, message)
+def _unauthenticated(message: str, reason: str) -> Denied:
+    return Denied(grpc.StatusCode.UNAUTHENTICATED, message, reason)
 
 
 class AuthState:
@@ -55,7 +70,7 @@ class AuthState:
 
     def check_revoked(self, user: str) -> None:
         if user in self.settings.revoked_users:
-            raise _unauthenticated(f"the credentials of {user} are revoked on this node")
+            raise _unauthenticated(f"the credentials of {user} are revoked on this node", "revoked")
 
     def caller_for_token(self, token: str, peer: str) -> Caller:
         """Static gft_ tokens by hash; anything else as a JWT where a JWKS is configured."""
@@ -63,7 +78,8 @@ class AuthState:
             return self._static(token, peer)
         verified = self._jwt(token)
         if verified.token_id and verified.token_id in self.settings.revoked_jti:
-            raise _unauthenticated(f"JWT {verified.token_id[:64]!r} is revoked on this node")
+            raise _unauthenticated(f"JWT {verified.token_id[:64]!r} is revoked on this node",
+                                   "revoked")  # fmt: skip
         self.check_revoked(verified.user)
         return Caller(verified.user, verified.role, verified.teams, "jwt", peer,
                       verified.expires_unix_s, verified.issuer, verified.token_id)  # fmt: skip
@@ -76,7 +92,7 @@ class AuthState:
             try:
                 verified = verify(token, self._policy, lambda: now)
             except InvalidToken as exc:
-                raise _unauthenticated(str(exc)) from None
+                raise _unauthenticated(str(exc), "invalid JWT") from None
             self._cache.put(token, verified)
             self._seen.saw(verified.user, verified.teams)
         return verified
@@ -87,10 +103,12 @@ class AuthState:
             jwt_note = (
                 "; this node takes no JWTs (no [auth] jwks_file)" if token.count(".") == 2 else ""
             )
-            raise _unauthenticated(f"unknown token (revoked, or for another node?){jwt_note}")
+            raise _unauthenticated(
+                f"unknown token (revoked, or for another node?){jwt_note}", "unknown token"
+            )
         self.check_revoked(user.name)
         expires = user.token_expires_unix_s
         if expires is not None and self._clock() > expires:
             day = time.strftime("%Y-%m-%d", time.gmtime(expires))
-            raise _unauthenticated(f"the token of {user.name} expired on {day}")
+            raise _unauthenticated(f"the token of {user.name} expired on {day}", "expired token")
         return Caller(user.name, user.role, user.teams, "token", peer, expires)

@@ -2,8 +2,9 @@
 
 Health checks and reflection stay open. A denied call gets UNAUTHENTICATED (who
 are you?) or PERMISSION_DENIED (not allowed), with what is missing, and an
-audit record (repeats of the same denial from one peer are counted into one
-summary record per minute: node_daemon/auth/denials.py). A call that changes
+audit record, at a bounded rate (repeats of a kind of denial from one peer are
+counted into one summary record per minute, and the records per minute are
+bounded whatever the number of peers: node_daemon/auth/denials.py). A call that changes
 something is audited before it runs: if the audit log cannot be written, the
 call is refused (reads keep working).
 """
@@ -166,22 +167,21 @@ class AuthInterceptor(grpc.ServerInterceptor):
             if caller.role < needed:
                 raise Denied(grpc.StatusCode.PERMISSION_DENIED,
                              f"{name} needs the {needed.name.lower()} role; {caller.user} is "
-                             f"{caller.role.name.lower()}")  # fmt: skip
+                             f"{caller.role.name.lower()}", "role too low")  # fmt: skip
             return caller
         except Denied as denied:
             # Identified once: a refused JWT costs one signature check, not two.
             user = caller.user if caller is not None else "(unauthenticated)"
             result = f"DENIED: {denied.code.name}: {denied}"
-            self._record_denial(user, context, method, request, result)
+            self._record_denial(user, context, method, request, result, denied.kind)
             context.abort(denied.code, str(denied))
             raise  # abort raises; this line is for the type checker
 
-    def _record_denial(
-        self, user: str, context: grpc.ServicerContext, method: str, request: Any, result: str
-    ) -> None:
+    def _record_denial(self, user: str, context: grpc.ServicerContext, method: str,
+                       request: Any, result: str, kind: str) -> None:  # fmt: skip
         try:
             self._audit.record_denial(user, context.peer(), method, describe_target(request),
-                                      describe_params(request), result)  # fmt: skip
+                                      describe_params(request), result, kind)  # fmt: skip
         except AuditError as exc:
             log.error("%s (denial of %s to %s not recorded: %s)", exc, method, user, result)
 
@@ -235,7 +235,8 @@ class AuthInterceptor(grpc.ServerInterceptor):
             return certificate_user
         raise Denied(grpc.StatusCode.UNAUTHENTICATED,
                      "no credentials: send gRPC metadata 'authorization: Bearer <token>' "
-                     "(gpufleet token new, or a JWT), or a client certificate")  # fmt: skip
+                     "(gpufleet token new, or a JWT), or a client certificate",
+                     "no credentials")  # fmt: skip
 
     @staticmethod
     def _bearer(context: grpc.ServicerContext) -> str | None:
@@ -244,7 +245,8 @@ class AuthInterceptor(grpc.ServerInterceptor):
                 scheme, _, token = str(value).partition(" ")
                 if scheme.lower() != "bearer" or not token.strip():
                     raise Denied(grpc.StatusCode.UNAUTHENTICATED,
-                                 "authorization metadata must be 'Bearer <token>'")  # fmt: skip
+                                 "authorization metadata must be 'Bearer <token>'",
+                                 "bad authorization metadata")  # fmt: skip
                 return token.strip()
         return None
 
@@ -261,15 +263,18 @@ class AuthInterceptor(grpc.ServerInterceptor):
             pems = auth.get("x509_pem_cert") or []
             actual = certificate_user_name(_raw(pems[0])) if pems else check_name(name)
         except BadCertificateName as exc:
-            raise Denied(grpc.StatusCode.UNAUTHENTICATED, str(exc)) from None
+            raise Denied(
+                grpc.StatusCode.UNAUTHENTICATED, str(exc), "bad client certificate"
+            ) from None
         if actual != name:
             raise Denied(grpc.StatusCode.UNAUTHENTICATED,
                          f"client certificate name {actual!r} does not match what the TLS "
-                         f"layer reported ({name!r}): refused")  # fmt: skip
+                         f"layer reported ({name!r}): refused",
+                         "bad client certificate")  # fmt: skip
         user = state.by_name.get(name)
         if user is None:
             message = f"client certificate for {name!r}, who is not a user of this node"
-            raise Denied(grpc.StatusCode.PERMISSION_DENIED, message)
+            raise Denied(grpc.StatusCode.PERMISSION_DENIED, message, "not a user")
         state.check_revoked(user.name)
         return Caller(user.name, user.role, user.teams, "client-certificate", context.peer())
 

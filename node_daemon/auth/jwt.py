@@ -9,6 +9,7 @@ Messages say what is wrong with the token and never repeat the token.
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -19,12 +20,18 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519
 from cryptography.hazmat.primitives.asymmetric.utils import encode_dss_signature
 
-from node_daemon.auth.identity import Role
+from node_daemon.auth.identity import Role, team_name
 from node_daemon.auth.jwks import Jwk, Jwks, b64url_decode
 
 MAX_TOKEN_BYTES = 8192
 MAX_GROUPS = 256
 MAX_NAME = 128
+# Arrays and objects nested deeper than this are refused before parsing: a
+# header of 2,000 "[" made json.loads raise RecursionError (no ValueError), and
+# no token of an identity provider nests beyond a handful of levels.
+MAX_JSON_DEPTH = 32
+_JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_JSON_BRACKET = re.compile(rb"[\[\]{}]")
 ACCEPTED_ALGS = frozenset({"EdDSA", "Ed25519", "ES256"})
 ROLE_CLAIM = "gpufleet_role"
 # 9999-12-31T23:59:59Z: a NumericDate past it (or 1e400, which JSON reads as infinity)
@@ -61,7 +68,7 @@ def _strict_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     result: dict[str, Any] = {}
     for key, value in pairs:
         if key in result:  # RFC 7515 §4: a duplicate member name is refused, not guessed at
-            raise ValueError(f"duplicate member {key!r}")
+            raise ValueError(f"duplicate member {key[:64]!r}")
         result[key] = value
     return result
 
@@ -70,11 +77,27 @@ def _no_constants(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
+def json_depth(data: bytes) -> int:
+    """How deep arrays and objects nest in JSON text (brackets inside strings not counted)."""
+    depth = deepest = 0
+    for bracket in _JSON_BRACKET.findall(_JSON_STRING.sub(b"", data)):
+        depth += 1 if bracket in b"[{" else -1
+        deepest = max(deepest, depth)
+    return deepest
+
+
 def _json_part(text: str, what: str) -> dict[str, Any]:
     try:
-        value = json.loads(b64url_decode(text), object_pairs_hook=_strict_object,
-                           parse_constant=_no_constants)  # fmt: skip
-    except (ValueError, UnicodeDecodeError) as exc:
+        data = b64url_decode(text)
+    except ValueError as exc:
+        raise InvalidToken(f"malformed JWT: its {what} is not base64url JSON ({exc})") from None
+    if json_depth(data) > MAX_JSON_DEPTH:
+        raise InvalidToken(f"malformed JWT: its {what} nests arrays or objects more than "
+                           f"{MAX_JSON_DEPTH} levels deep")  # fmt: skip
+    try:
+        value = json.loads(data, object_pairs_hook=_strict_object, parse_constant=_no_constants)
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+        # RecursionError too: whatever the depth check misses must still be a refusal.
         raise InvalidToken(f"malformed JWT: its {what} is not base64url JSON ({exc})") from None
     if not isinstance(value, dict):
         raise InvalidToken(f"malformed JWT: its {what} is not a JSON object")
@@ -217,11 +240,14 @@ def _identity(claims: dict[str, Any], policy: JwtPolicy, exp: float) -> Verified
     groups = _text_list(claims.get("groups", []), "groups")
     if len(groups) > MAX_GROUPS:
         raise InvalidToken(f"JWT has {len(groups)} groups; at most {MAX_GROUPS}")
-    teams = tuple(_name(g.removeprefix("/"), "group") for g in groups)
+    # A group path's leading "/" is dropped, and "team:ml" is team ml (identity.team_name).
+    teams = tuple(dict.fromkeys(_name(team_name(g.removeprefix("/")), "group") for g in groups))
     jti, iss = claims.get("jti", ""), claims.get("iss", "")
     if not isinstance(jti, str) or not isinstance(iss, str):
         raise InvalidToken("JWT claims jti and iss must be strings")
-    return VerifiedToken(user, role_of(claims.get(ROLE_CLAIM)), teams, exp, iss[:256], jti[:256])
+    # The jti whole: it is compared with revoked_jti, and a cut id would match no entry
+    # (the token's 8 KiB limit bounds it).
+    return VerifiedToken(user, role_of(claims.get(ROLE_CLAIM)), teams, exp, iss[:256], jti)
 
 
 def verify(token: str, policy: JwtPolicy, clock: Callable[[], float] = time.time) -> VerifiedToken:

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from node_daemon.auth.identity import Role, User
+from node_daemon.auth.identity import Role, User, team_name
 from node_daemon.auth.jwks import Jwks, load_jwks
 from node_daemon.errors import ConfigError
 
@@ -97,7 +97,8 @@ def _user(raw: Any, where: str) -> User:
     teams = raw.get("teams", [])
     if not isinstance(teams, list) or not all(isinstance(t, str) for t in teams):
         raise ConfigError(f"{where}: teams must be a list of names")
-    return User(raw["name"], role, tuple(teams), digest, _expiry(raw.get("token_expires"), where))
+    teams = tuple(dict.fromkeys(team_name(t) for t in teams))  # "team:ml" is team ml
+    return User(raw["name"], role, teams, digest, _expiry(raw.get("token_expires"), where))
 
 
 def _tls(raw: Any, source: str) -> TlsSettings | None:

@@ -67,7 +67,9 @@ def test_one_summary_per_kind_and_interval(tmp_path: Path) -> None:
     audit = AuditLog(tmp_path / "audit.sqlite3", denials=DenialLimiter(interval_s=60), clock=clock)
 
     def deny(peer: str, user: str = "(unauthenticated)", why: str = NO_TOKEN) -> None:
-        audit.record_denial(user, peer, "/m/GetInventory", "", "{}", why)
+        audit.record_denial(
+            user, peer, "/m/GetInventory", "", "{}", why, why.removeprefix("DENIED: ")
+        )
 
     for port in range(5):
         deny(f"ipv4:10.0.0.5:{4000 + port}")  # 1 written, 4 counted
@@ -100,12 +102,12 @@ def test_many_peers_share_one_kind_past_the_limit(tmp_path: Path) -> None:
     audit = AuditLog(tmp_path / "audit.sqlite3", denials=DenialLimiter(max_kinds=3))
     for n in range(50):
         audit.record_denial("(unauthenticated)", f"ipv6:[2001:db8::{n:x}]:443", "/m/M", "", "{}",
-                            NO_TOKEN)  # fmt: skip
+                            NO_TOKEN, "UNAUTHENTICATED: no credentials")  # fmt: skip
     audit.close()
     written = rows(tmp_path / "audit.sqlite3")
-    # Three peers in full, the fourth in full under the shared kind, then one summary.
-    assert len(written) == 5, [(r.peer, r.result) for r in written]
-    assert json.loads(written[-1].params)["repeats"] == 46
+    # Three peers in full (all the kinds it remembers), then one summary of the others.
+    assert len(written) == 4, [(r.peer, r.result) for r in written]
+    assert json.loads(written[-1].params)["repeats"] == 47
     assert written[-1].peer == "(other peers)"
 
 
