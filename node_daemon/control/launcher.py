@@ -202,7 +202,7 @@ class DirectLauncher:
         return daemon_may_switch_users()
 
     def check_environment(self, env: Mapping[str, str]) -> None:
-        """execve passes any name without '=' on (workloads.check_command checks those)."""
+        """execve passes any name without '=' on (limits.check_command checks those)."""
 
     def launch(self, files: WorkloadFiles, spec: LaunchSpec) -> Launched:
         return launch(files, spec)

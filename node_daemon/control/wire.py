@@ -14,6 +14,7 @@ from typing import Any
 from google.protobuf.message import Message
 
 from gpufleet.v1 import node_pb2 as pb
+from node_daemon.control.limits import within_limits
 from node_daemon.control.records import Reservation, Workload, WorkloadRequest, WorkloadState
 
 _STATES = {
@@ -125,4 +126,5 @@ def workload_body(workload: Workload) -> bytes:
 
 
 def workload_from_body(body: bytes) -> Workload:
-    return workload_record(pb.Workload.FromString(body))
+    # A journal written before the limits may hold megabytes of free text: cut when read.
+    return within_limits(workload_record(pb.Workload.FromString(body)))

@@ -38,6 +38,8 @@ from node_daemon.control.accounts import account_name, check_account
 from node_daemon.control.launch_plan import CannotStart, launch_spec
 from node_daemon.control.launcher import KILL, TERM, Launched, Launcher, WorkloadFiles
 from node_daemon.control.launcher_choice import choose_launcher
+from node_daemon.control.limits import check_request
+from node_daemon.control.listing import check_queue_room
 from node_daemon.control.placement import GpuFacts, refusal
 from node_daemon.control.queue_policy import Waiting, plan_queue
 from node_daemon.control.records import Workload, WorkloadRequest, WorkloadState
@@ -59,23 +61,6 @@ DEFAULT_SIM_MEMORY = 8 * 1024**3
 
 
 MAX_PRIORITY = 10_000
-MAX_ARG_BYTES = 128 * 1024
-MAX_COMMAND_BYTES = 256 * 1024
-
-
-def check_command(argv: Sequence[str], env: Mapping[str, str]) -> None:
-    """Refuse what the kernel would refuse at exec time, with a message saying what."""
-    texts = [*argv, *env.keys(), *env.values()]
-    if any("\0" in t for t in texts):
-        raise BadWorkload("argv and env may not contain NUL characters")
-    if any(not name or "=" in name for name in env):
-        raise BadWorkload("environment names must be non-empty and contain no '='")
-    if any(len(t.encode()) >= MAX_ARG_BYTES for t in texts):
-        raise BadWorkload(
-            f"each argument and environment value must be under {MAX_ARG_BYTES} bytes"
-        )
-    if sum(len(t.encode()) + 1 for t in texts) > MAX_COMMAND_BYTES:
-        raise BadWorkload(f"argv and env together must be under {MAX_COMMAND_BYTES} bytes")
 
 
 class WorkloadNotFound(NotFound):
@@ -244,7 +229,7 @@ class WorkloadManager:
         """Queue a workload to run as its owner's account (checked now, and again at start)."""
         if not request.argv or not request.argv[0].strip():
             raise BadWorkload("a workload needs a command: argv[0] is empty")
-        check_command(request.argv, request.env)
+        check_request(request)
         try:
             self.launcher.check_environment(request.env)
         except ValueError as exc:
@@ -274,6 +259,7 @@ class WorkloadManager:
                 time_limit_s=time_limit_s, idempotency_key=request.idempotency_key,
                 moved_from=request.moved_from,
             )  # fmt: skip
+            check_queue_room(list(self._workloads.values()), workload)
             moved = f"; moved from {request.moved_from}" if request.moved_from else ""
             self._write(
                 pb.EVENT_KIND_WORKLOAD_QUEUED, workload, actor, f"queued (runs as {run_as}){moved}"

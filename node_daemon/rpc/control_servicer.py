@@ -7,6 +7,7 @@ answer for anyone `may_see_private` does not allow.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 
 import grpc
@@ -16,6 +17,8 @@ from node_daemon.auth.identity import Caller, Role, acting_user, current_caller
 from node_daemon.backends.readings import ProcessReading
 from node_daemon.control.kill import KillOutcome
 from node_daemon.control.kill_service import ProcessKiller
+from node_daemon.control.limits import LIST_BYTES, OverLimit, check_texts
+from node_daemon.control.listing import within_budget
 from node_daemon.control.records import Workload
 from node_daemon.control.reservations import ReservationLedger
 from node_daemon.control.wire import reservation_message, workload_message, workload_request
@@ -23,6 +26,7 @@ from node_daemon.control.workloads import MAX_OUTPUT_BYTES, WorkloadManager
 from node_daemon.errors import Forbidden
 from node_daemon.rpc.errors import abort_for
 
+log = logging.getLogger(__name__)
 TeamsOf = Callable[[str], Sequence[str]]
 _OUTCOMES = {
     KillOutcome.TERMINATED: pb.KILL_OUTCOME_TERMINATED,
@@ -30,8 +34,6 @@ _OUTCOMES = {
     KillOutcome.ALREADY_GONE: pb.KILL_OUTCOME_ALREADY_GONE,
     KillOutcome.UNKILLABLE: pb.KILL_OUTCOME_UNKILLABLE,
 }
-MAX_TEXT = 1000
-MAX_ARGV = 256
 
 
 def _actor(actor: str) -> str:
@@ -54,11 +56,11 @@ def _may_kill(process: ProcessReading) -> None:
 
 
 def _check_text(context: grpc.ServicerContext, **fields: str) -> None:
-    for name, value in fields.items():
-        if len(value) > MAX_TEXT:
-            context.abort(
-                grpc.StatusCode.INVALID_ARGUMENT, f"{name} is longer than {MAX_TEXT} characters"
-            )
+    """INVALID_ARGUMENT naming the first field past its limit (node_daemon.control.limits)."""
+    try:
+        check_texts(**fields)
+    except OverLimit as exc:
+        abort_for(context, exc)
 
 
 def may_see_private(caller: Caller, workload: Workload, teams_of: TeamsOf) -> bool:
@@ -101,7 +103,7 @@ class ControlServicer:
         return pb.KillProcessResponse(outcome=_OUTCOMES[outcome], detail=detail)
 
     def Reserve(self, request: pb.ReserveRequest, context: grpc.ServicerContext) -> pb.Reservation:
-        _check_text(context, holder=request.holder, reason=request.reason)
+        _check_text(context, holder=request.holder, reason=request.reason, actor=request.actor)
         try:
             self._require_holder(request.holder.strip(), "reserve")
             reservation = self._ledger.reserve(
@@ -145,12 +147,8 @@ class ControlServicer:
     def SubmitWorkload(
         self, request: pb.SubmitWorkloadRequest, context: grpc.ServicerContext
     ) -> pb.Workload:
-        if len(request.argv) > MAX_ARGV or any(len(a) > 4096 for a in request.argv):
-            context.abort(
-                grpc.StatusCode.INVALID_ARGUMENT,
-                f"argv: at most {MAX_ARGV} arguments of 4096 characters",
-            )
-        _check_text(context, name=request.name, owner=request.owner)
+        # The request's own fields (name, owner, command...) are the control layer's to check.
+        _check_text(context, actor=request.actor)
         try:
             caller = current_caller()
             self._require_holder(request.owner or caller.user, "submit workloads")
@@ -192,7 +190,11 @@ class ControlServicer:
         shown = [
             workload_message(w, with_env=may_see_private(caller, w, self._teams_of)) for w in listed
         ]
-        return pb.ListWorkloadsResponse(workloads=shown)
+        fitting, left_out = within_budget(shown, [w.state.ended for w in listed])
+        if left_out:
+            log.info("ListWorkloads: %d of %d workloads left out to stay within %d bytes",
+                     left_out, len(shown), LIST_BYTES)  # fmt: skip
+        return pb.ListWorkloadsResponse(workloads=fitting)
 
     def GetWorkloadOutput(
         self, request: pb.GetWorkloadOutputRequest, context: grpc.ServicerContext

@@ -244,8 +244,8 @@ ENV = st.one_of(
         )
     ),
 )
-# Linux refuses one argv/env string of 128 KiB or more (MAX_ARG_STRLEN), and all of
-# them together beyond a quarter of the stack limit; half a MiB is a safe bound here.
+# Linux refuses one argv/env string longer than 128 KiB with its NUL (MAX_ARG_STRLEN), and
+# all of them together beyond a quarter of the stack limit; half a MiB is a safe bound here.
 EXEC_STRING_MAX = 128 * 1024
 EXEC_TOTAL_MAX = 512 * 1024
 
@@ -260,7 +260,7 @@ def cannot_exec(argv: Sequence[str], env: dict[str, str]) -> str | None:
     sizes = [len(s.encode()) + 1 for s in argv] + [
         len(k.encode()) + len(v.encode()) + 2 for k, v in env.items()
     ]
-    if any(size >= EXEC_STRING_MAX for size in sizes) or sum(sizes) > EXEC_TOTAL_MAX:
+    if any(size > EXEC_STRING_MAX for size in sizes) or sum(sizes) > EXEC_TOTAL_MAX:
         return "argv and env too big for execve (E2BIG)"
     return None
 
@@ -889,7 +889,8 @@ UNSTARTABLE = {
     ),
     "env-too-big": (
         pb.SubmitWorkloadRequest(argv=["true"], env={"A": "x" * 200_000}, gpu_count=1),
-        "each argument and environment value must be under 131072 bytes",
+        "env entry 'A': A=VALUE is 200003 bytes with its NUL; the kernel passes at most "
+        "131072 (MAX_ARG_STRLEN) to a program",
     ),
     "auto-placed": (
         pb.SubmitWorkloadRequest(argv=["true", NUL], gpu_count=1, auto_place=True),
