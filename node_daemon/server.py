@@ -7,7 +7,7 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent import futures
 from pathlib import Path
 
@@ -93,12 +93,20 @@ AUDIT_FILE = "audit.sqlite3"
 class NodeDaemon:
     """One node's daemon. `start()` binds and serves; `stop()` drains and stops."""
 
-    def __init__(self, config: DaemonConfig, backend: GpuBackend, address: ListenAddress) -> None:
+    def __init__(
+        self,
+        config: DaemonConfig,
+        backend: GpuBackend,
+        address: ListenAddress,
+        sweep_clock: Callable[[], float] = time.time,
+    ) -> None:
+        """`sweep_clock` stamps each sweep (the wall clock; a test's, to step it)."""
         self.config = config
         self.history = SampleHistory(round(config.history_seconds / config.sample_interval_s))
         self.sampler = Sampler(
-            backend, self.history, config.sample_interval_s, config.process_interval_s
-        )
+            backend, self.history, config.sample_interval_s, config.process_interval_s,
+            clock=sweep_clock,
+        )  # fmt: skip
         self.journal = EventJournal(resolve_state_dir(config) / JOURNAL_FILE)
         self.audit = AuditLog(resolve_state_dir(config) / AUDIT_FILE, anchor=self.journal)
         self.auth_interceptor = AuthInterceptor(config.auth, self.audit)
@@ -251,7 +259,10 @@ class NodeDaemon:
         self.sampler.add_status_listener(self._set_health)
         self.sampler.add_status_listener(self._on_backend_status)
         self.sampler.add_sweep_listener(self._on_sweep)
-        self.alerts.record_start(f"daemon {__version__} started on {self.address}")
+        started = f"daemon {__version__} started on {self.address}"
+        if self.history_store is not None and self.history_store.set_aside is not None:
+            started += f"; {self.history_store.set_aside}"  # the journal keeps why history is gone
+        self.alerts.record_start(started)
         self.alertmanager.start()
         if self.metrics is not None:
             self.metrics.start()

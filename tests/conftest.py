@@ -38,16 +38,22 @@ DaemonFactory = Callable[..., NodeDaemon]
 def start_daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DaemonFactory]:
     """Start real daemons (gRPC on loopback, port 0 unless given); all stop after the test.
 
-    Each gets its own state directory unless `state_dir` is given.
+    Each gets its own state directory unless `state_dir` is given; `sweep_clock` stamps
+    its sweeps (a test's wall clock, to step it).
     """
     daemons: list[NodeDaemon] = []
 
-    def start(backend: GpuBackend | None = None, **overrides: object) -> NodeDaemon:
+    def start(
+        backend: GpuBackend | None = None,
+        sweep_clock: Callable[[], float] = time.time,
+        **overrides: object,
+    ) -> NodeDaemon:
         overrides.setdefault("state_dir", tmp_path_factory.mktemp("state"))
         config = replace(FAST_CONFIG, **overrides)  # type: ignore[arg-type]
         daemon = NodeDaemon(
-            config, backend or simulated_backend(config), parse_listen_address(config.listen)
-        )
+            config, backend or simulated_backend(config), parse_listen_address(config.listen),
+            sweep_clock,
+        )  # fmt: skip
         daemon.start()
         daemons.append(daemon)
         return daemon

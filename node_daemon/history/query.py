@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from gpufleet.v1 import node_pb2 as pb
 from gpufleet.v1.gpu_metrics import BY_FIELD, GPU_METRICS
 from node_daemon.errors import Invalid
-from node_daemon.history.store import HistoryStore, StoredPoint
+from node_daemon.history.store import HistoryDataLoss, HistoryStore, StoredPoint
 from node_daemon.history.tiers import NAN, Layout, Tier
 
 DEFAULT_MAX_POINTS = 2000
@@ -105,7 +105,14 @@ def tier_messages(tiers: Sequence[Tier], oldest: Mapping[str, int | None]) -> li
 def answer_query(store: HistoryStore, query: HistoryQuery) -> pb.QueryHistoryResponse:
     oldest = store.oldest_ms()
     tier = choose_tier(store.tiers, oldest, query)
-    points = store.read(tier, query.start_ms, query.end_ms)
+    read = store.read_points(tier, query.start_ms, query.end_ms)
+    points = read.points
+    if read.corrupt and not points:
+        # Rows are there and none decodes: an empty OK answer would say nothing was kept.
+        raise HistoryDataLoss(
+            f"the metric history's {read.corrupt} {tier.name} rows in this range are damaged "
+            f"and cannot be decoded ({read.reason}); other ranges are served"
+        )
     merge = max(1, math.ceil(len(points) / query.max_points))
     timestamps = [p.timestamp_ms for p in points[::merge]]
     values = len(timestamps) * len(query.gpus) * len(query.metrics)

@@ -22,6 +22,12 @@ class HistoryCollector(Collector):
             value=1.0 if self._store.writable else 0.0,
         )
         yield GaugeMetricFamily(
+            "gpufleet_history_corrupt_rows",
+            "Rows of the on-disk metric history found damaged (not decodable) since the "
+            "daemon started, each counted once; they are skipped, the rest served.",
+            value=self._store.corrupt_rows,
+        )
+        yield GaugeMetricFamily(
             "gpufleet_history_bytes",
             "Bytes of the on-disk metric history (its file and write-ahead log).",
             value=self._store.bytes_on_disk(),

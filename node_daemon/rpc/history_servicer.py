@@ -10,7 +10,7 @@ import grpc
 
 from gpufleet.v1 import node_pb2 as pb
 from node_daemon.history.query import BadHistoryQuery, answer_query, parse_query
-from node_daemon.history.store import HistoryStore, HistoryStoreError
+from node_daemon.history.store import HistoryDataLoss, HistoryStore, HistoryStoreError
 from node_daemon.rpc.errors import abort
 
 log = logging.getLogger(__name__)
@@ -50,6 +50,8 @@ class HistoryServicer:
             return answer_query(self._store, query)
         except BadHistoryQuery as exc:
             abort(context, grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+        except HistoryDataLoss as exc:
+            abort(context, grpc.StatusCode.DATA_LOSS, str(exc))
         except HistoryStoreError as exc:
             log.error("QueryHistory failed: %s", exc)
             abort(context, grpc.StatusCode.UNAVAILABLE, f"{exc}; try again later")

@@ -209,3 +209,46 @@ def test_a_file_that_is_no_history_is_set_aside_and_a_new_one_begun(tmp_path: Pa
     assert list(answer.series[0].values) == [33.0] * 3
     (aside,) = tmp_path.glob("history.sqlite3.broken-*")
     assert aside.read_bytes().startswith(b"not a database")
+
+
+class BootClock:
+    """A boot-time clock the test moves, a second a tick, as the sampler's sweeps do."""
+
+    def __init__(self) -> None:
+        self.seconds = 5000.0
+
+    def __call__(self) -> float:
+        return self.seconds
+
+
+def test_a_clock_step_forward_then_back_prunes_nothing_and_recording_goes_on(
+    tmp_path: Path,
+) -> None:
+    path, boot, day_ms = tmp_path / "history.sqlite3", BootClock(), 86_400_000
+
+    def tick(store: HistoryStore, at_ms: int) -> None:
+        store.append(at_ms, readings(0, 1, lambda tick, gpu: 70.0))
+        boot.seconds += 1
+        store.flush()
+
+    store = HistoryStore(path, HistorySettings(), raw_step_ms=1000, boot_clock=boot)
+    for n in range(120):
+        tick(store, T0_MS + n * 1000)
+    for n in range(4):  # 40 days ahead for 4 sweeps
+        tick(store, T0_MS + 40 * day_ms + (120 + n) * 1000)
+    for n in range(124, 184):  # put back
+        tick(store, T0_MS + n * 1000)
+    during = {t.name: [p.timestamp_ms for p in store.read(t, T0_MS, T0_MS + 200_000)]
+              for t in store.tiers}  # fmt: skip
+    store.close()
+    again = HistoryStore(path, HistorySettings(), raw_step_ms=1000, boot_clock=boot)
+    for n in range(184, 190):  # a restart after the step
+        tick(again, T0_MS + n * 1000)
+    raw = [p.timestamp_ms for p in again.read(again.tiers[0], T0_MS, T0_MS + 200_000)]
+    ahead = again.read(again.tiers[0], T0_MS + 40 * day_ms, T0_MS + 41 * day_ms)
+    again.close()
+    assert during["raw"] == [T0_MS + n * 1000 for n in [*range(120), *range(124, 184)]]
+    assert during["10s"][:12] == [T0_MS + n * 10_000 for n in range(12)]
+    assert during["1m"][:2] == [T0_MS, T0_MS + 60_000]
+    assert raw == [T0_MS + n * 1000 for n in [*range(120), *range(124, 190)]]
+    assert len(ahead) == 4  # what the clock said while it was wrong is kept too
