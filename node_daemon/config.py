@@ -26,6 +26,17 @@ __all__ = ["OPTIONS", "ConfigError", "DaemonConfig", "load_config_file", "valida
 
 
 @dataclass(frozen=True)
+class ReloadSettings:
+    """[reload]: what a reload (SIGHUP) may do that it otherwise refuses.
+
+    `allow_weaker_security`: apply a file that lowers the security posture
+    (node_daemon.security_posture); read from the new file, never from the one in force.
+    """
+
+    allow_weaker_security: bool = False
+
+
+@dataclass(frozen=True)
 class DaemonConfig:
     listen: str = "127.0.0.1:50051"
     backend: str = "auto"
@@ -57,6 +68,7 @@ class DaemonConfig:
     health: HealthSettings = field(default_factory=HealthSettings)
     history: HistorySettings = field(default_factory=HistorySettings)
     usage: UsageSettings = field(default_factory=UsageSettings)
+    reload: ReloadSettings = field(default_factory=ReloadSettings)
 
 
 OPTIONS: dict[str, str] = {
@@ -105,6 +117,8 @@ OPTIONS: dict[str, str] = {
     "(see docs/daemon.md, History)",
     "usage": "the [usage] table: sacct_poll_interval_s (300; 0 off) and [usage.prices] "
     "(currency, gpu_hour, kwh, busy_weight, allocated_weight; see docs/accounting.md)",
+    "reload": "the [reload] table: allow_weaker_security (false; true: a reload may turn auth "
+    "or TLS off, widen listen or turn insecure on, with a warning; see docs/daemon.md)",
 }
 
 _PATH_KEYS = {"scenario", "ready_file", "state_dir"}
@@ -167,7 +181,7 @@ def load_config_file(path: Path, base: DaemonConfig | None = None) -> DaemonConf
     if not isinstance(table, dict):
         raise ConfigError(f"{path}: [daemon] must be a table")
     known_tables = {"daemon", "alerts", "alertmanager", "teams", "auth", "tls", "workloads",
-                    "health", "healing", "history", "usage"}  # fmt: skip
+                    "health", "healing", "history", "usage", "reload"}  # fmt: skip
     unknown_tables = sorted(set(data) - known_tables)
     if unknown_tables:
         raise ConfigError(f"{path}: unknown table(s) {', '.join(unknown_tables)}")
@@ -187,7 +201,17 @@ def load_config_file(path: Path, base: DaemonConfig | None = None) -> DaemonConf
     values["health"] = parse_health_settings(data.get("health", {}), str(path))
     values["history"] = parse_history_settings(data.get("history", {}), str(path))
     values["usage"] = parse_usage_settings(data.get("usage", {}), str(path))
+    values["reload"] = _reload_settings(data.get("reload", {}), str(path))
     return validate(replace(base or DaemonConfig(), **values), str(path))
+
+
+def _reload_settings(table: Any, source: str) -> ReloadSettings:
+    if not isinstance(table, dict) or set(table) - {"allow_weaker_security"}:
+        raise ConfigError(f"{source}: [reload] takes only allow_weaker_security (true or false)")
+    allow = table.get("allow_weaker_security", False)
+    if not isinstance(allow, bool):
+        raise ConfigError(f"{source}: [reload] allow_weaker_security must be true or false")
+    return ReloadSettings(allow)
 
 
 def validate(config: DaemonConfig, source: str = "options") -> DaemonConfig:

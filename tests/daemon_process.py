@@ -23,7 +23,8 @@ def _die_with_the_test() -> None:
 class DaemonProcess:
     """Starts `python -m node_daemon daemon ...`; `address` once it serves."""
 
-    def __init__(self, workdir: Path, *args: str, listen: str = "127.0.0.1:0") -> None:
+    def __init__(self, workdir: Path, *args: str, listen: str | None = "127.0.0.1:0") -> None:
+        """`listen` None: no --listen flag, the config file's `listen` (or the default)."""
         self.workdir = workdir
         self.args = args
         self.listen = listen
@@ -34,7 +35,8 @@ class DaemonProcess:
 
     def start(self) -> DaemonProcess:
         self.ready.unlink(missing_ok=True)
-        argv = [sys.executable, "-m", "node_daemon", "daemon", "--listen", self.listen,
+        listen = ("--listen", self.listen) if self.listen is not None else ()
+        argv = [sys.executable, "-m", "node_daemon", "daemon", *listen,
                 "--ready-file", str(self.ready), "--state-dir", str(self.workdir / "state"),
                 *self.args]  # fmt: skip
         with open(self.log, "ab") as log:

@@ -99,7 +99,7 @@ def run_daemon(args: argparse.Namespace) -> int:
     def reload() -> None:
         source = str(args.config) if args.config is not None else "the command line (no --config)"
         check = functools.partial(_check_exposure, loopback=address.is_loopback)
-        reload_daemon(daemon, lambda: daemon_config(args), check, source)
+        reload_daemon(daemon, lambda: daemon_config(args), check, source, args.config)
 
     _wait_for_stop(daemon, wakeup, hangup, reload)
     return 0

@@ -18,7 +18,13 @@ from tests.conftest import wait_for
 from tests.daemon_process import DaemonProcess
 from tests.tools import free_port
 
-RESULT = re.compile(r" (INFO|ERROR) gpufleet\.daemon: (reload: .*|reload rejected.*)$", re.M)
+# A reload's result: its summary (INFO), or why it was rejected (ERROR; WARNING where it would
+# lower the security posture). Its other warnings (needs a restart, lowered as allowed) are not.
+RESULT = re.compile(
+    r" (INFO|WARNING|ERROR) gpufleet\.daemon: (reload: (?!needs a restart|.* lowers the security)"
+    r".*|reload rejected.*)$",
+    re.M,
+)
 # GPU 1 falls off the bus at once: a firing alert no reload of other rules may touch.
 LOST_GPU_SCENARIO = '[[event]]\nat = 0.1\ngpu = 1\nkind = "lost"\n'
 

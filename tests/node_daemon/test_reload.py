@@ -192,7 +192,8 @@ def test_a_new_certificate_serves_new_connections_and_open_ones_keep_theirs(
 ) -> None:
     """TLS beyond loopback: the reload swaps the port's certificate for the next handshake;
     a stream on a connection made before keeps delivering; a reload that would leave such a
-    port without users is refused as the start would refuse it."""
+    port without users is refused: as lowering the security posture, and, where the file
+    allows that, as the start would refuse it."""
     old_ca, new_ca = Authority("old CA"), Authority("new CA")
     write(tmp_path, "old", old_ca.issue("localhost", server=True))
     write(tmp_path, "new", new_ca.issue("localhost", server=True))
@@ -218,7 +219,10 @@ def test_a_new_certificate_serves_new_connections_and_open_ones_keep_theirs(
         seen = samples.count()
         wait_for(more_than(samples, seen + 2), 10, "the old connection's stream delivering")
 
-        exposed = node.reload(tls_config(tmp_path, "new", {}))
+        lowered = node.reload(tls_config(tmp_path, "new", {}))
+        assert lowered.startswith("reload rejected") and "authentication turned off" in lowered
+        allow = "[reload]\nallow_weaker_security = true\n"
+        exposed = node.reload(allow + tls_config(tmp_path, "new", {}))
         assert exposed.startswith("reload rejected")
         assert "refusing to listen on 0.0.0.0:0 without tokens" in exposed
         assert who(node, "alice").user == "alice" and node.alive()

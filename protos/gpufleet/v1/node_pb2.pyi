@@ -200,6 +200,11 @@ class _EventKindEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_EventKind.V
     EVENT_KIND_GPU_DRAINED: _EventKind.ValueType  # 23
     """A GPU was drained from placement, or returned (Event.condition)."""
     EVENT_KIND_GPU_UNDRAINED: _EventKind.ValueType  # 24
+    EVENT_KIND_CONFIG_RELOAD: _EventKind.ValueType  # 25
+    """A config reload that would lower the security posture (auth, TLS, listen,
+    insecure): refused, or applied because the file allowed it; the summary says
+    which and why (docs/daemon.md, "Reloading the configuration").
+    """
 
 class EventKind(_EventKind, metaclass=_EventKindEnumTypeWrapper): ...
 
@@ -232,6 +237,11 @@ EVENT_KIND_HEALING_ACTION: EventKind.ValueType  # 22
 EVENT_KIND_GPU_DRAINED: EventKind.ValueType  # 23
 """A GPU was drained from placement, or returned (Event.condition)."""
 EVENT_KIND_GPU_UNDRAINED: EventKind.ValueType  # 24
+EVENT_KIND_CONFIG_RELOAD: EventKind.ValueType  # 25
+"""A config reload that would lower the security posture (auth, TLS, listen,
+insecure): refused, or applied because the file allowed it; the summary says
+which and why (docs/daemon.md, "Reloading the configuration").
+"""
 Global___EventKind: _TypeAlias = EventKind  # noqa: Y015
 
 class _KillOutcome:
