@@ -273,7 +273,7 @@ def decode_workload(target: str, w: pb.Workload) -> WorkloadRow:
         ended_unix_ms=opt("ended_unix_ms"), exit_code=opt("exit_code"), detail=w.detail,
         priority=w.priority, time_limit_s=w.time_limit_s, wait_reason=w.wait_reason,
         held_gpu_indices=tuple(w.held_gpu_indices), idempotency_key=w.idempotency_key,
-        moved_from=w.moved_from,
+        moved_from=w.moved_from, submitted_by=w.submitted_by,
     )  # fmt: skip
 
 

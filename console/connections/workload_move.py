@@ -133,9 +133,14 @@ def _undo(call: Call, target: str, copy_id: str, there: str, actor: str) -> str:
 
 
 def repair_move(call: Call, repair: Repair, actor: str) -> tuple[bool, str]:
-    """Cancel the extra copy of an interrupted move: done?, and the words for the message line."""
+    """Cancel the extra copy of an interrupted move: done?, and the words for the message line.
+
+    The node records the cancel as the console's caller's, with the reason
+    saying that a console did it on its own and whose move it finishes.
+    """
     row = repair.cancel
-    request = pb.CancelWorkloadRequest(workload_id=row.id, actor=actor)
+    reason = f"done by a console on its own, {repair.why}"
+    request = pb.CancelWorkloadRequest(workload_id=row.id, actor=actor, reason=reason)
     try:
         call(row.target, "CancelWorkload", request)
     except StepFailed as exc:

@@ -90,6 +90,8 @@ class WorkloadRow:
     held_gpu_indices: tuple[int, ...] = ()
     idempotency_key: str = ""
     moved_from: str = ""  # "HOST/ID" when the fleet queue moved it here
+    # Who submitted it, as its node authenticated them ("" unauthenticated, or unknown).
+    submitted_by: str = ""
 
     @property
     def uid(self) -> tuple[str, str]:

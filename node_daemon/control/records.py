@@ -92,6 +92,8 @@ class Workload:
     time_limit_s: int = 0  # 0: none
     idempotency_key: str = ""
     moved_from: str = ""
+    # Who submitted it as this node authenticated them; "" unauthenticated or the daemon's own.
+    submitted_by: str = ""
     # Placement's view of a queued workload, each tick; shown, never journaled.
     wait_reason: str = ""
     held_gpu_indices: tuple[int, ...] = ()

@@ -33,7 +33,7 @@ _RESERVATION_PLAIN = (
 _WORKLOAD_PLAIN = (
     "id", "name", "owner", "run_as", "gpu_count", "min_free_memory_bytes", "auto_place",
     "queued_unix_ms", "detail", "priority", "time_limit_s", "idempotency_key", "moved_from",
-    "wait_reason",
+    "wait_reason", "submitted_by",
 )  # fmt: skip
 _WORKLOAD_OPTIONAL = ("pid", "pid_start_unix_ms", "started_unix_ms", "ended_unix_ms", "exit_code")
 

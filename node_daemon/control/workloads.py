@@ -225,8 +225,19 @@ class WorkloadManager:
 
     # -- changes -----------------------------------------------------------------
 
-    def submit(self, request: WorkloadRequest, actor: str, submitter: str = "") -> Workload:
-        """Queue a workload to run as its owner's account (checked now, and again at start)."""
+    def submit(
+        self, request: WorkloadRequest, actor: str, submitter: str = "", submitted_by: str = ""
+    ) -> Workload:
+        """Queue a workload to run as its owner's account (checked now, and again at start).
+
+        Args:
+            request: what to run, for whom.
+            actor: who to name in its event.
+            submitter: whose account a team's workload runs as.
+            submitted_by: the authenticated caller, kept with the workload: a
+                console trusts a moved copy by it (console/fleet/move_proof.py),
+                so only the RPC layer's verified identity may go here.
+        """
         if not request.argv or not request.argv[0].strip():
             raise BadWorkload("a workload needs a command: argv[0] is empty")
         check_request(request)
@@ -257,7 +268,7 @@ class WorkloadManager:
                 auto_place=request.auto_place, state=WorkloadState.QUEUED,
                 queued_unix_ms=self._now_ms(), priority=request.priority,
                 time_limit_s=time_limit_s, idempotency_key=request.idempotency_key,
-                moved_from=request.moved_from,
+                moved_from=request.moved_from, submitted_by=submitted_by,
             )  # fmt: skip
             check_queue_room(list(self._workloads.values()), workload)
             moved = f"; moved from {request.moved_from}" if request.moved_from else ""
@@ -326,7 +337,9 @@ class WorkloadManager:
                     raise WorkloadConflict(why)
             return self._start(workload, sorted(set(gpus)), actor)
 
-    def cancel(self, workload_id: str, actor: str) -> Workload:
+    def cancel(self, workload_id: str, actor: str, reason: str = "") -> Workload:
+        """Cancel a queued workload, or stop a running one; `reason` goes into its event."""
+        why = f"cancelled by {actor}" + (f": {reason}" if reason else "")
         with self._lock:
             workload = self._find(workload_id)
             if workload.state is WorkloadState.QUEUED:
@@ -334,9 +347,7 @@ class WorkloadManager:
                     workload, state=WorkloadState.CANCELLED, ended_unix_ms=self._now_ms()
                 )
                 # Written first: a journal that refuses leaves it queued, as the caller is told.
-                self._write(
-                    pb.EVENT_KIND_WORKLOAD_CANCELLED, cancelled, actor, f"cancelled by {actor}"
-                )
+                self._write(pb.EVENT_KIND_WORKLOAD_CANCELLED, cancelled, actor, why)
                 del self._workloads[workload_id]
                 return cancelled
             if workload_id not in self._cancelling:
@@ -349,7 +360,7 @@ class WorkloadManager:
                     why = f"workload {workload_id} could not be stopped: {exc}"
                     raise WorkloadConflict(why) from exc
                 self._cancelling[workload_id] = self._clock()
-                workload = replace(workload, detail=f"stopping (cancelled by {actor})")
+                workload = replace(workload, detail=f"stopping ({why})")
                 self._workloads[workload_id] = workload  # shown, not journaled: its end will be
             return workload
 

@@ -154,7 +154,7 @@ class ControlServicer:
             self._require_holder(request.owner or caller.user, "submit workloads")
             submitter = caller.user if caller.authenticated_by != "none" else ""
             queued = self._workloads.submit(
-                workload_request(request), _actor(request.actor), submitter
+                workload_request(request), _actor(request.actor), submitter, submitted_by=submitter
             )
         except Exception as exc:
             abort_for(context, exc)
@@ -175,9 +175,12 @@ class ControlServicer:
     def CancelWorkload(
         self, request: pb.CancelWorkloadRequest, context: grpc.ServicerContext
     ) -> pb.Workload:
+        _check_text(context, reason=request.reason)
         try:
             self._require_holder(self._workloads.get(request.workload_id).owner, "cancel")
-            cancelled = self._workloads.cancel(request.workload_id, _actor(request.actor))
+            cancelled = self._workloads.cancel(
+                request.workload_id, _actor(request.actor), request.reason.strip()
+            )
         except Exception as exc:
             abort_for(context, exc)
         return workload_message(cancelled)

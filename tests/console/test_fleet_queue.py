@@ -144,14 +144,16 @@ def test_a_crash_between_the_steps_is_finished_by_the_next_look(fleet: Fleet) ->
     with pytest.raises(Crash):
         move_workload(crash_at_cancel(fleet, fleet.a), fleet.move(queued))
     rows = fleet.rows(fleet.a) + fleet.rows(fleet.b)
-    repairs, conflicts = interrupted_moves(rows, fleet.hosts)
+    # Daemons without authentication record no submitter: anyone may cancel there anyway.
+    repairs, conflicts = interrupted_moves(rows, fleet.hosts, open_nodes=fleet.hosts)
     assert conflicts == [] and [(r.cancel.target, r.cancel.id) for r in repairs] == [
         (fleet.a, queued.id)
     ]
     assert repairs[0].why.startswith("finishing its move to node-b/")
     assert repair_move(fleet.call, repairs[0], "alice")[0]
     assert [host for host, _ in fleet.live()] == ["node-b"]
-    assert interrupted_moves(fleet.rows(fleet.a) + fleet.rows(fleet.b), fleet.hosts) == ([], [])
+    after = fleet.rows(fleet.a) + fleet.rows(fleet.b)
+    assert interrupted_moves(after, fleet.hosts, open_nodes=fleet.hosts) == ([], [])
 
 
 def test_a_source_that_started_meanwhile_keeps_running_and_the_copy_goes(fleet: Fleet) -> None:
@@ -161,7 +163,8 @@ def test_a_source_that_started_meanwhile_keeps_running_and_the_copy_goes(fleet: 
     fleet.stubs[fleet.a].AssignWorkload(
         pb.AssignWorkloadRequest(workload_id=queued.id, gpu_indices=[2], actor="alice"), timeout=5
     )
-    repairs, _ = interrupted_moves(fleet.rows(fleet.a) + fleet.rows(fleet.b), fleet.hosts)
+    rows = fleet.rows(fleet.a) + fleet.rows(fleet.b)
+    repairs, _ = interrupted_moves(rows, fleet.hosts, open_nodes=fleet.hosts)
     assert [r.cancel.target for r in repairs] == [fleet.b]
     assert "started meanwhile" in repairs[0].why
     assert repair_move(fleet.call, repairs[0], "alice")[0]

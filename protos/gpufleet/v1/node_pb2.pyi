@@ -2307,6 +2307,7 @@ class Workload(_message.Message):
     HELD_GPU_INDICES_FIELD_NUMBER: _builtins.int
     IDEMPOTENCY_KEY_FIELD_NUMBER: _builtins.int
     MOVED_FROM_FIELD_NUMBER: _builtins.int
+    SUBMITTED_BY_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     name: _builtins.str
     owner: _builtins.str
@@ -2350,6 +2351,13 @@ class Workload(_message.Message):
     """"NODE/ID" of the workload this one replaces when the fleet queue moved it
     from another node (the console's move: submit here, then cancel there).
     """
+    submitted_by: _builtins.str
+    """The user who submitted it, as this node authenticated them (token, JWT or
+    client certificate): never a name the client chose. Empty when it was
+    submitted without authentication, by the daemon itself (self-healing), or
+    before this was kept. A console finishes a cut-short move only when its
+    copy proves the move (docs/control.md, "Moving a workload").
+    """
     @_builtins.property
     def argv(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     @_builtins.property
@@ -2390,10 +2398,11 @@ class Workload(_message.Message):
         held_gpu_indices: _abc.Iterable[_builtins.int] | None = ...,
         idempotency_key: _builtins.str = ...,
         moved_from: _builtins.str = ...,
+        submitted_by: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_ended_unix_ms", b"_ended_unix_ms", "_exit_code", b"_exit_code", "_pid", b"_pid", "_pid_start_unix_ms", b"_pid_start_unix_ms", "_started_unix_ms", b"_started_unix_ms", "ended_unix_ms", b"ended_unix_ms", "exit_code", b"exit_code", "pid", b"pid", "pid_start_unix_ms", b"pid_start_unix_ms", "started_unix_ms", b"started_unix_ms"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_ended_unix_ms", b"_ended_unix_ms", "_exit_code", b"_exit_code", "_pid", b"_pid", "_pid_start_unix_ms", b"_pid_start_unix_ms", "_started_unix_ms", b"_started_unix_ms", "argv", b"argv", "auto_place", b"auto_place", "detail", b"detail", "ended_unix_ms", b"ended_unix_ms", "env", b"env", "env_hidden", b"env_hidden", "exit_code", b"exit_code", "gpu_count", b"gpu_count", "gpu_indices", b"gpu_indices", "held_gpu_indices", b"held_gpu_indices", "id", b"id", "idempotency_key", b"idempotency_key", "min_free_memory_bytes", b"min_free_memory_bytes", "moved_from", b"moved_from", "name", b"name", "owner", b"owner", "pid", b"pid", "pid_start_unix_ms", b"pid_start_unix_ms", "priority", b"priority", "queued_unix_ms", b"queued_unix_ms", "run_as", b"run_as", "started_unix_ms", b"started_unix_ms", "state", b"state", "time_limit_s", b"time_limit_s", "wait_reason", b"wait_reason"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_ended_unix_ms", b"_ended_unix_ms", "_exit_code", b"_exit_code", "_pid", b"_pid", "_pid_start_unix_ms", b"_pid_start_unix_ms", "_started_unix_ms", b"_started_unix_ms", "argv", b"argv", "auto_place", b"auto_place", "detail", b"detail", "ended_unix_ms", b"ended_unix_ms", "env", b"env", "env_hidden", b"env_hidden", "exit_code", b"exit_code", "gpu_count", b"gpu_count", "gpu_indices", b"gpu_indices", "held_gpu_indices", b"held_gpu_indices", "id", b"id", "idempotency_key", b"idempotency_key", "min_free_memory_bytes", b"min_free_memory_bytes", "moved_from", b"moved_from", "name", b"name", "owner", b"owner", "pid", b"pid", "pid_start_unix_ms", b"pid_start_unix_ms", "priority", b"priority", "queued_unix_ms", b"queued_unix_ms", "run_as", b"run_as", "started_unix_ms", b"started_unix_ms", "state", b"state", "submitted_by", b"submitted_by", "time_limit_s", b"time_limit_s", "wait_reason", b"wait_reason"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__ended_unix_ms: _TypeAlias = _typing.Literal["ended_unix_ms"]  # noqa: Y015
     _WhichOneofArgType__ended_unix_ms: _TypeAlias = _typing.Literal["_ended_unix_ms", b"_ended_unix_ms"]  # noqa: Y015
@@ -2529,17 +2538,24 @@ class CancelWorkloadRequest(_message.Message):
 
     WORKLOAD_ID_FIELD_NUMBER: _builtins.int
     ACTOR_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
     workload_id: _builtins.str
     actor: _builtins.str
+    reason: _builtins.str
+    """Why, in the caller's words (at most 1000 characters), kept with the cancel:
+    in its event's summary and the audit log. A console finishing a move it did
+    not start says so here, naming the move's submitter.
+    """
     def __init__(
         self,
         *,
         workload_id: _builtins.str = ...,
         actor: _builtins.str = ...,
+        reason: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["actor", b"actor", "workload_id", b"workload_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["actor", b"actor", "reason", b"reason", "workload_id", b"workload_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
