@@ -23,7 +23,7 @@ from node_daemon.errors import ConfigError, Invalid
 from node_daemon.history.codec import encode
 from node_daemon.history.query import answer_query, parse_query
 from node_daemon.history.settings import MIB, HistorySettings, parse_history_settings
-from node_daemon.history.store import HistoryStore
+from node_daemon.history.store import HistoryDataLoss, HistoryStore
 from node_daemon.reload import plan_reload
 from tests.node_daemon.test_full_disk import SmallDisk, disk  # noqa: F401
 
@@ -252,3 +252,24 @@ def test_a_clock_step_forward_then_back_prunes_nothing_and_recording_goes_on(
     assert during["1m"][:2] == [T0_MS, T0_MS + 60_000]
     assert raw == [T0_MS + n * 1000 for n in [*range(120), *range(124, 190)]]
     assert len(ahead) == 4  # what the clock said while it was wrong is kept too
+
+
+def test_rows_that_do_not_decode_in_any_way_are_skipped_counted_and_the_rest_read(
+    store: HistoryStore,
+) -> None:
+    write(store, range(6), 1000, 1, lambda tick, gpu: 20.0)
+    with sqlite3.connect(store.path) as db:
+        db.executemany("UPDATE points SET mean = ? WHERE tier = 0 AND ts_ms = ?", [
+            (encode([1.0, 2.0]), T0_MS + 1000),  # deflate, but 2 values for a layout of 30-odd
+            (b"\x78\x9c\x01\x03", T0_MS + 2000),  # a deflate stream cut short
+            ("text, not a blob", T0_MS + 3000),
+        ])  # fmt: skip
+        db.execute("UPDATE points SET layout = 77 WHERE tier = 0 AND ts_ms = ?", (T0_MS + 4000,))
+    answer = query(store, T0_MS, T0_MS + 5000, metrics=["temp_gpu_c"], max_points=100)
+    again = query(store, T0_MS, T0_MS + 5000, metrics=["temp_gpu_c"], max_points=100)
+    with pytest.raises(HistoryDataLoss, match=r"1 raw rows .* 2 values where its layout has"):
+        query(store, T0_MS + 1000, T0_MS + 1000)
+    assert list(answer.timestamps_unix_ms) == [T0_MS, T0_MS + 5000]
+    assert list(answer.series[0].values) == [20.0, 20.0]
+    assert list(again.timestamps_unix_ms) == [T0_MS, T0_MS + 5000]
+    assert store.corrupt_rows == 4  # each row once, however often it is read
