@@ -77,13 +77,17 @@ def _no_constants(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
-def json_depth(data: bytes) -> int:
-    """How deep arrays and objects nest in JSON text (brackets inside strings not counted)."""
-    depth = deepest = 0
-    for bracket in _JSON_BRACKET.findall(_JSON_STRING.sub(b"", data)):
-        depth += 1 if bracket in b"[{" else -1
-        deepest = max(deepest, depth)
-    return deepest
+def nests_deeper(data: bytes, limit: int) -> bool:
+    """Whether arrays and objects nest more than `limit` deep in JSON text.
+
+    Brackets inside strings do not count; the scan stops at the first level too deep.
+    """
+    depth = 0
+    for bracket in _JSON_BRACKET.finditer(_JSON_STRING.sub(b"", data)):
+        depth += 1 if bracket[0] in b"[{" else -1
+        if depth > limit:
+            return True
+    return False
 
 
 def _json_part(text: str, what: str) -> dict[str, Any]:
@@ -91,7 +95,7 @@ def _json_part(text: str, what: str) -> dict[str, Any]:
         data = b64url_decode(text)
     except ValueError as exc:
         raise InvalidToken(f"malformed JWT: its {what} is not base64url JSON ({exc})") from None
-    if json_depth(data) > MAX_JSON_DEPTH:
+    if nests_deeper(data, MAX_JSON_DEPTH):
         raise InvalidToken(f"malformed JWT: its {what} nests arrays or objects more than "
                            f"{MAX_JSON_DEPTH} levels deep")  # fmt: skip
     try:

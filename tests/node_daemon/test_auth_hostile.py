@@ -138,6 +138,11 @@ def test_deeply_nested_json_is_refused_without_a_traceback(
     assert [r.result for r in denials] == [f"DENIED: UNAUTHENTICATED: {details}"]  # 19 counted
 
 
+def test_brackets_inside_strings_do_not_count_as_nesting(daemon, issuer: Issuer) -> None:
+    note = "[" * 100 + '\\"{' * 50  # an escaped quote does not end the string
+    assert who(daemon, issuer.mint(good(note=note, deep=[[[["ok"]]]]))).user == "alice"
+
+
 def test_a_long_jti_is_revoked_by_its_whole_value(
     start_daemon: DaemonFactory, tmp_path: Path, issuer: Issuer
 ) -> None:
