@@ -96,6 +96,7 @@ def test_damaged_rows_are_skipped_the_rest_served_and_the_daemon_starts_again(
     damage(state, [(0, bad_raw[0]), (0, bad_raw[1]), (1, start + 120_000)])
     node.start()
     first_run = now_ms()
+    wait_for_a_tick(node.address, end)  # its sweep closes the seed's last 10 s step
     raw = history(node.address, start_unix_ms=start, end_unix_ms=end - 1, metrics=["temp_gpu_c"],
                   gpu_indices=[0], max_points=20_000)  # fmt: skip
     steps = history(node.address, start_unix_ms=start, end_unix_ms=end - 1,
