@@ -76,16 +76,20 @@ def audit(address: str) -> list[pb.AuditRecord]:
 
 
 @pytest.fixture
-def node(tmp_path: Path) -> Iterator[DaemonProcess]:
-    port = free_port()
-    process = daemon(tmp_path, "--metrics-listen", f"127.0.0.1:{port}")
-    process.metrics_port = port  # type: ignore[attr-defined]
+def metrics_port() -> int:
+    return free_port()
+
+
+@pytest.fixture
+def node(tmp_path: Path, metrics_port: int) -> Iterator[DaemonProcess]:
+    """A daemon process on tmp_path/state (not started), stopped after the test."""
+    process = daemon(tmp_path, "--metrics-listen", f"127.0.0.1:{metrics_port}")
     yield process
     process.stop()
 
 
 def test_damaged_rows_are_skipped_the_rest_served_and_the_daemon_starts_again(
-    tmp_path: Path, node: DaemonProcess
+    tmp_path: Path, node: DaemonProcess, metrics_port: int
 ) -> None:
     end = now_ms() // 60_000 * 60_000
     start = end - 10 * 60_000
@@ -103,7 +107,7 @@ def test_damaged_rows_are_skipped_the_rest_served_and_the_daemon_starts_again(
                     metrics=["temp_gpu_c"], gpu_indices=[0], max_points=100)  # fmt: skip
     with pytest.raises(grpc.RpcError) as lost:
         history(node.address, start_unix_ms=bad_raw[1], end_unix_ms=bad_raw[1])
-    page = metrics_page(node.metrics_port)  # type: ignore[attr-defined]
+    page = metrics_page(metrics_port)
     first_events = started_events(node.address, 1)
     record_drain(node.address)
     node.stop()
