@@ -6,6 +6,11 @@ Only missing accounts are created (homes under /tmp), and only those are
 removed again, by the last test session that uses them: sessions running at
 the same time share them through a lock file, and a marker file lists what
 was created.
+
+The cleanup ends only processes this test session started (tests/own_processes.py),
+never every process of a uid: in a container or chroot that shares the host's
+process table, the uid of a test account can be a host user's. An account that
+still has other processes is left in place, and the end of the run says so.
 """
 
 from __future__ import annotations
@@ -15,10 +20,11 @@ import os
 import pwd
 import shutil
 import subprocess
-import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+
+from tests.own_processes import Seen, end_own, processes_of
 
 # Every owner a test launches workloads for.
 TEST_ACCOUNTS = ("alice", "bob", "carol", "worker", "otto", "ada", "vera", "dmitri", "erin")
@@ -29,6 +35,10 @@ SKIP_REASON = (
 LOCK = Path("/tmp/gpufleet-test-accounts.lock")
 CREATED = Path("/tmp/gpufleet-test-accounts.created")
 HOMES = Path("/tmp/gpufleet-test-homes")
+# The directories this session's daemons keep their workloads in (local_accounts sets them).
+OWN_DIRS: list[Path] = []
+# What the cleanup could not do and why, for the end of the run (tests/conftest.py).
+LEFT_IN_PLACE: list[str] = []
 
 
 def account_exists(name: str) -> bool:
@@ -44,8 +54,15 @@ def can_create_accounts() -> bool:
 
 
 @contextmanager
-def local_accounts(names: tuple[str, ...] = TEST_ACCOUNTS) -> Iterator[None]:
-    """The accounts exist while this runs; the last session out removes what tests created."""
+def local_accounts(
+    names: tuple[str, ...] = TEST_ACCOUNTS, own_dirs: Sequence[Path] = ()
+) -> Iterator[None]:
+    """The accounts exist while this runs; the last session out removes what tests created.
+
+    `own_dirs`: where this session's daemons keep their state (the session's temporary
+    directory), so that a workload whose daemon a test stopped is still known as ours.
+    """
+    OWN_DIRS.extend(own_dirs)
     with open(LOCK, "a+") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         _create_missing(names)
@@ -53,6 +70,9 @@ def local_accounts(names: tuple[str, ...] = TEST_ACCOUNTS) -> Iterator[None]:
         try:
             yield
         finally:
+            for name in names:  # each session ends its own, even when another stays
+                if account_exists(name):
+                    end_own(pwd.getpwnam(name).pw_uid, OWN_DIRS)
             fcntl.flock(lock, fcntl.LOCK_UN)
             try:
                 fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -92,14 +112,56 @@ def _repair_leftover(name: str) -> None:
 
 
 def _remove_created() -> None:
+    """Remove the accounts tests created; any still in use stays listed for the next session."""
     names = CREATED.read_text().split() if CREATED.exists() else []
-    for name in names:
-        # A workload a test left running would make userdel refuse: end them first.
-        for _ in range(50):
-            alive = subprocess.run(["pkill", "-KILL", "-u", name], check=False)
-            if alive.returncode != 0:  # 1: no process was left
-                break
-            time.sleep(0.1)  # SIGKILL is asynchronous; nothing to wait on for another's child
-        subprocess.run(["userdel", "--remove", name], check=False, capture_output=True)
+    kept = remove_accounts(names, OWN_DIRS)
+    if kept:
+        CREATED.write_text("".join(f"{name}\n" for name in kept))
+        return  # their homes stay with them
     CREATED.unlink(missing_ok=True)
     shutil.rmtree(HOMES, ignore_errors=True)
+
+
+def remove_accounts(names: Sequence[str], own_dirs: Sequence[Path]) -> list[str]:
+    """End what this session left running as each account, then remove it; those kept.
+
+    An account that still runs something this session did not start (another
+    session's workload, or a host user who has the same uid) is left in place,
+    its processes untouched, and LEFT_IN_PLACE says so.
+    """
+    kept = []
+    for name in names:
+        try:
+            uid = pwd.getpwnam(name).pw_uid
+        except KeyError:
+            continue  # removed already
+        end_own(uid, own_dirs)
+        others = processes_of(uid)
+        if others:
+            _left_in_place(name, uid, "it still runs processes this test session did not "
+                           f"start, none of which was signalled: {_described(others)}")  # fmt: skip
+            kept.append(name)
+            continue
+        removed = subprocess.run(["userdel", "--remove", name], check=False, capture_output=True)
+        if removed.returncode not in (0, 12):  # 12: its home could not be removed
+            _left_in_place(name, uid, f"userdel failed: {removed.stderr.decode().strip()}")
+            kept.append(name)
+    return kept
+
+
+def _left_in_place(name: str, uid: int, why: str) -> None:
+    LEFT_IN_PLACE.append(
+        f"test account {name} (uid {uid}) was NOT removed: {why}. Once they have ended: "
+        f"userdel --remove {name}"
+    )
+
+
+def _described(processes: Iterable[Seen]) -> str:
+    described = []
+    for pid in (p.pid for p in processes):
+        try:
+            command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").strip()
+        except OSError:
+            command = b"(gone)"
+        described.append(f"{pid} ({command.decode(errors='replace')[:80]})")
+    return ", ".join(described)

@@ -19,6 +19,7 @@ from node_daemon.config import DaemonConfig
 from node_daemon.listen import parse_listen_address
 from node_daemon.server import NodeDaemon
 from tests.accounts import (
+    LEFT_IN_PLACE,
     SKIP_REASON,
     TEST_ACCOUNTS,
     account_exists,
@@ -64,15 +65,22 @@ def start_daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DaemonFac
 
 
 @pytest.fixture(scope="session")
-def workload_accounts() -> Iterator[None]:
+def workload_accounts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     """Local accounts for the owners tests launch workloads for (see tests/accounts.py)."""
     if not can_create_accounts():
         if all(account_exists(name) for name in TEST_ACCOUNTS):
             yield
             return
         pytest.skip(SKIP_REASON)
-    with local_accounts(TEST_ACCOUNTS):
+    # The session's daemons keep their workloads under its temporary directory.
+    with local_accounts(TEST_ACCOUNTS, [tmp_path_factory.getbasetemp()]):
         yield
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Say what the accounts' cleanup left in place, and why, where no capture hides it."""
+    for line in LEFT_IN_PLACE:
+        terminalreporter.write_line(f"LEFT IN PLACE: {line}", red=True, bold=True)
 
 
 def _our_threads() -> set[str]:
