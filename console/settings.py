@@ -46,10 +46,16 @@ THEME_CHOICES = ("auto", "dark", "light")  # console/views/theme.py's themes, an
 PROFILE_KEYS = {"nodes", "people", "ca", "client_cert", "client_key", "token_file", "token_command",
                 "prometheus_url", "prometheus_ca_file", "prometheus_token_file",
                 "slurm_url", "slurm_user", "slurm_token_command", "slurm_ca_file",
-                "slurm_conf"}  # fmt: skip
+                "slurm_conf", "slurm_max_answer_mib", "slurm_timeout_s"}  # fmt: skip
 # The file's own keys. Anything else is refused rather than ignored: a top-level
 # `ca = ...` looked like TLS for every node and silently was not.
 TOP_LEVEL_KEYS = {"nodes", "people", "profile", "notify", "profiles", "theme"}
+# slurmrestd's answers: at most this big (v0.0.38 spends about 3.2 KB a job, so 5,000
+# jobs), and each call's whole exchange within this many seconds (docs/console.md).
+SLURM_MAX_ANSWER_MIB = 16
+SLURM_TIMEOUT_S = 10.0
+SLURM_MAX_ANSWER_RANGE = (1, 1024)
+SLURM_TIMEOUT_RANGE = (1.0, 300.0)
 
 
 class SettingsError(ValueError):
@@ -92,6 +98,8 @@ class SlurmProfile:
     token_command: tuple[str, ...] | None = None  # else the keyring's "PROFILE/slurm"
     ca_file: Path | None = None
     conf: Path | None = None  # slurm.conf for scontrol (drain, resume); else Slurm's default
+    max_answer_bytes: int = SLURM_MAX_ANSWER_MIB << 20  # a bigger answer is refused, unread
+    timeout_s: float = SLURM_TIMEOUT_S  # one call, all of it: connect, send, every read
 
 
 @dataclass(frozen=True)
@@ -223,7 +231,8 @@ def _profile(name: str, table: Any, path: Path, people: tuple[str, ...]) -> Prof
 
 def _slurm(table: Mapping[str, Any], where: str) -> SlurmProfile | None:
     """slurm_url and the rest; the token goes with every call, so never in clear beyond here."""
-    keys = ("slurm_user", "slurm_token_command", "slurm_ca_file", "slurm_conf")
+    keys = ("slurm_user", "slurm_token_command", "slurm_ca_file", "slurm_conf",
+            "slurm_max_answer_mib", "slurm_timeout_s")  # fmt: skip
     url = table.get("slurm_url")
     if url is None:
         if any(k in table for k in keys):
@@ -240,8 +249,25 @@ def _slurm(table: Mapping[str, Any], where: str) -> SlurmProfile | None:
     if not isinstance(user, str) or not user.strip():
         raise SettingsError(f"{where}: slurm_url needs slurm_user, your Slurm user name")
     command = _command(table, where, "slurm_token_command")
+    mib = _number(table, where, "slurm_max_answer_mib", SLURM_MAX_ANSWER_MIB,
+                  SLURM_MAX_ANSWER_RANGE, whole=True)  # fmt: skip
+    timeout_s = _number(table, where, "slurm_timeout_s", SLURM_TIMEOUT_S, SLURM_TIMEOUT_RANGE)
     return SlurmProfile(url, user.strip(), command, _path(table, "slurm_ca_file", where),
-                        _path(table, "slurm_conf", where))  # fmt: skip
+                        _path(table, "slurm_conf", where), int(mib) << 20,
+                        float(timeout_s))  # fmt: skip
+
+
+def _number(table: Mapping[str, Any], where: str, key: str, default: float,
+            bounds: tuple[float, float], whole: bool = False) -> float:  # fmt: skip
+    """A number key within its bounds (a whole number where `whole`), or its default."""
+    value = table.get(key, default)
+    low, high = bounds
+    number = isinstance(value, int) or (isinstance(value, float) and not whole)
+    if isinstance(value, bool) or not number or not low <= value <= high:
+        kind = "a whole number" if whole else "a number"
+        raise SettingsError(f"{where}: {key} must be {kind} from {low:g} to {high:g}, "
+                            f"not {value!r}")  # fmt: skip
+    return float(value)
 
 
 def _prometheus(

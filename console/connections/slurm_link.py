@@ -1,11 +1,16 @@
 """SlurmLink: the console's one way to Slurm, on a thread of its own ("gpufleet-slurm").
 
-slurmrestd's calls block (urllib, up to 10 s), so none runs on the GUI thread:
-a read of the queue and nodes runs on the link's worker and its SlurmView comes
-back as a QueryResult through the inbox (the frame pump hands it to the GUI);
-an action runs wherever its caller is (the manager's steps worker). The token
-is fetched on first use, off the GUI thread, and fetched again once when Slurm
-refuses it (a token command gives a fresh one).
+slurmrestd's calls block (each bounded: slurm_timeout_s in all, an answer of at
+most slurm_max_answer_mib), so none runs on the GUI thread: a read of the queue
+and nodes runs on the link's worker and its SlurmView comes back as a
+QueryResult through the inbox (the frame pump hands it to the GUI); an action
+runs wherever its caller is (the manager's steps worker). The token is fetched
+on first use, off the GUI thread, and fetched again once when Slurm refuses it
+(a token command gives a fresh one).
+
+Every read answers: a failed one, whatever failed, is a QueryResult with the
+reason in its SlurmView's error (the Slurm panel shows it), logged once for as
+long as it stays the same. Nothing said or logged holds the token.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import TypeVar
 
+from console.connections.bounded_http import HttpLimits
 from console.connections.manager import UpdateInbox
 from console.connections.slurm_rest import (
     ScontrolWithToken,
@@ -55,6 +61,7 @@ class SlurmLink:
         self._token_source = token_source
         self._lock = threading.Lock()
         self._slurm: Slurm | None = None
+        self._last_failure = ""  # logged once while it stays the same
         self._worker = concurrent.futures.ThreadPoolExecutor(1, "gpufleet-slurm")
 
     def read(self, query_id: int) -> concurrent.futures.Future[None]:
@@ -67,12 +74,23 @@ class SlurmLink:
                 lambda rest, _: (rest.jobs(), rest.nodes(), rest.reservations())
             )
         except SlurmError as exc:
-            view = SlurmView(read_at=datetime.now(UTC), error=str(exc))
-            self._inbox.put(QueryResult(SLURM_TARGET, READ, query_id, False, str(exc), view))
+            self._failed(query_id, str(exc))
             return
+        except Exception as exc:  # a bug of ours: still said, never a silently stale table
+            log.exception("reading Slurm failed")
+            self._failed(query_id, f"reading Slurm failed: {type(exc).__name__}: {exc}"[:500])
+            return
+        self._last_failure = ""
         view = SlurmView(tuple(jobs), {n.name: n for n in nodes}, datetime.now(UTC),
                          reservations=tuple(held))  # fmt: skip
         self._inbox.put(QueryResult(SLURM_TARGET, READ, query_id, True, "done", view))
+
+    def _failed(self, query_id: int, error: str) -> None:
+        if error != self._last_failure:  # every 5 s while shown: once in the log is enough
+            log.warning("%s: %s", READ, error)
+            self._last_failure = error
+        view = SlurmView(read_at=datetime.now(UTC), error=error)
+        self._inbox.put(QueryResult(SLURM_TARGET, READ, query_id, False, error, view))
 
     def run(self, act: Callable[[SlurmRestClient, ScontrolWithToken], T]) -> T:
         """`act` with the client and scontrol; blocking (not on the GUI thread).
@@ -99,9 +117,11 @@ class SlurmLink:
                     raise SlurmError(str(exc)) from None
                 s = self.settings
                 access = SlurmAccess(s.url, s.user, token, s.ca_file)
-                self._slurm = (SlurmRestClient(access), ScontrolWithToken(token, s.conf))
+                limits = HttpLimits(s.max_answer_bytes, s.timeout_s)
+                self._slurm = (SlurmRestClient(access, limits),
+                               ScontrolWithToken(token, s.conf))  # fmt: skip
             return self._slurm
 
     def close(self) -> None:
-        """Stop the worker (a read in flight finishes: at most its timeout)."""
+        """Stop the worker (a read in flight finishes: at most its calls' slurm_timeout_s)."""
         self._worker.shutdown(wait=True, cancel_futures=True)

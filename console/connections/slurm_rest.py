@@ -22,33 +22,38 @@ import logging
 import os
 import ssl
 import subprocess
-import urllib.error
 import urllib.parse
-import urllib.request
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 from console.connections.addresses import is_loopback_host
-from console.fleet.slurm_model import (
-    ReservationAsk,
-    SlurmJob,
-    SlurmNode,
-    SlurmReservation,
-    gpus_asked,
-    minutes_or_unlimited,
-    parse_gres,
+from console.connections.bounded_http import MIB, HttpFailure, HttpLimits, exchange
+from console.connections.slurm_answer import (
+    AnswerError,
+    decoded,
+    job_from,
+    node_from,
+    records,
+    release,
+    reservation_from,
 )
+from console.fleet.slurm_model import ReservationAsk, SlurmJob, SlurmNode, SlurmReservation
+from console.settings import SLURM_MAX_ANSWER_MIB, SLURM_TIMEOUT_S
 
 log = logging.getLogger(__name__)
 
 # The one place the REST API version is named.
 API_VERSION: Final = "v0.0.38"
 SUPPORTED_SLURM: Final = "22.05 (OpenAPI v0.0.38; 23.02 still serves it)"
-TIMEOUT_S: Final = 10.0
+TIMEOUT_S: Final = SLURM_TIMEOUT_S  # scontrol's, and each slurmrestd call's by default
+DEFAULT_LIMITS: Final = HttpLimits(SLURM_MAX_ANSWER_MIB * MIB, SLURM_TIMEOUT_S)
+# How much of what Slurm said goes into one error message.
+SAID_CHARS: Final = 300
 Json = dict[str, Any]
+T = TypeVar("T")
 
 
 class SlurmError(Exception):
@@ -78,27 +83,32 @@ class SlurmAccess:
 
 
 class SlurmRestClient:
-    """slurmrestd's calls the console makes, each answered in slurm_model's records."""
+    """slurmrestd's calls the console makes, each answered in slurm_model's records.
 
-    def __init__(self, access: SlurmAccess, timeout_s: float = TIMEOUT_S) -> None:
+    Each call is one bounded exchange (console/connections/bounded_http.py): its
+    answer at most `limits.max_bytes`, all of it within `limits.deadline_s`, and no
+    redirect followed (the token would go with it). Whatever goes wrong, a junk
+    answer included, is a SlurmError that names it and never holds the token.
+    """
+
+    def __init__(self, access: SlurmAccess, limits: HttpLimits = DEFAULT_LIMITS) -> None:
         self.access = access
-        self._timeout_s = timeout_s
+        self.limits = limits
         self._base = f"{access.url.rstrip('/')}/slurm/{API_VERSION}"
 
     def ping(self) -> str:
         """The Slurm release that answered ("22.05.8")."""
-        meta = self._call("GET", "/ping").get("meta", {})
-        return str(meta.get("Slurm", {}).get("release", "unknown"))
+        return release(self._call("GET", "/ping"))
 
     def jobs(self) -> list[SlurmJob]:
         """Every job slurmctld still holds (pending, running, recently ended)."""
-        return [job_from(j) for j in self._call("GET", "/jobs").get("jobs", [])]
+        return self._records("/jobs", "jobs", job_from, "a Slurm job list")
 
     def job(self, job_id: int) -> SlurmJob:
-        jobs = self._call("GET", f"/job/{job_id}").get("jobs", [])
+        jobs = self._records(f"/job/{job_id}", "jobs", job_from, "a Slurm job list")
         if not jobs:
             raise SlurmError(f"Slurm has no job {job_id}")
-        return job_from(jobs[0])
+        return jobs[0]
 
     def steer_job(self, job_id: int, nodes: Sequence[str]) -> None:
         """Make the job run on these nodes (its required node list, `scontrol update
@@ -111,33 +121,53 @@ class SlurmRestClient:
         self._call("DELETE", f"/job/{job_id}")
 
     def nodes(self) -> list[SlurmNode]:
-        return [node_from(n) for n in self._call("GET", "/nodes").get("nodes", [])]
+        return self._records("/nodes", "nodes", node_from, "a Slurm node list")
 
     def reservations(self) -> list[SlurmReservation]:
-        answer = self._call("GET", "/reservations").get("reservations", [])
-        return [reservation_from(r) for r in answer]
+        return self._records("/reservations", "reservations", reservation_from,
+                             "a Slurm reservation list")  # fmt: skip
 
-    def _call(self, method: str, path: str, body: Json | None = None) -> Json:
-        """One request; Slurm's errors[] (even with HTTP 200) become a SlurmError."""
-        request = urllib.request.Request(
-            self._base + path,
-            method=method,
-            data=None if body is None else json.dumps(body).encode(),
-            headers={
-                "X-SLURM-USER-NAME": self.access.user,
-                "X-SLURM-USER-TOKEN": self.access.token,
-                "Content-Type": "application/json",
-                "Accept": "application/json",
-            },
-        )
-        log.debug("slurmrestd %s %s", method, path)
+    def _records(self, path: str, key: str, read: Callable[[Mapping[str, Any]], T],
+                 kind: str) -> list[T]:  # fmt: skip
+        answer = self._call("GET", path)
         try:
-            with urllib.request.urlopen(request, timeout=self._timeout_s, context=self._tls()) as r:
-                return _checked(r.status, r.read(), f"{method} {path}")
-        except urllib.error.HTTPError as exc:
-            return _checked(exc.code, exc.read(), f"{method} {path}")
-        except OSError as exc:
-            raise SlurmError(f"slurmrestd at {self.access.url}: {exc}") from None
+            return records(answer, key, read)
+        except AnswerError as exc:
+            raise self._error(f"slurmrestd at {self.access.url} answered GET {path} with "
+                              f"something that is not {kind}: {exc}") from None  # fmt: skip
+
+    def _call(self, method: str, path: str, body: Json | None = None) -> object:
+        """One request; Slurm's errors[] (even with HTTP 200) become a SlurmError."""
+        what = f"{method} {path}"
+        headers = {
+            "X-SLURM-USER-NAME": self.access.user,
+            "X-SLURM-USER-TOKEN": self.access.token,
+            "Content-Type": "application/json",
+            "Accept": "application/json",
+        }
+        data = None if body is None else json.dumps(body).encode()
+        log.debug("slurmrestd %s", what)
+        try:
+            answer = exchange(self._base + path, method, headers, data, self.limits, self._tls())
+        except (HttpFailure, OSError) as exc:  # OSError: slurm_ca_file unreadable
+            raise self._error(f"slurmrestd at {self.access.url}: {what}: {exc}") from None
+        if 300 <= answer.status < 400:
+            raise self._error(
+                f"slurmrestd at {self.access.url} answered {what} with a redirect "
+                f"(HTTP {answer.status}) to {_printable(answer.location) or 'nowhere'}: not "
+                "followed, since your Slurm token would go with it; set slurm_url to where "
+                "slurmrestd itself answers", answer.status)  # fmt: skip
+        try:
+            return _checked(answer.status, answer.body, what, empty_ok=method != "GET")
+        except SlurmError as exc:
+            raise self._error(str(exc), exc.status) from None
+
+    def _error(self, message: str, status: int | None = None) -> SlurmError:
+        """The error, with the token cut out should the server have echoed it back."""
+        token = self.access.token
+        if len(token) >= 8:
+            message = message.replace(token, "[token]")
+        return SlurmError(message, status)
 
     def _tls(self) -> ssl.SSLContext | None:
         if not self.access.url.startswith("https:"):
@@ -201,86 +231,52 @@ def reservation_words(ask: ReservationAsk) -> list[str]:
     return words
 
 
-def job_from(j: Mapping[str, Any]) -> SlurmJob:
-    """A job of v0.0.38's /jobs answer."""
-    required = str(j.get("required_nodes") or "")
-    return SlurmJob(
-        job_id=int(j["job_id"]),
-        name=str(j.get("name", "")),
-        user=str(j.get("user_name", "")),
-        account=str(j.get("account", "")),
-        partition=str(j.get("partition", "")),
-        state=str(j.get("job_state", "")),
-        reason=str(j.get("state_reason", "")),
-        gpus=_gpus_of(j),
-        time_limit=minutes_or_unlimited(j.get("time_limit")),
-        priority=int(j.get("priority") or 0),
-        submit_time=_when(j.get("submit_time")),
-        required_nodes=tuple(n for n in required.split(",") if n),
-        nodes=str(j.get("nodes") or ""),
-    )
+def _checked(status: int, raw: bytes, what: str, empty_ok: bool) -> object:
+    """The answer's JSON; Slurm's errors[] or an HTTP error status raise, saying what it said."""
+    answer = _json(status, raw, what, empty_ok)
+    errors = answer.get("errors") if isinstance(answer, dict) else None
+    if errors is not None and not isinstance(errors, list):
+        raise SlurmError(f'slurmrestd answered {what} with "errors" that is not a list', status)
+    said = "; ".join(_error_text(e) for e in errors or ())
+    if said or status >= 400:
+        raise SlurmError(f"Slurm refused {what}: {said or f'HTTP {status}'}"[:1000], status)
+    return answer
 
 
-def _gpus_of(j: Mapping[str, Any]) -> int | None:
-    tres_req, per_job, per_node = (
-        str(j.get(k) or "") for k in ("tres_req_str", "tres_per_job", "tres_per_node")
-    )
-    return gpus_asked(tres_req, per_job, per_node, j.get("node_count"))
-
-
-def node_from(n: Mapping[str, Any]) -> SlurmNode:
-    """A node of v0.0.38's /nodes answer."""
-    return SlurmNode(
-        name=str(n["name"]),
-        state=str(n.get("state", "")),
-        flags=tuple(str(f) for f in n.get("state_flags") or ()),
-        reason=str(n.get("reason") or ""),
-        gres=parse_gres(str(n.get("gres") or "")),
-        gres_used=parse_gres(str(n.get("gres_used") or "")),
-        partitions=tuple(str(p) for p in n.get("partitions") or ()),
-    )
-
-
-def reservation_from(r: Mapping[str, Any]) -> SlurmReservation:
-    """A reservation of v0.0.38's /reservations answer."""
-    return SlurmReservation(
-        name=str(r["name"]),
-        nodes=str(r.get("node_list") or ""),
-        start=_when(r.get("start_time")),
-        end=_when(r.get("end_time")),
-        users=_names(r.get("users")),
-        accounts=_names(r.get("accounts")),
-        flags=tuple(str(f) for f in r.get("flags") or ()),
-    )
-
-
-def _checked(status: int, raw: bytes, what: str) -> Json:
+def _json(status: int, raw: bytes, what: str, empty_ok: bool) -> object:
+    if not raw.strip():
+        if empty_ok or status >= 400:  # an action's answer, or the status says it all
+            return {}
+        raise SlurmError(f"slurmrestd answered {what} with nothing (no JSON at all)", status)
     try:
-        answer = json.loads(raw) if raw.strip() else {}
-    except ValueError:
-        text = raw.decode(errors="replace").strip()[:200]
-        raise SlurmError(f"slurmrestd {what}: HTTP {status}: {text}", status) from None
-    errors = answer.get("errors") or [] if isinstance(answer, dict) else []
-    if errors or status >= 400:
-        said = "; ".join(_error_text(e) for e in errors) or f"HTTP {status}"
-        raise SlurmError(f"Slurm refused {what}: {said}", status)
-    return answer if isinstance(answer, dict) else {}
+        return decoded(raw)
+    except AnswerError as exc:
+        if status >= 400:  # a proxy's HTML error page, say: its status and first words
+            said = _printable(raw[:SAID_CHARS].decode(errors="replace").strip())
+            raise SlurmError(f"slurmrestd {what}: HTTP {status}: {said}", status) from None
+        raise SlurmError(f"slurmrestd answered {what} with {exc}", status) from None
 
 
-def _error_text(error: Mapping[str, Any]) -> str:
+def _error_text(error: object) -> str:
     """Slurm's description, and its error's name where the description does not hold it."""
-    description, name = str(error.get("description") or ""), str(error.get("error") or "")
+    if not isinstance(error, dict):
+        return _plain(error) or "an error Slurm did not describe"
+    description, name = _plain(error.get("description")), _plain(error.get("error"))
     if name and name not in description:
         return f"{description}: {name}" if description else name
-    return description or str(error)
+    return description or "an error Slurm did not describe"
 
 
-def _when(epoch: object) -> datetime:
-    return datetime.fromtimestamp(int(epoch or 0), UTC)  # type: ignore[call-overload]
+def _plain(value: object) -> str:
+    """A string or number the server said; anything else (a nested object) is not shown."""
+    if isinstance(value, str) or (isinstance(value, int) and abs(value) < 10**20):
+        return _printable(str(value))
+    return ""
 
 
-def _names(text: object) -> tuple[str, ...]:
-    return tuple(n for n in str(text or "").split(",") if n and n != "(null)")
+def _printable(text: str) -> str:
+    """At most SAID_CHARS of what the server said, without control characters."""
+    return "".join(c for c in text[:SAID_CHARS] if c.isprintable())
 
 
 def _slurm_time(when: datetime) -> str:

@@ -119,7 +119,7 @@ def parse_gres(text: str) -> dict[str, int]:
         if match is None:
             continue
         key = match["name"] if match["type"] is None else f"{match['name']}:{match['type']}"
-        counts[key] = counts.get(key, 0) + int(match["count"])
+        counts[key] = counts.get(key, 0) + count_of(match["count"])
     return counts
 
 
@@ -133,8 +133,20 @@ def gpus_asked(tres_req: str, per_job: str, per_node: str, node_count: int | Non
     for text, factor in ((tres_req, 1), (per_job, 1), (per_node, node_count or 1)):
         count = _gpu_count(text)
         if count is not None:
-            return count * factor
+            return _within_32_bits(count * factor, f"{count} GPUs on each of {factor} nodes")
     return None
+
+
+def count_of(digits: str) -> int:
+    """A count Slurm wrote in a GRES or TRES string; Slurm's counts fit 32 bits.
+
+    Raises:
+        ValueError: a count no Slurm sends (a hostile or broken answer), which would
+            otherwise reach the tables' sort keys as a number Qt cannot hold.
+    """
+    if len(digits) > len(str(INFINITE)):
+        raise ValueError(f"count {digits[:12]}… has more digits than Slurm's 32 bits")
+    return _within_32_bits(int(digits), f"count {digits}")
 
 
 def minutes_or_unlimited(value: int | None) -> timedelta | None:
@@ -146,11 +158,17 @@ def minutes_or_unlimited(value: int | None) -> timedelta | None:
 
 def _gpu_count(text: str) -> int | None:
     # Slurm may list the total ("gres/gpu=4") beside the typed counts ("gres/gpu:a100=4").
-    found = [(m["type"], int(m["count"])) for m in _TRES_GPU.finditer(text or "")]
+    found = [(m["type"], count_of(m["count"])) for m in _TRES_GPU.finditer(text or "")]
     untyped = [n for kind, n in found if kind is None]
     if untyped or found:
         return sum(untyped) if untyped else sum(n for _, n in found)
     return None
+
+
+def _within_32_bits(count: int, what: str) -> int:
+    if count > INFINITE:
+        raise ValueError(f"{what} is beyond Slurm's 32 bits")
+    return count
 
 
 def _gpu_total(gres: Mapping[str, int]) -> int:

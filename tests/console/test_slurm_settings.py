@@ -25,7 +25,16 @@ def test_the_slurm_keys_are_read(tmp_path: Path) -> None:
     assert (profile.slurm.url, profile.slurm.user) == ("https://slurm.example:6820", "ada")
     assert profile.slurm.token_command == ("scontrol", "token", "lifespan=28800")
     assert profile.slurm.ca_file == Path("~/slurm-ca.pem").expanduser()
+    assert (profile.slurm.max_answer_bytes, profile.slurm.timeout_s) == (16 << 20, 10.0)
     assert profile_with(tmp_path, "").slurm is None
+
+
+def test_the_slurm_answer_limits_are_read(tmp_path: Path) -> None:
+    profile = profile_with(tmp_path, 'slurm_url = "https://slurm.example:6820"\n'
+                           'slurm_user = "ada"\nslurm_max_answer_mib = 64\n'
+                           "slurm_timeout_s = 2.5")  # fmt: skip
+    assert profile.slurm is not None
+    assert (profile.slurm.max_answer_bytes, profile.slurm.timeout_s) == (64 << 20, 2.5)
 
 
 @pytest.mark.parametrize(
@@ -35,6 +44,23 @@ def test_the_slurm_keys_are_read(tmp_path: Path) -> None:
         ('slurm_url = "https://slurm.example:6820"', "needs slurm_user"),
         ('slurm_user = "ada"', "slurm_user need(s) slurm_url"),
         ('slurm_url = "ftp://x"\nslurm_user = "ada"', "http:// or https://"),
+        (
+            'slurm_url = "https://s:6820"\nslurm_user = "a"\nslurm_max_answer_mib = 0',
+            "slurm_max_answer_mib must be a whole number from 1 to 1024, not 0",
+        ),
+        (
+            'slurm_url = "https://s:6820"\nslurm_user = "a"\nslurm_max_answer_mib = 2.5',
+            "slurm_max_answer_mib must be a whole number",
+        ),
+        (
+            'slurm_url = "https://s:6820"\nslurm_user = "a"\nslurm_timeout_s = "10"',
+            "slurm_timeout_s must be a number from 1 to 300, not '10'",
+        ),
+        (
+            'slurm_url = "https://s:6820"\nslurm_user = "a"\nslurm_timeout_s = 3600',
+            "slurm_timeout_s must be a number from 1 to 300",
+        ),
+        ("slurm_timeout_s = 5", "slurm_timeout_s need(s) slurm_url"),
     ],
 )
 def test_slurm_keys_that_cannot_work_are_refused(tmp_path: Path, lines: str, said: str) -> None:
