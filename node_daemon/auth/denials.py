@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections import Counter, OrderedDict
+from collections import Counter
 from dataclasses import dataclass, field
 
 INTERVAL_S = 60.0
@@ -143,7 +143,7 @@ class DenialLimiter:
                  max_records: int = MAX_RECORDS) -> None:  # fmt: skip
         self._interval_ms = int(interval_s * 1000)
         self._max_kinds, self._max_records = max_kinds, max_records
-        self._spells: OrderedDict[DenialKind, Spell] = OrderedDict()
+        self._spells: dict[DenialKind, Spell] = {}
         self._window_start_ms: int | None = None
         self._written = 0  # denials written in full in this interval
         self._overflow = Overflow()
@@ -180,9 +180,7 @@ class DenialLimiter:
         if now_ms < self._window_start_ms + self._interval_ms:
             return []
         summaries = self._summaries()
-        self._spells = OrderedDict(
-            (kind, Spell(spell.first_record)) for kind, spell in self._spells.items() if spell.count
-        )
+        self._spells = {k: Spell(s.first_record) for k, s in self._spells.items() if s.count}
         self._window_start_ms, self._written, self._overflow = now_ms, 0, Overflow()
         return summaries
 
