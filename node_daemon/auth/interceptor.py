@@ -6,7 +6,8 @@ audit record, at a bounded rate (repeats of a kind of denial from one peer are
 counted into one summary record per minute, and the records per minute are
 bounded whatever the number of peers: node_daemon/auth/denials.py). A call that changes
 something is audited before it runs: if the audit log cannot be written, the
-call is refused (reads keep working).
+call is refused (reads keep working). A reload judges the open streams again
+and ends those whose caller it refuses now (node_daemon/auth/open_streams.py).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, cast
 
 import grpc
 from google.protobuf import json_format
@@ -30,6 +31,7 @@ from node_daemon.auth.identity import (
     reset_current_caller,
     set_current_caller,
 )
+from node_daemon.auth.open_streams import OpenStream, OpenStreams, RevocableContext
 from node_daemon.auth.policy import METHOD_ROLES, MUTATING, is_open, method_name
 from node_daemon.auth.seen_teams import SeenTeams
 from node_daemon.auth.settings import AuthSettings
@@ -90,6 +92,7 @@ class AuthInterceptor(grpc.ServerInterceptor):
         # lazily, and an import on every call (Qt's import hook in the console tests,
         # where daemon and console share a process) is cost and risk for nothing.
         self._guarded: dict[str, Any] = {}
+        self._streams = OpenStreams()
 
     @property
     def settings(self) -> AuthSettings:
@@ -103,13 +106,28 @@ class AuthInterceptor(grpc.ServerInterceptor):
         """Judge every call from now on by `settings` (users, JWKS, issuer, revocations).
 
         Thread-safe: the state is replaced whole in one assignment, so a call sees the
-        old state or the new, never a mix. Calls already admitted (open streams) keep
-        running; the TLS settings are not applied (they belong to the listening port).
+        old state or the new, never a mix. Open streams are judged again, by what they
+        presented, as a new call would be: those refused now end within a second or so
+        with the refusal's code and reason; the others go on. The TLS settings are not
+        applied (they belong to the listening port).
         """
         state = AuthState(settings, seen=self._seen)  # built first: a call never waits for it
         with self._reconfiguring:
             self._state = state
         log.info("auth reconfigured: %s", _describe(settings))
+        # After the swap: _identify reads the new state. Reloads run one at a time.
+        for stream, denied in self._streams.judge(self._readmit):
+            log.warning("auth: %s stream of %s from %s ended by the reload: %s",
+                        stream.method, stream.user, stream.call.peer(), denied)  # fmt: skip
+
+    def _readmit(self, stream: OpenStream) -> None:
+        """Denied if a new call of the stream's method, with what it presented, would be."""
+        caller = self._identify(cast(grpc.ServicerContext, stream.call))
+        needed = METHOD_ROLES.get(stream.method, Role.ADMIN)
+        if caller.role < needed:  # no stream needs more than viewer today; one may
+            raise Denied(grpc.StatusCode.PERMISSION_DENIED,
+                         f"{stream.method} needs the {needed.name.lower()} role; {caller.user} "
+                         f"is {caller.role.name.lower()}", "role too low")  # fmt: skip
 
     def intercept_service(self, continuation: Callable[..., Any], details: Any) -> Any:
         guarded = self._guarded.get(details.method)
@@ -151,10 +169,27 @@ class AuthInterceptor(grpc.ServerInterceptor):
     def _guard_stream(self, name: str, method: str, behavior: Behavior) -> Behavior:
         def guarded(request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
             caller = self._admit(name, method, request, context)
+            stream = OpenStream(context, name, caller.user)
+            self._streams.add(stream)
             token = set_current_caller(caller)
+            items: Iterator[Any] = iter(())
             try:
-                yield from behavior(request, context)
+                # The servicer's loops see is_active() turn false once a reload ends it.
+                items = behavior(
+                    request, cast(grpc.ServicerContext, RevocableContext(context, stream))
+                )
+                for item in items:
+                    if stream.ended is not None:
+                        break
+                    yield item
+                ended = stream.ended
+                if ended is not None:
+                    result = f"ENDED: {ended.code.name}: {ended}"
+                    self._record_denial(caller.user, context, method, request, result, ended.kind)
+                    context.abort(ended.code, str(ended))
             finally:
+                self._streams.discard(stream)
+                getattr(items, "close", lambda: None)()  # a generator's finally runs now
                 reset_current_caller(token)
 
         return guarded

@@ -113,7 +113,7 @@ def test_a_cached_token_is_not_used_past_its_exp() -> None:
         state.caller_for_token(token, "peer")
 
 
-def test_reconfigure_adds_a_key_and_revokes_a_user_without_ending_open_streams(
+def test_reconfigure_adds_a_key_and_revokes_a_user_and_ends_only_their_open_streams(
     start_daemon: DaemonFactory,
 ) -> None:
     old, new = Issuer(), Issuer()
@@ -141,9 +141,21 @@ def test_reconfigure_adds_a_key_and_revokes_a_user_without_ending_open_streams(
             stub.WhoAmI(pb.WhoAmIRequest(), timeout=5, metadata=eve_meta)
         assert info.value.code() == grpc.StatusCode.UNAUTHENTICATED
         assert "revoked" in info.value.details()
-        for _ in range(3):  # the stream admitted before the reload keeps delivering
-            assert next(stream).gpus
-        stream.cancel()
+        # The revoked user's stream, admitted before, ends too (#28); alice's goes on.
+        alice = stub.StreamSamples(
+            pb.StreamSamplesRequest(), timeout=30,
+            metadata=(("authorization", f"Bearer {fresh}"),),
+        )  # fmt: skip
+        next(alice)
+        with pytest.raises(grpc.RpcError) as ended:
+            for _ in stream:
+                pass
+        assert ended.value.code() == grpc.StatusCode.UNAUTHENTICATED
+        assert ended.value.details().startswith("stream ended by a config reload: ")
+        daemon.auth_interceptor.reconfigure(settings)  # a second reload: alice is kept
+        for _ in range(3):
+            assert next(alice).gpus
+        alice.cancel()
 
 
 def test_key_sets_compare_by_their_keys() -> None:

@@ -1,6 +1,7 @@
 """The rotation acceptance test of #13, on a real daemon process and a real SIGHUP: a new key
 added to the JWKS and a user revoked take effect at once, while a stream opened before keeps
-delivering; then the old key is retired. Tokens are minted with `cryptography` alone."""
+delivering; then the old key is retired, and the stream its token opened ends (#28). Tokens
+are minted with `cryptography` alone."""
 
 from __future__ import annotations
 
@@ -80,14 +81,25 @@ def test_a_key_added_and_a_user_revoked_by_reload_work_at_once_and_streams_go_on
         assert call(node, alice).user == "alice"
         assert samples.error is None and events.error is None and node.alive()
 
-        # Later: the old key retired. Its tokens stop; the new key's go on.
+        # Later: the old key retired. Its tokens stop, the streams they opened too (within
+        # seconds: #28); the new key's go on.
+        renewed = issuer.mint(claims("alice", "operator"), kid="ed-2")
+        new_samples, new_events = open_streams(node.stub, renewed)
+        wait_for(more_than(new_samples, 0), 10, "a first sample batch on the new key's stream")
         write_jwks(jwks, issuer, "ed-2")
         assert node.reload() == "reload: 1 jwks key removed (ed-1)"
         assert refusal(node, alice)[0] == grpc.StatusCode.UNAUTHENTICATED
-        assert call(node, issuer.mint(claims("alice", "operator"), kid="ed-2")).user == "alice"
-        seen = samples.count()
-        wait_for(more_than(samples, seen + 1), 10, "the stream still delivering")
-        assert node.alive()
+        assert call(node, renewed).user == "alice"
+        wait_for(lambda: samples.error and events.error, 10, "the old key's streams ended")
+        assert samples.error is not None and events.error is not None
+        assert samples.error.code() == events.error.code() == grpc.StatusCode.UNAUTHENTICATED
+        details = samples.error.details()
+        assert details.startswith("stream ended by a config reload: ") and "'ed-1'" in details
+        seen = new_samples.count()
+        wait_for(more_than(new_samples, seen + 1), 10, "the new key's stream still delivering")
+        assert new_samples.error is None and new_events.error is None and node.alive()
+        new_samples.close()
+        new_events.close()
     finally:
         samples.close()
         events.close()
