@@ -180,9 +180,11 @@ class ReplayNode:
             DrainPolicy(self.assessor, memory, None),
             PowerCapPolicy(self.backend, self.assessor),
             Inline(LeakPolicy(memory, killer, None)),  # type: ignore[arg-type]  # duck-typed killer
-            Inline(RepairPolicy("reset", memory, fresh, "replay"), self._reset_done),
-            Inline(RepairPolicy("reboot", memory, fresh, "replay")),
-        ]
+            Inline(RepairPolicy("reset", memory, fresh, "replay", control=self.assessor,
+                                boot_id="replay"), self._reset_done),
+            Inline(RepairPolicy("reboot", memory, fresh, "replay", control=self.assessor,
+                                boot_id="replay")),
+        ]  # fmt: skip
         return Healer(settings, policies, memory, self.journal, None, self.clock)
 
     def _on_engine_alerts(self, alerts: list[AlertRecord]) -> None:

@@ -31,6 +31,7 @@ from node_daemon.control.workloads import NodeView, WorkloadManager
 from node_daemon.healing.build import build_healer, node_now
 from node_daemon.healing.wire import policy_message
 from node_daemon.health.assessor import HealthAssessor
+from node_daemon.health.boot import current_boot_id
 from node_daemon.health.events import health_events
 from node_daemon.health.model import GpuCondition
 from node_daemon.history.query import tier_messages
@@ -99,8 +100,11 @@ class NodeDaemon:
         backend: GpuBackend,
         address: ListenAddress,
         sweep_clock: Callable[[], float] = time.time,
+        *,
+        boot_id: str | None = None,
     ) -> None:
-        """`sweep_clock` stamps each sweep (the wall clock; a test's, to step it)."""
+        """`sweep_clock` stamps each sweep (the wall clock; a test's, to step it).
+        `boot_id`: this boot's (default: the kernel's); a test's, to emulate reboots."""
         self.config = config
         self.history = SampleHistory(round(config.history_seconds / config.sample_interval_s))
         self.sampler = Sampler(
@@ -113,7 +117,8 @@ class NodeDaemon:
         self.alerts = AlertEngine(self.journal, config.alerts)
         self.alerts.set_node_labels(self._node_labels())
         # Judged before each batch is built, so each sample carries its tick's condition.
-        self.health = HealthAssessor(config.health, JournalHealthStore(self.journal))
+        boot = boot_id if boot_id is not None else current_boot_id()
+        self.health = HealthAssessor(config.health, JournalHealthStore(self.journal), boot_id=boot)
         self.health.add_listener(self._on_health_change)
         self.sampler.set_health_judge(self.health.judge)
         self.alerts.set_health_lookup(self.health.condition)
@@ -147,7 +152,7 @@ class NodeDaemon:
             sampler=self.sampler, control=self.health, killer=self.killer,
             workloads=self.workloads, slurm_node=self._hostname.split(".")[0],
             slurm_reason=lambda: self.slurm.state.reason if self.slurm.state else None,
-            host=self._hostname,
+            host=self._hostname, boot_id=boot,
         )  # fmt: skip
         self.alertmanager = AlertmanagerLink(self.alerts, self._hostname)
         # [alertmanager] urls and [daemon] alertmanager_urls (and --alertmanager) together.

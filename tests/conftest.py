@@ -50,10 +50,11 @@ def start_daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DaemonFac
         **overrides: object,
     ) -> NodeDaemon:
         overrides.setdefault("state_dir", tmp_path_factory.mktemp("state"))
+        boot_id = overrides.pop("boot_id", None)  # a boot of the test's: emulated reboots
         config = replace(FAST_CONFIG, **overrides)  # type: ignore[arg-type]
         daemon = NodeDaemon(
             config, backend or simulated_backend(config), parse_listen_address(config.listen),
-            sweep_clock,
+            sweep_clock, boot_id=None if boot_id is None else str(boot_id),
         )  # fmt: skip
         daemon.start()
         daemons.append(daemon)

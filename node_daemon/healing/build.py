@@ -36,16 +36,22 @@ def build_healer(
     slurm_node: str,
     slurm_reason: Callable[[], str | None],
     host: str,
+    boot_id: str,
     clock: Callable[[], float] = time.time,
 ) -> Healer:
-    """The healer with every policy; `backend` sets power limits if it can (PowerLimitControl)."""
+    """The healer with every policy; `backend` sets power limits if it can (PowerLimitControl).
+
+    `boot_id` is this boot's (node_daemon.health.boot): what a reboot did is judged in
+    the next.
+    """
     memory = HealingMemory(journal)
+    fresh = sampler.fresh_processes
     policies: list[Policy] = [
         DrainPolicy(control, memory, SlurmDrain(slurm_node, slurm_reason)),
         PowerCapPolicy(backend, control),
         LeakPolicy(memory, killer, workloads),
-        RepairPolicy("reset", memory, sampler.fresh_processes, host),
-        RepairPolicy("reboot", memory, sampler.fresh_processes, host),
+        RepairPolicy("reset", memory, fresh, host, control=control, boot_id=boot_id),
+        RepairPolicy("reboot", memory, fresh, host, control=control, boot_id=boot_id),
     ]
     return Healer(settings, policies, memory, journal, audit, clock)
 

@@ -79,7 +79,12 @@ class CommandSettings:
 
     enabled: bool = False
     command: tuple[str, ...] = ()
+    # Also how long a fault it was run for must stay away to count as cured: back
+    # sooner, it is the same fault, and self-healing escalates instead of repeating.
     cooldown_s: float = 3600.0
+    # How long after a reset ends, or after the daemon's start in the boot that follows
+    # a reboot, the GPU is judged: still in need of the same action, it was not cured.
+    verify_after_s: float = 60.0
 
 
 def _reset() -> CommandSettings:
@@ -114,6 +119,7 @@ _RANGES: dict[str, tuple[float, float]] = {
     "warnings": (1, 1000), "window_s": (1, 30 * 86400), "above_c": (0, 150),
     "above_for_s": (0, 86400), "cap_ratio": (0.1, 1.0), "cool_c": (0, 150),
     "restore_after_cool_s": (0, 30 * 86400), "grace_s": (0, 86400), "kill_grace_s": (1, 300),
+    "verify_after_s": (0, 86400),
 }  # fmt: skip
 _TABLES = ("drain", "power_cap", "memory_leak", "reset", "reboot")
 

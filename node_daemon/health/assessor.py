@@ -18,8 +18,9 @@ from dataclasses import replace
 from node_daemon.backends.readings import GpuReading, GpuStatic, ProcessReading
 from node_daemon.errors import Invalid, Refused
 from node_daemon.health.boot import current_boot_id
-from node_daemon.health.model import Drain, GpuCondition
+from node_daemon.health.model import Drain, GpuCondition, HealthReason, HealthState
 from node_daemon.health.settings import HealthSettings
+from node_daemon.health.signals import INSPECT_ACTION
 from node_daemon.health.store import HealthStore, StoredHealth
 from node_daemon.health.tracker import GpuTracker
 
@@ -27,6 +28,8 @@ log = logging.getLogger(__name__)
 
 # A store that failed (a full disk) is tried again this often, not every tick.
 SAVE_RETRY_MS = 30_000
+# The reason self-healing gives a GPU its reset or reboot did not cure.
+REPAIR_FAILED = "repair_failed"
 HealthListener = Callable[[GpuCondition | None, GpuCondition, str], None]
 _Change = tuple[GpuCondition | None, GpuCondition, str]
 
@@ -158,6 +161,17 @@ class HealthAssessor:
             raise Invalid("clearing a GPU's health needs a reason (what was repaired)")
         log.info("GPU %d: health cleared by %s: %s", gpu, by, reason)
         return self._change(gpu, by, now_ms, lambda t: t.clear(now_ms))
+
+    def needs_inspection(self, gpu: int, summary: str, now_ms: int) -> GpuCondition:
+        """Self-healing's reset or reboot did not cure `gpu`: a person must look. The
+        reason (`repair_failed`) lasts, across restarts and reboots, until a clear."""
+        reason = HealthReason(REPAIR_FAILED, HealthState.NEEDS_INSPECTION, summary,
+                              INSPECT_ACTION, now_ms)  # fmt: skip
+        return self._change(gpu, "self-healing", now_ms, lambda t: t.needs_inspection(reason))
+
+    def reset_done(self, gpu: int, now_ms: int) -> GpuCondition:
+        """Self-healing reset `gpu` (its command succeeded): what a reset cures goes."""
+        return self._change(gpu, "self-healing", now_ms, lambda t: t.reset_done(now_ms))
 
     def set_power_capped(self, gpu: int, watts: float | None) -> None:
         """Self-healing lowered `gpu`'s power limit to `watts` (None: restored)."""

@@ -182,6 +182,16 @@ class GpuTracker:
         self.held.clear()
         self._keep(repaired_ms=now_ms)
 
+    def needs_inspection(self, reason: HealthReason) -> None:
+        """Self-healing's repair did not cure it: sticky until an admin clears it."""
+        self.sticky[reason.code] = reason
+        self.version += 1
+
+    def reset_done(self, now_ms: int) -> None:
+        """Self-healing reset it: what a reset cures goes (its counters may show nothing:
+        a volatile count that was 0 stays 0)."""
+        self._repaired(now_ms, HealthState.NEEDS_RESET)
+
     def reboot_seen(self) -> None:
         """The node rebooted while the daemon was down: dated at the first reading."""
         self._repaired(0, HealthState.NEEDS_REBOOT)

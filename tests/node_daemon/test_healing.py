@@ -77,8 +77,10 @@ class Node:
             DrainPolicy(self.assessor, memory, self.slurm),
             PowerCapPolicy(self.backend, self.assessor),
             LeakPolicy(memory, self.killer, None),
-            RepairPolicy("reset", memory, fresh, "node-1"),
-            RepairPolicy("reboot", memory, fresh, "node-1"),
+            RepairPolicy("reset", memory, fresh, "node-1", control=self.assessor, boot_id="boot-1"),
+            RepairPolicy(
+                "reboot", memory, fresh, "node-1", control=self.assessor, boot_id="boot-1"
+            ),
         ]
         return Healer(settings, policies, memory, self.journal, self.audit, lambda: T0)
 
@@ -471,6 +473,49 @@ def test_reset_only_when_the_gpu_is_idle_and_once_per_fault(
     node.healer.stop()
     assert not Path(f"{marker}-1").exists()
     assert len(node.healing_events()) == 2
+
+
+def test_a_reset_that_did_not_cure_escalates_and_a_clear_lets_a_new_fault_be_reset(
+    node_factory: MakeNode, tmp_path: Path
+) -> None:
+    marker = tmp_path / "reset"
+    node = node_factory(reset_settings(marker))
+    node.tick(1, [GpuReading(0, temp_gpu_c=50), NEEDS_RESET])
+    wait_for_events(node, 2)  # the drain, the reset
+    node.tick(30, [GpuReading(0, temp_gpu_c=50), NEEDS_RESET])  # within verify_after_s
+    assert [e.action for e in node.healing_events()] == ["drain", "gpu_reset"]
+    node.tick(62, [GpuReading(0, temp_gpu_c=50), NEEDS_RESET])  # still: not cured
+    escalation = node.healing_events()[-1]
+    assert (escalation.action, escalation.gpu_index, escalation.outcome) == ("gpu_reset", 1, "done")
+    assert "still needs reset" in escalation.reason and "not repeated" in escalation.reason
+    condition = node.assessor.condition(1)
+    assert condition is not None and condition.state is HealthState.NEEDS_INSPECTION
+    assert "repair_failed" in {r.code for r in condition.reasons} and condition.drain is not None
+    for at_s in (100, 200, 5000):
+        node.tick(at_s, [GpuReading(0, temp_gpu_c=50), NEEDS_RESET])
+    assert len(node.healing_events()) == 3  # nothing more, however long it waits
+    node.assessor.clear(1, "erin", "reseated the GPU", int((T0 + 5001) * 1000))
+    Path(f"{marker}-1").unlink()
+    node.tick(5002, [GpuReading(0, temp_gpu_c=50), NEEDS_RESET])  # forgotten: a new fault
+    node.tick(5003, [GpuReading(0, temp_gpu_c=50), NEEDS_RESET])
+    wait_for_events(node, 4)
+    assert node.healing_events()[-1].action == "gpu_reset" and Path(f"{marker}-1").exists()
+
+
+def test_a_reset_that_cured_is_forgotten_after_the_cooldown(
+    node_factory: MakeNode, tmp_path: Path
+) -> None:
+    marker = tmp_path / "reset"
+    node = node_factory(reset_settings(marker))
+    node.tick(1, [GpuReading(0, temp_gpu_c=50), NEEDS_RESET])
+    wait_for_events(node, 2)
+    node.tick(100, [GpuReading(0, temp_gpu_c=50), CLEAN])  # cured: clean from here
+    assert node.healer._memory.repair("gpu_reset", 1).clean_since_s == T0 + 100  # type: ignore[union-attr]
+    node.tick(100 + 3600, [GpuReading(0, temp_gpu_c=50), CLEAN])  # the reset's cooldown_s
+    assert node.healer._memory.repair("gpu_reset", 1) is None
+    Path(f"{marker}-1").unlink()
+    node.tick(4000, [GpuReading(0, temp_gpu_c=50), NEEDS_RESET])  # a new fault: reset again
+    wait_for(lambda: Path(f"{marker}-1").exists(), 10, "the second reset")
 
 
 def test_a_failing_command_says_why(node_factory: MakeNode) -> None:

@@ -223,6 +223,95 @@ def test_reset_runs_only_once_the_gpu_is_idle(  # type: ignore[no-untyped-def]
     assert Path(f"{marker}1").exists() and not Path(f"{marker}0").exists()
 
 
+def lines(path: Path) -> list[str]:
+    return path.read_text().splitlines() if path.exists() else []
+
+
+def reasons(stub: pb_grpc.NodeServiceStub, gpu: int) -> set[str]:
+    return {r.code for r in condition(stub, gpu).reasons}
+
+
+def test_a_reset_is_not_run_again_after_a_restart_on_the_same_boot(  # type: ignore[no-untyped-def]
+    start_daemon: DaemonFactory, events, tmp_path: Path
+) -> None:
+    """The reset did not cure GPU 1 (the driver still asks for one); the daemon restarts on
+    the same boot. The reset ran again once its cooldown had passed (#28): it escalates
+    instead, and is never run again for that fault."""
+    marker, state = tmp_path / "resets", tmp_path / "state"
+    policy = settings(
+        f'[healing]\nmode = "on"\n[healing.reset]\nenabled = true\nverify_after_s = 1\n'
+        f'cooldown_s = 1\ncommand = ["sh", "-c", "echo {{index}} >> {marker}"]\n'
+    )
+    fault = {"at": 0.05, "gpu": 1, "kind": "recovery_action", "value": 1}
+    first = start_daemon(simulated(2, fault), gpus=2, healing=policy, state_dir=state,
+                         boot_id="boot-1")  # fmt: skip
+    stream = events(first)
+    reset = stream.wait_healing(action="gpu_reset", outcome="done")
+    assert (reset.gpu_index, lines(marker)) == (1, ["1"])
+    stream.close()
+    first.stop(grace_s=0.5)
+    second = start_daemon(simulated(2, fault), gpus=2, healing=policy, state_dir=state,
+                          boot_id="boot-1")  # fmt: skip
+    stream = events(second)
+    wait_for(lambda: second.sampler.sweeps >= 30, 30, "30 sweeps after the restart")
+    assert lines(marker) == ["1"], "the reset ran again"
+    escalated = wait_escalation(stream, "gpu_reset")
+    assert (escalated.gpu_index, escalated.outcome) == (1, "done")
+    assert "needs reset" in escalated.reason and "after the gpu_reset of " in escalated.reason
+    assert len(stream.healing(action="gpu_reset", outcome="done")) == 2  # the reset, the step
+    gpu1 = condition(stream.stub, 1)
+    assert gpu1.state == pb.GPU_HEALTH_STATE_NEEDS_INSPECTION and gpu1.drained
+    assert "repair_failed" in reasons(stream.stub, 1)
+    audit = second.audit.query(user="self-healing", method="healing.gpu_reset")
+    assert ['"escalate"' in a.params for a in audit].count(True) == 1
+
+
+def escalations(stream: Events, action: str) -> list[pb.HealingAction]:
+    """Self-healing's escalations of `action` (a repair that did not cure) seen so far."""
+    return [h for h in stream.healing(action=action) if "not repeated" in h.reason]
+
+
+def wait_escalation(stream: Events, action: str) -> pb.HealingAction:
+    wait_for(lambda: escalations(stream, action), 20, f"an escalation of {action}")
+    return escalations(stream, action)[0]
+
+
+def test_a_reboot_that_did_not_cure_escalates_and_is_not_repeated_over_three_boots(  # type: ignore[no-untyped-def]
+    start_daemon: DaemonFactory, events, tmp_path: Path
+) -> None:
+    """GPU 1 needs a reboot from its first reading on, boot after boot (emulated boot ids).
+    The reboot ran again in each boot, once per cooldown (#28); it runs once, and the next
+    boot escalates: drained and marked for inspection, which the boots after keep."""
+    marker, state = tmp_path / "reboots", tmp_path / "state"
+    policy = settings(
+        f'[healing]\nmode = "on"\n[healing.reboot]\nenabled = true\nverify_after_s = 0.5\n'
+        f'cooldown_s = 1\ncommand = ["sh", "-c", "echo rebooted >> {marker}"]\n'
+    )
+    fault = {"at": 0.05, "gpu": 1, "kind": "recovery_action", "value": 2}
+    first = start_daemon(simulated(2, fault), gpus=2, healing=policy, state_dir=state,
+                         boot_id="boot-1")  # fmt: skip
+    stream = events(first)
+    rebooted = stream.wait_healing(action="node_reboot", outcome="done")
+    assert "GPU 1 needs reboot" in rebooted.reason and lines(marker) == ["rebooted"]
+    stream.close()
+    first.stop(grace_s=0.5)
+    for boot in ("boot-2", "boot-3", "boot-4"):
+        daemon = start_daemon(simulated(2, fault), gpus=2, healing=policy, state_dir=state,
+                              boot_id=boot)  # fmt: skip
+        stream = events(daemon)
+        wait_for(lambda d=daemon: d.sampler.sweeps >= 30, 30, f"30 sweeps in {boot}")  # type: ignore[misc]
+        assert lines(marker) == ["rebooted"], f"rebooted again in {boot}"
+        wait_escalation(stream, "node_reboot")
+        gpu1 = condition(stream.stub, 1)
+        assert gpu1.state == pb.GPU_HEALTH_STATE_NEEDS_INSPECTION and gpu1.drained, boot
+        stream.close()
+        daemon.stop(grace_s=0.5)
+    escalated = escalations(stream, "node_reboot")
+    assert len(escalated) == 1 and escalated[0].gpu_index == 1
+    assert "needs reboot" in escalated[0].reason
+    assert len(stream.healing(action="node_reboot", outcome="done")) == 2  # reboot, escalation
+
+
 # -- memory leak --------------------------------------------------------------
 
 LEAK_RULE = {"memory_leak": {"bucket_s": 0.1, "min_duration_s": 1, "history_s": 5}}
