@@ -51,7 +51,7 @@ sys.path.insert(0, str(ROOT))
 
 from gpufleet.v1 import node_pb2 as pb  # noqa: E402
 from gpufleet.v1 import node_pb2_grpc as pb_grpc  # noqa: E402
-from tests.node_daemon.jwt_mint import Issuer, b64, claims, part  # noqa: E402
+from tests.node_daemon.jwt_mint import Issuer, b64, claims, forged_kid_or_alg, part  # noqa: E402
 
 # `1234 pwrite64(7</tmp/x/state/audit.sqlite3-wal>, ""..., 4096, 8192) = 4096`
 WRITE = re.compile(r"^(?:\[pid\s+\d+\] |\d+\s+)?p?write(?:64|v)?\(\d+<([^>]*)>.*\)\s+=\s+(\d+)$")
@@ -68,10 +68,7 @@ FAKE_SIGNATURE = b64(b"x" * 64)
 
 def forged_kid_alg(n: int) -> str:
     """A kid (even n) or an alg (odd n) no one has sent before: each a new refusal text."""
-    header = {"alg": "EdDSA", "kid": f"kid-{n}-{'k' * 48}"} if n % 2 == 0 else {
-        "alg": f"alg-{n}-{'a' * 32}", "kid": "ed-1"
-    }  # fmt: skip
-    return f"{part(header)}.{part(claims('mallory', 'admin'))}.{FAKE_SIGNATURE}"
+    return forged_kid_or_alg(n, claims("mallory", "admin"))
 
 
 def forged_nested(_n: int) -> str:

@@ -48,6 +48,18 @@ def signature(key: Key, message: bytes) -> bytes:
     return r.to_bytes(32, "big") + s.to_bytes(32, "big")
 
 
+def forged_kid_or_alg(n: int, body: dict[str, Any]) -> str:
+    """A token whose header names a kid (even n) or an alg (odd n) no one sent before.
+
+    What an attacker sweeping names sends: each refused with a message of its own.
+    The signature is junk: it is never reached.
+    """
+    header = {"alg": "EdDSA", "kid": f"kid-{n}-{'k' * 48}"} if n % 2 == 0 else {
+        "alg": f"alg-{n}-{'a' * 32}", "kid": "ed-1"
+    }  # fmt: skip
+    return f"{part(header)}.{part(body)}.{b64(b'x' * 64)}"
+
+
 def claims(user: str, role: str = "operator", groups: tuple[str, ...] = (), **more: Any) -> dict:
     now = int(time.time())
     return {"sub": user, "gpufleet_role": role, "groups": list(groups), "iat": now,

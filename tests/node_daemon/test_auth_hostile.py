@@ -25,30 +25,15 @@ from node_daemon.config import load_config_file
 from node_daemon.errors import ConfigError
 from node_daemon.server import NodeDaemon
 from tests.conftest import DaemonFactory, wait_for
-from tests.node_daemon.jwt_mint import Issuer, b64, part
+from tests.node_daemon import test_jwt
+from tests.node_daemon.jwt_mint import Issuer, b64, forged_kid_or_alg, part
 from tests.node_daemon.test_jwt import good, refusal, start, who, write_config
 
+# test_jwt's fixtures: a daemon whose JWKS comes from its daemon.toml, and the keys' issuer.
+daemon, issuer = test_jwt.daemon, test_jwt.issuer
 CALLS = 3000
 WHOAMI = "/gpufleet.v1.NodeService/WhoAmI"
 DOTLESS_I = "\u0131"  # a dotless i: upper-cases to "I" by Unicode rules
-
-
-@pytest.fixture
-def issuer() -> Issuer:
-    return Issuer()
-
-
-@pytest.fixture
-def daemon(start_daemon: DaemonFactory, tmp_path: Path, issuer: Issuer) -> NodeDaemon:
-    return start(start_daemon, write_config(tmp_path, issuer))
-
-
-def forged(n: int) -> str:
-    """A token with a kid (even n) or an alg (odd n) no one has sent before."""
-    header = {"alg": "EdDSA", "kid": f"kid-{n}-{'k' * 48}"} if n % 2 == 0 else {
-        "alg": f"alg-{n}-{'a' * 32}", "kid": "ed-1"
-    }  # fmt: skip
-    return f"{part(header)}.{part(good())}.{b64(b'x' * 64)}"
 
 
 def audit_bytes(path: Path) -> int:
@@ -75,7 +60,9 @@ def test_forged_tokens_with_new_kids_and_algs_do_not_fill_the_audit_log(
     path = daemon.audit.path
     before_rows, before_bytes = daemon.audit.head[0], audit_bytes(path)
     with grpc.insecure_channel(str(daemon.address)) as channel:
-        codes = deny_all(pb_grpc.NodeServiceStub(channel), [forged(n) for n in range(CALLS)])
+        codes = deny_all(
+            pb_grpc.NodeServiceStub(channel), [forged_kid_or_alg(n, good()) for n in range(CALLS)]
+        )
     assert codes == {grpc.StatusCode.UNAUTHENTICATED}
     grown = audit_bytes(path) - before_bytes
     # One kind (this peer, WhoAmI, "invalid JWT"): one record in full, the rest counted.
