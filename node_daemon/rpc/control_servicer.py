@@ -87,6 +87,7 @@ class ControlServicer:
     def KillProcess(
         self, request: pb.KillProcessRequest, context: grpc.ServicerContext
     ) -> pb.KillProcessResponse:
+        _check_text(context, actor=request.actor)
         if request.grace_s > 300:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, "grace_s must be at most 300 seconds")
         try:
@@ -120,6 +121,7 @@ class ControlServicer:
     def ReleaseReservation(
         self, request: pb.ReleaseReservationRequest, context: grpc.ServicerContext
     ) -> pb.Reservation:
+        _check_text(context, actor=request.actor)
         try:
             self._require_holder(self._ledger.get(request.reservation_id).holder, "release")
             released = self._ledger.release(
@@ -163,6 +165,7 @@ class ControlServicer:
     def AssignWorkload(
         self, request: pb.AssignWorkloadRequest, context: grpc.ServicerContext
     ) -> pb.Workload:
+        _check_text(context, actor=request.actor)
         try:
             self._require_holder(self._workloads.get(request.workload_id).owner, "assign")
             started = self._workloads.assign(
@@ -175,7 +178,7 @@ class ControlServicer:
     def CancelWorkload(
         self, request: pb.CancelWorkloadRequest, context: grpc.ServicerContext
     ) -> pb.Workload:
-        _check_text(context, reason=request.reason)
+        _check_text(context, reason=request.reason, actor=request.actor)
         try:
             self._require_holder(self._workloads.get(request.workload_id).owner, "cancel")
             cancelled = self._workloads.cancel(

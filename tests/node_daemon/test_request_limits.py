@@ -81,6 +81,27 @@ def test_a_reservation_reason_with_control_characters_is_refused(node) -> None: 
     assert list(stub.ListReservations(pb.ListReservationsRequest(), timeout=5).reservations) == []
 
 
+@pytest.mark.parametrize(
+    ("method", "request_"),
+    [
+        ("AssignWorkload", pb.AssignWorkloadRequest(workload_id="w-1", gpu_indices=[0])),
+        ("CancelWorkload", pb.CancelWorkloadRequest(workload_id="w-1")),
+        ("ReleaseReservation", pb.ReleaseReservationRequest(reservation_id="r-1")),
+        ("KillProcess", pb.KillProcessRequest(gpu_index=0, pid=2)),
+    ],
+)
+def test_an_actor_with_control_characters_is_refused_by_every_action(
+    node,  # noqa: F811
+    method: str,
+    request_,  # type: ignore[no-untyped-def]
+) -> None:
+    _, stub = node
+    request_.actor = "ada\n2026-01-01 admin: all clear"
+    refused = refusal(getattr(stub, method), request_)
+    assert refused.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert refused.details().startswith("actor may not contain control characters")
+
+
 def test_an_env_entry_past_max_arg_strlen_is_refused_and_one_at_it_runs(node) -> None:  # noqa: F811
     _, stub = node
     # "BIG=" + value + NUL: MAX_ARG_STRLEN bytes is the most execve passes on.
