@@ -110,22 +110,33 @@ def start(workdir: Path, tree: Path, issuer: Issuer, traced: bool) -> subprocess
               "-o", str(workdir / "trace")]  # fmt: skip
     env = {**os.environ, "PYTHONPATH": str(tree)}
     with open(workdir / "daemon.log", "ab") as log:
+        # A session of its own: whatever goes wrong, its process group is ours to end.
         proc = subprocess.Popen((strace if traced else []) + daemon, stdout=log,
-                                stderr=subprocess.STDOUT, cwd=tree, env=env)  # fmt: skip
+                                stderr=subprocess.STDOUT, cwd=tree, env=env,
+                                start_new_session=True)  # fmt: skip
     deadline = time.monotonic() + 60
     while not (workdir / "ready").exists():
         if proc.poll() is not None or time.monotonic() > deadline:
+            stop(proc, traced)
             raise SystemExit((workdir / "daemon.log").read_text())
         time.sleep(0.05)  # another process: nothing to wait on but its ready file
     return proc
 
 
-def daemon_pid(proc: subprocess.Popen[bytes], traced: bool) -> int:
-    """The daemon's pid: the process itself, or the one child of strace."""
-    if not traced:
-        return proc.pid
-    children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
-    return int(children[0])
+def stop(proc: subprocess.Popen[bytes], traced: bool) -> None:
+    """SIGTERM to the daemon (a clean stop; strace itself would only detach); past a
+    minute, or if it never got that far, SIGKILL to the process group it leads."""
+    if proc.poll() is not None:
+        return
+    tasks = Path(f"/proc/{proc.pid}/task/{proc.pid}/children")
+    daemon = tasks.read_text().split()[:1] if traced else [str(proc.pid)]
+    if daemon:
+        os.kill(int(daemon[0]), signal.SIGTERM)
+    try:
+        proc.wait(60)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(60)
 
 
 def refuse(
@@ -156,22 +167,23 @@ def run(calls: int, mode: str, tree: Path, traced: bool) -> dict[str, object]:
         workdir = Path(tmp)
         state, log = workdir / "state", workdir / "daemon.log"
         proc = start(workdir, tree, issuer, traced)
-        records_at_ready, bytes_at_ready = audit_records(state), audit_files(state)
-        log_at_ready = log.stat().st_size
-        with grpc.insecure_channel((workdir / "ready").read_text().strip()) as channel:
-            stub = pb_grpc.NodeServiceStub(channel)
-            seconds, answers = refuse(stub, calls, MODES[mode])
-            bytes_after_calls = audit_files(state)
-            valid = (("authorization", f"Bearer {issuer.mint(claims('alice', 'viewer'))}"),)
-            served = stub.WhoAmI(pb.WhoAmIRequest(), timeout=10, metadata=valid).user == "alice"
-        os.kill(daemon_pid(proc, traced), signal.SIGTERM)  # strace itself would only detach
-        proc.wait(60)
+        try:
+            records_at_ready, bytes_at_ready = audit_records(state), audit_files(state)
+            log_at_ready = log.stat().st_size
+            with grpc.insecure_channel((workdir / "ready").read_text().strip()) as channel:
+                stub = pb_grpc.NodeServiceStub(channel)
+                seconds, answers = refuse(stub, calls, MODES[mode])
+                bytes_after_calls = audit_files(state)
+                valid = (("authorization", f"Bearer {issuer.mint(claims('alice', 'viewer'))}"),)
+                reply = stub.WhoAmI(pb.WhoAmIRequest(), timeout=10, metadata=valid)
+        finally:
+            stop(proc, traced)
         return {
             "mode": mode,
             "calls": calls,
             "seconds": round(seconds, 2),
             "answers": answers,
-            "valid_call_served_after": served,
+            "valid_call_served_after": reply.user == "alice",
             "audit_records_added": audit_records(state) - records_at_ready,
             # While it ran (the WAL included), and once stopped (checkpointed: the
             # database alone, with the summaries written at stop).
