@@ -29,6 +29,13 @@ Json = dict[str, Any]
 T = TypeVar("T")
 # The last second Python's datetime holds (9999-12-31): later is no time Slurm sends.
 LAST_EPOCH: Final = 253_402_300_799
+# Parsed JSON takes far more memory than its bytes where objects are tiny: 16 MiB of
+# {"job_id": 1} is 1.2 million dicts, over 500 MiB. slurmrestd's records are big (a
+# v0.0.38 job is about 3.3 KB holding 7 objects and lists, a node 1.4 KB holding 7.5),
+# so an answer with more than one object or list every BYTES_PER_CONTAINER bytes is
+# no Slurm answer, and is refused before it is parsed.
+BYTES_PER_CONTAINER: Final = 64
+FEW_CONTAINERS: Final = 1000  # a small answer is never refused for its density
 
 
 class AnswerError(ValueError):
@@ -39,8 +46,13 @@ def decoded(raw: bytes) -> object:
     """The JSON of an answer, whatever its shape.
 
     Raises:
-        AnswerError: not JSON, a number too long to read, or nested too deep to parse.
+        AnswerError: not JSON, a number too long to read, nested too deep to parse, or
+            far more objects and lists than so many bytes of Slurm's answers hold.
     """
+    containers = raw.count(b"{") + raw.count(b"[")  # within strings too: an upper bound
+    if containers > max(FEW_CONTAINERS, len(raw) // BYTES_PER_CONTAINER):
+        raise AnswerError(f"{containers} objects and lists in {len(raw)} bytes: far more than "
+                          "Slurm's answers hold (not parsed)")  # fmt: skip
     try:
         return json.loads(raw)
     except RecursionError:

@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
+from pytestqt.qtbot import QtBot
 
 from console.connections.manager import UpdateInbox
 from console.connections.slurm_link import READ, SlurmLink
@@ -47,7 +48,8 @@ MIB = 1 << 20
 WAIT_S = 30.0  # what a read may take here at the most, on a loaded machine
 GOOD_JOB = {"job_id": 42, "name": "train", "user_name": "ada", "job_state": "PENDING",
             "partition": "gpu", "priority": 10, "submit_time": 1_796_000_000}  # fmt: skip
-NESTED = b'{"jobs": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+# Lists 5,000 deep, spaced out so that the density check lets it through to the parser.
+NESTED = b'{"jobs": ' + (b"[" + b" " * 70) * 5_000 + b"]" * 5_000 + b"}"
 NESTED_NAME = json.dumps({"jobs": [{"job_id": 7, "name": json.loads("[" * 200 + "]" * 200)}]})
 
 
@@ -111,7 +113,10 @@ JUNK: list[tuple[str, str, Answer, str]] = [
     ("a GPU count of 20 digits", "/jobs",
      as_json({"jobs": [{"job_id": 1, "tres_per_node": "gres:gpu:" + "9" * 20}]}),
      "more digits than Slurm's 32 bits"),
-    ("nested 100,000 deep", "/jobs", raw(NESTED), "JSON nested too deep to read"),
+    ("nested 5,000 deep", "/jobs", raw(NESTED), "JSON nested too deep to read"),
+    ("20,000 tiny jobs", "/jobs", raw(b'{"jobs": [' + b",".join([b'{"job_id": 1}'] * 20_000)
+                                      + b"]}"),
+     "20002 objects and lists in 280011 bytes: far more than Slurm's answers hold"),
     ("a name nested 200 deep", "/jobs", raw(NESTED_NAME.encode()),
      '"name" is a list of 1, not a string'),
     ("HTML", "/jobs", raw(b"<html><body>It works!</body></html>"), "not JSON"),
@@ -241,7 +246,7 @@ def test_a_redirect_is_not_followed_and_its_target_never_sees_the_token(
 
 
 def test_the_slurm_panel_shows_a_junk_answer_as_its_last_read_failing(
-    qtbot, standin: Standin, console: Console
+    qtbot: QtBot, standin: Standin, console: Console
 ) -> None:
     # The console's own parts: the frame pump hands the link's answers to the watch and panel.
     pump = FramePump(console.inbox, FleetModel(), fps=30)
