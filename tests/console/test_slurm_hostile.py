@@ -269,3 +269,18 @@ def test_the_slurm_panel_shows_a_junk_answer_as_its_last_read_failing(
     assert "something that is not a Slurm job list" in said
     assert "jobs[0] (job 42): \"priority\" is the string 'high', not a whole number" in said
     assert panel.status.toolTip() in said and panel.model.rowCount() == 1  # the last good read
+
+
+def test_a_failure_outside_slurm_s_answers_is_shown_too(caplog: pytest.LogCaptureFixture) -> None:
+    # No settings file makes this profile; the link's last net catches what else may fail.
+    inbox = UpdateInbox()
+    link = SlurmLink(SlurmProfile("ftp://slurm.example", "ada"), inbox, lambda: TOKEN)
+    try:
+        with caplog.at_level(logging.WARNING, logger="console.connections.slurm_link"):
+            link.read(1).result(timeout=WAIT_S)
+    finally:
+        link.close()
+    [answer] = inbox.drain()
+    assert isinstance(answer, QueryResult) and not answer.ok
+    assert answer.message.startswith("reading Slurm failed: ValueError: slurm url must be")
+    assert any(r.exc_info for r in caplog.records)  # a bug of ours: its traceback logged
