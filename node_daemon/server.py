@@ -20,6 +20,7 @@ from node_daemon import __version__
 from node_daemon.alertmanager_link import AlertmanagerLink
 from node_daemon.alerts.engine import AlertEngine
 from node_daemon.auth.audit import AuditLog
+from node_daemon.auth.denials import DenialLimiter
 from node_daemon.auth.interceptor import AuthInterceptor
 from node_daemon.backends.base import GpuBackend
 from node_daemon.backends.readings import GpuReading, ProcessReading
@@ -102,9 +103,11 @@ class NodeDaemon:
         sweep_clock: Callable[[], float] = time.time,
         *,
         boot_id: str | None = None,
+        denials: DenialLimiter | None = None,
     ) -> None:
         """`sweep_clock` stamps each sweep (the wall clock; a test's, to step it).
-        `boot_id`: this boot's (default: the kernel's); a test's, to emulate reboots."""
+        `boot_id`: this boot's (default: the kernel's); a test's, to emulate reboots.
+        `denials`: the audit log's bound on denial records (default: the daemon's)."""
         self.config = config
         self.history = SampleHistory(round(config.history_seconds / config.sample_interval_s))
         self.sampler = Sampler(
@@ -112,7 +115,9 @@ class NodeDaemon:
             clock=sweep_clock,
         )  # fmt: skip
         self.journal = EventJournal(resolve_state_dir(config) / JOURNAL_FILE)
-        self.audit = AuditLog(resolve_state_dir(config) / AUDIT_FILE, anchor=self.journal)
+        self.audit = AuditLog(
+            resolve_state_dir(config) / AUDIT_FILE, anchor=self.journal, denials=denials
+        )
         self.auth_interceptor = AuthInterceptor(config.auth, self.audit)
         self.alerts = AlertEngine(self.journal, config.alerts)
         self.alerts.set_node_labels(self._node_labels())

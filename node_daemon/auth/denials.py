@@ -10,12 +10,17 @@ be a new kind and a new record.
 
 Within an interval (60 s) the first denial of a kind is written in full and
 its repeats are counted; when the interval ends, one summary record per kind
-says how many there were and between when. The total is bounded as well: at
-most MAX_RECORDS denials in full and MAX_RECORDS kind summaries per interval,
-whatever the number of peers; past that, denials are only counted, into one
-"(other peers)" summary per interval (with counts by reason and method, and
-how many peers). So a node writes at most 2 * MAX_RECORDS + 1 denial records
-a minute, each bounded in size.
+says how many there were and between when. The total is bounded as well, per
+budget: the unauthenticated callers, whatever their number of peers, share one
+of MAX_RECORDS denials in full and MAX_RECORDS kind summaries per interval, and
+every authenticated user has one of MAX_RECORDS_PER_USER each (a user has at
+most methods x reasons kinds from each address, and is known: revoke them).
+Past its budget, a denial is only counted, into one "(other peers)" summary per
+interval (with counts by reason and method, and how many peers). So callers
+without a credential write at most 2 * MAX_RECORDS + 1 denial records a minute,
+each bounded in size, and their flood cannot crowd out the record of what a
+known user was refused (the number of users is the configuration's or the
+identity provider's, not the caller's choice).
 """
 
 from __future__ import annotations
@@ -28,8 +33,11 @@ from dataclasses import dataclass, field
 INTERVAL_S = 60.0
 # Kinds remembered at once (memory): past this, denials are counted as other peers'.
 MAX_KINDS = 1000
-# Denial records written in full, and kind summaries, per interval (each; all peers).
+# Denial records written in full, and kind summaries, per interval (each): for every
+# unauthenticated caller together, and for each authenticated user.
 MAX_RECORDS = 10
+MAX_RECORDS_PER_USER = 64
+UNAUTHENTICATED = "(unauthenticated)"  # the user of a denial to a caller with no identity
 OTHER_PEERS = "(other peers)"
 VARIOUS = "(various)"
 
@@ -40,6 +48,11 @@ class DenialKind:
     user: str
     method: str
     reason: str  # "UNAUTHENTICATED: invalid JWT": the daemon's words, never the caller's
+
+    @property
+    def budget(self) -> str:
+        """Whose share of the bound this denial takes: its user's, or every anonymous caller's."""
+        return self.user  # UNAUTHENTICATED for every caller without an identity
 
 
 @dataclass
@@ -136,16 +149,20 @@ class DenialLimiter:
     Args:
         interval_s: the length of one interval.
         max_kinds: kinds remembered at once.
-        max_records: denials written in full per interval, and kind summaries.
+        max_records: denials to unauthenticated callers written in full per interval,
+            and their kind summaries.
+        max_records_per_user: the same for each authenticated user.
     """
 
     def __init__(self, interval_s: float = INTERVAL_S, max_kinds: int = MAX_KINDS,
-                 max_records: int = MAX_RECORDS) -> None:  # fmt: skip
+                 max_records: int = MAX_RECORDS,
+                 max_records_per_user: int = MAX_RECORDS_PER_USER) -> None:  # fmt: skip
         self._interval_ms = int(interval_s * 1000)
         self._max_kinds, self._max_records = max_kinds, max_records
+        self._max_per_user = max_records_per_user
         self._spells: dict[DenialKind, Spell] = {}
         self._window_start_ms: int | None = None
-        self._written = 0  # denials written in full in this interval
+        self._written: Counter[str] = Counter()  # by budget: denials in full this interval
         self._overflow = Overflow()
 
     def admit(self, kind: DenialKind, now_ms: int) -> bool:
@@ -154,14 +171,17 @@ class DenialLimiter:
         if spell is not None:
             spell.count_one(now_ms)
             return False
-        if self._written >= self._max_records or len(self._spells) >= self._max_kinds:
+        if self._written[kind.budget] >= self._limit(kind) or len(self._spells) >= self._max_kinds:
             self._overflow.add(kind, 1, now_ms, now_ms)
             return False
         # Counted from now even if the write fails: a full disk must not turn every
         # denial into a write attempt and an ERROR line.
         self._spells[kind] = Spell(0)
-        self._written += 1
+        self._written[kind.budget] += 1
         return True
+
+    def _limit(self, kind: DenialKind) -> int:
+        return self._max_records if kind.budget == UNAUTHENTICATED else self._max_per_user
 
     def recorded(self, kind: DenialKind, seq: int) -> None:
         """The denial admitted for `kind` was written as record `seq`."""
@@ -181,22 +201,24 @@ class DenialLimiter:
             return []
         summaries = self._summaries()
         self._spells = {k: Spell(s.first_record) for k, s in self._spells.items() if s.count}
-        self._window_start_ms, self._written, self._overflow = now_ms, 0, Overflow()
+        self._window_start_ms, self._written, self._overflow = now_ms, Counter(), Overflow()
         return summaries
 
     def drain(self) -> list[Summary]:
         """Every summary not yet written (at stop)."""
         summaries = self._summaries()
         self._spells.clear()
-        self._window_start_ms, self._written, self._overflow = None, 0, Overflow()
+        self._window_start_ms, self._written, self._overflow = None, Counter(), Overflow()
         return summaries
 
     def _summaries(self) -> list[Summary]:
         summaries: list[Summary] = []
+        per_budget: Counter[str] = Counter()
         for kind, spell in self._spells.items():
             if not spell.count:
                 continue
-            if len(summaries) < self._max_records:
+            if per_budget[kind.budget] < self._limit(kind):
+                per_budget[kind.budget] += 1
                 summaries.append(kind_summary(kind, spell))
             else:  # the bound holds for summaries too: the rest are merged
                 self._overflow.add(kind, spell.count, spell.first_ms, spell.last_ms)

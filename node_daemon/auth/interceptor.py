@@ -24,6 +24,7 @@ from google.protobuf.message import Message
 from node_daemon.auth.audit import AuditError, AuditLog
 from node_daemon.auth.auth_state import AuthState, Denied
 from node_daemon.auth.certificate import BadCertificateName, certificate_user_name, check_name
+from node_daemon.auth.denials import UNAUTHENTICATED
 from node_daemon.auth.identity import (
     LOCAL_ADMIN,
     Caller,
@@ -206,7 +207,7 @@ class AuthInterceptor(grpc.ServerInterceptor):
             return caller
         except Denied as denied:
             # Identified once: a refused JWT costs one signature check, not two.
-            user = caller.user if caller is not None else "(unauthenticated)"
+            user = caller.user if caller is not None else UNAUTHENTICATED
             result = f"DENIED: {denied.code.name}: {denied}"
             self._record_denial(user, context, method, request, result, denied.kind)
             context.abort(denied.code, str(denied))

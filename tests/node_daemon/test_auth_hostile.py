@@ -20,7 +20,12 @@ import pytest
 from gpufleet.v1 import node_pb2 as pb
 from gpufleet.v1 import node_pb2_grpc as pb_grpc
 from node_daemon.auth.audit import AuditLog, verify
-from node_daemon.auth.denials import MAX_RECORDS, DenialLimiter
+from node_daemon.auth.denials import (
+    MAX_RECORDS,
+    MAX_RECORDS_PER_USER,
+    UNAUTHENTICATED,
+    DenialLimiter,
+)
 from node_daemon.config import load_config_file
 from node_daemon.errors import ConfigError
 from node_daemon.server import NodeDaemon
@@ -98,6 +103,31 @@ def test_denials_from_many_peers_are_bounded_per_interval_and_all_counted(
     others = [json.loads(r.params) for r in written if r.peer == "(other peers)"]
     assert others and all(o["by_reason"] == {"UNAUTHENTICATED: invalid JWT": o["repeats"]}
                           for o in others)  # fmt: skip
+
+
+def test_a_flood_without_credentials_does_not_crowd_out_a_known_users_denials(
+    tmp_path: Path,
+) -> None:
+    """Anonymous callers share one budget; each authenticated user has their own, so what
+    vera was refused during a flood from 1,000 addresses is still written in full."""
+    now = [1_000_000.0]
+    audit = AuditLog(tmp_path / "audit.sqlite3", denials=DenialLimiter(), clock=lambda: now[0])
+    for n in range(1000):
+        audit.record_denial(UNAUTHENTICATED, f"ipv6:[2001:db8::{n:x}]:443", WHOAMI, "", "{}",
+                            "DENIED: UNAUTHENTICATED: no credentials",
+                            "UNAUTHENTICATED: no credentials")  # fmt: skip
+    methods = [f"/gpufleet.v1.NodeService/M{n}" for n in range(MAX_RECORDS_PER_USER + 5)]
+    for method in methods:
+        audit.record_denial("vera", "ipv4:10.0.0.7:5000", method, "", "{}",
+                            f"DENIED: PERMISSION_DENIED: {method} needs the admin role",
+                            "PERMISSION_DENIED: role too low")  # fmt: skip
+    audit.close()
+    written = AuditLog(tmp_path / "audit.sqlite3").query(limit=10_000)
+    full = [r for r in written if not r.params.startswith('{"repeats"')]
+    assert len([r for r in full if r.user == UNAUTHENTICATED]) == MAX_RECORDS
+    assert [r.method for r in full if r.user == "vera"] == methods[:MAX_RECORDS_PER_USER][::-1]
+    others = [json.loads(r.params) for r in written if r.peer == "(other peers)"]
+    assert sum(o["repeats"] for o in others) == 1000 - MAX_RECORDS + 5  # all counted
     assert max(len(r.params) + len(r.result) + len(r.target) for r in written) < 2048
     assert verify(tmp_path / "audit.sqlite3") == []
 

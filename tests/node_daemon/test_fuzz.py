@@ -35,6 +35,7 @@ from hypothesis import strategies as st
 from gpufleet.v1 import node_pb2 as pb
 from gpufleet.v1 import node_pb2_grpc as pb_grpc
 from node_daemon.auth.audit import AuditEntry, verify
+from node_daemon.auth.denials import DenialLimiter
 from node_daemon.auth.identity import Role, User
 from node_daemon.auth.policy import METHOD_ROLES, MUTATING
 from node_daemon.auth.settings import AuthSettings, TlsSettings
@@ -699,7 +700,13 @@ class FuzzTarget:
 def start_fuzz_daemon(state_dir: Path, **overrides: Any) -> NodeDaemon:
     config = replace(FAST_CONFIG, gpus=GPUS, state_dir=state_dir, auth=AuthSettings(USERS),
                      **overrides)  # fmt: skip
-    daemon = NodeDaemon(config, simulated_backend(config), parse_listen_address(config.listen))
+    # Every first denial of a kind must be written in full here: the module sends more
+    # kinds of unauthenticated call in one interval than the daemon's bound on them
+    # writes (that bound has tests of its own: test_auth_hostile.py). The bound each
+    # authenticated user has is the daemon's own.
+    denials = DenialLimiter(max_records=1000)
+    address = parse_listen_address(config.listen)
+    daemon = NodeDaemon(config, simulated_backend(config), address, denials=denials)
     daemon.start()
     wait_for(lambda: daemon.sampler.latest is not None, what="the first sweep")
     return daemon
