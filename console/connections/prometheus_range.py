@@ -6,7 +6,10 @@ as it keeps data. One request asks for every plotted metric, each as the mean
 and the peak over each step (avg_over_time, max_over_time), tagged with the
 catalogue field and the statistic so the answer decodes without guessing.
 The HTTP call blocks, so it runs in a named executor of its own; the network
-thread's loop only awaits it.
+thread's loop only awaits it. It is one bounded exchange
+(console/connections/bounded_http.py): an answer of at most MAX_ANSWER_MIB, one
+deadline for the whole call, and no redirect followed (the bearer token would
+go with it); an answer of the wrong shape is a PrometheusError that says so.
 """
 
 from __future__ import annotations
@@ -15,9 +18,7 @@ import asyncio
 import json
 import logging
 import ssl
-import urllib.error
 import urllib.parse
-import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +26,7 @@ from typing import Any, Final
 
 import numpy as np
 
+from console.connections.bounded_http import MIB, HttpFailure, HttpLimits, exchange
 from console.connections.manager import FetchError
 from console.fleet.columns import PLOTTED, shown
 from console.fleet.history_loader import HistoryAsk
@@ -33,7 +35,11 @@ from console.settings import Profile
 
 log = logging.getLogger(__name__)
 
-TIMEOUT_S: Final = 30.0
+TIMEOUT_S: Final = 30.0  # the whole call: connect, send, and every read of the answer
+# One GPU's plotted metrics over any range are about a megabyte of JSON; far more is
+# not an answer to this query, and is not read into the console's memory.
+MAX_ANSWER_MIB: Final = 32
+LIMITS: Final = HttpLimits(MAX_ANSWER_MIB * MIB, TIMEOUT_S)
 # The mean and peak look back at least this far: a step shorter than the store's
 # scrape interval would otherwise find no sample in most windows (a dotted curve).
 MIN_WINDOW_S: Final = 30.0
@@ -91,6 +97,20 @@ def decode_range(body: Any, ask: HistoryAsk) -> HistorySlice:
     Raises:
         PrometheusError: the answer is not a successful matrix.
     """
+    try:
+        return _decode_matrix(body, ask)
+    except PrometheusError:
+        raise
+    except (TypeError, ValueError, AttributeError, KeyError, IndexError, OverflowError) as exc:
+        # A store, or something posing as one, answered JSON of another shape.
+        raise PrometheusError(
+            f"Prometheus answered something that is not a matrix: {exc}"
+        ) from None
+    except RecursionError:
+        raise PrometheusError("Prometheus answered JSON nested too deep") from None
+
+
+def _decode_matrix(body: Any, ask: HistoryAsk) -> HistorySlice:
     if not isinstance(body, dict) or body.get("status") != "success":
         why = body.get("error", body) if isinstance(body, dict) else body
         raise PrometheusError(f"Prometheus answered an error: {why}")
@@ -139,14 +159,15 @@ def _slice(
 class PrometheusRange:
     """Asks the profile's store; owns the 'gpufleet-prometheus' threads its calls block in."""
 
-    def __init__(self, source: PrometheusSource) -> None:
+    def __init__(self, source: PrometheusSource, limits: HttpLimits = LIMITS) -> None:
         self.source = source
+        self.limits = limits
         self._executor = ThreadPoolExecutor(2, thread_name_prefix="gpufleet-prometheus")
 
     async def fetch(self, ask: HistoryAsk) -> HistorySlice:
         loop = asyncio.get_running_loop()
         body = await loop.run_in_executor(self._executor, self._get, ask)
-        return decode_range(body, ask)
+        return decode_range(body, ask)  # small: the limit on the answer bounds its work
 
     def close(self) -> None:
         self._executor.shutdown(wait=False, cancel_futures=True)
@@ -159,18 +180,31 @@ class PrometheusRange:
             "end": f"{ask.end_s:.3f}",
             "step": f"{ask.step_s:g}",
         }
-        request = urllib.request.Request(
-            self.source.url.rstrip("/") + "/api/v1/query_range",
-            data=urllib.parse.urlencode(form).encode(),
-            headers=self._headers(),
-        )
+        url = self.source.url.rstrip("/") + "/api/v1/query_range"
+        data = urllib.parse.urlencode(form).encode()
         try:
-            with urllib.request.urlopen(request, timeout=TIMEOUT_S, context=self._tls()) as reply:
-                return json.loads(reply.read())
-        except urllib.error.HTTPError as exc:
-            return self._error_body(exc)
-        except (OSError, ValueError) as exc:
+            answer = exchange(url, "POST", self._headers(), data, self.limits, self._tls())
+        except (HttpFailure, OSError, ValueError) as exc:  # OSError: the CA file; ValueError: URL
             raise PrometheusError(f"Prometheus at {self.source.url}: {exc}") from None
+        if 300 <= answer.status < 400:
+            raise PrometheusError(
+                f"Prometheus at {self.source.url} answered with a redirect (HTTP "
+                f"{answer.status}) to {answer.location[:200]!r}: not followed, since the "
+                "bearer token would go with it; set prometheus_url to where it points"
+            )
+        try:
+            return json.loads(answer.body)
+        except RecursionError:
+            raise PrometheusError(
+                f"Prometheus at {self.source.url}: JSON nested too deep"
+            ) from None
+        except ValueError:
+            if 200 <= answer.status < 300:
+                raise PrometheusError(f"Prometheus at {self.source.url}: not JSON") from None
+            # Prometheus explains a 4xx/5xx in JSON; anything else is said by its status.
+            raise PrometheusError(
+                f"Prometheus at {self.source.url}: HTTP {answer.status} {answer.reason[:100]}"
+            ) from None
 
     def _headers(self) -> dict[str, str]:
         headers = {"Content-Type": "application/x-www-form-urlencoded"}
@@ -187,12 +221,3 @@ class PrometheusRange:
             return None
         ca = str(self.source.ca_file) if self.source.ca_file is not None else None
         return ssl.create_default_context(cafile=ca)
-
-    def _error_body(self, exc: urllib.error.HTTPError) -> Any:
-        """Prometheus explains a 4xx/5xx in JSON; anything else is said by its status."""
-        try:
-            return json.loads(exc.read())
-        except ValueError:
-            raise PrometheusError(
-                f"Prometheus at {self.source.url}: HTTP {exc.code} {exc.reason}"
-            ) from None

@@ -4,8 +4,10 @@ Each path answers what the test sets in `answers` (a good empty job, node and
 reservation list by default): JSON or any bytes with a status, a body streamed
 in chunks (100 MB without holding it), a drip of one byte at a time, a redirect,
 or bytes that are not HTTP at all. Every request's Slurm token header is kept in
-`tokens_seen`, so a second stand-in as a redirect's target tells whether the
-token reached it. `close()` stops the drips and joins every handler thread.
+`tokens_seen` (an Authorization header in `authorizations_seen`), so a second
+stand-in as a redirect's target tells whether the token reached it. POSTs are
+answered as GETs (the Prometheus client's query_range is one). `close()` stops
+the drips and joins every handler thread.
 """
 
 from __future__ import annotations
@@ -105,10 +107,16 @@ class _Handler(BaseHTTPRequestHandler):
         standin = self.server.standin
         with standin.lock:
             standin.tokens_seen.append(self.headers.get("X-SLURM-USER-TOKEN"))
+            standin.authorizations_seen.append(self.headers.get("Authorization"))
             standin.paths_seen.append(self.path)
         path = self.path.removeprefix(PREFIX)
         answer = standin.answers.get(path) or as_json(GOOD.get(path, {}), 200)
         answer(self, standin)
+
+    def do_POST(self) -> None:
+        """As GET, once the request's body is read (Prometheus's query_range is a POST)."""
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self.do_GET()
 
     def log_message(self, format: str, *args: Any) -> None:
         return  # quiet: the test says what matters
@@ -124,6 +132,7 @@ class _Server(ThreadingHTTPServer):
 class Standin:
     answers: dict[str, Answer] = field(default_factory=dict)
     tokens_seen: list[str | None] = field(default_factory=list)
+    authorizations_seen: list[str | None] = field(default_factory=list)  # a bearer's header
     paths_seen: list[str] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
     stopping: threading.Event = field(default_factory=threading.Event)
