@@ -14,6 +14,7 @@ from typing import Any
 
 from node_daemon.alerts.am_settings import AlertmanagerSettings, parse_alertmanager
 from node_daemon.alerts.rules import AlertSettings, parse_alert_settings
+from node_daemon.auth.identity import team_name
 from node_daemon.auth.settings import AuthSettings, parse_auth
 from node_daemon.control.settings import WorkloadSettings, parse_workload_settings
 from node_daemon.errors import ConfigError
@@ -152,7 +153,12 @@ def _teams(table: Any, source: str) -> dict[str, tuple[str, ...]]:
         raise ConfigError(
             f'{source}: [teams] must map team names to lists of users, e.g. ml = ["alice"]'
         )
-    return {name: tuple(members) for name, members in table.items()}
+    # "team:ops" names team ops, as "ops" does: both keys are one team, its members merged.
+    teams: dict[str, tuple[str, ...]] = {}
+    for name, members in table.items():
+        held = teams.get(team_name(name), ())
+        teams[team_name(name)] = held + tuple(m for m in members if m not in held)
+    return teams
 
 
 def teams_of(config: DaemonConfig, user: str) -> tuple[str, ...]:

@@ -26,7 +26,7 @@ from node_daemon.auth.denials import (
     UNAUTHENTICATED,
     DenialLimiter,
 )
-from node_daemon.config import load_config_file
+from node_daemon.config import load_config_file, teams_of
 from node_daemon.errors import ConfigError
 from node_daemon.server import NodeDaemon
 from tests.conftest import DaemonFactory, wait_for
@@ -209,3 +209,12 @@ def test_config_teams_written_as_holders_are_team_names(tmp_path: Path) -> None:
                       'teams = ["team:ml", "ml", "vision"]\n', "utf-8")  # fmt: skip
     (otto,) = load_config_file(config).auth.users
     assert otto.teams == ("ml", "vision")
+
+
+def test_a_teams_table_key_written_as_a_holder_is_the_team(tmp_path: Path) -> None:
+    """[teams] "team:ops" = [...] is team ops (holder team:ops), merged with a plain "ops"."""
+    config = tmp_path / "daemon.toml"
+    config.write_text('[teams]\n"team:ops" = ["otto", "ada"]\nops = ["ada", "vera"]\n', "utf-8")
+    loaded = load_config_file(config)
+    assert loaded.teams == {"ops": ("otto", "ada", "vera")}
+    assert teams_of(loaded, "vera") == teams_of(loaded, "otto") == ("team:ops",)
