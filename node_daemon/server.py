@@ -120,6 +120,7 @@ class NodeDaemon:
         )
         self.auth_interceptor = AuthInterceptor(config.auth, self.audit)
         self.alerts = AlertEngine(self.journal, config.alerts)
+        self.alerts.set_audit_problem(lambda: self.audit.problem)
         self.alerts.set_node_labels(self._node_labels())
         # Judged before each batch is built, so each sample carries its tick's condition.
         boot = boot_id if boot_id is not None else current_boot_id()

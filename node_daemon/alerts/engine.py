@@ -195,6 +195,7 @@ class AlertEngine:
         self._facts: dict[int, GpuStatic] = {}
         self._lost: set[int] = set()
         self._backend_problem: str | None = None
+        self._audit_problem: Callable[[], str | None] = lambda: None
         self._unkillable: dict[str, tuple[int, int, str]] = {}  # key -> (gpu, pid, summary)
         self._reserved_for: Callable[[int], str | None] = lambda _gpu: None
         self._health_of: Callable[[int], GpuCondition | None] = lambda _gpu: None
@@ -228,6 +229,15 @@ class AlertEngine:
         """Degraded backend (a node-level critical alert), or None when it works again."""
         with self._lock:
             self._backend_problem = detail
+
+    def set_audit_problem(self, problem: Callable[[], str | None]) -> None:
+        """Why the audit log cannot be written now (None when it can).
+
+        Every change is audited before it is made, so on a full disk the audit
+        log's write fails first and the journal is never written at all: the
+        state_disk alert must follow either.
+        """
+        self._audit_problem = problem
 
     def set_reservation_lookup(self, reserved_for: Callable[[int], str | None]) -> None:
         """Who holds a GPU's reservation, if anyone (for the idle/waste rule)."""
@@ -293,7 +303,7 @@ class AlertEngine:
             findings["backend_degraded"] = Finding(
                 "backend_degraded", "backend_degraded", Severity.CRITICAL, None, None, "", summary
             )
-        disk_problem = self._journal.problem
+        disk_problem = self._journal.problem or self._audit_problem()
         if disk_problem is not None:
             # Changes are refused while the journal cannot be written: say so where
             # operators look (alert list, notifications, Alertmanager, /metrics).

@@ -119,7 +119,9 @@ def test_journal_writable_follows_a_state_disk_filling_up_and_freed(
     start_daemon: DaemonFactory,
 ) -> None:
     """The disk fills while the daemon runs: the change refused sets 0 (it stayed 1,
-    #28), the first change kept once there is room sets 1 again."""
+    #28) and raises the state_disk alert (it stayed quiet: the audit log's write
+    fails first, and the journal is never written), the first change kept once
+    there is room sets 1 again."""
     with small_disk() as disk:
         daemon = start_daemon(state_dir=disk.path, metrics_listen="127.0.0.1:0")
         with grpc.insecure_channel(str(daemon.address)) as channel:
@@ -128,10 +130,16 @@ def test_journal_writable_follows_a_state_disk_filling_up_and_freed(
             disk.fill()
             assert try_reserve(stub) == grpc.StatusCode.UNAVAILABLE
             assert writable(daemon) == 0.0
+            wait_for(lambda: state_disk_alert(stub) is not None, 15, "the state_disk alert")
             disk.free()
             wait_for(lambda: try_reserve(stub) is None, 15, "a change kept once there is room")
             assert writable(daemon) == 1.0
         daemon.stop(grace_s=0.5)
+
+
+def state_disk_alert(stub: pb_grpc.NodeServiceStub) -> pb.Alert | None:
+    listed = stub.ListAlerts(pb.ListAlertsRequest(), timeout=5).alerts
+    return next((a for a in listed if a.rule == "state_disk"), None)
 
 
 class Prometheus:
