@@ -16,7 +16,7 @@ from console.settings import load_settings
 from node_daemon.alerts.am_settings import AlertmanagerSettings
 from node_daemon.alerts.rules import AlertSettings
 from node_daemon.auth.settings import AuthSettings, TlsSettings
-from node_daemon.config import DaemonConfig, load_config_file
+from node_daemon.config import DaemonConfig, ReloadSettings, load_config_file
 from node_daemon.control.settings import WorkloadSettings
 from node_daemon.healing.settings import HealingSettings
 from node_daemon.health.settings import HealthSettings
@@ -58,7 +58,7 @@ def test_every_option_and_alert_rule_is_documented() -> None:
     keys = documented_keys(DAEMON_TOML.read_text(encoding="utf-8"))
     # DaemonConfig fields that are tables of their own
     tables = {"alerts", "alertmanager", "teams", "auth", "workloads", "health", "healing",
-              "history", "usage"}  # fmt: skip
+              "history", "usage", "reload"}  # fmt: skip
     options = {f.name for f in fields(DaemonConfig)} - tables
     assert options - keys["daemon"] == set(), "add these options to installer/config/daemon.toml"
     assert {"teams", "auth.users", "tls"} <= set(keys)
@@ -68,6 +68,7 @@ def test_every_option_and_alert_rule_is_documented() -> None:
     assert {f.name for f in fields(WorkloadSettings)} <= keys["workloads"]
     assert {f.name for f in fields(HealthSettings)} <= keys["health"], "document under [health]"
     assert {f.name for f in fields(HistorySettings)} <= keys["history"], "document under [history]"
+    assert {f.name for f in fields(ReloadSettings)} <= keys["reload"], "document under [reload]"
     healing = HealingSettings()
     for table in ("drain", "power_cap", "memory_leak", "reset", "reboot"):
         table_keys = {f.name for f in fields(getattr(healing, table))}
