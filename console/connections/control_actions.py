@@ -104,8 +104,11 @@ class ControlActions:
         """Cancel the extra copy an interrupted move left (console/fleet/fleet_queue.py)."""
         what = f"finish a move on {node_name}"
 
-        def steps(call: Call) -> CommandResult:
-            ok, message = repair_move(call, repair, self.actor)
+        def steps(call: Call) -> CommandResult | None:
+            repaired = repair_move(call, repair, self.actor)
+            if repaired is None:
+                return None  # finished meanwhile: nothing to say
+            ok, message = repaired
             return CommandResult(repair.cancel.target, what, ok, f"{node_name}: {message}")
 
         self._connections.request_steps(repair.cancel.target, what, steps)

@@ -228,20 +228,26 @@ class ConnectionManager:
             answer = await link.query(what, call, decode, query_id)
         self._inbox.put(answer)
 
-    def request_steps(self, target: str, what: str, steps: Callable[[Call], CommandResult]) -> None:
+    def request_steps(
+        self, target: str, what: str, steps: Callable[[Call], CommandResult | None]
+    ) -> None:
         """Run an action of several calls, maybe on several nodes, on the steps worker;
         `steps` gets a blocking `call(node, method, request)` and returns the result,
-        which lands in the inbox."""
+        which lands in the inbox (None: nothing to say, as for a repair found done)."""
         assert self._loop is not None, "start() first"
         self._steps.submit(self._run_steps, target, what, steps)
 
-    def _run_steps(self, target: str, what: str, steps: Callable[[Call], CommandResult]) -> None:
+    def _run_steps(
+        self, target: str, what: str, steps: Callable[[Call], CommandResult | None]
+    ) -> None:
+        result: CommandResult | None
         try:
             result = steps(self._step_call)
         except Exception as exc:  # a bug: logged and said, or the asker waits for ever
             log.exception("%s: %s failed", target, what)
             result = CommandResult(target, what, False, f"internal error: {exc}")
-        self._inbox.put(result)
+        if result is not None:
+            self._inbox.put(result)
 
     def _step_call(self, node: str, method: str, request: Any) -> Any:
         link, loop = self._links.get(node), self._loop

@@ -78,9 +78,27 @@ def move_workload(call: Call, move: Move) -> MoveOutcome:
             copy = call(target, "AssignWorkload", assign)
         except StepFailed as exc:
             gpus = ", ".join(map(str, move.gpus))
-            why = f"{stays}: {move.target_host} would not start it on GPU {gpus}: {exc}"
-            return MoveOutcome(False, why + _undo(call, target, copy.id, there, move.actor))
+            refused = f"{move.target_host} would not start it on GPU {gpus}: {exc}"
+            if not _still_queued(call, source, found.id):
+                # Another console saw both copies and finished the move meanwhile (it
+                # cancelled the original): undoing the copy now would lose the workload.
+                return MoveOutcome(
+                    True, f"moved {here} ({found.name}) of {found.owner} to {there}, queued "
+                    f"there: {refused}", copy.id,
+                )  # fmt: skip
+            return MoveOutcome(False, f"{stays}: {refused}" + _undo(call, target, copy.id, there,
+                                                                    move.actor))  # fmt: skip
     return _cancel_source(call, move, found, there, copy)
+
+
+def _still_queued(call: Call, target: str, workload_id: str) -> bool:
+    """Is the workload still queued on its node (True when that cannot be read: keep it)?"""
+    try:
+        listing = call(target, "ListWorkloads", pb.ListWorkloadsRequest(include_ended=False))
+    except StepFailed:
+        return True
+    now = next((w for w in listing.workloads if w.id == workload_id), None)
+    return now is not None and now.state == pb.WORKLOAD_STATE_QUEUED
 
 
 def _copy_request(found: pb.Workload, move: Move, here: str) -> pb.SubmitWorkloadRequest:
@@ -132,13 +150,21 @@ def _undo(call: Call, target: str, copy_id: str, there: str, actor: str) -> str:
     return ""
 
 
-def repair_move(call: Call, repair: Repair, actor: str) -> tuple[bool, str]:
-    """Cancel the extra copy of an interrupted move: done?, and the words for the message line.
+def repair_move(call: Call, repair: Repair, actor: str) -> tuple[bool, str] | None:
+    """Cancel the extra copy of an interrupted move: done?, and the words for the message line;
+    None when there is nothing left to do.
 
     The node records the cancel as the console's caller's, with the reason
-    saying that a console did it on its own and whose move it finishes.
+    saying that a console did it on its own and whose move it finishes. The
+    repair was judged from what the console last saw; the copy to cancel is read
+    again first and cancelled only while it is still queued: the move that made
+    it may have finished meanwhile (this console's own, run on the same worker
+    just before, most often), and one that started since is running work, which
+    a console never cancels on its own.
     """
     row = repair.cancel
+    if not _still_queued(call, row.target, row.id):
+        return None
     reason = f"done by a console on its own, {repair.why}"
     request = pb.CancelWorkloadRequest(workload_id=row.id, actor=actor, reason=reason)
     try:

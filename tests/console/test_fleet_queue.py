@@ -174,6 +174,60 @@ def test_a_source_that_started_meanwhile_keeps_running_and_the_copy_goes(fleet: 
     ]
 
 
+def cut_move_repair(fleet: Fleet, queued: WorkloadRow) -> Any:
+    """The repair a console judges from what it saw between a move's two steps."""
+    with pytest.raises(Crash):
+        move_workload(crash_at_cancel(fleet, fleet.a), fleet.move(queued, gpus=()))
+    rows = fleet.rows(fleet.a) + fleet.rows(fleet.b)
+    (repair,), _ = interrupted_moves(rows, fleet.hosts, open_nodes=fleet.hosts)
+    assert repair.cancel.id == queued.id and repair.cancel.target == fleet.a
+    return repair
+
+
+def test_a_repair_of_a_move_that_finished_meanwhile_does_nothing(fleet: Fleet) -> None:
+    """The console's own move and its repairer share one worker: the repair it judged
+    mid-move runs after the move cancelled the source, and must neither fail nor act."""
+    queued = fleet.queue()
+    repair = cut_move_repair(fleet, queued)
+    finished = move_workload(fleet.call, fleet.move(queued, gpus=()))  # the move goes on
+    assert finished.ok, finished.message
+    assert repair_move(fleet.call, repair, "alice") is None
+    assert [(host, w.id) for host, w in fleet.live()] == [("node-b", finished.new_id)]
+
+
+def test_a_repair_never_cancels_a_workload_that_started_since(fleet: Fleet) -> None:
+    queued = fleet.queue()
+    repair = cut_move_repair(fleet, queued)  # judged while the source was queued
+    fleet.stubs[fleet.a].AssignWorkload(
+        pb.AssignWorkloadRequest(workload_id=queued.id, gpu_indices=[2], actor="alice"), timeout=5
+    )
+    assert repair_move(fleet.call, repair, "alice") is None
+    running = [(h, w.id, w.state) for h, w in fleet.live() if w.state is WorkloadState.RUNNING]
+    assert running == [("node-a", queued.id, WorkloadState.RUNNING)]  # its work goes on
+
+
+def test_a_copy_is_kept_when_another_console_finished_the_move_first(fleet: Fleet) -> None:
+    """Another console saw both copies and cancelled the original; then the start on the
+    dropped GPU failed: undoing the copy now would leave the workload nowhere."""
+    queued = fleet.queue()
+
+    def call(target: str, method: str, request: Any) -> Any:
+        if target == fleet.b and method == "AssignWorkload":
+            cancel = pb.CancelWorkloadRequest(workload_id=queued.id, actor="ada")
+            fleet.stubs[fleet.a].CancelWorkload(cancel, timeout=5)  # the other console
+            raise StepFailed("UNAVAILABLE: node-b did not answer")
+        return fleet.call(target, method, request)
+
+    outcome = move_workload(call, fleet.move(queued))
+    assert outcome.ok, outcome.message
+    assert outcome.message.startswith(f"moved node-a/{queued.id} (sleeper) of alice to node-b/")
+    assert "queued there: node-b would not start it on GPU 1" in outcome.message
+    live = fleet.live()
+    assert [(h, w.id, w.state) for h, w in live] == [
+        ("node-b", outcome.new_id, WorkloadState.QUEUED)
+    ]
+
+
 def test_an_open_console_finishes_a_cut_move_by_itself(qtbot, fleet: Fleet) -> None:
     queued = fleet.queue()
     with pytest.raises(Crash):
