@@ -1,10 +1,11 @@
 # The two commands of the README. Each sets up everything it needs first.
 #   make demo    4 simulated GPU servers + the console (ARGS="--screenshot out.png" offscreen)
 #   make test    lint, layer contracts and the whole test suite
+#   make package the sdist, the wheel and the Debian package gpufleet-daemon, in dist/
 VENV ?= .venv
 ARGS ?=
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test lint bench clean package
 
 demo:
 	installer/dev-setup.sh demo
@@ -13,6 +14,9 @@ demo:
 test:
 	installer/dev-setup.sh test
 	installer/run-tests.sh
+
+package:
+	installer/package.sh
 
 lint:
 	$(VENV)/bin/ruff check .

@@ -24,6 +24,9 @@ readonly POLKIT_RULE=50-gpufleet-workloads.rules
 here="$(cd "$(dirname "$0")" && pwd)"
 # shellcheck source-path=SCRIPTDIR source=stage-checkout.sh
 . "$here/stage-checkout.sh"
+# The steps the Debian package's postinst takes too (user, config, drop-ins).
+# shellcheck source-path=SCRIPTDIR source=service-setup.sh
+. "$here/service-setup.sh"
 checkout="$(dirname "$here")"
 
 prefix=""
@@ -115,15 +118,7 @@ create_service_user() {
     say "not creating user $SERVICE_USER (--no-users): the unit needs it to start"
     return 0
   fi
-  if getent passwd "$SERVICE_USER" >/dev/null; then
-    say "user $SERVICE_USER exists"
-    return 0
-  fi
-  local nologin
-  nologin="$(command -v nologin || echo /usr/sbin/nologin)"
-  say "creating system user and group $SERVICE_USER"
-  run useradd --system --user-group --home-dir /var/lib/gpufleet --no-create-home \
-    --shell "$nologin" --comment "gpufleet node daemon" "$SERVICE_USER"
+  gf_ensure_service_user
 }
 
 # Build from a copy of the checkout, so the build leaves nothing in it.
@@ -161,18 +156,10 @@ install_docs() {
 }
 
 install_config() {
-  local config="$config_dir/daemon.toml"
-  run install -d -m 0755 "$config_dir"
-  if [ -e "$config" ]; then
-    say "keeping the existing $config (the example is $here/config/daemon.toml)"
-    return 0
-  fi
-  say "installing the example configuration as $config"
-  if [ -z "$prefix" ] && getent group "$SERVICE_USER" >/dev/null; then
-    run install -m 0640 -o root -g "$SERVICE_USER" "$here/config/daemon.toml" "$config"
-  else
-    run install -m 0644 "$here/config/daemon.toml" "$config"
-  fi
+  # Under --prefix no user is made: the file stays root's, world-readable.
+  local group="$SERVICE_USER"
+  [ -z "$prefix" ] || group=""
+  gf_install_default_config "$here/config/daemon.toml" "$config_dir" "$group"
 }
 
 # The daemon loads the config the way it will at start; a bad one stops us
@@ -180,12 +167,7 @@ install_config() {
 check_config() {
   local config="$config_dir/daemon.toml"
   [ "$dry_run" = no ] || return 0
-  "$venv/bin/python" -c 'import sys; from pathlib import Path
-from node_daemon.config import ConfigError, load_config_file
-try:
-    load_config_file(Path(sys.argv[1]))
-except ConfigError as exc:
-    sys.exit(f"install: error: {exc}")' "$config" ||
+  gf_check_config "$venv/bin/python" "$config" ||
     die "fix $config, then run $0 again (the daemon was not restarted)"
   say "configuration $config is valid"
 }
@@ -199,15 +181,8 @@ install_unit() {
     say "installing the unit $unit (local changes belong in: systemctl edit gpufleet-daemon)"
     run install -m 0644 "$here/systemd/$UNIT" "$unit"
   fi
-  # The unit adds the video group for /dev/nvidia* set to 0660 root:video; a
-  # system without that group could not start it.
-  if [ -z "$prefix" ] && ! getent group video >/dev/null; then
-    say "no group 'video' here: dropping SupplementaryGroups=video"
-    run install -d -m 0755 "$unit.d"
-    if [ "$dry_run" = no ]; then
-      printf '# Written by install.sh: this system has no video group.\n[Service]\nSupplementaryGroups=\n' \
-        >"$unit.d/10-no-video-group.conf"
-    fi
+  if [ -z "$prefix" ]; then
+    gf_video_group_dropin "$unit.d"
   fi
 }
 

@@ -23,8 +23,19 @@ def _die_with_the_test() -> None:
 class DaemonProcess:
     """Starts `python -m node_daemon daemon ...`; `address` once it serves."""
 
-    def __init__(self, workdir: Path, *args: str, listen: str | None = "127.0.0.1:0") -> None:
-        """`listen` None: no --listen flag, the config file's `listen` (or the default)."""
+    def __init__(
+        self,
+        workdir: Path,
+        *args: str,
+        listen: str | None = "127.0.0.1:0",
+        program: tuple[str, ...] = (sys.executable, "-m", "node_daemon"),
+    ) -> None:
+        """`listen` None: no --listen flag, the config file's `listen` (or the default).
+
+        `program`: what runs `daemon ...`; an installed `gpufleet` (say, a wheel's in a
+        venv of its own) instead of this checkout's package.
+        """
+        self.program = program
         self.workdir = workdir
         self.args = args
         self.listen = listen
@@ -36,7 +47,7 @@ class DaemonProcess:
     def start(self) -> DaemonProcess:
         self.ready.unlink(missing_ok=True)
         listen = ("--listen", self.listen) if self.listen is not None else ()
-        argv = [sys.executable, "-m", "node_daemon", "daemon", *listen,
+        argv = [*self.program, "daemon", *listen,
                 "--ready-file", str(self.ready), "--state-dir", str(self.workdir / "state"),
                 *self.args]  # fmt: skip
         with open(self.log, "ab") as log:

@@ -14,7 +14,10 @@ SCRIPTS = ("install.sh", "uninstall.sh", "install-console.sh")
 def test_scripts_are_shellcheck_clean() -> None:
     shellcheck = require_tool("shellcheck", "shellcheck", "shell style of the installer scripts")
     # The helper the install scripts source is checked with them (-x follows it).
-    scripts = [str(INSTALLER / name) for name in (*SCRIPTS, "stage-checkout.sh")]
+    # So are the package builders and the Debian package's maintainer scripts.
+    packaging = ("stage-checkout.sh", "service-setup.sh", "package.sh", "deb/build-deb.sh",
+                 "deb/postinst", "deb/prerm", "deb/postrm")  # fmt: skip
+    scripts = [str(INSTALLER / name) for name in (*SCRIPTS, *packaging)]
     result = subprocess.run([shellcheck, "-x", *scripts], capture_output=True, text=True,
                             timeout=60, check=False)  # fmt: skip
     assert result.returncode == 0, result.stdout

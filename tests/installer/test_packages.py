@@ -1,0 +1,147 @@
+"""The Python packages `make package` writes (installer/package.sh), installed with no checkout.
+
+`python -m build` makes the sdist and, from it, the wheel; the wheel goes into
+fresh venvs: the daemon alone (`pip install gpufleet`: no Qt) serves a real
+gRPC health call with the simulated backend, and with the console extra the
+console finds its stylesheets and icon. pip fetches the dependencies (PyPI, or
+its cache and PIP_* options): tens of seconds, hence `slow`.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import tomllib
+import zipfile
+from pathlib import Path
+
+import grpc
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+import node_daemon
+from gpufleet.v1 import node_pb2 as pb
+from gpufleet.v1 import node_pb2_grpc as pb_grpc
+from tests.daemon_process import DaemonProcess
+from tests.installer.tools import ROOT
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+
+VERSION = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+# What a checkout holds besides the sources; the build must not need (or see) it.
+SKIP_DIRS = shutil.ignore_patterns(".git", ".venv", ".tools", "build", "dist", "*.egg-info",
+                                   "__pycache__", ".*_cache")  # fmt: skip
+# Modules generated from node.proto (protos/generate.sh) and files read at run time.
+IN_WHEEL = (
+    "gpufleet/v1/node_pb2.py", "gpufleet/v1/node_pb2_grpc.py", "gpufleet/v1/node_pb2.pyi",
+    "node_daemon/__init__.py", "console/__init__.py", "resources/styles/dark.qss",
+    "resources/styles/light.qss", "resources/icons/gpufleet.svg", "resources/scenarios/demo.toml",
+)  # fmt: skip
+
+
+def clean_env() -> dict[str, str]:
+    """This process's environment minus what would let the checkout or this venv leak in."""
+    return {k: v for k, v in os.environ.items()
+            if k not in ("VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME")}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def packages(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """The sdist and the wheel, built as installer/package.sh builds them, from a copy."""
+    top = tmp_path_factory.mktemp("packages")
+    shutil.copytree(ROOT, top / "src", ignore=SKIP_DIRS)
+    subprocess.run([sys.executable, "-m", "build", "--outdir", str(top / "dist"), str(top / "src")],
+                   check=True, capture_output=True, timeout=600, env=clean_env())  # fmt: skip
+    return top / "dist" / f"gpufleet-{VERSION}.tar.gz", top / "dist" / (
+        f"gpufleet-{VERSION}-py3-none-any.whl"
+    )
+
+
+def fresh_venv(where: Path, requirement: str) -> Path:
+    """A venv at WHERE with REQUIREMENT pip-installed, run from WHERE (no checkout on the path)."""
+    subprocess.run([sys.executable, "-m", "venv", str(where)], check=True, timeout=120)
+    pip = [str(where / "bin" / "python"), "-m", "pip", "install", "-q",
+           "--disable-pip-version-check", requirement]  # fmt: skip
+    result = subprocess.run(pip, cwd=where, env=clean_env(), capture_output=True, text=True,
+                            timeout=600, check=False)  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    return where / "bin"
+
+
+def in_venv(bin_dir: Path, code: str) -> str:
+    """Run CODE with the venv's Python away from the checkout; its output."""
+    result = subprocess.run([str(bin_dir / "python"), "-c", code], cwd=bin_dir.parent,
+                            env=clean_env(), capture_output=True, text=True, timeout=120,
+                            check=False)  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    return result.stdout.strip()
+
+
+def test_version_has_one_source() -> None:
+    assert node_daemon.__version__ == VERSION
+
+
+def test_sdist_and_wheel_hold_the_generated_modules_and_resources(
+    packages: tuple[Path, Path],
+) -> None:
+    sdist, wheel = packages
+    with zipfile.ZipFile(wheel) as archive:
+        names = set(archive.namelist())
+        info = f"gpufleet-{VERSION}.dist-info"
+        metadata = archive.read(f"{info}/METADATA").decode()
+        entry_points = archive.read(f"{info}/entry_points.txt").decode()
+    assert not [name for name in IN_WHEEL if name not in names]
+    assert not [name for name in names if name.startswith("tests/")]
+    assert f"Version: {VERSION}\n" in metadata
+    assert "gpufleet = node_daemon.commands.main:main" in entry_points
+    with tarfile.open(sdist) as archive:
+        members = set(archive.getnames())
+    assert f"gpufleet-{VERSION}/protos/gpufleet/v1/node_pb2_grpc.py" in members
+    assert f"gpufleet-{VERSION}/resources/styles/dark.qss" in members
+
+
+def test_wheel_daemon_serves_grpc_health_from_a_fresh_venv(
+    packages: tuple[Path, Path], tmp_path: Path
+) -> None:
+    bin_dir = fresh_venv(tmp_path / "venv", str(packages[1]))
+    where = in_venv(bin_dir, "import node_daemon, gpufleet.v1.node_pb2 as m; print(m.__file__)")
+    assert where.startswith(str(tmp_path / "venv")), where
+    # `pip install gpufleet` is the daemon only: a GPU server gets no Qt.
+    assert in_venv(bin_dir, "import importlib.util as u; print(u.find_spec('PySide6'))") == "None"
+    (tmp_path / "run").mkdir()
+    daemon = DaemonProcess(tmp_path / "run", "--backend", "simulated",
+                           program=(str(bin_dir / "gpufleet"),))  # fmt: skip
+    daemon.start()
+    try:
+        with grpc.insecure_channel(daemon.address) as channel:
+            health = health_pb2_grpc.HealthStub(channel).Check(
+                health_pb2.HealthCheckRequest(), timeout=10
+            )
+            inventory = pb_grpc.NodeServiceStub(channel).GetInventory(
+                pb.GetInventoryRequest(), timeout=10
+            )
+        assert health.status == health_pb2.HealthCheckResponse.SERVING
+        assert len(inventory.gpus) > 0
+    finally:
+        daemon.stop()
+
+
+def test_wheel_console_extra_finds_its_resources_in_a_fresh_venv(
+    packages: tuple[Path, Path], tmp_path: Path
+) -> None:
+    bin_dir = fresh_venv(tmp_path / "venv", f"gpufleet[console] @ {packages[1].as_uri()}")
+    # The stylesheets and the tray icon are read from beside the installed packages.
+    code = (
+        "from console.views import theme; from console.notify import tray\n"
+        "print(len(theme.resolve('dark', None).stylesheet()), tray.ICON_PATH.is_file())"
+    )
+    found = in_venv(bin_dir, code)
+    size, icon = found.split()
+    assert int(size) > 1000 and icon == "True", found
+    helped = subprocess.run([str(bin_dir / "gpufleet"), "console", "--help"], cwd=tmp_path,
+                            env={**clean_env(), "QT_QPA_PLATFORM": "offscreen"},
+                            capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+    assert helped.returncode == 0 and "usage:" in helped.stdout, helped.stdout + helped.stderr
