@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Protocol
 
 from node_daemon.auth.denials import DenialKind, DenialLimiter, Summary, peer_host
+from node_daemon.journal.schema_version import FileSchema, stamp_only
 from node_daemon.journal.sqlite_state import StateDb
 
 log = logging.getLogger(__name__)
@@ -47,6 +48,9 @@ CREATE TABLE IF NOT EXISTS audit (
 GENESIS = "0" * 64
 FIELDS = "seq, time_ms, user, peer, method, target, params, result, prev_hash, hash"
 PROBE = "SELECT 1 FROM audit LIMIT 0"
+# Version 1: the layout of 0.1.0, the release before versions. A migration must
+# keep every row's hashed fields as they are, or the chain no longer verifies.
+FILE_SCHEMA = FileSchema("audit log", (stamp_only,))
 HEAD_LOG_EVERY = 100
 HEAD_LOG_EVERY_S = 60.0
 # A denied call's params and result are the caller's to choose: kept this short.
@@ -119,7 +123,7 @@ class AuditLog:
         self._lock = threading.Lock()
         self._logged: tuple[int, float] = (0, 0.0)  # head seq last logged, and when
         with self._lock:
-            self._state = StateDb(path, "audit log", _prepare, SCHEMA, PROBE)
+            self._state = StateDb(path, "audit log", _prepare, SCHEMA, PROBE, layout=FILE_SCHEMA)
             row = self._db.execute(
                 "SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1"
             ).fetchone()

@@ -14,6 +14,7 @@ import grpc
 
 from gpufleet.v1 import node_pb2 as pb
 from gpufleet.v1 import node_pb2_grpc as pb_grpc
+from node_daemon.journal.schema_version import StateFileTooNew
 from node_daemon.usage.importer import (
     CSV_COLUMNS,
     UsageImportError,
@@ -186,7 +187,7 @@ def run_import(args: argparse.Namespace) -> int:
     path = args.csv_file or args.sacct_file
     try:
         store = UsageStore(args.state_dir / USAGE_FILE)
-    except UsageStoreError as exc:
+    except (UsageStoreError, StateFileTooNew) as exc:
         print(f"gpufleet usage import: {exc}", file=sys.stderr)
         return 1
     try:

@@ -37,6 +37,7 @@ from node_daemon.history.retention import RetentionClock, boot_seconds
 from node_daemon.history.settings import HistorySettings
 from node_daemon.history.sizing import enforce_max_bytes, prune
 from node_daemon.history.tiers import NAN, Downsampler, Layout, Point, Tier, tiers_of
+from node_daemon.journal.schema_version import FileSchema, stamp_only
 from node_daemon.journal.sqlite_state import StateDb
 
 log = logging.getLogger(__name__)
@@ -59,6 +60,9 @@ CREATE TABLE IF NOT EXISTS points (
 ) WITHOUT ROWID;
 """
 PROBE = "SELECT 1 FROM meta, layouts, points LIMIT 0"
+# Version 1: the layout of 0.1.0, the release before versions (its meta
+# schema_version "1" names the point encoding, and stays).
+FILE_SCHEMA = FileSchema("metric history", (stamp_only,))
 _INSERT = "INSERT OR REPLACE INTO points VALUES (?, ?, ?, ?, ?)"
 
 
@@ -162,7 +166,8 @@ class HistoryStore:
                 raise HistoryStoreError(f"cannot open the metric history {path}: {again}") from exc
 
     def _open(self) -> tuple[StateDb, Downsampler]:
-        self._state = StateDb(self.path, "metric history", _prepare, SCHEMA, PROBE)
+        self._state = StateDb(self.path, "metric history", _prepare, SCHEMA, PROBE,
+                              layout=FILE_SCHEMA)  # fmt: skip
         return self._state, self._resume()
 
     @property

@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gpufleet.v1 import node_pb2 as pb
+from node_daemon.journal.schema_version import FileSchema, stamp_only
 from node_daemon.journal.sqlite_state import StateDb, open_for_reading
 
 log = logging.getLogger(__name__)
@@ -67,6 +68,8 @@ CREATE TABLE IF NOT EXISTS records (
     PRIMARY KEY (kind, id)
 );
 """
+# Version 1: the layout of 0.1.0, the release before versions.
+FILE_SCHEMA = FileSchema("event journal", (stamp_only,))
 REPLAY_BATCH = 1000
 PROBE = "SELECT 1 FROM meta, events, alerts, records LIMIT 0"
 AUDIT_HEAD_KEY = "audit_head"
@@ -143,7 +146,8 @@ class EventJournal:
         self._keep_inactive: dict[str, int] = {}
         self.journal_id = uuid.uuid4().hex  # kept if the file has none yet
         with self._lock:
-            self._state = StateDb(path, "event journal", self._prepare, SCHEMA, PROBE)
+            self._state = StateDb(path, "event journal", self._prepare, SCHEMA, PROBE,
+                                  layout=FILE_SCHEMA)  # fmt: skip
             self._load()
 
     def _prepare(self, db: sqlite3.Connection) -> None:

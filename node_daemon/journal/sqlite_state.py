@@ -7,6 +7,10 @@ serve nothing at all. A StateDb opens what it can instead: the file read-only
 (reads are served, changes refused with a "state disk full: ..." message),
 or, when there is nothing on disk yet, an empty in-memory copy of the schema,
 and it reopens the file for writing once there is room again.
+
+Each file's layout is versioned (node_daemon.journal.schema_version): opening
+one for writing first migrates an older one, and a newer one is refused
+(StateFileTooNew) before anything is written to it.
 """
 
 from __future__ import annotations
@@ -18,6 +22,14 @@ import sqlite3
 import time
 from collections.abc import Callable
 from pathlib import Path
+
+from node_daemon.journal.schema_version import (
+    FileSchema,
+    StateFileTooNew,
+    bring_up_to_date,
+    refuse_newer,
+    stamp,
+)
 
 log = logging.getLogger(__name__)
 
@@ -50,12 +62,21 @@ def describe_failure(path: Path, what: str, exc: sqlite3.Error) -> str:
     return f"state file not writable: cannot write {what} {path} ({exc})"
 
 
-def open_writable(path: Path, prepare: Prepare) -> sqlite3.Connection:
-    """A read-write connection, prepared (pragmas, schema); sqlite3.Error when it cannot be."""
+def open_writable(path: Path, prepare: Prepare, layout: FileSchema) -> sqlite3.Connection:
+    """A read-write connection, migrated to `layout` and prepared (pragmas, schema).
+
+    Raises:
+        StateFileTooNew: the file is newer than this daemon; nothing was written.
+        sqlite3.Error: it cannot be opened, migrated or prepared.
+    """
+    refuse_newer(path, layout)  # before connect: a read-write open may write a WAL index
     db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
     try:
+        new = bring_up_to_date(db, path, layout)
         prepare(db)
-    except sqlite3.Error:
+        if new:
+            stamp(db, layout)
+    except (sqlite3.Error, StateFileTooNew):
         db.close()
         raise
     return db
@@ -92,18 +113,23 @@ class StateDb:
         prepare: makes a new read-write connection ready (pragmas, schema, meta rows).
         schema: the tables, for an empty in-memory stand-in.
         probe: a query that runs on a file with the schema.
+        layout: the file's schema version and migrations.
         clock: monotonic seconds, for pacing reopen attempts.
+
+    Raises:
+        StateFileTooNew: the file was written by a newer release (left untouched).
     """
 
-    def __init__(self, path: Path, what: str, prepare: Prepare, schema: str, probe: str,
+    def __init__(self, path: Path, what: str, prepare: Prepare, schema: str, probe: str, *,
+                 layout: FileSchema,
                  clock: Callable[[], float] = time.monotonic) -> None:  # fmt: skip
-        self.path, self.what = path, what
+        self.path, self.what, self.layout = path, what, layout
         self._prepare, self._schema, self._probe, self._clock = prepare, schema, probe, clock
         self.problem: str | None = None
         self.read_only = False
         self._next_reopen_s = 0.0
         try:
-            self.db = open_writable(path, prepare)
+            self.db = open_writable(path, prepare, layout)
         except sqlite3.OperationalError as exc:  # full, read-only, I/O; not a corrupt file
             self.db = self._degrade(exc)
 
@@ -122,8 +148,8 @@ class StateDb:
             return False
         self._next_reopen_s = self._clock() + REOPEN_EVERY_S
         try:
-            writable = open_writable(self.path, self._prepare)
-        except sqlite3.Error:
+            writable = open_writable(self.path, self._prepare, self.layout)
+        except (sqlite3.Error, StateFileTooNew):  # a newer file put in its place: not ours
             return False
         with contextlib.suppress(sqlite3.Error):
             self.db.close()

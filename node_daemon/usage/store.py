@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from node_daemon.journal.schema_version import FileSchema, stamp_only
 from node_daemon.journal.sqlite_state import StateDb
 from node_daemon.usage.accounted import (
     SELECT_JOBS,
@@ -72,6 +73,8 @@ def _upsert(table: str, keys: tuple[str, ...], columns: tuple[str, ...]) -> str:
 
 
 PROBE = "SELECT 1 FROM meta, user_usage, node_usage, imports LIMIT 0"
+# Version 1: the layout of 0.1.0, the release before versions.
+FILE_SCHEMA = FileSchema("usage store", (stamp_only,))
 
 
 def _prepare(db: sqlite3.Connection) -> None:
@@ -124,7 +127,7 @@ class UsageStore:
         try:
             # A full disk opens it read-only (reads served, adds refused) until there is
             # room; only a file that is no SQLite at all stops the daemon here.
-            self._state = StateDb(path, "usage store", _prepare, SCHEMA, PROBE)
+            self._state = StateDb(path, "usage store", _prepare, SCHEMA, PROBE, layout=FILE_SCHEMA)
         except sqlite3.Error as exc:
             raise UsageStoreError(f"cannot open the usage store {path}: {exc}") from exc
 

@@ -89,6 +89,17 @@ def test_node_versions_vote_once_per_node_not_per_gpu() -> None:
     assert drift_count(rows, drift) == 1  # one node's driver, however many GPUs
 
 
+def test_a_node_left_behind_by_a_rollout_shows_its_daemon_version_as_drift() -> None:
+    # A rolling upgrade stopped half way: the node still on the old daemon is marked.
+    newer = [dataclasses.replace(node_info(f"node-{n}"), daemon_version="0.2.0") for n in "abc"]
+    rows = inventory_rows(fleet_of(*newer, node_info("node-d")))
+    assert [row.daemon_version for row in rows if row.node == "node-d"] == ["0.1.0", "0.1.0"]
+    assert flagged(rows, "daemon_version") == {"node-d:0", "node-d:1"}
+    assert find_drift(rows)[(6, "daemon_version")].describe() == (
+        "differs from the fleet's majority: 0.2.0 on 3 of 4 nodes"
+    )
+
+
 def test_vbios_is_compared_within_a_gpu_model() -> None:
     rows = inventory_rows(fleet_of(
         node_info("node-a", gpus=3),
