@@ -3,9 +3,10 @@
 # own root file system (tests/installer/test_in_container.py), as a oneshot
 # unit under a real systemd: installs gpufleet with installer/install.sh, checks
 # the running unit, runs workloads as a local user's transient units
-# (tests/installer/container_workloads.py), upgrades, uninstalls. Writes `RESULT name value` lines to
+# (tests/installer/container_workloads.py), upgrades, uninstalls; then the
+# Debian package: installs, upgrades, removes and purges it. Writes `RESULT name value` lines to
 # /gf/results and everything else to /gf/log. /gf is the test's directory,
-# holding wheels/ (an offline package index), fakenvml/ and the checkout path.
+# holding wheels/ (an offline package index), fakenvml/, deb/ and the checkout path.
 set -uo pipefail
 exec >/gf/log 2>&1
 trap 'systemctl poweroff --no-block' EXIT
@@ -127,4 +128,60 @@ sleep 0.5
 result purge_rc $?
 result user_removed "$(getent passwd gpufleet >/dev/null || echo yes)"
 result state_removed "$(test -e /var/lib/gpufleet || echo yes)"
+
+# --- the Debian package: install, upgrade, remove, purge ------------------------
+# /gf/deb/first.deb as build-deb.sh made it; next.deb: the same, one version later.
+apt_get() { DEBIAN_FRONTEND=noninteractive apt-get -y -q -o Dpkg::Use-Pty=0 "$@"; }
+journal_rows() {
+  /opt/gpufleet/venv/bin/python -c 'import sqlite3, sys
+db = sqlite3.connect(f"file:{sys.argv[1]}?mode=ro", uri=True)
+print(*db.execute("SELECT count(*), min(rowid) FROM events").fetchone())' \
+    /var/lib/gpufleet/journal.sqlite3
+}
+# This machine's root may be a Docker image's, whose policy-rc.d forbids starting
+# services from maintainer scripts (deb-systemd-invoke asks it, as every Debian
+# package does); a server has none. The overlay's copy goes, the host's stays.
+rm -f /usr/sbin/policy-rc.d
+started=$(date +%s%N)
+apt_get install /gf/deb/first.deb
+result deb_install_rc $?
+result deb_install_ms $(( ($(date +%s%N) - started) / 1000000 ))
+result deb_active "$(systemctl is-active "$unit")"
+result deb_enabled "$(systemctl is-enabled "$unit")"
+wait_serving && result deb_answering yes
+result deb_user "$(stat -c %U "/proc/$(main_pid)")"
+result deb_cap_eff "$(status_field CapEff)"
+result deb_no_new_privs "$(status_field NoNewPrivs)"
+result deb_seccomp "$(status_field Seccomp)"
+result deb_state_dir "$(stat -c '%U %a' /var/lib/gpufleet)"
+result deb_config_mode "$(stat -c '%U:%G %a' /etc/gpufleet/daemon.toml)"
+result deb_polkit_rule "$(stat -c '%U %a' /usr/share/polkit-1/rules.d/50-gpufleet-workloads.rules)"
+result deb_exposure "$(systemd-analyze security "$unit" | sed -n 's/.*Overall exposure level for [^:]*: \([0-9.]*\).*/\1/p')"
+echo '# edited by the operator' >>/etc/gpufleet/daemon.toml
+before="$(journal_rows)"
+old_pid="$(main_pid)"
+apt_get install /gf/deb/next.deb
+result deb_upgrade_rc $?
+result deb_version "$(dpkg-query -W -f '${Version}' gpufleet-daemon)"
+[ "$(systemctl is-active "$unit")" = active ] && [ "$(main_pid)" != "$old_pid" ] &&
+  result deb_restarted yes
+wait_serving && result deb_answering_after_upgrade yes
+result deb_config_kept "$(grep -c '^# edited by the operator' /etc/gpufleet/daemon.toml)"
+after="$(journal_rows)"
+# Every row the journal held is still there (the restart may add some): same first row.
+[ "${before#* }" = "${after#* }" ] && [ "${after% *}" -ge "${before% *}" ] &&
+  [ "${before% *}" -gt 0 ] && result deb_records_kept yes
+apt_get remove gpufleet-daemon
+result deb_remove_rc $?
+systemctl is-active --quiet "$unit" || result deb_stopped yes
+result deb_venv_removed "$(test -e /opt/gpufleet/venv || echo yes)"
+result deb_config_left "$(test -e /etc/gpufleet/daemon.toml && echo yes)"
+result deb_state_left "$(test -s /var/lib/gpufleet/journal.sqlite3 && echo yes)"
+result deb_user_left "$(getent passwd gpufleet >/dev/null && echo yes)"
+apt_get purge gpufleet-daemon
+result deb_purge_rc $?
+result deb_config_removed "$(test -e /etc/gpufleet || echo yes)"
+result deb_state_removed "$(test -e /var/lib/gpufleet || echo yes)"
+result deb_user_removed "$(getent passwd gpufleet >/dev/null || echo yes)"
+result deb_opt_removed "$(test -e /opt/gpufleet || echo yes)"
 result finished yes

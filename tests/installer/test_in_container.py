@@ -11,7 +11,12 @@ user (tests/installer/container_workloads.py: each in a transient unit of its
 own, as that user, outside the daemon's sandbox; re-adopted after a restart;
 a cancel ends its whole cgroup), the polkit rule refusing the daemon other
 units, a child process that outlives a restart (KillMode=process), upgrade,
-uninstall and purge.
+uninstall and purge. Then, in the same boot, the Debian package
+(installer/deb/build-deb.sh, built here from the same offline wheels, and a
+copy repacked as the next version): `apt-get install ./gpufleet-daemon_*.deb`
+gives a running, hardened daemon; installing the next version restarts it and
+keeps the config and the journal's records; `apt-get remove` keeps config,
+state and user; `apt-get purge` removes them.
 
 Needs root, systemd-nspawn (Debian package systemd-container) and overlayfs;
 where the container cannot boot (e.g. inside an unprivileged container) it
@@ -33,13 +38,13 @@ import pytest
 from tests.fake_nvml.fixture import build_fake_nvml
 from tests.installer.tools import ROOT
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
 
 # The checkout, bound read-only into the container at a fixed path: the container's
 # systemd mounts a fresh /tmp, which would hide a checkout (or a CI clone) under /tmp.
 CHECKOUT_IN_CONTAINER = "/gf-checkout"
 E2E_SCRIPT = f"{CHECKOUT_IN_CONTAINER}/tests/installer/container_e2e.sh"
-BOOT_TIMEOUT_S = 420
+BOOT_TIMEOUT_S = 840
 EXPECTED = {
     "install_rc": "0", "active": "active", "enabled": "enabled", "answering": "yes",
     "user": "gpufleet", "cap_eff": "0000000000000000", "no_new_privs": "1", "seccomp": "2",
@@ -57,7 +62,17 @@ EXPECTED = {
     "child_survives_restart": "yes", "upgrade_rc": "0", "config_kept": "1",
     "active_after_upgrade": "active", "uninstall_rc": "0", "venv_removed": "yes",
     "config_left": "yes", "purge_with_workload_rc": "1", "purge_rc": "0",
-    "user_removed": "yes", "state_removed": "yes", "finished": "yes",
+    "user_removed": "yes", "state_removed": "yes",
+    "deb_install_rc": "0", "deb_active": "active", "deb_enabled": "enabled",
+    "deb_answering": "yes", "deb_user": "gpufleet", "deb_cap_eff": "0000000000000000",
+    "deb_no_new_privs": "1", "deb_seccomp": "2", "deb_state_dir": "gpufleet 700",
+    "deb_config_mode": "root:gpufleet 640", "deb_polkit_rule": "root 644",
+    "deb_version": "0.1.0+upgrade1", "deb_upgrade_rc": "0", "deb_restarted": "yes",
+    "deb_answering_after_upgrade": "yes", "deb_config_kept": "1", "deb_records_kept": "yes",
+    "deb_remove_rc": "0", "deb_stopped": "yes", "deb_venv_removed": "yes",
+    "deb_config_left": "yes", "deb_state_left": "yes", "deb_user_left": "yes",
+    "deb_purge_rc": "0", "deb_config_removed": "yes", "deb_state_removed": "yes",
+    "deb_user_removed": "yes", "deb_opt_removed": "yes", "finished": "yes",
 }  # fmt: skip
 SKIP_DIRS = shutil.ignore_patterns(".git", ".venv", ".tools", "build", "dist", "*.egg-info",
                                    "__pycache__", ".*_cache")  # fmt: skip
@@ -84,13 +99,41 @@ def offline_wheels(directory: Path, staging: Path) -> None:
                    check=True, timeout=600)  # fmt: skip
 
 
+def debian_packages(wheels: Path, directory: Path) -> None:
+    """gpufleet-daemon as build-deb.sh makes it from the offline wheels, and the next version.
+
+    The next one is the same package repacked with a later version: what an upgrade
+    runs (prerm upgrade, unpack, postinst configure OLD) does not depend on its contents.
+    """
+    directory.mkdir()
+    wheel = next(wheels.glob("gpufleet-*-py3-none-any.whl"))
+    env = {**os.environ, "PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(wheels)}
+    env.pop("VIRTUAL_ENV", None)
+    subprocess.run([str(ROOT / "installer/deb/build-deb.sh"), str(wheel), str(directory)],
+                   env=env, check=True, timeout=600, stdout=subprocess.DEVNULL)  # fmt: skip
+    first = next(directory.glob("gpufleet-daemon_*.deb"))
+    unpacked = directory / "next"
+    subprocess.run(["dpkg-deb", "-R", str(first), str(unpacked)], check=True, timeout=300)
+    control = unpacked / "DEBIAN" / "control"
+    version = next(line.split()[1] for line in control.read_text().splitlines()
+                   if line.startswith("Version:"))  # fmt: skip
+    control.write_text(control.read_text().replace(f"Version: {version}\n",
+                                                   f"Version: {version}+upgrade1\n"))  # fmt: skip
+    # gzip -1: this copy only has to install; the first is the real (xz) build.
+    subprocess.run(["dpkg-deb", "--root-owner-group", "-Zgzip", "-z1", "--build", str(unpacked),
+                    str(directory / "next.deb")], check=True, timeout=300,
+                   stdout=subprocess.DEVNULL)  # fmt: skip
+    shutil.rmtree(unpacked)
+    first.rename(directory / "first.deb")
+
+
 def unit_directory(directory: Path) -> Path:
     """/etc/systemd/system of the container: boot to multi-user, run the script."""
     wants = directory / "multi-user.target.wants"
     wants.mkdir(parents=True)
     (directory / "gf-e2e.service").write_text(
         "[Unit]\nDescription=gpufleet installer end to end\nAfter=basic.target\n"
-        f"[Service]\nType=oneshot\nExecStart=/bin/bash {E2E_SCRIPT}\nTimeoutStartSec=600\n"
+        f"[Service]\nType=oneshot\nExecStart=/bin/bash {E2E_SCRIPT}\nTimeoutStartSec=780\n"
     )
     (wants / "gf-e2e.service").symlink_to("../gf-e2e.service")
     (directory / "default.target").symlink_to("/usr/lib/systemd/system/multi-user.target")
@@ -131,6 +174,7 @@ def test_install_start_upgrade_uninstall_under_systemd(tmp_path: Path) -> None:
     (shared / "checkout").write_text(CHECKOUT_IN_CONTAINER)
     offline_wheels(shared / "wheels", tmp_path / "staging")
     build_fake_nvml(shared / "fakenvml")
+    debian_packages(shared / "wheels", shared / "deb")
     (tmp_path / "overlay").mkdir()
     output = boot(shared, unit_directory(tmp_path / "units"), tmp_path / "overlay")
     found = results(shared)
@@ -141,3 +185,4 @@ def test_install_start_upgrade_uninstall_under_systemd(tmp_path: Path) -> None:
              if found.get(key) != value}  # fmt: skip
     assert not wrong, f"(got, expected): {wrong}\ncontainer log, last lines:\n{log[-6000:]}"
     assert float(found["exposure"]) <= 3.0
+    assert float(found["deb_exposure"]) <= 3.0
