@@ -170,7 +170,7 @@ class AuthInterceptor(grpc.ServerInterceptor):
     def _guard_stream(self, name: str, method: str, behavior: Behavior) -> Behavior:
         def guarded(request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
             caller = self._admit(name, method, request, context)
-            stream = OpenStream(context, name, caller.user)
+            stream = OpenStream(context, name, caller.user, self._expiry(caller))
             self._streams.add(stream)
             token = set_current_caller(caller)
             items: Iterator[Any] = iter(())
@@ -194,6 +194,13 @@ class AuthInterceptor(grpc.ServerInterceptor):
                 reset_current_caller(token)
 
         return guarded
+
+    def _expiry(self, caller: Caller) -> float | None:
+        """When a new call with the caller's credential would be refused as expired."""
+        if caller.expires_unix_s is None:
+            return None
+        leeway = self._state.settings.leeway_s if caller.authenticated_by == "jwt" else 0.0
+        return caller.expires_unix_s + leeway
 
     def _admit(self, name: str, method: str, request: Any, context: grpc.ServicerContext) -> Caller:
         caller: Caller | None = None

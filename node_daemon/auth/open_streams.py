@@ -8,12 +8,16 @@ certificate, as its context showed them); a reload judges each again by the new
 settings, as a new call would be, and marks those refused now as ended. The
 stream sees it through its context: `is_active()` turns false, which the stream
 loops (StreamSamples, StreamEvents) check at least once a second; the
-interceptor then ends the call with the code and message of the refusal.
+interceptor then ends the call with the code and message of the refusal. A
+stream whose credential expires (a JWT's exp and the leeway, a static token's
+token_expires) ends the same way at the first such check after it does: a new
+call would be refused then, and a console's stream is open for days.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -44,10 +48,23 @@ class CallSnapshot:
 class OpenStream:
     """One admitted stream: who opened it, with what, and whether a reload ended it."""
 
-    def __init__(self, context: grpc.ServicerContext, method: str, user: str) -> None:
+    def __init__(self, context: grpc.ServicerContext, method: str, user: str,
+                 expires_unix_s: float | None = None,
+                 clock: Callable[[], float] = time.time) -> None:  # fmt: skip
         self.call, self.method, self.user = CallSnapshot(context), method, user
+        self.expires_unix_s = expires_unix_s  # when its credential stops working; None: never
+        self._clock = clock
         self._lock = threading.Lock()
         self._ended: Denied | None = None
+
+    def check_expiry(self) -> None:
+        """End it once its credential has expired (the first reason stays)."""
+        if self.expires_unix_s is None or self._clock() <= self.expires_unix_s:
+            return
+        at = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(self.expires_unix_s))
+        self.end(Denied(grpc.StatusCode.UNAUTHENTICATED,
+                        f"stream ended: the credential of {self.user} expired at {at} UTC",
+                        "expired token"))  # fmt: skip
 
     @property
     def ended(self) -> Denied | None:
@@ -102,6 +119,7 @@ class RevocableContext:
         self._context, self._stream = context, stream
 
     def is_active(self) -> bool:
+        self._stream.check_expiry()
         return self._stream.ended is None and bool(self._context.is_active())
 
     def __getattr__(self, name: str) -> Any:

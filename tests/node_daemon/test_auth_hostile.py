@@ -32,6 +32,7 @@ from node_daemon.server import NodeDaemon
 from tests.conftest import DaemonFactory, wait_for
 from tests.node_daemon import test_jwt
 from tests.node_daemon.jwt_mint import Issuer, b64, forged_kid_or_alg, part
+from tests.node_daemon.reload_harness import more_than, open_streams
 from tests.node_daemon.test_jwt import good, refusal, start, who, write_config
 
 # test_jwt's fixtures: a daemon whose JWKS comes from its daemon.toml, and the keys' issuer.
@@ -218,3 +219,33 @@ def test_a_teams_table_key_written_as_a_holder_is_the_team(tmp_path: Path) -> No
     loaded = load_config_file(config)
     assert loaded.teams == {"ops": ("otto", "ada", "vera")}
     assert teams_of(loaded, "vera") == teams_of(loaded, "otto") == ("team:ops",)
+
+
+def test_a_stream_ends_when_its_token_expires_and_the_others_go_on(
+    start_daemon: DaemonFactory, tmp_path: Path, issuer: Issuer
+) -> None:
+    """A console's streams stay open for days: one opened with a JWT that expires must end
+    when a new call with it would be refused, not run on with a credential that is gone."""
+    node = start(start_daemon, write_config(tmp_path, issuer, extra="leeway_s = 0"))
+    soon = int(time.time()) + 3
+    short, lasting = issuer.mint(good(exp=soon)), issuer.mint(good(user="bob"))
+    with grpc.insecure_channel(str(node.address)) as channel:
+        stub = pb_grpc.NodeServiceStub(channel)
+        short_streams, other = open_streams(stub, short), open_streams(stub, lasting)
+        try:
+            wait_for(lambda: all(s.count() for s in (*short_streams, *other)), 10,
+                     "every stream delivering")  # fmt: skip
+            wait_for(lambda: all(s.error for s in short_streams), 15, "the short token's end")
+            assert time.time() >= soon  # not before it expired
+            for stream in short_streams:
+                assert stream.error is not None
+                assert stream.error.code() == grpc.StatusCode.UNAUTHENTICATED
+                assert stream.error.details().startswith("stream ended: the credential of alice")
+            seen = other[0].count()
+            wait_for(more_than(other[0], seen + 1), 10, "bob's stream delivering after")
+            assert [s.error for s in other] == [None, None]
+        finally:
+            for stream in (*short_streams, *other):
+                stream.close()
+    ended = [r for r in node.audit.query(user="alice") if r.result.startswith("ENDED")]
+    assert ended and all("expired" in r.result for r in ended)
