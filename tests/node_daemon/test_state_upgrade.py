@@ -18,6 +18,7 @@ import tarfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import grpc
 import pytest
@@ -58,7 +59,7 @@ def reading(path: Path) -> contextlib.closing[sqlite3.Connection]:
     return contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True))
 
 
-def rows(path: Path, table: str, order: str) -> list[tuple[object, ...]]:
+def rows(path: Path, table: str, order: str) -> list[tuple[Any, ...]]:
     with reading(path) as db:
         return list(db.execute(f"SELECT * FROM {table} ORDER BY {order}"))
 
