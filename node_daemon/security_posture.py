@@ -4,9 +4,11 @@ One place defines "lower": authentication turned off (from tokens or a JWKS to
 no credentials at all, where every caller is the local admin), a JWT issuer or
 audience check dropped, TLS turned off, client certificates no longer
 required, the listen address widened (loopback, then one address, then every
-address), `insecure` turned on. A reload (SIGHUP) whose file does any of these
-is refused whole, with these phrases as the reason, unless the file itself has
-`[reload] allow_weaker_security = true` (node_daemon.commands.config_reload).
+address), `/metrics` (which has no authentication and names who runs what)
+turned on or widened the same way, `insecure` turned on. A reload (SIGHUP)
+whose file does any of these is refused whole, with these phrases as the
+reason, unless the file itself has `[reload] allow_weaker_security = true`
+(node_daemon.commands.config_reload).
 
 Why: the file a reload reads is not always the file meant. `> daemon.toml`, or
 an editor or deploy tool that writes in place, leaves it empty or cut short
@@ -25,7 +27,8 @@ from node_daemon.listen import parse_listen_address
 ALLOW_KEY = "[reload] allow_weaker_security = true"
 # How far a listen address reaches: loopback, one address (or a host name), all of them.
 _LOOPBACK, _ONE, _ALL = 0, 1, 2
-_REACH_WORDS = {_LOOPBACK: "loopback", _ONE: "one address", _ALL: "every address"}
+_OFF = -1  # metrics_listen unset: no /metrics at all
+_REACH_WORDS = {_OFF: "off", _LOOPBACK: "loopback", _ONE: "one address", _ALL: "every address"}
 
 
 def weakenings(old: DaemonConfig, new: DaemonConfig) -> tuple[str, ...]:
@@ -43,6 +46,13 @@ def weakenings(old: DaemonConfig, new: DaemonConfig) -> tuple[str, ...]:
         found.append(
             f"listen widened from {old.listen} ({_REACH_WORDS[before]}) to {new.listen} "
             f"({_REACH_WORDS[after]})"
+        )
+    before, after = _metrics_reach(old.metrics_listen), _metrics_reach(new.metrics_listen)
+    if after > before:
+        found.append(
+            f"metrics_listen widened from {old.metrics_listen or 'off'} "
+            f"({_REACH_WORDS[before]}) to {new.metrics_listen} ({_REACH_WORDS[after]}): "
+            "/metrics has no authentication"
         )
     if new.insecure and not old.insecure:
         found.append("insecure turned on")
@@ -74,6 +84,10 @@ def _tls_weakenings(old: DaemonConfig, new: DaemonConfig) -> list[str]:
     if before.require_client_cert and not after.require_client_cert:
         return ["client certificates no longer required ([tls] require_client_cert)"]
     return []
+
+
+def _metrics_reach(listen: str | None) -> int:
+    return _OFF if not listen else _reach(listen)
 
 
 def _reach(listen: str) -> int:

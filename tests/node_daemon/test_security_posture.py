@@ -69,3 +69,20 @@ def test_a_jwt_check_dropped_lowers_it_and_a_bad_listen_is_an_error() -> None:
     )
     with pytest.raises(ListenAddressError):
         weakenings(SECURED, replace(SECURED, listen="nowhere"))
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "widened"),
+    [
+        (None, "127.0.0.1:9400", True),  # turned on: who runs what, with no authentication
+        ("127.0.0.1:9400", "0.0.0.0:9400", True),
+        ("10.0.0.7:9400", "127.0.0.1:9400", False),
+        ("10.0.0.7:9400", None, False),  # turned off
+    ],
+)
+def test_metrics_listen_widened_lowers_it(before: str | None, after: str | None,
+                                          widened: bool) -> None:  # fmt: skip
+    found = weakenings(replace(SECURED, metrics_listen=before),
+                       replace(SECURED, metrics_listen=after))  # fmt: skip
+    assert bool(found) is widened
+    assert all(f.startswith("metrics_listen widened from") for f in found)
