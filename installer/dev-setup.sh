@@ -18,7 +18,8 @@ qt_xcb="libxkbcommon-x11-0 libxcb-cursor0 libxcb-icccm4 libxcb-keysyms1 libxcb-s
         libxcb-xinerama0 libxcb-randr0 libxcb-render-util0 libxcb-image0 libxcb-xkb1"
 case "$purpose" in
   demo) packages="$qt_runtime $qt_xcb python3-venv" ;;
-  # gcc builds the fake libnvidia-ml.so.1; procps gives ps and pgrep for debugging test runs.
+  # gcc builds the fake libnvidia-ml.so.1; procps gives ps and pgrep for debugging test runs;
+  # strace records a stopping daemon's syscalls (tests/node_daemon/test_daemon_signals.py).
   # systemd gives systemd-analyze (unit checks; nothing is started), desktop-file-utils
   # and shellcheck check the installer; systemd-container lets one test boot the
   # installer in a throwaway container (it skips without it), where polkitd
@@ -35,7 +36,7 @@ case "$purpose" in
   # and MariaDB give the test cluster Slurm's accounting (sacct): tests/slurm/accounting.py
   # runs its own MariaDB (a temporary datadir, a free port); on a host with systemd the
   # package also starts the system's (`systemctl disable --now mariadb` if unwanted).
-  test) packages="$qt_runtime $qt_xcb gcc libc6-dev procps python3-venv dbus-daemon dunst xvfb
+  test) packages="$qt_runtime $qt_xcb gcc libc6-dev procps strace python3-venv dbus-daemon dunst xvfb
         openbox xdotool xdg-desktop-portal xdg-desktop-portal-gtk gsettings-desktop-schemas
         libglib2.0-bin systemd desktop-file-utils shellcheck systemd-container polkitd nodejs
         munge slurmctld slurmd slurmrestd slurm-client slurm-wlm-jwt-plugin

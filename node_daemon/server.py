@@ -19,7 +19,6 @@ from gpufleet.v1 import node_pb2 as pb
 from node_daemon import __version__
 from node_daemon.alertmanager_link import AlertmanagerLink
 from node_daemon.alerts.engine import AlertEngine
-from node_daemon.auth.audit import FILE_SCHEMA as AUDIT_SCHEMA
 from node_daemon.auth.audit import AuditLog
 from node_daemon.auth.denials import DenialLimiter
 from node_daemon.auth.interceptor import AuthInterceptor
@@ -37,12 +36,9 @@ from node_daemon.health.boot import current_boot_id
 from node_daemon.health.events import health_events
 from node_daemon.health.model import GpuCondition
 from node_daemon.history.query import tier_messages
-from node_daemon.history.store import FILE_SCHEMA as HISTORY_SCHEMA
 from node_daemon.history.store import HISTORY_FILE, HistoryStore
-from node_daemon.journal.event_journal import FILE_SCHEMA as JOURNAL_SCHEMA
 from node_daemon.journal.event_journal import EventJournal, JournalError
 from node_daemon.journal.health_store import JournalHealthStore
-from node_daemon.journal.schema_version import FileSchema, refuse_newer_files
 from node_daemon.listen import ListenAddress, parse_listen_address
 from node_daemon.metrics.exporter import MetricsExporter
 from node_daemon.metrics.reloads import ReloadStats
@@ -63,7 +59,6 @@ from node_daemon.sampling.slurm import SlurmWatcher
 from node_daemon.server_tls import ReloadableServerCredentials
 from node_daemon.usage import USAGE_FILE, UsageMeter, UsageStore
 from node_daemon.usage.poller import SacctPoller
-from node_daemon.usage.store import FILE_SCHEMA as USAGE_SCHEMA
 
 log = logging.getLogger(__name__)
 
@@ -86,6 +81,9 @@ SERVER_OPTIONS: list[tuple[str, int]] = [
     ("grpc.max_send_message_length", 16 * 1024 * 1024),
     ("grpc.so_reuseport", 0),
 ]
+# The event engine holder's target (NodeDaemon._engine_holder): the discard port, never
+# dialled, as the channel makes no call.
+ENGINE_HOLDER_TARGET = "127.0.0.1:9"
 # Workers beyond the `max_streams` that streams may hold: unary calls (ack,
 # kill) and health checks always find one, however many streams are open.
 UNARY_WORKERS = 16
@@ -119,8 +117,6 @@ class NodeDaemon:
             backend, self.history, config.sample_interval_s, config.process_interval_s,
             clock=sweep_clock,
         )  # fmt: skip
-        # All checked before any is opened: one too new must not leave the others migrated.
-        refuse_newer_files(state_files(resolve_state_dir(config), config.history.enabled))
         self.journal = EventJournal(resolve_state_dir(config) / JOURNAL_FILE)
         self.audit = AuditLog(
             resolve_state_dir(config) / AUDIT_FILE, anchor=self.journal, denials=denials
@@ -174,12 +170,19 @@ class NodeDaemon:
         self.reloads = ReloadStats(time.time())  # SIGHUP's results, on /metrics
         self.metrics = self._build_metrics(backend)
         self._health = health.HealthServicer()
+        # Holds gRPC's event engine for the life of the process: the server's own
+        # reference goes when its serving thread destroys it at stop, and an engine torn
+        # down then closes its epoll fd under its poller threads, which crash the
+        # process (epoll_wait: Bad file descriptor) when load keeps one from seeing the
+        # shutdown first. Never used for a call: it never connects.
+        self._engine_holder = grpc.insecure_channel(ENGINE_HOLDER_TARGET)
         self._server = self._build_server(backend)
         self.port = self._bind(address)
         if self.port == 0:
             raise OSError(f"cannot listen on {address}: address in use or not available")
         self.address = ListenAddress(address.host, self.port)
         self._stopped = threading.Event()
+        self._stop_done = threading.Event()  # set when stop() has closed everything
         self._disk_warnings = RateLimitedLog("after-sweep step postponed", logger=log)
 
     def _bind(self, address: ListenAddress) -> int:
@@ -398,6 +401,12 @@ class NodeDaemon:
         if self._stopped.is_set():
             return
         self._stopped.set()
+        try:
+            self._stop_all(grace_s)
+        finally:
+            self._stop_done.set()
+
+    def _stop_all(self, grace_s: float) -> None:
         log.info("stopping (grace %.1f s)", grace_s)
         self._health.enter_graceful_shutdown()
         self.history.close()
@@ -422,24 +431,11 @@ class NodeDaemon:
         return self._stopped.wait(timeout_s)
 
     def wait(self) -> None:
-        # grpc's wait_for_termination wakes ten times a second; block on our own
-        # event until a stop begins, then wait for the server to finish stopping.
+        """Until stop() has ended: the server stopped and every store closed (the process
+        may then end at once, with nothing left to tear down)."""
+        # grpc's wait_for_termination wakes ten times a second; block on our own events.
         self._stopped.wait()
-        self._server.wait_for_termination()
-
-
-def state_files(state_dir: Path, history: bool = True) -> tuple[tuple[Path, FileSchema], ...]:
-    """The daemon's versioned state files in `state_dir`, each with its layout.
-
-    Args:
-        state_dir: the daemon's state directory.
-        history: whether the metric history is kept (a file not opened is not checked).
-    """
-    files = [(state_dir / JOURNAL_FILE, JOURNAL_SCHEMA), (state_dir / AUDIT_FILE, AUDIT_SCHEMA),
-             (state_dir / USAGE_FILE, USAGE_SCHEMA)]  # fmt: skip
-    if history:
-        files.append((state_dir / HISTORY_FILE, HISTORY_SCHEMA))
-    return tuple(files)
+        self._stop_done.wait()
 
 
 def _write_atomically(path: Path, text: str) -> None:

@@ -10,6 +10,7 @@ import argparse
 import contextlib
 import functools
 import logging
+import os
 import select
 import signal
 import socket
@@ -20,6 +21,7 @@ from dataclasses import replace
 from importlib.metadata import entry_points
 from pathlib import Path
 from types import FrameType
+from typing import NoReturn
 
 from node_daemon import __version__
 from node_daemon.backends.simulated import ScenarioError
@@ -28,7 +30,6 @@ from node_daemon.commands.backend_choice import build_backend
 from node_daemon.commands.config_reload import check_config, reload_daemon
 from node_daemon.commands.usage import add_usage_command
 from node_daemon.config import OPTIONS, ConfigError, DaemonConfig, load_config_file, validate
-from node_daemon.journal.schema_version import StateFileTooNew
 from node_daemon.listen import ListenAddressError, parse_listen_address
 from node_daemon.server import NodeDaemon
 
@@ -89,9 +90,7 @@ def run_daemon(args: argparse.Namespace) -> int:
         address = parse_listen_address(config.listen)
         _check_exposure(config, address.is_loopback)
         daemon = NodeDaemon(config, build_backend(config), address)
-    except (ConfigError, ListenAddressError, ScenarioError, ValueError, OSError,
-            StateFileTooNew) as exc:  # fmt: skip
-        # 2: the unit does not restart it (RestartPreventExitStatus), a restart cannot help.
+    except (ConfigError, ListenAddressError, ScenarioError, ValueError, OSError) as exc:
         print(f"gpufleet daemon: {exc}", file=sys.stderr)
         return 2
     wakeup, hangup = _stop_on_signals(daemon)
@@ -105,7 +104,7 @@ def run_daemon(args: argparse.Namespace) -> int:
         reload_daemon(daemon, lambda: daemon_config(args), check, source, args.config)
 
     _wait_for_stop(daemon, wakeup, hangup, reload)
-    return 0
+    _exit_now(0)
 
 
 def _check_config(args: argparse.Namespace) -> int:
@@ -140,6 +139,21 @@ def _wait_for_stop(
             hangup.clear()
             reload()
     daemon.wait()
+
+
+def _exit_now(code: int) -> NoReturn:
+    """End the process at once, once the daemon has stopped (its stores closed, its
+    server stopped), with the log flushed.
+
+    Not through the interpreter's teardown: that destroys gRPC's objects (its pollers'
+    epoll fds among them) while gRPC's own threads still run, and a poller that polls
+    again under load finds its fd closed and aborts the process (epoll_wait: Bad file
+    descriptor). The kernel ends every thread at once, before any fd goes.
+    """
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def _check_exposure(config: DaemonConfig, loopback: bool) -> None:
