@@ -19,6 +19,7 @@ from gpufleet.v1 import node_pb2 as pb
 from node_daemon import __version__
 from node_daemon.alertmanager_link import AlertmanagerLink
 from node_daemon.alerts.engine import AlertEngine
+from node_daemon.auth.audit import FILE_SCHEMA as AUDIT_SCHEMA
 from node_daemon.auth.audit import AuditLog
 from node_daemon.auth.denials import DenialLimiter
 from node_daemon.auth.interceptor import AuthInterceptor
@@ -36,9 +37,12 @@ from node_daemon.health.boot import current_boot_id
 from node_daemon.health.events import health_events
 from node_daemon.health.model import GpuCondition
 from node_daemon.history.query import tier_messages
+from node_daemon.history.store import FILE_SCHEMA as HISTORY_SCHEMA
 from node_daemon.history.store import HISTORY_FILE, HistoryStore
+from node_daemon.journal.event_journal import FILE_SCHEMA as JOURNAL_SCHEMA
 from node_daemon.journal.event_journal import EventJournal, JournalError
 from node_daemon.journal.health_store import JournalHealthStore
+from node_daemon.journal.schema_version import FileSchema, refuse_newer_files
 from node_daemon.listen import ListenAddress, parse_listen_address
 from node_daemon.metrics.exporter import MetricsExporter
 from node_daemon.metrics.reloads import ReloadStats
@@ -59,6 +63,7 @@ from node_daemon.sampling.slurm import SlurmWatcher
 from node_daemon.server_tls import ReloadableServerCredentials
 from node_daemon.usage import USAGE_FILE, UsageMeter, UsageStore
 from node_daemon.usage.poller import SacctPoller
+from node_daemon.usage.store import FILE_SCHEMA as USAGE_SCHEMA
 
 log = logging.getLogger(__name__)
 
@@ -117,6 +122,8 @@ class NodeDaemon:
             backend, self.history, config.sample_interval_s, config.process_interval_s,
             clock=sweep_clock,
         )  # fmt: skip
+        # All checked before any is opened: one too new must not leave the others migrated.
+        refuse_newer_files(state_files(resolve_state_dir(config), config.history.enabled))
         self.journal = EventJournal(resolve_state_dir(config) / JOURNAL_FILE)
         self.audit = AuditLog(
             resolve_state_dir(config) / AUDIT_FILE, anchor=self.journal, denials=denials
@@ -436,6 +443,20 @@ class NodeDaemon:
         # grpc's wait_for_termination wakes ten times a second; block on our own events.
         self._stopped.wait()
         self._stop_done.wait()
+
+
+def state_files(state_dir: Path, history: bool = True) -> tuple[tuple[Path, FileSchema], ...]:
+    """The daemon's versioned state files in `state_dir`, each with its layout.
+
+    Args:
+        state_dir: the daemon's state directory.
+        history: whether the metric history is kept (a file not opened is not checked).
+    """
+    files = [(state_dir / JOURNAL_FILE, JOURNAL_SCHEMA), (state_dir / AUDIT_FILE, AUDIT_SCHEMA),
+             (state_dir / USAGE_FILE, USAGE_SCHEMA)]  # fmt: skip
+    if history:
+        files.append((state_dir / HISTORY_FILE, HISTORY_SCHEMA))
+    return tuple(files)
 
 
 def _write_atomically(path: Path, text: str) -> None:

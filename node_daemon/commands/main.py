@@ -30,6 +30,7 @@ from node_daemon.commands.backend_choice import build_backend
 from node_daemon.commands.config_reload import check_config, reload_daemon
 from node_daemon.commands.usage import add_usage_command
 from node_daemon.config import OPTIONS, ConfigError, DaemonConfig, load_config_file, validate
+from node_daemon.journal.schema_version import StateFileTooNew
 from node_daemon.listen import ListenAddressError, parse_listen_address
 from node_daemon.server import NodeDaemon
 
@@ -90,7 +91,9 @@ def run_daemon(args: argparse.Namespace) -> int:
         address = parse_listen_address(config.listen)
         _check_exposure(config, address.is_loopback)
         daemon = NodeDaemon(config, build_backend(config), address)
-    except (ConfigError, ListenAddressError, ScenarioError, ValueError, OSError) as exc:
+    except (ConfigError, ListenAddressError, ScenarioError, ValueError, OSError,
+            StateFileTooNew) as exc:  # fmt: skip
+        # 2: the unit does not restart it (RestartPreventExitStatus), a restart cannot help.
         print(f"gpufleet daemon: {exc}", file=sys.stderr)
         return 2
     wakeup, hangup = _stop_on_signals(daemon)
