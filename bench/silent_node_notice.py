@@ -32,6 +32,7 @@ Writes bench/results/silent_node_notice.json and .md (``--out``, ``--md``).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import random
@@ -62,6 +63,7 @@ from console.session import ConsoleSession
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the forwarder is the tests'
 from tests.console.tcp_blackhole import BlackHoleProxy
+from tests.console.xserver import xvfb
 
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
@@ -148,11 +150,12 @@ class Dunst:
         (workdir / "dunstrc").write_text(DUNSTRC.format(script=script), encoding="utf-8")
         self._procs: list[subprocess.Popen[str]] = []
         self._bus_open = False
+        self._x_server = contextlib.ExitStack()
         undo.append(self.stop)  # from the first process on
         bus = self._spawn("dbus-daemon", f"--config-file={workdir / 'bus.conf'}", "--nofork",
                           "--print-address=1")  # fmt: skip
         self.address = _first_line(bus)
-        display = ":" + _first_line(self._spawn("Xvfb", "-displayfd", "1", "-nolisten", "tcp"))
+        display = self._x_server.enter_context(xvfb(quiet=True))
         env = {**os.environ, "DISPLAY": display, "DBUS_SESSION_BUS_ADDRESS": self.address}
         argv = ["dunst", "-config", str(workdir / "dunstrc")]
         self._procs.append(subprocess.Popen(argv, env=env, stderr=subprocess.DEVNULL, text=True))
@@ -179,6 +182,7 @@ class Dunst:
             proc.wait(10)
             if proc.stdout is not None:
                 proc.stdout.close()
+        self._x_server.close()
 
 
 def _first_line(proc: subprocess.Popen[str]) -> str:

@@ -30,7 +30,7 @@ from console.main_window import MainWindow
 from console.session import ConsoleSession
 from console.views.theme import DARK, LIGHT
 from console.views.window_looks import WindowLooks
-from tests.console.test_desktop_notifier import read_line, stop
+from tests.console.xserver import read_line, stop, xvfb
 
 INNER = "GPUFLEET_DESKTOP_SESSION"  # set in the rerun inside the desktop session
 # Where the session's GSettings key file lives (the inner tests get their own config dir).
@@ -138,25 +138,23 @@ def desktop_session(tmp_path: Path) -> Iterator[dict[str, str]]:
            "XDG_CURRENT_DESKTOP": "GNOME",  # the portal's GTK backend serves GNOME sessions
            "GSETTINGS_BACKEND": "keyfile", "NO_AT_BRIDGE": "1"}  # fmt: skip
     set_scheme("prefer-dark", env)  # the desktop's preference before the session starts
-    xvfb = subprocess.Popen(["Xvfb", "-displayfd", "1", "-nolisten", "tcp"],
-                            stdout=subprocess.PIPE, text=True)  # fmt: skip
-    bus: subprocess.Popen[str] | None = None
-    try:
-        env["DISPLAY"] = ":" + read_line(xvfb, 10, "Xvfb")
+    with xvfb() as display:
+        env["DISPLAY"] = display
         # The session bus starts the portal and its GTK backend when first asked,
         # with this environment (the display, the key file, the desktop's name).
         bus = subprocess.Popen(["dbus-daemon", "--session", "--nofork", "--print-address=1"],
                                env=env, stdout=subprocess.PIPE, text=True)  # fmt: skip
-        env["DBUS_SESSION_BUS_ADDRESS"] = read_line(bus, 10, "dbus-daemon")
-        deadline = time.monotonic() + 30
-        while (answer := portal_scheme(env)) != "(<<uint32 1>>,)":
-            assert time.monotonic() < deadline, f"the portal answered {answer!r}, not prefer-dark"
-            time.sleep(0.2)  # polling the portal's start-up: it has no ready signal to us
-        yield env
-    finally:
-        if bus is not None:
+        try:
+            env["DBUS_SESSION_BUS_ADDRESS"] = read_line(bus, 10, "dbus-daemon")
+            deadline = time.monotonic() + 30
+            while (answer := portal_scheme(env)) != "(<<uint32 1>>,)":
+                assert time.monotonic() < deadline, (
+                    f"the portal answered {answer!r}, not prefer-dark"
+                )
+                time.sleep(0.2)  # polling the portal's start-up: it has no ready signal to us
+            yield env
+        finally:
             stop(bus)  # the portal and its backend leave with their bus
-        stop(xvfb)
 
 
 def test_the_console_follows_the_desktops_colour_scheme(desktop_session: dict[str, str]) -> None:

@@ -12,7 +12,6 @@ import importlib.util
 import json
 import logging
 import os
-import select
 import shutil
 import subprocess
 import sys
@@ -30,6 +29,7 @@ from console.fleet.alerts import AlertRow, Severity
 from console.notify import text
 from console.notify.desktop import PATH, SERVICE, DesktopNotifier
 from console.notify.tray import TrayNotifier
+from tests.console.xserver import read_line, stop, xvfb
 
 BUS_NAME = "gpufleet-test-bus"
 PROPERTIES = "org.freedesktop.DBus.Properties"
@@ -51,29 +51,6 @@ BUS_CONFIG = """<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Config
 </busconfig>
 """
 NOT_TESTED = "!!! {what} NOT INSTALLED: desktop notifications NOT TESTED; {fix} !!!"
-
-
-def read_line(process: subprocess.Popen[str], timeout_s: float, what: str) -> str:
-    """The child's first line of output, waiting for its start-up no longer than `timeout_s`."""
-    assert process.stdout is not None
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        ready, _, _ = select.select([process.stdout], [], [], deadline - time.monotonic())
-        if ready:
-            return process.stdout.readline().strip()
-    raise AssertionError(f"{what} said nothing within {timeout_s} s")
-
-
-def stop(process: subprocess.Popen[Any]) -> None:
-    process.terminate()
-    try:
-        process.wait(timeout=5)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
-    for pipe in (process.stdin, process.stdout, process.stderr):
-        if pipe is not None:
-            pipe.close()  # wait() leaves them open: a ResourceWarning once collected
 
 
 @pytest.fixture
@@ -384,28 +361,19 @@ def test_dunst_shows_replaces_and_closes_our_notifications(qtbot, caplog, privat
     if missing:
         what, fix = " and ".join(missing), "apt-get install dunst xvfb"
         pytest.skip(NOT_TESTED.format(what=what, fix=fix).replace("desktop", "dunst"))
-    xvfb = subprocess.Popen(
-        ["Xvfb", "-displayfd", "1", "-nolisten", "tcp"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
-    dunst = None
-    try:
-        display = ":" + read_line(xvfb, 10.0, "Xvfb")
+    with xvfb(quiet=True) as display:
         env = {**os.environ, "DISPLAY": display, "DBUS_SESSION_BUS_ADDRESS": private_bus}
         dunst = subprocess.Popen(["dunst"], env=env, stderr=subprocess.DEVNULL, text=True)
-        desktop = DesktopNotifier(bus)
-        qtbot.waitUntil(lambda: desktop.available, timeout=5000)
-        alert = make_alert()
-        assert shown(qtbot, desktop, alert) > 0  # an id back: dunst took our signature
-        qtbot.waitUntil(lambda: dunst_count(bus) == 1, timeout=3000)
-        desktop.show(make_alert(value=92.0), "gpu-node-02")  # replaces: still one
-        desktop.withdraw(alert)  # held until dunst has answered the replacement
-        qtbot.waitUntil(lambda: dunst_count(bus) == 0, timeout=3000)
-        assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
-        desktop.deleteLater()
-    finally:
-        if dunst is not None:
+        try:
+            desktop = DesktopNotifier(bus)
+            qtbot.waitUntil(lambda: desktop.available, timeout=5000)
+            alert = make_alert()
+            assert shown(qtbot, desktop, alert) > 0  # an id back: dunst took our signature
+            qtbot.waitUntil(lambda: dunst_count(bus) == 1, timeout=3000)
+            desktop.show(make_alert(value=92.0), "gpu-node-02")  # replaces: still one
+            desktop.withdraw(alert)  # held until dunst has answered the replacement
+            qtbot.waitUntil(lambda: dunst_count(bus) == 0, timeout=3000)
+            assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+            desktop.deleteLater()
+        finally:
             stop(dunst)
-        stop(xvfb)

@@ -56,7 +56,8 @@ from tests.console.test_control_e2e import SLEEPER, Console, _in_hours, submit
 from tests.console.test_control_model import A, fleet_with
 from tests.console.test_control_views import SLEEPER as SLEEPER_ROW
 from tests.console.test_control_views import grid_of
-from tests.console.test_desktop_notifier import NOT_TESTED, read_line, stop
+from tests.console.test_desktop_notifier import NOT_TESTED
+from tests.console.xserver import xvfb
 
 pytestmark = [
     pytest.mark.usefixtures("accounts"),
@@ -587,15 +588,9 @@ def test_the_keyboard_tests_pass_in_a_real_x_server() -> None:
     if shutil.which("Xvfb") is None:
         not_tested = NOT_TESTED.format(what="Xvfb", fix="apt-get install xvfb")
         pytest.skip(not_tested.replace("desktop notifications", "the keyboard in X"))
-    xvfb = subprocess.Popen(
-        ["Xvfb", "-displayfd", "1", "-nolisten", "tcp"], stdout=subprocess.PIPE, text=True
-    )
-    try:
-        display = ":" + read_line(xvfb, 10, "Xvfb")
+    with xvfb() as display:
         env = {**os.environ, "DISPLAY": display, "QT_QPA_PLATFORM": "xcb", ACCOUNTS_HELD: "1"}
         argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", __file__]
         run = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300)
-    finally:
-        stop(xvfb)
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
     assert re.search(r"\b11 passed, 1 skipped\b", run.stdout), run.stdout[-2000:]

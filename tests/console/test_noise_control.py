@@ -41,9 +41,9 @@ from tests.console.test_desktop_notifier import (  # noqa: F401 (fixtures)
     bus,
     dunst_count,
     private_bus,
-    read_line,
     stop,
 )
+from tests.console.xserver import read_line, xvfb
 
 TARGET = "gpu-node-03:50051"
 GPUS = 8
@@ -129,20 +129,13 @@ def dunst(private_bus: str) -> Iterator[None]:  # noqa: F811
     if missing:
         what, fix = " and ".join(missing), "apt-get install dunst xvfb dbus-bin"
         pytest.skip(NOT_TESTED.format(what=what, fix=fix).replace("desktop", "dunst"))
-    xvfb = subprocess.Popen(
-        ["Xvfb", "-displayfd", "1", "-nolisten", "tcp"],
-        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-    )  # fmt: skip
-    process = None
-    try:
-        display = ":" + read_line(xvfb, 10.0, "Xvfb")
+    with xvfb(quiet=True) as display:
         env = {**os.environ, "DISPLAY": display, "DBUS_SESSION_BUS_ADDRESS": private_bus}
         process = subprocess.Popen(["dunst"], env=env, stderr=subprocess.DEVNULL, text=True)
-        yield
-    finally:
-        if process is not None:
+        try:
+            yield
+        finally:
             stop(process)
-        stop(xvfb)
 
 
 def test_minutes_of_flapping_on_8_gpus_are_one_notification_and_the_critical_pops(

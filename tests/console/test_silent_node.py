@@ -17,6 +17,7 @@ bench/silent_node_notice.py, not asserted here.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import shutil
 import signal
@@ -46,6 +47,7 @@ from console.qt import roles
 from console.session import ConsoleSession
 from tests.console.tcp_blackhole import BlackHoleProxy
 from tests.console.test_desktop_notifier import BUS_CONFIG, NOT_TESTED, dunst_count, read_line, stop
+from tests.console.xserver import xvfb
 from tests.daemon_process import DaemonProcess
 
 # The goal: a silent node is shown not connected within 5 s (keepalive 2 s, 1.5 s to answer).
@@ -363,6 +365,7 @@ def test_dunst_shows_a_stopped_node_as_critical_and_closes_it_when_back(
     config.write_text(BUS_CONFIG.format(tmpdir=tmp_path), encoding="utf-8")
     processes: list[subprocess.Popen[str]] = []
     window = None
+    x_server = contextlib.ExitStack()
 
     def spawn(*argv: str) -> subprocess.Popen[str]:
         processes.append(subprocess.Popen(argv, stdout=subprocess.PIPE,
@@ -374,7 +377,7 @@ def test_dunst_shows_a_stopped_node_as_critical_and_closes_it_when_back(
             "dbus-daemon", f"--config-file={config}", "--nofork", "--print-address=1"
         )
         address = read_line(bus_daemon, 5.0, "dbus-daemon")
-        display = ":" + read_line(spawn("Xvfb", "-displayfd", "1", "-nolisten", "tcp"), 10, "Xvfb")
+        display = x_server.enter_context(xvfb(quiet=True))
         dunst, seen = start_dunst(tmp_path, address, display)
         processes.append(dunst)
         bus = QDBusConnection.connectToBus(address, DUNST_BUS)
@@ -402,6 +405,7 @@ def test_dunst_shows_a_stopped_node_as_critical_and_closes_it_when_back(
         QDBusConnection.disconnectFromBus(DUNST_BUS)
         for process in reversed(processes):
             stop(process)
+        x_server.close()
 
 
 def test_acknowledging_the_consoles_alert_stays_in_the_console(qtbot, node, watch) -> None:
