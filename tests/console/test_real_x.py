@@ -7,9 +7,11 @@ server's XTEST extension, as a keyboard and a mouse would send them; the window
 manager places, focuses, resizes and makes windows full screen. Against real
 daemons over loopback: keyboard-only assign, reserve, silence with a reason and
 kill; a process dragged with the mouse onto the kill zone, its drag image
-compact; the window resized by the window manager to 1366x768 and 3840x2160 with
-the plots' labels apart (geometry asserted); the light theme from the View menu
-and wall mode from its shortcut; the layout remembered across a restart.
+compact, its kill dialog mapped late by the window manager (as under load) and
+cancelled with Escape once it has the focus; the window resized by the window
+manager to 1366x768 and 3840x2160 with the plots' labels apart (geometry
+asserted); the light theme from the View menu and wall mode from its shortcut;
+the layout remembered across a restart.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -25,12 +28,13 @@ from collections.abc import Callable, Iterator
 import pytest
 from PySide6.QtCore import QRectF, QTimer
 from PySide6.QtGui import QDrag, QGuiApplication, QImage, QPainter, QPalette
-from PySide6.QtWidgets import QApplication, QMenu, QPushButton, QWidget
+from PySide6.QtWidgets import QApplication, QDialog, QMenu, QMessageBox, QPushButton, QWidget
 
 from console.fleet.control import WorkloadState
 from console.fleet.updates import KillReport
 from console.main_window import MainWindow
 from console.views.choice_dialog import ChoiceDialog
+from console.views.control_prompts import ControlPrompts
 from console.views.gpu_plots import MIN_PLOT_HEIGHT
 from console.views.kill_dialog import KillDialog
 from console.views.new_silence_dialog import NewSilenceDialog
@@ -46,6 +50,8 @@ from tests.console.test_control_e2e import SLEEPER, Console, submit
 from tests.console.xserver import window_manager, xvfb
 
 INNER = "GPUFLEET_REAL_X"  # set in the rerun inside the X server
+WM_PID = "GPUFLEET_REAL_X_WM_PID"  # the window manager's pid, for the rerun
+SLOW_WM_MS = 1000  # how long the window manager takes to map a dialog, as under load
 SCREEN = (3900, 2300)
 SIZES = ((1366, 768), (3840, 2160))
 DRAG_IMAGE_MAX = (320, 48)  # the compact drag image (console/views/drag_image.py)
@@ -281,6 +287,20 @@ def test_keyboard_only_kill(qtbot, console: Console) -> None:
 # -- the mouse: a drag with a compact image -----------------------------------------------
 
 
+def slow_window_manager(prompts: ControlPrompts) -> None:
+    """The next dialog `prompts` opens is mapped and focused SLOW_WM_MS late, as a
+    window manager on a loaded machine does: openbox is stopped (SIGSTOP) meanwhile."""
+    wm, opener = int(os.environ[WM_PID]), prompts._open
+
+    def open_late(dialog: QDialog | QMessageBox, on_accept: Callable[[], None]) -> None:
+        os.kill(wm, signal.SIGSTOP)
+        QTimer.singleShot(SLOW_WM_MS, lambda: os.kill(wm, signal.SIGCONT))
+        prompts._open = opener  # type: ignore[method-assign]
+        opener(dialog, on_accept)
+
+    prompts._open = open_late  # type: ignore[method-assign]
+
+
 @inner
 def test_a_process_dragged_onto_the_kill_zone_with_a_compact_image(qtbot, console: Console) -> None:
     window = console.window
@@ -319,6 +339,7 @@ def test_a_process_dragged_onto_the_kill_zone_with_a_compact_image(qtbot, consol
         # Quick, as a hand is: the table's rows are rebuilt each frame, and a rebuild
         # between the press and the drag's start forgets the press.
         press = ["mousemove", str(start.x()), str(start.y()), "sleep", "0.1", "mousedown", "1"]
+        slow_window_manager(window.prompts)
         xdotool(qtbot, *press, *steps, "sleep", "0.6", "mouseup", "1")
         dialog = dialog_of(qtbot, lambda: window.prompts.dialog, KillDialog)
     finally:
@@ -460,24 +481,25 @@ def test_the_layout_comes_back_after_a_restart(qtbot, open_console) -> None:  # 
 
 
 @pytest.fixture
-def x_server() -> Iterator[str]:
-    """Xvfb and openbox on a display of their own; yields the display."""
+def x_server() -> Iterator[tuple[str, int]]:
+    """Xvfb and openbox on a display of their own; yields the display and openbox's pid."""
     if os.environ.get(INNER) == "1":
         pytest.skip("already running in the X server")
     missing = [tool for tool in ("Xvfb", "openbox", "xdotool") if shutil.which(tool) is None]
     if missing:
         pytest.skip(NOT_TESTED.format(what=", ".join(missing),
                                       fix="installer/dev-setup.sh test installs them"))  # fmt: skip
-    with xvfb(SCREEN) as display, window_manager(display):
-        yield display
+    with xvfb(SCREEN) as display, window_manager(display) as wm:
+        yield display, wm
 
 
 def test_the_console_in_a_real_x_server_with_a_window_manager(
-    x_server: str, held_accounts: None
+    x_server: tuple[str, int], held_accounts: None
 ) -> None:
     """The rerun uses the test accounts this run holds (see conftest's held_accounts)."""
-    env = {**os.environ, "DISPLAY": x_server, "QT_QPA_PLATFORM": "xcb", INNER: "1",
-           ACCOUNTS_HELD: "1"}  # fmt: skip
+    display, wm = x_server
+    env = {**os.environ, "DISPLAY": display, WM_PID: str(wm), "QT_QPA_PLATFORM": "xcb",
+           INNER: "1", ACCOUNTS_HELD: "1"}  # fmt: skip
     argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", __file__]
     run = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stdout[-6000:] + run.stderr[-2000:]

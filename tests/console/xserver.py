@@ -58,8 +58,9 @@ def xvfb(screen: tuple[int, int] | None = None, quiet: bool = False) -> Iterator
 
 
 @contextlib.contextmanager
-def window_manager(display: str) -> Iterator[None]:
-    """openbox managing `display`: back once it has set its EWMH properties there."""
+def window_manager(display: str) -> Iterator[int]:
+    """openbox managing `display`: back once it has set its EWMH properties there;
+    yields its pid."""
     env = {**os.environ, "DISPLAY": display}
     wm = subprocess.Popen(["openbox", "--sm-disable"], env=env, stderr=subprocess.PIPE,
                           text=True)  # fmt: skip
@@ -71,6 +72,6 @@ def window_manager(display: str) -> Iterator[None]:
                 f"openbox on {display} exited: {wm.stderr.read() if wm.stderr else ''}"
             )
             time.sleep(0.1)  # polling the X server for the WM's EWMH properties
-        yield
+        yield wm.pid
     finally:
         stop(wm)
