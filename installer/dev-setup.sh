@@ -20,6 +20,8 @@ case "$purpose" in
   demo) packages="$qt_runtime $qt_xcb python3-venv" ;;
   # gcc builds the fake libnvidia-ml.so.1; procps gives ps and pgrep for debugging test runs;
   # strace records a stopping daemon's syscalls (tests/node_daemon/test_daemon_signals.py).
+  # python3-venv is Debian's python3 making venvs: install.sh's, and the Debian package's
+  # (installer/deb/build-deb.sh; dpkg-deb and unshare are in the essential dpkg and util-linux).
   # systemd gives systemd-analyze (unit checks; nothing is started), desktop-file-utils
   # and shellcheck check the installer; systemd-container lets one test boot the
   # installer in a throwaway container (it skips without it), where polkitd

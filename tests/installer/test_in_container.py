@@ -107,7 +107,8 @@ def debian_packages(wheels: Path, directory: Path) -> None:
     """
     directory.mkdir()
     wheel = next(wheels.glob("gpufleet-*-py3-none-any.whl"))
-    env = {**os.environ, "PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(wheels)}
+    env = {**os.environ, "PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(wheels),
+           "DEB_COMPRESSION": "gzip"}  # fmt: skip
     env.pop("VIRTUAL_ENV", None)
     subprocess.run([str(ROOT / "installer/deb/build-deb.sh"), str(wheel), str(directory)],
                    env=env, check=True, timeout=600, stdout=subprocess.DEVNULL)  # fmt: skip
@@ -119,8 +120,7 @@ def debian_packages(wheels: Path, directory: Path) -> None:
                    if line.startswith("Version:"))  # fmt: skip
     control.write_text(control.read_text().replace(f"Version: {version}\n",
                                                    f"Version: {version}+upgrade1\n"))  # fmt: skip
-    # gzip -1: this copy only has to install; the first is the real (xz) build.
-    subprocess.run(["dpkg-deb", "--root-owner-group", "-Zgzip", "-z1", "--build", str(unpacked),
+    subprocess.run(["dpkg-deb", "--root-owner-group", "-Zgzip", "--build", str(unpacked),
                     str(directory / "next.deb")], check=True, timeout=300,
                    stdout=subprocess.DEVNULL)  # fmt: skip
     shutil.rmtree(unpacked)

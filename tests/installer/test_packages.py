@@ -145,3 +145,41 @@ def test_wheel_console_extra_finds_its_resources_in_a_fresh_venv(
                             env={**clean_env(), "QT_QPA_PLATFORM": "offscreen"},
                             capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
     assert helped.returncode == 0 and "usage:" in helped.stdout, helped.stdout + helped.stderr
+
+
+def test_debian_package_holds_a_venv_made_for_its_final_path(
+    packages: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """Where no container boots (tests/installer/test_in_container.py installs it), this at
+    least shows what the .deb carries: a venv whose scripts name /opt/gpufleet/venv, the
+    installer's own unit, rule and config, byte for byte, and the Python it needs."""
+    for tool in ("dpkg-deb", "unshare"):
+        if shutil.which(tool) is None:
+            pytest.skip(f"!!! {tool} NOT INSTALLED: the Debian package is NOT BUILT !!!")
+    # gzip: the same tree, without xz's 40 s of CPU.
+    subprocess.run([str(ROOT / "installer/deb/build-deb.sh"), str(packages[1]), str(tmp_path)],
+                   check=True, capture_output=True, timeout=600,
+                   env={**clean_env(), "DEB_COMPRESSION": "gzip"})  # fmt: skip
+    (deb,) = tmp_path.glob("gpufleet-daemon_*.deb")
+    assert deb.name == f"gpufleet-daemon_{VERSION}_{deb.name.rsplit('_', 1)[1]}"
+    subprocess.run(["dpkg-deb", "-x", str(deb), str(tmp_path / "root")], check=True, timeout=300)
+    root = tmp_path / "root"
+    script = (root / "opt/gpufleet/venv/bin/gpufleet").read_text()
+    assert script.startswith("#!/opt/gpufleet/venv/bin/python"), script
+    debian_python = os.path.realpath("/usr/bin/python3")  # python3.X, never python3
+    venv_pythons = [os.readlink(p) for p in root.glob("opt/gpufleet/venv/bin/python*")]
+    assert debian_python in venv_pythons, venv_pythons
+    installer = ROOT / "installer"
+    same = {
+        "lib/systemd/system/gpufleet-daemon.service": installer / "systemd/gpufleet-daemon.service",
+        "usr/share/polkit-1/rules.d/50-gpufleet-workloads.rules":
+            installer / "polkit/50-gpufleet-workloads.rules",
+        "opt/gpufleet/share/daemon.toml": installer / "config/daemon.toml",
+        "opt/gpufleet/share/service-setup.sh": installer / "service-setup.sh",
+    }  # fmt: skip
+    assert not [path for path, source in same.items()
+                if (root / path).read_bytes() != source.read_bytes()]  # fmt: skip
+    assert not list(root.glob("opt/gpufleet/venv/lib/python3*/site-packages/PySide6"))
+    depends = subprocess.run(["dpkg-deb", "-f", str(deb), "Depends"], capture_output=True,
+                             text=True, check=True, timeout=60).stdout  # fmt: skip
+    assert f"{Path(debian_python).name}," in depends, depends
