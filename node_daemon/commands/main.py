@@ -96,7 +96,7 @@ def run_daemon(args: argparse.Namespace) -> int:
         # 2: the unit does not restart it (RestartPreventExitStatus), a restart cannot help.
         print(f"gpufleet daemon: {exc}", file=sys.stderr)
         return 2
-    wakeup, hangup = _stop_on_signals(daemon)
+    wakeup, hangup, stopping = _stop_on_signals(daemon)
     daemon.start()
     if config.insecure and not address.is_loopback and config.auth.tls is None:
         _start_insecure_nagger(daemon)
@@ -106,7 +106,7 @@ def run_daemon(args: argparse.Namespace) -> int:
         check = functools.partial(_check_exposure, loopback=address.is_loopback)
         reload_daemon(daemon, lambda: daemon_config(args), check, source, args.config)
 
-    _wait_for_stop(daemon, wakeup, hangup, reload)
+    _wait_for_stop(daemon, wakeup, hangup, stopping, reload)
     _exit_now(0)
 
 
@@ -121,7 +121,11 @@ def _check_config(args: argparse.Namespace) -> int:
 
 
 def _wait_for_stop(
-    daemon: NodeDaemon, wakeup: socket.socket, hangup: threading.Event, reload: Callable[[], None]
+    daemon: NodeDaemon,
+    wakeup: socket.socket,
+    hangup: threading.Event,
+    stopping: threading.Event,
+    reload: Callable[[], None],
 ) -> None:
     """Sleep on the signal wakeup socket until a stop begins, then until it is done;
     reload the config when woken by SIGHUP.
@@ -132,9 +136,12 @@ def _wait_for_stop(
     The wakeup socket is written by whichever thread takes the signal. The
     reload runs here, on the main thread, not in the handler: it reads files
     and takes locks that the interrupted code may hold. Hangups that arrive
-    during a reload are one more reload after it, not one each.
+    during a reload are one more reload after it, not one each. `stopping` is set
+    by the stop signal's handler itself: the stop thread it starts may not yet
+    have marked the daemon stopped when this loop looks again (a loaded
+    machine), and another minute's sleep on the socket must not follow.
     """
-    while not daemon.wait_stopped(0):
+    while not stopping.is_set() and not daemon.wait_stopped(0):
         select.select([wakeup], [], [], 60.0)
         with contextlib.suppress(BlockingIOError):
             wakeup.recv(4096)
@@ -186,16 +193,21 @@ def _start_insecure_nagger(daemon: NodeDaemon) -> None:
     threading.Thread(target=nag, name="gpufleet-insecure-warning", daemon=True).start()
 
 
-def _stop_on_signals(daemon: NodeDaemon) -> tuple[socket.socket, threading.Event]:
+def _stop_on_signals(
+    daemon: NodeDaemon,
+) -> tuple[socket.socket, threading.Event, threading.Event]:
     """Install the handlers: the returned socket wakes the main thread on any signal, the
-    event says a SIGHUP asked for a reload."""
+    events say a SIGHUP asked for a reload and a SIGTERM or SIGINT for the stop."""
     wakeup, wakeup_writer = socket.socketpair()
     wakeup.setblocking(False)
     wakeup_writer.setblocking(False)
     signal.set_wakeup_fd(wakeup_writer.fileno(), warn_on_full_buffer=False)
 
+    stopping = threading.Event()
+
     def handle(signum: int, _frame: FrameType | None) -> None:
         log.info("received %s", signal.Signals(signum).name)
+        stopping.set()
         # Stop off the signal handler: server.stop() waits for the grace period.
         threading.Thread(target=daemon.stop, name="gpufleet-shutdown").start()
 
@@ -209,7 +221,7 @@ def _stop_on_signals(daemon: NodeDaemon) -> tuple[socket.socket, threading.Event
 
     signal.signal(signal.SIGHUP, reload_on_hangup)
     _keep[wakeup_writer.fileno()] = wakeup_writer  # the fd must outlive this function
-    return wakeup, hangup
+    return wakeup, hangup, stopping
 
 
 _keep: dict[int, socket.socket] = {}
