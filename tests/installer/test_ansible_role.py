@@ -86,8 +86,10 @@ def packages(tmp_path_factory: pytest.TempPathFactory) -> Packages:
         pytest.skip("!!! dpkg-deb NOT INSTALLED: the Ansible role is NOT TRIED !!!")
     staging = tmp_path_factory.mktemp("package") / "tree"
     shutil.copytree(ROOT, staging, ignore=SKIP_DIRS)
+    # gzip, not xz: the same package to dpkg, for 2 s of CPU instead of 40 (build-deb.sh).
     subprocess.run([str(staging / "installer" / "package.sh")], cwd=staging, check=True,
-                   timeout=600, stdout=subprocess.DEVNULL)  # fmt: skip
+                   timeout=600, stdout=subprocess.DEVNULL,
+                   env={**os.environ, "DEB_COMPRESSION": "gzip"})  # fmt: skip
     dist = staging / "dist"
     (old,) = dist.glob("gpufleet-daemon_*.deb")
     old_version = deb_field(old, "Version")
