@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import Any, cast
 
@@ -170,7 +171,7 @@ class AuthInterceptor(grpc.ServerInterceptor):
     def _guard_stream(self, name: str, method: str, behavior: Behavior) -> Behavior:
         def guarded(request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
             caller = self._admit(name, method, request, context)
-            stream = OpenStream(context, name, caller.user, self._expiry(caller))
+            stream = OpenStream(context, name, caller.user, *self._expiry(caller))
             self._streams.add(stream)
             token = set_current_caller(caller)
             items: Iterator[Any] = iter(())
@@ -195,12 +196,17 @@ class AuthInterceptor(grpc.ServerInterceptor):
 
         return guarded
 
-    def _expiry(self, caller: Caller) -> float | None:
-        """When a new call with the caller's credential would be refused as expired."""
-        if caller.expires_unix_s is None:
-            return None
-        leeway = self._state.settings.leeway_s if caller.authenticated_by == "jwt" else 0.0
-        return caller.expires_unix_s + leeway
+    def _expiry(self, caller: Caller) -> tuple[float | None, str]:
+        """When a new call with the caller's credential would be refused as expired, and
+        the refusal's words then (those of jwt.py and AuthState)."""
+        expires = caller.expires_unix_s
+        if expires is None:
+            return None, ""
+        if caller.authenticated_by == "jwt":
+            at = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(expires))
+            return expires + self._state.settings.leeway_s, f"JWT expired at {at}"
+        day = time.strftime("%Y-%m-%d", time.gmtime(expires))
+        return expires, f"the token of {caller.user} expired on {day}"
 
     def _admit(self, name: str, method: str, request: Any, context: grpc.ServicerContext) -> Caller:
         caller: Caller | None = None

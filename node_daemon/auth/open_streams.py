@@ -49,10 +49,11 @@ class OpenStream:
     """One admitted stream: who opened it, with what, and whether a reload ended it."""
 
     def __init__(self, context: grpc.ServicerContext, method: str, user: str,
-                 expires_unix_s: float | None = None,
+                 expires_unix_s: float | None = None, expired_message: str = "",
                  clock: Callable[[], float] = time.time) -> None:  # fmt: skip
         self.call, self.method, self.user = CallSnapshot(context), method, user
         self.expires_unix_s = expires_unix_s  # when its credential stops working; None: never
+        self._expired_message = expired_message  # what a new call is told then
         self._clock = clock
         self._lock = threading.Lock()
         self._ended: Denied | None = None
@@ -61,10 +62,9 @@ class OpenStream:
         """End it once its credential has expired (the first reason stays)."""
         if self.expires_unix_s is None or self._clock() <= self.expires_unix_s:
             return
-        at = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(self.expires_unix_s))
+        # In the words a new call gets (a console shows them as the node's refusal).
         self.end(Denied(grpc.StatusCode.UNAUTHENTICATED,
-                        f"stream ended: the credential of {self.user} expired at {at} UTC",
-                        "expired token"))  # fmt: skip
+                        f"{self._expired_message}; stream ended", "expired token"))  # fmt: skip
 
     @property
     def ended(self) -> Denied | None:
