@@ -85,6 +85,27 @@ mkdir -p "$root/DEBIAN" "$root/opt/gpufleet"
 say "building the venv /opt/gpufleet/venv ($("$python" -V)) from $(basename "$wheel")"
 ns=(unshare --mount --propagation private)
 [ "$(id -u)" = 0 ] || ns=(unshare --map-root-user --mount --propagation private)
+
+# Where no private mount namespace can be had (a chroot: its / is no mount point,
+# so unshare cannot make it private), the venv is made beside the package's tree and
+# moved: its own paths (the scripts' #! lines, activate, pyvenv.cfg) are rewritten to
+# /opt/gpufleet/venv and its bytecode compiled again under that name.
+relocated_venv() {
+  local staged="$3/venv" final=/opt/gpufleet/venv
+  "$1" -m venv "$staged"
+  "$staged/bin/python" -m pip install --quiet --disable-pip-version-check \
+    --no-warn-script-location "$2"
+  "$staged/bin/gpufleet" daemon --help >/dev/null
+  grep -rlIZ -F "$staged" "$staged/bin" "$staged/pyvenv.cfg" | xargs -0 -r sed -i "s|$staged|$final|g"
+  find "$staged" -name __pycache__ -prune -exec rm -rf {} +
+  "$1" -m compileall -q -s "$staged" -p "$final" "$staged/lib" >/dev/null
+  ! grep -rqI -F "$staged" "$staged/bin" "$staged/pyvenv.cfg" || die "the venv still names $staged"
+}
+
+if ! "${ns[@]}" true 2>/dev/null; then
+  say "no private mount namespace here (a chroot?): the venv is made beside the tree and moved"
+  relocated_venv "$python" "$wheel" "$root/opt/gpufleet"
+else
 # shellcheck disable=SC2016  # expanded by the inner shell
 "${ns[@]}" bash -euo pipefail -c '
   mount -t tmpfs tmpfs /opt
@@ -94,6 +115,7 @@ ns=(unshare --mount --propagation private)
   /opt/gpufleet/venv/bin/gpufleet daemon --help >/dev/null
   tar -C /opt/gpufleet -cf - venv | tar -C "$3" -xf -
 ' build-venv "$python" "$wheel" "$root/opt/gpufleet"
+fi
 
 # --- the files of installer/, as they are (no copies kept in the tree) ----------
 install -D -m 0644 "$installer/systemd/$UNIT" "$root/lib/systemd/system/$UNIT"
