@@ -53,10 +53,9 @@ def move_workload(call: Call, move: Move) -> MoveOutcome:
     here = qualified_id(move.source_host, move.workload.id)
     stays = f"{here} stays on {move.source_host}"
     try:
-        listing = call(source, "ListWorkloads", pb.ListWorkloadsRequest(include_ended=False))
+        found = _live(call, source, move.workload.id)
     except StepFailed as exc:
         return MoveOutcome(False, f"{stays}: it could not be read there: {exc}")
-    found = next((w for w in listing.workloads if w.id == move.workload.id), None)
     if found is None or found.state != pb.WORKLOAD_STATE_QUEUED:
         return MoveOutcome(False, f"{here} is no longer queued on {move.source_host}: not moved")
     if found.env_hidden:
@@ -94,11 +93,16 @@ def move_workload(call: Call, move: Move) -> MoveOutcome:
 def _still_queued(call: Call, target: str, workload_id: str) -> bool:
     """Is the workload still queued on its node (True when that cannot be read: keep it)?"""
     try:
-        listing = call(target, "ListWorkloads", pb.ListWorkloadsRequest(include_ended=False))
+        now = _live(call, target, workload_id)
     except StepFailed:
         return True
-    now = next((w for w in listing.workloads if w.id == workload_id), None)
     return now is not None and now.state == pb.WORKLOAD_STATE_QUEUED
+
+
+def _live(call: Call, target: str, workload_id: str) -> pb.Workload | None:
+    """The workload as its node lists it now, None once it ended; raises StepFailed."""
+    listing = call(target, "ListWorkloads", pb.ListWorkloadsRequest(include_ended=False))
+    return next((w for w in listing.workloads if w.id == workload_id), None)
 
 
 def _copy_request(found: pb.Workload, move: Move, here: str) -> pb.SubmitWorkloadRequest:
@@ -121,8 +125,7 @@ def _cancel_source(
     started = f" and started on GPU {gpus}" if gpus else ""
     moved = f"moved {here} ({found.name}) of {found.owner} to {there}{started}"
     try:
-        again = call(source, "ListWorkloads", pb.ListWorkloadsRequest(include_ended=False))
-        now = next((w for w in again.workloads if w.id == found.id), None)
+        now = _live(call, source, found.id)
         if now is not None and now.state == pb.WORKLOAD_STATE_RUNNING:
             # It started where it was while we copied it: that one runs, the copy goes.
             why = f"{here} started on {move.source_host} meanwhile: not moved"
