@@ -51,7 +51,7 @@ from console.main_window import MainWindow
 from console.qt.frame_pump import DEFAULT_FPS
 from console.qt.gui_thread_gc import collect_in_gui_thread, stop_collecting_in_gui_thread
 from console.session import ConsoleSession
-from console.views.window_looks import WindowLooks
+from console.views.window.window_looks import WindowLooks
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_OUT = REPO_ROOT / "bench" / "results" / "console_fleet.json"

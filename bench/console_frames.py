@@ -46,7 +46,7 @@ from console.fleet.updates import (
 from console.main_window import MainWindow
 from console.qt.frame_pump import DEFAULT_FPS
 from console.session import ConsoleSession
-from console.views.window_looks import WindowLooks
+from console.views.window.window_looks import WindowLooks
 from gpufleet.v1.gpu_metrics import (
     MEM_TOTAL_BYTES,
     MEM_USED_BYTES,

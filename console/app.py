@@ -22,9 +22,9 @@ from console.qt.gui_thread_gc import collect_in_gui_thread
 from console.qt.qt_logging import install_qt_log_handler
 from console.session import ConsoleSession
 from console.settings import SlurmProfile
-from console.views.looks import apply_to_app
-from console.views.theme import DARK
-from console.views.window_looks import WindowLooks
+from console.views.window.looks import apply_to_app
+from console.views.window.theme import DARK
+from console.views.window.window_looks import WindowLooks
 
 # The profile's Slurm and where its token comes from (called off the GUI thread).
 SlurmSource = tuple[SlurmProfile, Callable[[], str]]
@@ -49,7 +49,7 @@ def qt_application(offscreen: bool = False) -> QApplication:
     # Cycles are collected between events in this thread, never by the network thread
     # (which would destroy Qt objects the GUI thread is using: console/qt/gui_thread_gc.py).
     collect_in_gui_thread()
-    # Dark until a window's WindowLooks applies the chosen theme (console/views/looks.py).
+    # Dark until a window's WindowLooks applies the chosen theme (console/views/window/looks.py).
     apply_to_app(DARK)
     return app
 

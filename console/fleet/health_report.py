@@ -1,6 +1,6 @@
 """The GPU detail's Health section as plain text: the state, its reasons, Xids, signals, MIG.
 
-No Qt: the view (console.views.health_section) only lays the lines out. Each
+No Qt: the view (console.views.detail.health_section) only lays the lines out. Each
 part is a (heading, lines) pair; a part with nothing to say is left out.
 """
 

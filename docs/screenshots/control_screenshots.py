@@ -32,7 +32,7 @@ from console.app import build_window, qt_application
 from console.demo_fleet import DemoFleet
 from console.fleet.updates import LinkState
 from console.main_window import MainWindow
-from console.views.fleet_grid import FleetGrid
+from console.views.grid.fleet_grid import FleetGrid
 from gpufleet.v1 import node_pb2 as pb
 from gpufleet.v1 import node_pb2_grpc as pb_grpc
 

@@ -50,7 +50,7 @@ def shoot(tag: str) -> None:
     from console.app import build_window, qt_application
     from console.demo_fleet import DemoFleet
     from console.fleet.updates import LinkState
-    from console.views.window_looks import WindowLooks
+    from console.views.window.window_looks import WindowLooks
 
     app = qt_application()
     with DemoFleet(nodes=4, gpus=8) as fleet:

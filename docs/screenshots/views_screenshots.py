@@ -99,7 +99,7 @@ def shoot(tag: str) -> None:
     from console.app import build_window, qt_application
     from console.demo_fleet import DemoFleet
     from console.fleet.updates import LinkState
-    from console.views.window_looks import WindowLooks
+    from console.views.window.window_looks import WindowLooks
     from gpufleet.v1 import node_pb2 as pb
     from gpufleet.v1 import node_pb2_grpc as pb_grpc
     from tests.accounts import TEST_ACCOUNTS, local_accounts
@@ -193,7 +193,7 @@ def shoot_compact(tag: str) -> None:
     from console.app import qt_application
     from console.main_window import MainWindow
     from console.session import ConsoleSession
-    from console.views.window_looks import WindowLooks
+    from console.views.window.window_looks import WindowLooks
 
     app = qt_application()
     nodes = targets(125)

@@ -7,7 +7,7 @@ import pytest
 from PySide6.QtWidgets import QApplication, QMenu
 
 from console.qt.alert_model import ALERT_ROLE
-from console.views.alert_menu import alert_row_menu
+from console.views.alerts.alert_menu import alert_row_menu
 from node_daemon.backends.simulated import SimulatedBackend
 from node_daemon.backends.simulated.scenario import Scenario, ScenarioEvent
 

@@ -15,7 +15,7 @@ from console.fleet.alerts import AlertBook, AlertRow, EventRow, Severity
 from console.fleet.model import FleetModel
 from console.fleet.updates import AlertsUpdate
 from console.qt.alert_model import ALERT_ROLE, AlertTableModel
-from console.views.alert_panel import AlertPanel
+from console.views.alerts.alert_panel import AlertPanel
 
 A, B = "127.0.0.1:1", "127.0.0.1:2"
 T0 = 1_800_000_000_000

@@ -22,10 +22,10 @@ from console.fleet.updates import KillReport, LinkState
 from console.main_window import MainWindow
 from console.qt import roles
 from console.session import ConsoleSession
-from console.views.kill_dialog import KillDialog
-from console.views.output_dialog import OutputDialog
-from console.views.reserve_dialog import ReserveDialog
-from console.views.submit_dialog import SubmitDialog
+from console.views.control.output_dialog import OutputDialog
+from console.views.control.reserve_dialog import ReserveDialog
+from console.views.control.submit_dialog import SubmitDialog
+from console.views.detail.kill_dialog import KillDialog
 from gpufleet.v1 import node_pb2 as pb
 from gpufleet.v1 import node_pb2_grpc as pb_grpc
 from node_daemon.control.settings import WorkloadSettings

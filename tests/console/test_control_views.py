@@ -18,12 +18,12 @@ from console.qt.fleet_item_model import FleetItemModel
 from console.qt.mime import read_process, read_workload
 from console.qt.process_model import ProcessTableModel
 from console.qt.workload_model import WorkloadFilterProxy, WorkloadTableModel
-from console.views.fleet_grid import FleetGrid
-from console.views.kill_dialog import KillDialog
-from console.views.kill_zone import KillZone
-from console.views.reserve_dialog import ReserveDialog
-from console.views.submit_dialog import SubmitDialog
-from console.views.tile_painter import RESERVED
+from console.views.control.reserve_dialog import ReserveDialog
+from console.views.control.submit_dialog import SubmitDialog
+from console.views.detail.kill_dialog import KillDialog
+from console.views.detail.kill_zone import KillZone
+from console.views.grid.fleet_grid import FleetGrid
+from console.views.grid.tile_painter import RESERVED
 from tests.console.test_control_model import NOW, A, fleet_with, report, reservation, workload
 
 SLEEPER = ProcessRow(4242, "alice", "sleep 300", 8 << 30, NOW - 5000, None, "41000")

@@ -28,8 +28,8 @@ from PySide6.QtWidgets import QApplication
 
 from console.main_window import MainWindow
 from console.session import ConsoleSession
-from console.views.theme import DARK, LIGHT
-from console.views.window_looks import WindowLooks
+from console.views.window.theme import DARK, LIGHT
+from console.views.window.window_looks import WindowLooks
 from tests.console.xserver import read_line, stop, xvfb
 
 INNER = "GPUFLEET_DESKTOP_SESSION"  # set in the rerun inside the desktop session

@@ -30,7 +30,7 @@ from console.fleet.updates import (
 from console.main_window import MainWindow
 from console.qt.process_model import ProcessTableModel
 from console.session import ConsoleSession
-from console.views.readings_table import ReadingsTable
+from console.views.detail.readings_table import ReadingsTable
 from gpufleet.v1 import gpu_metrics as m
 from gpufleet.v1 import node_pb2 as pb
 from gpufleet.v1 import node_pb2_grpc as pb_grpc

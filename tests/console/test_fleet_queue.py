@@ -23,7 +23,7 @@ from console.fleet.fleet_queue import interrupted_moves, qualified_id, split_qua
 from console.fleet.updates import LinkState
 from console.qt.workload_model import COLUMNS, WorkloadTableModel
 from console.session import ConsoleSession
-from console.views.submit_dialog import SubmitDialog
+from console.views.control.submit_dialog import SubmitDialog
 from gpufleet.v1 import node_pb2 as pb
 from gpufleet.v1 import node_pb2_grpc as pb_grpc
 from tests.conftest import DaemonFactory, wait_for

@@ -28,7 +28,7 @@ from console.fleet.updates import (
 )
 from console.main_window import MainWindow
 from console.session import ConsoleSession
-from console.views import fleet_grid
+from console.views.grid import fleet_grid
 from gpufleet.v1.gpu_metrics import POWER_W, TEMP_GPU_C, UTIL_GPU_PCT
 
 A, B = "10.0.0.1:50051", "10.0.0.2:50051"  # nothing listens: the inbox is fed by hand

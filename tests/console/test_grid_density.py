@@ -28,9 +28,9 @@ from console.fleet.updates import (
 from console.main_window import MainWindow
 from console.qt import roles
 from console.qt.fleet_item_model import FleetItemModel
-from console.views.fleet_grid import FleetGrid
-from console.views.grid_layout import DEFAULT, TILE_MAX, Group, fit, tile_labels
-from console.views.tile_painter import TilePainter
+from console.views.grid.fleet_grid import FleetGrid
+from console.views.grid.grid_layout import DEFAULT, TILE_MAX, Group, fit, tile_labels
+from console.views.grid.tile_painter import TilePainter
 from gpufleet.v1.gpu_metrics import MEM_TOTAL_BYTES, MEM_USED_BYTES, TEMP_GPU_C, UTIL_GPU_PCT
 from tests.console.test_main_window import open_window, wait_connected
 

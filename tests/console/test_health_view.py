@@ -27,9 +27,9 @@ from console.fleet.xid_words import XID_TABLE_URL, xid_text
 from console.qt import roles
 from console.qt.event_model import EventLogModel
 from console.qt.fleet_item_model import FleetItemModel
-from console.views.gpu_detail import GpuDetailPanel
-from console.views.health_prompts import HealthPrompts
-from console.views.tile_painter import HEALTH_SERIOUS, HEALTH_WATCH
+from console.views.control.health_prompts import HealthPrompts
+from console.views.detail.gpu_detail import GpuDetailPanel
+from console.views.grid.tile_painter import HEALTH_SERIOUS, HEALTH_WATCH
 from gpufleet.v1 import node_pb2 as pb
 from tests.console.test_control_model import NOW, A, fleet_with, workload
 from tests.console.test_control_views import grid_of

@@ -30,8 +30,8 @@ from console.fleet.history_loader import LOADING
 from console.fleet.updates import AlertLine, LinkState
 from console.main_window import MainWindow
 from console.session import ConsoleSession
-from console.views.gpu_plots import GpuPlots
-from console.views.plot_thresholds import thresholds
+from console.views.plots.gpu_plots import GpuPlots
+from console.views.plots.plot_thresholds import thresholds
 from gpufleet.v1 import node_pb2 as pb
 from gpufleet.v1 import node_pb2_grpc as pb_grpc
 from gpufleet.v1.gpu_metrics import POWER_W, TEMP_GPU_C, UTIL_GPU_PCT

@@ -20,7 +20,7 @@ from console.main_window import MainWindow
 from console.qt.fleet_item_model import FleetItemModel, node_tooltip
 from console.qt.inventory_model import InventoryTableModel
 from console.session import ConsoleSession
-from console.views.gpu_detail import GpuDetailPanel
+from console.views.detail.gpu_detail import GpuDetailPanel
 from gpufleet.v1 import node_pb2 as pb
 from tests.console.test_control_model import GIB, NOW, A, fleet_with, report
 

@@ -25,7 +25,7 @@ from console.fleet.model import FleetModel
 from console.fleet.updates import GpuInfo, InventoryUpdate, LinkState, NodeInfo
 from console.qt.inventory_model import DRIFT_ROLE, InventoryTableModel
 from console.session import ConsoleSession
-from console.views.inventory_panel import InventoryPanel
+from console.views.reports.inventory_panel import InventoryPanel
 
 MAJORITY_DRIVER = "550.54.15"
 H100 = "NVIDIA H100 80GB HBM3"

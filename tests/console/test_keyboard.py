@@ -37,14 +37,14 @@ from console.fleet.updates import KillReport, LinkState
 from console.main_window import MainWindow
 from console.qt import roles
 from console.session import ConsoleSession
-from console.views.choice_dialog import ChoiceDialog
-from console.views.kill_dialog import KillDialog
-from console.views.new_silence_dialog import NewSilenceDialog
-from console.views.reserve_dialog import ReserveDialog
-from console.views.shortcuts_dialog import WINDOW_KEYS, ShortcutsDialog
-from console.views.silence_dialog import SilenceDialog
-from console.views.submit_dialog import SubmitDialog
-from console.views.tile_painter import FOCUS_RING
+from console.views.alerts.new_silence_dialog import NewSilenceDialog
+from console.views.alerts.silence_dialog import SilenceDialog
+from console.views.common.choice_dialog import ChoiceDialog
+from console.views.control.reserve_dialog import ReserveDialog
+from console.views.control.submit_dialog import SubmitDialog
+from console.views.detail.kill_dialog import KillDialog
+from console.views.grid.tile_painter import FOCUS_RING
+from console.views.window.shortcuts_dialog import WINDOW_KEYS, ShortcutsDialog
 from gpufleet.v1 import node_pb2 as pb
 from gpufleet.v1 import node_pb2_grpc as pb_grpc
 from node_daemon.backends.simulated import SimulatedBackend

@@ -15,7 +15,7 @@ from console.fleet.updates import LinkState
 from console.main_window import MainWindow
 from console.qt import roles
 from console.session import ConsoleSession
-from console.views.tile_colors import TEMPERATURE_STOPS, UTILISATION_STOPS, scale_color
+from console.views.grid.tile_colors import TEMPERATURE_STOPS, UTILISATION_STOPS, scale_color
 from gpufleet.v1.gpu_metrics import TEMP_GPU_C, UTIL_GPU_PCT
 from node_daemon.backends.simulated import SimulatedBackend
 from node_daemon.backends.simulated.scenario import Scenario, ScenarioEvent

@@ -28,10 +28,10 @@ from console.fleet.time_range import TimeWindow, coverage_note, ring_reach_s
 from console.fleet.updates import GpuInfo, InventoryUpdate, LinkState, LinkUpdate, NodeInfo
 from console.main_window import MainWindow
 from console.session import ConsoleSession
-from console.views.gpu_plots import MIN_PLOT_HEIGHT, GpuPlots
-from console.views.plot_axes import nice_step
-from console.views.plot_panel import PlotPanel
-from console.views.plot_readout import value_at
+from console.views.plots.gpu_plots import MIN_PLOT_HEIGHT, GpuPlots
+from console.views.plots.plot_axes import nice_step
+from console.views.plots.plot_panel import PlotPanel
+from console.views.plots.plot_readout import value_at
 from gpufleet.v1 import node_pb2 as pb
 from gpufleet.v1.gpu_metrics import MEM_USED_BYTES, POWER_W, TEMP_GPU_C, UTIL_GPU_PCT
 

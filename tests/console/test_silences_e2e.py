@@ -20,7 +20,7 @@ from console.fleet.silences import SilenceGroup, SilenceState
 from console.fleet.updates import LinkState
 from console.main_window import MainWindow
 from console.session import ConsoleSession
-from console.views.new_silence_dialog import NewSilenceDialog
+from console.views.alerts.new_silence_dialog import NewSilenceDialog
 from node_daemon.backends.simulated import SimulatedBackend
 from node_daemon.backends.simulated.scenario import Scenario, ScenarioEvent
 from tests.conftest import DaemonFactory

@@ -45,12 +45,12 @@ from console.qt.silence_model import (
     SilenceTableModel,
 )
 from console.session import ConsoleSession
-from console.views.alert_panel import AlertPanel
-from console.views.new_silence_dialog import NewSilenceDialog
-from console.views.silence_dialog import SilenceDialog
-from console.views.silence_panel import SilencePanel
-from console.views.silence_prompts import SilencePrompts
-from console.views.toast import Toast
+from console.views.alerts.alert_panel import AlertPanel
+from console.views.alerts.new_silence_dialog import NewSilenceDialog
+from console.views.alerts.silence_dialog import SilenceDialog
+from console.views.alerts.silence_panel import SilencePanel
+from console.views.alerts.silence_prompts import SilencePrompts
+from console.views.alerts.toast import Toast
 from gpufleet.v1.gpu_metrics import TEMP_GPU_C
 
 A, B, C = "127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3"

@@ -30,7 +30,7 @@ from console.fleet.updates import QueryResult
 from console.qt.frame_pump import FramePump
 from console.qt.slurm_watch import SlurmWatch
 from console.settings import SlurmProfile
-from console.views.slurm_jobs_panel import SlurmJobsPanel
+from console.views.slurm.slurm_jobs_panel import SlurmJobsPanel
 from tests.conftest import wait_for
 from tests.console.slurmrestd_standin import (
     Answer,

@@ -14,9 +14,9 @@ from PySide6.QtWidgets import QDockWidget, QMainWindow
 
 from console.app import build_window
 from console.qt import ui_state
-from console.views.looks import apply_to_app
-from console.views.theme import DARK
-from console.views.window_looks import WindowLooks
+from console.views.window.looks import apply_to_app
+from console.views.window.theme import DARK
+from console.views.window.window_looks import WindowLooks
 
 NODE = "127.0.0.1:1"  # nothing listens: the layout needs no data
 

@@ -13,8 +13,8 @@ from PySide6.QtWidgets import QApplication, QMenu
 
 from console.cli import add_console_command
 from console.qt import roles
-from console.views.wall_mode import LARGE_TYPE, MARKER_TEXT, SHORTCUT, WallMode, mutates
-from console.views.window_looks import WindowLooks
+from console.views.window.wall_mode import LARGE_TYPE, MARKER_TEXT, SHORTCUT, WallMode, mutates
+from console.views.window.window_looks import WindowLooks
 from gpufleet.v1 import node_pb2 as pb
 from node_daemon.backends.simulated import SimulatedBackend
 from node_daemon.backends.simulated.scenario import Scenario, ScenarioEvent
@@ -151,8 +151,8 @@ def accepted_drag(widget, mime, window) -> bool:  # type: ignore[no-untyped-def]
 
 def test_a_window_built_in_wall_mode_starts_full_screen(qtbot) -> None:  # type: ignore[no-untyped-def]
     from console.app import build_window
-    from console.views.looks import apply_to_app
-    from console.views.theme import DARK
+    from console.views.window.looks import apply_to_app
+    from console.views.window.theme import DARK
 
     window = build_window(["127.0.0.1:1"], profile="wall", wall=True)
     qtbot.addWidget(window)

@@ -28,10 +28,10 @@ from console.main_window import MainWindow
 from console.qt.mime import holder_mime, read_node
 from console.session import ConsoleSession
 from console.settings import SlurmProfile
-from console.views.drag_image import MAX_SIZE
-from console.views.drain_zone import IDLE_TEXT, DrainZone
-from console.views.slurm_prompts import DrainDialog
-from console.views.slurm_reserve_dialog import SlurmReserveDialog
+from console.views.grid.drag_image import MAX_SIZE
+from console.views.slurm.drain_zone import IDLE_TEXT, DrainZone
+from console.views.slurm.slurm_prompts import DrainDialog
+from console.views.slurm.slurm_reserve_dialog import SlurmReserveDialog
 from gpufleet.v1 import node_pb2 as pb
 from gpufleet.v1 import node_pb2_grpc as pb_grpc
 from node_daemon.backends.simulated.backend import SimulatedBackend

@@ -1,0 +1,1 @@
+"""Alerts: the alert panel and its menu, silences, the event log, toasts."""

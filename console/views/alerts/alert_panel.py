@@ -1,0 +1,112 @@
+"""AlertPanel: the fleet's alerts, sortable and filterable, with acknowledge and silence."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QModelIndex, QPoint, Qt, Signal
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QLineEdit,
+    QMenu,
+    QPushButton,
+    QTableView,
+    QWidget,
+)
+
+from console.fleet.alerts import AlertRow
+from console.qt.alert_model import ALERT_ROLE, AlertFilterProxy, AlertTableModel
+from console.views.alerts.alert_menu import alert_row_menu
+from console.views.common.row_table_panel import bar_over_table, set_up_row_table
+from console.views.window.keyboard_menus import open_menus_from_keyboard
+
+
+class AlertPanel(QWidget):
+    """Views and asks; the actions themselves go to the daemon through signals."""
+
+    acknowledgeRequested = Signal(object)  # AlertRow
+    silenceRequested = Signal(object)  # AlertRow
+    gpuRequested = Signal(str, int)  # target, GPU index
+
+    def __init__(self, model: AlertTableModel, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("alertPanel")
+        self.model = model
+        self.proxy = AlertFilterProxy()
+        self.proxy.setSourceModel(model)
+        self.filter = QLineEdit(placeholderText="Filter: node, rule, GPU, text…")
+        self.show_cleared = QCheckBox("Show cleared")
+        self.acknowledge = QPushButton("Acknowledge")
+        self.silence = QPushButton("Silence…")
+        self.table = QTableView()
+        # Why our role allows none of the panel's actions ("" when it allows them).
+        self.action_refusal = ""
+        self._build()
+        self._wire()
+        self._on_selection_changed()
+
+    def _build(self) -> None:
+        self.table.setObjectName("alertTable")
+        self.table.setModel(self.proxy)
+        self.table.setSortingEnabled(True)
+        self.table.sortByColumn(0, Qt.SortOrder.DescendingOrder)
+        set_up_row_table(self.table)
+        bar_over_table(self, (self.filter, self.show_cleared, self.acknowledge, self.silence),
+                       self.table)  # fmt: skip
+
+    def _wire(self) -> None:
+        self.filter.textChanged.connect(self.proxy.setFilterFixedString)
+        self.show_cleared.toggled.connect(self.proxy.set_show_cleared)
+        self.table.selectionModel().selectionChanged.connect(self._on_selection_changed)
+        # Reset or updated in place: a selected alert may have been acknowledged or cleared.
+        self.model.refreshed.connect(self._on_selection_changed)
+        self.acknowledge.clicked.connect(self._on_acknowledge_clicked)
+        self.silence.clicked.connect(self._on_silence_clicked)
+        self.table.doubleClicked.connect(self._on_table_double_clicked)
+        # A row's menu: right click, the Menu key or Shift+F10 (console/views/alerts/alert_menu.py).
+        open_menus_from_keyboard(self.table)
+        self.table.customContextMenuRequested.connect(self._on_table_context_menu_requested)
+
+    def selected_alerts(self) -> list[AlertRow]:
+        rows = self.table.selectionModel().selectedRows()
+        return [index.data(ALERT_ROLE) for index in rows]
+
+    def set_action_refusal(self, refusal: str) -> None:
+        """Offer acknowledge and silence only where our role allows them; say why not."""
+        self.action_refusal = refusal
+        for button in (self.acknowledge, self.silence):
+            button.setToolTip(refusal)
+        self._on_selection_changed()
+
+    def _on_selection_changed(self, *_args: object) -> None:
+        firing = [a for a in self.selected_alerts() if a.firing] if not self.action_refusal else []
+        self.acknowledge.setEnabled(any(not a.acknowledged for a in firing))
+        self.silence.setEnabled(len(firing) == 1)
+
+    def _on_acknowledge_clicked(self) -> None:
+        for alert in self.selected_alerts():
+            if alert.firing and not alert.acknowledged:
+                self.acknowledgeRequested.emit(alert)
+
+    def _on_silence_clicked(self) -> None:
+        firing = [a for a in self.selected_alerts() if a.firing]
+        if len(firing) == 1:
+            self.silenceRequested.emit(firing[0])
+
+    def row_menu(self, row: QModelIndex) -> QMenu:
+        alert: AlertRow = row.data(ALERT_ROLE)
+        return alert_row_menu(
+            self, alert, row, self.action_refusal, self.acknowledgeRequested.emit,
+            self.silenceRequested.emit, self.gpuRequested.emit,
+        )  # fmt: skip
+
+    def _on_table_context_menu_requested(self, where: QPoint) -> None:
+        row = self.table.indexAt(where)
+        if row.isValid():
+            self.table.setCurrentIndex(row)
+            menu = self.row_menu(row)
+            menu.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+            menu.popup(self.table.viewport().mapToGlobal(where))
+
+    def _on_table_double_clicked(self, index: QModelIndex) -> None:
+        alert: AlertRow = index.data(ALERT_ROLE)
+        if alert.gpu_index is not None:
+            self.gpuRequested.emit(alert.target, alert.gpu_index)

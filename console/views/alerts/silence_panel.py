@@ -1,0 +1,89 @@
+"""SilencePanel: the fleet's silences (pending, active, lately expired), new and expire."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QCheckBox,
+    QLineEdit,
+    QPushButton,
+    QTableView,
+    QWidget,
+)
+
+from console.fleet.silences import SilenceGroup
+from console.qt.silence_model import ENDS, SILENCE_ROLE, SilenceFilterProxy, SilenceTableModel
+from console.views.common.row_table_panel import bar_over_table, set_up_row_table
+
+
+class SilencePanel(QWidget):
+    """Views and asks; the prompts open the dialogs and send."""
+
+    newRequested = Signal()
+    expireRequested = Signal(object)  # SilenceGroup
+
+    def __init__(self, model: SilenceTableModel, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("silencePanel")
+        self.model = model
+        if model.parent() is None:  # a model nobody owns lives (and ticks) as long as its view
+            model.setParent(self)
+        self.proxy = SilenceFilterProxy(model.now)
+        self.proxy.setSourceModel(model)
+        self.filter = QLineEdit(placeholderText="Filter: matcher, node, author, comment…")
+        self.show_expired = QCheckBox("Show expired")
+        self.new = QPushButton("New silence…")
+        self.expire = QPushButton("Expire…")
+        self.table = QTableView()
+        # Why our role allows neither new nor expire ("" when it allows them).
+        self.action_refusal = ""
+        self._build()
+        self._wire()
+        self.set_action_refusal("")
+
+    def _build(self) -> None:
+        self.table.setObjectName("silenceTable")
+        self.table.setModel(self.proxy)
+        self.table.setSortingEnabled(True)
+        self.table.sortByColumn(ENDS, Qt.SortOrder.AscendingOrder)  # ending soonest first
+        set_up_row_table(self.table)
+        self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        bar_over_table(self, (self.filter, self.show_expired, self.new, self.expire), self.table)
+
+    def _wire(self) -> None:
+        self.filter.textChanged.connect(self.proxy.setFilterFixedString)
+        self.show_expired.toggled.connect(self.proxy.set_show_expired)
+        self.table.selectionModel().selectionChanged.connect(self._on_selection_changed)
+        self.model.modelReset.connect(self._on_selection_changed)
+        self.model.modelReset.connect(self._on_model_reset)
+        self.new.clicked.connect(self.newRequested)
+        self.expire.clicked.connect(self._on_expire_clicked)
+
+    def _on_model_reset(self) -> None:
+        # Fit every column but the last, which stretches to the table's edge.
+        for column in range(self.model.columnCount() - 1):
+            self.table.resizeColumnToContents(column)
+
+    def selected(self) -> SilenceGroup | None:
+        rows = self.table.selectionModel().selectedRows()
+        return rows[0].data(SILENCE_ROLE) if rows else None
+
+    def set_action_refusal(self, refusal: str) -> None:
+        """Viewers see silences; new and expire only where our role allows them, else why not."""
+        self.action_refusal = refusal
+        self.new.setEnabled(not refusal)
+        self.new.setToolTip(refusal or "Silence alerts by node, rule, GPU or severity")
+        self._on_selection_changed()
+
+    def _on_selection_changed(self, *_args: object) -> None:
+        group = self.selected()
+        now = self.model.now()
+        expirable = group is not None and bool(group.unexpired(now))
+        self.expire.setEnabled(expirable and not self.action_refusal)
+        self.expire.setToolTip(self.action_refusal or "End the selected silence now")
+
+    def _on_expire_clicked(self) -> None:
+        group = self.selected()
+        if group is not None:
+            self.expireRequested.emit(group)

@@ -1,0 +1,1 @@
+"""Control: prompts to place, reserve, release, submit; workload, reservation, people panels."""

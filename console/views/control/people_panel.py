@@ -1,0 +1,86 @@
+"""PeoplePanel: users and teams; drag one onto GPU tiles to reserve them.
+
+Or from the keyboard: a person's context menu (the Menu key, Shift+F10 or a
+right click) reserves a GPU chosen in a list, or releases their reservations.
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QModelIndex, QPoint, QSortFilterProxyModel, Qt, Signal
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QLabel,
+    QLineEdit,
+    QListView,
+    QMenu,
+    QVBoxLayout,
+    QWidget,
+)
+
+from console.qt.people_model import PeopleListModel
+from console.views.grid.drag_image import CompactDragList
+from console.views.window.keyboard_menus import open_menus_from_keyboard
+
+HINT = (
+    "Drag a user or team onto a GPU tile to reserve it; Ctrl+click tiles first to "
+    "reserve several. From the keyboard: the Menu key on a name. "
+    "Add names in the console settings: people = [...]."
+)
+
+
+class PeoplePanel(QWidget):
+    reserveRequested = Signal(str)  # holder: choose a GPU (the keyboard's drop)
+    releaseRequested = Signal(str)  # holder: release their reservations (asked first)
+
+    def __init__(self, model: PeopleListModel, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("peoplePanel")
+        self.model = model
+        self.proxy = QSortFilterProxyModel()
+        self.proxy.setSourceModel(model)
+        self.proxy.setFilterCaseSensitivity(Qt.CaseSensitivity.CaseInsensitive)
+        self.filter = QLineEdit(placeholderText="Filter users and teams…")
+        self.list = CompactDragList()  # a small drag label: the tiles stay in sight
+        self.list.setObjectName("peopleList")
+        self.list.setModel(self.proxy)
+        self.list.setFlow(QListView.Flow.LeftToRight)
+        self.list.setWrapping(True)
+        self.list.setSpacing(4)
+        self.list.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        self.list.setDragEnabled(True)
+        self.list.setDragDropMode(QAbstractItemView.DragDropMode.DragOnly)
+        open_menus_from_keyboard(self.list)
+        hint = QLabel(HINT)
+        hint.setObjectName("dragHint")
+        hint.setWordWrap(True)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(4, 4, 4, 4)
+        layout.addWidget(self.filter)
+        layout.addWidget(self.list)
+        layout.addWidget(hint)
+        self.filter.textChanged.connect(self.proxy.setFilterFixedString)
+        self.list.customContextMenuRequested.connect(self._on_list_context_menu_requested)
+
+    def person_index(self, name: str) -> QModelIndex:
+        """The view's index of a person (a drag source in tests), invalid if not shown."""
+        row = self.model.row_of(name)
+        source = self.model.index(row if row is not None else -1, 0)
+        return self.proxy.mapFromSource(source)
+
+    def person_menu(self, name: str) -> QMenu:
+        """A person's menu: reserve a GPU for them, release what they hold."""
+        menu = QMenu(self)
+        menu.setObjectName("personMenu")
+        reserve = menu.addAction(f"&Reserve a GPU for {name}…")
+        reserve.triggered.connect(lambda: self.reserveRequested.emit(name))
+        release = menu.addAction(f"Re&lease {name}'s reservations…")
+        release.triggered.connect(lambda: self.releaseRequested.emit(name))
+        return menu
+
+    def _on_list_context_menu_requested(self, pos: QPoint) -> None:
+        index = self.list.indexAt(pos)
+        if not index.isValid():
+            return
+        menu = self.person_menu(str(index.data()))
+        menu.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        menu.popup(self.list.viewport().mapToGlobal(pos))

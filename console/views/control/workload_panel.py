@@ -1,0 +1,174 @@
+"""WorkloadPanel: every node's queue; drag a queued workload onto a GPU tile to start it.
+
+Or from the keyboard: a row's context menu (the Menu key, Shift+F10 or a right
+click) cancels it, assigns it to a GPU chosen in a list, or shows its output.
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QModelIndex, QPoint, Qt, Signal
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QCheckBox,
+    QLabel,
+    QLineEdit,
+    QMenu,
+    QPushButton,
+    QWidget,
+)
+
+from console.fleet.control import WorkloadRow, WorkloadState
+from console.qt.workload_model import WORKLOAD_ROLE, WorkloadFilterProxy, WorkloadTableModel
+from console.views.common.row_table_panel import bar_over_table, set_up_row_table
+from console.views.grid.drag_image import CompactDragTable
+from console.views.window.keyboard_menus import open_menus_from_keyboard
+
+HINT = (
+    "Drag a queued workload onto a GPU tile to start it there, on any node: dropped on "
+    "another node's GPU it moves there (or: Menu key, Assign to GPU…)."
+)
+
+
+class WorkloadPanel(QWidget):
+    """Views and asks; submitting, cancelling and reading output go out through signals."""
+
+    submitRequested = Signal()
+    cancelRequested = Signal(object)  # WorkloadRow
+    outputRequested = Signal(object)  # WorkloadRow
+    assignRequested = Signal(object)  # WorkloadRow: choose its GPU (the keyboard's drop)
+
+    def __init__(self, model: WorkloadTableModel, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("workloadPanel")
+        self.model = model
+        self.proxy = WorkloadFilterProxy()
+        self.proxy.setSourceModel(model)
+        self.filter = QLineEdit(placeholderText="Filter: node, name, owner, state…")
+        self.show_ended = QCheckBox("Show ended")
+        self.show_ended.setChecked(True)
+        self.submit = QPushButton("Submit…")
+        self.cancel = QPushButton("Cancel workload")
+        self.output = QPushButton("Output…")
+        self.table = CompactDragTable()  # a small drag label: the tiles stay in sight
+        # Why our role allows none of the panel's actions ("" when it allows them).
+        self.action_refusal = ""
+        self._kept: tuple[str, str] | None = None  # selection across a model reset
+        self._build()
+        self._wire()
+        self._on_selection_changed()
+
+    def _build(self) -> None:
+        self.table.setObjectName("workloadTable")
+        self.table.setModel(self.proxy)
+        self.table.setSortingEnabled(False)  # the model's order is the queue's order
+        set_up_row_table(self.table)
+        self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        self.table.setDragEnabled(True)
+        self.table.setDragDropMode(QAbstractItemView.DragDropMode.DragOnly)
+        open_menus_from_keyboard(self.table)
+        hint = QLabel(HINT)
+        hint.setObjectName("dragHint")
+        bar = (self.filter, self.show_ended, self.submit, self.cancel, self.output)
+        bar_over_table(self, bar, self.table).addWidget(hint)
+
+    def _wire(self) -> None:
+        self.filter.textChanged.connect(self.proxy.setFilterFixedString)
+        self.show_ended.toggled.connect(self.proxy.set_show_ended)
+        self.table.selectionModel().selectionChanged.connect(self._on_selection_changed)
+        # The model resets when any workload changes: keep the selected one selected.
+        self.model.modelAboutToBeReset.connect(self._on_model_about_to_be_reset)
+        self.model.modelReset.connect(self._on_model_reset)
+        self.submit.clicked.connect(self.submitRequested)
+        self.cancel.clicked.connect(self._on_cancel_clicked)
+        self.output.clicked.connect(self._on_output_clicked)
+        self.table.doubleClicked.connect(self._on_table_double_clicked)
+        self.table.customContextMenuRequested.connect(self._on_table_context_menu_requested)
+
+    def selected_workload(self) -> WorkloadRow | None:
+        rows = self.table.selectionModel().selectedRows()
+        return rows[0].data(WORKLOAD_ROLE) if rows else None
+
+    def select(self, target: str, workload_id: str) -> bool:
+        """Select a workload's row (tests and links from elsewhere); False if not shown."""
+        row = self.model.row_of(target, workload_id)
+        if row is None:
+            return False
+        index = self.proxy.mapFromSource(self.model.index(row, 0))
+        if not index.isValid():
+            return False
+        self.table.selectRow(index.row())
+        return True
+
+    def _on_model_about_to_be_reset(self) -> None:
+        workload = self.selected_workload()
+        self._kept = workload.uid if workload is not None else None
+
+    def _on_model_reset(self) -> None:
+        if self._kept is not None:
+            self.select(*self._kept)
+        self._on_selection_changed()
+
+    def set_action_refusal(self, refusal: str) -> None:
+        """Offer submit and cancel only where our role allows them; say why not."""
+        self.action_refusal = refusal
+        self.submit.setToolTip(f"Submit: {refusal}" if refusal else "")
+        self.cancel.setToolTip(f"Cancel: {refusal}" if refusal else "")
+        self._on_selection_changed()
+
+    def _on_selection_changed(self, *_args: object) -> None:
+        workload = self.selected_workload()
+        allowed = not self.action_refusal
+        self.submit.setEnabled(allowed)
+        self.cancel.setEnabled(allowed and workload is not None and not workload.state.ended)
+        self.output.setEnabled(workload is not None and workload.state is not WorkloadState.QUEUED)
+
+    def _on_cancel_clicked(self) -> None:
+        workload = self.selected_workload()
+        if workload is not None:
+            self.cancelRequested.emit(workload)
+
+    def _on_output_clicked(self) -> None:
+        workload = self.selected_workload()
+        if workload is not None:
+            self.outputRequested.emit(workload)
+
+    def row_menu(self, workload: WorkloadRow) -> QMenu:
+        """A workload row's menu: cancel it, assign it to a GPU (queued), show its output."""
+        menu = QMenu(self)
+        menu.setObjectName("workloadMenu")
+        refusal = f" ({self.action_refusal})" if self.action_refusal else ""
+        queued = workload.state is WorkloadState.QUEUED
+        entries = (
+            (f"&Cancel workload {workload.label}…", self.cancelRequested, not workload.state.ended),
+            ("&Assign to GPU…", self.assignRequested, queued),
+        )
+        for text, signal, applies in entries:
+            if applies:
+                action = menu.addAction(text + refusal)
+                action.setEnabled(not self.action_refusal)
+                action.triggered.connect(lambda _=False, s=signal: s.emit(workload))
+        if not queued:
+            output = menu.addAction("Show &output…")
+            output.triggered.connect(lambda: self.outputRequested.emit(workload))
+        return menu
+
+    def _on_table_context_menu_requested(self, pos: QPoint) -> None:
+        index = self.table.indexAt(pos)
+        if not index.isValid():
+            return
+        self.table.selectRow(index.row())
+        menu = self.row_menu(index.data(WORKLOAD_ROLE))
+        menu.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        menu.popup(self.table.viewport().mapToGlobal(pos))
+
+    def _on_table_double_clicked(self, index: QModelIndex) -> None:
+        workload: WorkloadRow = index.data(WORKLOAD_ROLE)
+        if workload.state is not WorkloadState.QUEUED:
+            self.outputRequested.emit(workload)
+
+    def row_index(self, target: str, workload_id: str) -> QModelIndex:
+        """The proxy index of a workload's first cell (a drag source in tests)."""
+        row = self.model.row_of(target, workload_id)
+        if row is None:
+            return QModelIndex()
+        return self.proxy.mapFromSource(self.model.index(row, 0, QModelIndex()))

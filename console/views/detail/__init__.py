@@ -1,0 +1,1 @@
+"""One GPU's detail: facts, readings, health, processes, the kill zone and dialog."""

@@ -1,0 +1,1 @@
+"""The GPU plots: axes, crosshair, thresholds, history, time range, export."""

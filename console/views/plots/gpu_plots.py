@@ -1,0 +1,306 @@
+"""GpuPlots: live pyqtgraph plots of one GPU, one per metric the catalogue plots.
+
+A plot per metric with a `Shown.plot_colour`, in catalogue order (utilisation,
+memory, temperature, power), titled "Label (unit)"; its y axis fixed (`axis`),
+ending at the GPU's capacity (`axis_limit`), or autoscaled to the visible time.
+The time axis is shared and local; its range is the TimeWindow's: live (the
+last N minutes up to the newest sample) or paused (a held range, left by a
+zoom, a pan or Custom…). The wheel zooms time around the cursor, a drag pans
+it, and either pauses; a double click or Live returns.
+Curves are created once; a refresh only calls setData on the ring's arrays,
+and none while paused (the view holds what it showed). NaN values (not
+available, or the daemon away) become gaps in the curves.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import QEvent, QPoint, Qt, Signal
+from PySide6.QtGui import QMouseEvent
+from PySide6.QtWidgets import QWidget
+
+from console.fleet.columns import PLOTTED, capacity, column, shown
+from console.fleet.history_range import HistorySlice, merge
+from console.fleet.model import NodeRecord
+from console.fleet.ring import SampleRing
+from console.fleet.time_range import TimeWindow, coverage_note, ring_reach_s
+from console.fleet.updates import GpuInfo
+from console.views.plots.plot_axes import SparseAxis, time_axis
+from console.views.plots.plot_crosshair import Crosshair
+from console.views.plots.plot_history import PlotHistory
+from console.views.plots.plot_readout import CurveReading, value_at
+from console.views.plots.plot_thresholds import PlotThresholds, thresholds
+from console.views.plots.plot_viewbox import PlotViewBox
+from console.views.window.theme import current as current_theme
+from gpufleet.v1.gpu_metrics import TEMP_GPU_C, GpuMetric, Limit
+
+# The theme's (console/views/window/theme.py); a theme switch restyles the plots (theme_plots.py).
+BACKGROUND = current_theme().plot_background
+# Room above a capacity: power draw passes its limit for moments.
+HEADROOM = {Limit.POWER_LIMIT: 1.05}
+# Each plot at least this high (title, curve, two y labels), the time axis on top
+# of the last: a short panel scrolls (PlotPanel) rather than squeeze them.
+MIN_PLOT_HEIGHT = 90
+TIME_AXIS_HEIGHT = 30
+SPACING = 4
+
+
+class GpuPlots(pg.GraphicsLayoutWidget):
+    windowChanged = Signal(object)  # the TimeWindow, after any change of range or Live
+    menuRequested = Signal(QPoint)  # a right click on a plot, at this global position
+
+    def __init__(
+        self, parent: QWidget | None = None, clock: Callable[[], float] = time.time
+    ) -> None:
+        super().__init__(parent)
+        self.setObjectName("gpuPlots")
+        self.setBackground(current_theme().plot_background)
+        self._clock = clock
+        self.window = TimeWindow()
+        self.curves: dict[GpuMetric[Any], pg.PlotDataItem] = {}
+        # Fetched history's peak within each step: a thin faint line above the mean.
+        self.peaks: dict[GpuMetric[Any], pg.PlotDataItem] = {}
+        self._plots: dict[GpuMetric[Any], pg.PlotItem] = {}
+        self._thresholds: dict[GpuMetric[Any], PlotThresholds] = {}
+        # (metric, curve, peak curve, ring column) per plot: what a refresh reads, built once.
+        self._columns: list[tuple[GpuMetric[Any], pg.PlotDataItem, pg.PlotDataItem, int]] = []
+        self.history: PlotHistory | None = None  # older data and the node's lines; None: ring only
+        self.history_note: str | None = None  # where the older part came from, as last drawn
+        self.ci.layout.setSpacing(SPACING)
+        self.ci.setContentsMargins(SPACING, SPACING, SPACING, SPACING)
+        for row, metric in enumerate(PLOTTED):
+            plot = self._add_plot(row, metric)
+            # Width 1: a cosmetic pen draws without stroking, several times faster.
+            colour = shown(metric).plot_colour
+            # The peak: a faint thin line, not a filled band: a band's polygon fill costs
+            # paint time every frame and hides the threshold lines beneath it.
+            faint = pg.mkColor(colour)
+            faint.setAlpha(90)
+            self.peaks[metric] = plot.plot(pen=pg.mkPen(faint, width=1))
+            self.curves[metric] = plot.plot(pen=pg.mkPen(colour, width=1))
+            self._columns.append((metric, self.curves[metric], self.peaks[metric], column(metric)))
+            self._plots[metric] = plot
+            self._thresholds[metric] = PlotThresholds(plot, metric)
+            self._thresholds[metric].show(thresholds(metric))
+        self.setMinimumHeight(
+            len(PLOTTED) * (MIN_PLOT_HEIGHT + SPACING) + TIME_AXIS_HEIGHT + 2 * SPACING
+        )
+        boxes = [plot.getViewBox() for plot in self._plots.values()]
+        self._boxes = boxes
+        self.note = pg.TextItem(color="#e2e8f0", fill=pg.mkBrush(45, 55, 72, 220), anchor=(0, 0))
+        self.note.setParentItem(boxes[0])  # in the box's own pixels: the top-left corner
+        self.note.setPos(4, 2)
+        self.note.setVisible(False)
+        self.crosshair = Crosshair(boxes, self._readings, self._span_s)
+        for box in boxes:
+            box.sigRangeChangedManually.connect(
+                lambda mask, b=box: self._on_box_range_changed_manually(b, mask)
+            )
+            box.menuRequested.connect(self.menuRequested)
+        self.scene().sigMouseMoved.connect(self.crosshair.on_mouse_moved)
+        self._ring: SampleRing | None = None  # what show_series was last given
+        self._gpu = 0
+        self._drawn: tuple[SampleRing, int] | None = None  # what the curves hold
+        self._newest = math.nan
+        self._reach_s = math.inf
+        self._apply_range()
+
+    def _add_plot(self, row: int, metric: GpuMetric[Any]) -> pg.PlotItem:
+        last = row == len(PLOTTED) - 1
+        plot = self.addPlot(
+            row=row, col=0, viewBox=PlotViewBox(),
+            axisItems={"bottom": time_axis(), "left": SparseAxis()},
+        )  # fmt: skip
+        how = shown(metric)
+        plot.setTitle(f"{how.label} ({how.unit})", size="9pt")
+        plot.setMenuEnabled(False)
+        plot.hideButtons()  # the "A" autoscale button: the time range is the range bar's
+        for hidden in ("top", "right"):
+            # Never shown, yet linked to the view: without this each range step
+            # re-set their labels' HTML to work out an SI prefix.
+            plot.getAxis(hidden).enableAutoSIPrefix(False)
+        # No grid: axis grid lines were three quarters of the plots' repaint
+        # (bench/console_fleet.py: frame p99 42 -> 26 ms at 1,000 GPUs).
+        plot.showGrid(x=False, y=False)
+        # No clip to view: what a curve is given is already the visible range (the
+        # ring, at most 1,024 samples, and history fetched for the range), and
+        # clipping made every range step recompute each curve a second time.
+        plot.setMinimumHeight(MIN_PLOT_HEIGHT + (TIME_AXIS_HEIGHT if last else 0))
+        if self._plots:
+            plot.setXLink(next(iter(self._plots.values())))
+        if not last:
+            plot.hideAxis("bottom")  # one shared time axis, under the last plot
+        if how.axis is not None:
+            plot.setYRange(*how.axis, padding=0.02)
+        else:
+            plot.enableAutoRange(axis="y")
+            plot.setAutoVisible(y=True)  # scale to what the visible time holds
+        return plot
+
+    @property
+    def threshold_lines(self) -> dict[GpuMetric[Any], list[pg.InfiniteLine]]:
+        """The alert lines drawn now, by plot (only plots that have some)."""
+        return {m: t.lines for m, t in self._thresholds.items() if t.lines}
+
+    def use_history(self, history: PlotHistory) -> None:
+        """Draw ranges older than the ring from `history`, and the node's own alert lines."""
+        self.history = history
+        history.arrived.connect(self._on_history_arrived)
+
+    def _on_history_arrived(self) -> None:
+        self._draw()
+
+    def _show_thresholds(self, node: NodeRecord | None) -> None:
+        lines = node.info.alert_thresholds if node is not None and node.info else ()
+        for metric, drawn in self._thresholds.items():
+            drawn.show(thresholds(metric, lines))
+
+    def set_limits(self, gpu: GpuInfo) -> None:
+        """End the capacity axes (memory, power) at this GPU's own capacity."""
+        for metric, plot in self._plots.items():
+            limit = shown(metric).axis_limit
+            top = capacity(gpu, metric)
+            if limit is not None and top:
+                plot.setYRange(0, top * HEADROOM.get(limit, 1.0), padding=0.02)
+
+    def show_series(self, ring: SampleRing | None, gpu: int) -> None:
+        """A frame's update: redraw from the ring while live (a paused view holds its data)."""
+        self._ring, self._gpu = ring, gpu
+        if self.window.live or self._drawn != (ring, gpu):
+            self._draw()
+
+    def _draw(self) -> None:
+        ring, gpu = self._ring, self._gpu
+        if ring is None or len(ring) == 0 or gpu >= ring.gpu_count:
+            self.clear_series()
+        else:
+            self._newest = ring.last_time
+            older = self._older(ring, gpu)
+            for metric, curve, peak, index in self._columns:
+                times, values = ring.series(gpu, index)
+                drawn = merge(older, metric.field, times, values)
+                curve.setData(drawn.times, drawn.values, connect="finite")
+                peak.setData(drawn.peak_times, drawn.peak_values, connect="finite")
+            self._drawn = (ring, gpu)
+            self._reach_s = ring_reach_s(ring.capacity, times[0], times[-1], len(times))
+        self._apply_range()
+        self.crosshair.refresh()
+
+    def _older(self, ring: SampleRing, gpu: int) -> HistorySlice | None:
+        """The fetched slice before the ring for the visible range (asked for if missing)."""
+        if self.history is None:
+            return None
+        self._show_thresholds(self.history.node_of(ring))
+        start, end = self.visible_range()
+        older, self.history_note = self.history.slice_for(ring, gpu, start, end)
+        return older
+
+    def _now(self) -> float:
+        return self._newest if math.isfinite(self._newest) else self._clock()
+
+    def _span_s(self) -> float:
+        start, end = self.visible_range()
+        return end - start
+
+    def visible_range(self) -> tuple[float, float]:
+        """The time range the plots show now (epoch seconds)."""
+        start, end = self.window.visible(self._now())
+        return start, end
+
+    def _apply_range(self) -> None:
+        start, end = self.visible_range()
+        next(reversed(self._plots.values())).setXRange(start, end, padding=0)
+        for box in self._boxes:
+            # What each box would do when the view paints (autoscale, its transform):
+            # done there, it changes the scene mid-paint and the whole view paints a
+            # second time; done now, a refresh paints once.
+            box.prepareForPaint()
+        self._show_note(start)
+
+    def _show_note(self, start: float) -> None:
+        note = self.history_note or coverage_note(start, self._now(), self._reach_s)
+        self.note.setVisible(note is not None)
+        if note is not None:
+            self.note.setText(note)
+
+    # The range bar's and the menu's requests ------------------------------------------
+
+    def choose_span(self, span_s: float) -> None:
+        self.window.choose_span(span_s)
+        self._changed()
+
+    def choose_custom(self, start_s: float, end_s: float) -> None:
+        self.window.choose_custom(start_s, end_s)
+        self._changed()
+
+    def set_live(self, live: bool) -> None:
+        if live:
+            self.window.go_live()
+        else:
+            self.window.pause(self._now())
+        self._changed()
+
+    def reset_zoom(self) -> None:
+        self.window.reset_zoom()
+        self._changed()
+
+    def _changed(self) -> None:
+        # A range chosen by hand reads the ring afresh, paused or not.
+        self._draw()
+        self.windowChanged.emit(self.window)
+
+    def _on_box_range_changed_manually(self, box: pg.ViewBox, mask: list[bool]) -> None:
+        if not mask[0]:
+            return
+        start, end = box.viewRange()[0]
+        self.window.hold(float(start), float(end))
+        if self.history is not None:
+            self._draw()  # the range moved: older data may be needed (or be held already)
+        else:
+            self._show_note(float(start))
+        self.windowChanged.emit(self.window)
+
+    # Reading the plots ----------------------------------------------------------------
+
+    def _readings(self, t: float) -> list[CurveReading]:
+        found = []
+        for metric, curve in self.curves.items():
+            times, values = curve.getOriginalDataset()
+            value = None if times is None or values is None else value_at(times, values, t)
+            how = shown(metric)
+            found.append(CurveReading(how.label, how.unit, how.plot_colour or "#ffffff", value))
+        return found
+
+    def plot_item(self, metric: GpuMetric[Any]) -> pg.PlotItem:
+        return self._plots[metric]
+
+    def point_count(self) -> int:
+        """Finite points on the temperature curve: how much the plots show."""
+        _, values = self.curves[TEMP_GPU_C].getOriginalDataset()
+        return 0 if values is None else int(np.isfinite(values).sum())
+
+    def clear_series(self) -> None:
+        for curve in (*self.curves.values(), *self.peaks.values()):
+            curve.setData([], [])
+        self._drawn, self._newest, self._reach_s = None, math.nan, math.inf
+        self.history_note = None
+
+    def mouseDoubleClickEvent(self, event: QMouseEvent) -> None:
+        # Here, not in the ViewBox: with Qt 6's press-then-double-click sequence
+        # pyqtgraph hands a box its double click only at the next release.
+        super().mouseDoubleClickEvent(event)
+        at = self.mapToScene(event.position().toPoint())
+        if event.button() == Qt.MouseButton.LeftButton and any(
+            box.sceneBoundingRect().contains(at) for box in self._boxes
+        ):
+            self.reset_zoom()
+
+    def leaveEvent(self, event: QEvent) -> None:
+        self.crosshair.hide()
+        super().leaveEvent(event)

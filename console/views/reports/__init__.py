@@ -1,0 +1,1 @@
+"""Reports: audit, usage, inventory."""

@@ -1,0 +1,1 @@
+"""Slurm: its jobs panel, prompts, reservations and the drain zone."""

@@ -1,0 +1,1 @@
+"""The window's looks and keys: themes, menus, wall mode, shortcuts."""

@@ -1,0 +1,136 @@
+"""Wall-display mode: full screen, large type, nothing that changes the fleet.
+
+A NOC's wall screen shows the fleet to a room; nobody at it should kill, assign,
+reserve, release, drain, silence or acknowledge by a stray click. While wall
+mode is on:
+
+- every entry of a menu and every button of the window that would change the
+  fleet is hidden as it is made (`mutates`: the verbs the console's menus and
+  buttons begin with), so the tile, process, workload, person and alert menus
+  keep only what looks (open, copy, export, show output);
+- every drop is refused (no target takes a drag), the kill zone is hidden;
+- the window is full screen, its type larger, and a red "WALL MODE" marker
+  sits in the status bar saying how to leave;
+- Esc does nothing to it: only the View menu's entry or its shortcut
+  (Ctrl+Shift+W) leaves, back to the window state it had before.
+
+The filter watches the whole application only while wall mode is on (it sees
+every event, so it costs nothing the rest of the time).
+"""
+
+from __future__ import annotations
+
+import weakref
+
+from PySide6.QtCore import QEvent, QObject, Qt, QTimer, Signal
+from PySide6.QtGui import QActionEvent, QKeyEvent
+from PySide6.QtWidgets import QAbstractButton, QApplication, QLabel, QMainWindow, QMenu, QWidget
+
+from console.views.window.looks import Looks
+
+SHORTCUT = "Ctrl+Shift+W"
+MARKER_TEXT = "WALL MODE · view only"
+# The first word(s) of every menu entry and button that changes the fleet.
+MUTATING = ("kill", "assign", "reserve", "release", "drain", "return to placement",
+            "mark repaired", "silence", "new silence", "unsilence", "expire", "acknowledge",
+            "ack", "cancel workload", "submit")  # fmt: skip
+# Larger where a room reads (the tables, tabs, status bar, the GPU's title); the tiles
+# size their own text. Not everything: type grown everywhere made the window's least
+# size taller than a 1080p wall screen.
+LARGE_TYPE = """
+QTableView, QHeaderView::section, QTabBar::tab, QStatusBar, QStatusBar QLabel,
+QToolBar QLabel, QToolBar QComboBox, QListView { font-size: 13pt; }
+QLabel#detailTitle { font-size: 18pt; }
+QLabel#wallMarker { font-size: 13pt; }
+"""
+# Shown again by their panels: hidden each time.
+HIDDEN_WIDGETS = ("killZone", "drainZone", "dragHint")
+
+
+def mutates(text: str) -> bool:
+    """Whether a menu entry or button with this text changes the fleet."""
+    words = text.replace("&", "").strip().lower()
+    return any(words == verb or words.startswith(verb + " ") or words.startswith(verb + "…")
+               for verb in MUTATING)  # fmt: skip
+
+
+class WallMode(QObject):
+    toggled = Signal(bool)
+
+    def __init__(self, window: QMainWindow, looks: Looks) -> None:
+        super().__init__(window)
+        self.setObjectName("gpufleet-wall-mode")
+        self._window = window
+        self._looks = looks
+        self.on = False
+        self.marker = QLabel(MARKER_TEXT)
+        self.marker.setObjectName("wallMarker")
+        self.marker.setToolTip(f"Wall-display mode: nothing here changes the fleet. {SHORTCUT} "
+                               "or View ▸ Wall display leaves it.")  # fmt: skip
+        self.marker.setVisible(False)
+        window.statusBar().addWidget(self.marker)
+        self._state_before = window.windowState()
+        self._hidden: list[weakref.ref[QWidget]] = []
+
+    def set_on(self, on: bool) -> None:
+        if on == self.on:
+            return
+        self.on = on
+        app = QApplication.instance()
+        assert app is not None
+        self.marker.setVisible(on)
+        if on:
+            self._state_before = self._window.windowState()
+            app.installEventFilter(self)
+            self._hide_mutating_buttons()
+            self._looks.set_extra("wall", LARGE_TYPE)
+            # Last: the larger type and the marker resize the layout first.
+            self._window.setWindowState(self._state_before | Qt.WindowState.WindowFullScreen)
+        else:
+            app.removeEventFilter(self)
+            self._looks.set_extra("wall", "")
+            self._window.setWindowState(self._state_before & ~Qt.WindowState.WindowFullScreen)
+            for ref in self._hidden:
+                widget = ref()
+                if widget is not None:
+                    widget.setVisible(True)
+            self._hidden.clear()
+        self.toggled.emit(on)
+
+    def _hide_mutating_buttons(self) -> None:
+        buttons = self._window.findChildren(QAbstractButton)
+        for button in buttons:
+            if mutates(button.text()) and not button.isHidden():
+                button.setVisible(False)
+                self._hidden.append(weakref.ref(button))
+        for name in HIDDEN_WIDGETS:
+            for widget in self._window.findChildren(QWidget, name):
+                if not widget.isHidden():
+                    widget.setVisible(False)
+                    self._hidden.append(weakref.ref(widget))
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+        kind = event.type()
+        if kind in (QEvent.Type.DragEnter, QEvent.Type.DragMove, QEvent.Type.Drop):
+            event.ignore()  # no target takes it: the cursor says "no"
+            return True
+        if kind == QEvent.Type.ActionAdded and isinstance(watched, QMenu):
+            assert isinstance(event, QActionEvent)
+            action = event.action()
+            if action is not None and mutates(action.text()):
+                action.setVisible(False)
+        elif kind == QEvent.Type.Show and isinstance(watched, QMenu) and watched.isEmpty():
+            QTimer.singleShot(0, watched.close)  # every entry would have changed something
+        elif kind == QEvent.Type.Show and watched.objectName() in HIDDEN_WIDGETS:
+            widget = watched
+            if isinstance(widget, QWidget) and self._window.isAncestorOf(widget):
+                widget.hide()  # at once: deferred, it showed between frames
+        elif (
+            kind == QEvent.Type.KeyPress
+            and isinstance(event, QKeyEvent)
+            and event.key() == Qt.Key.Key_Escape
+            and watched is self._window
+        ):
+            # Esc never leaves full screen here (Qt's does not either): say what does.
+            self._window.statusBar().showMessage(f"Wall mode: {SHORTCUT} leaves it", 5000)
+        return False
