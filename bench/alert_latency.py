@@ -170,8 +170,8 @@ class PopupProbe(QObject):
             put(update)
 
         session.inbox.put = timed_put
-        window.notifier.notified.connect(self._on_notified)
-        window.toast.installEventFilter(self)
+        window.alerts.notifier.notified.connect(self._on_notified)
+        window.alerts.toast.installEventFilter(self)
 
     def _on_event_arrived(self, update: EventUpdate) -> None:
         alert = update.event.alert

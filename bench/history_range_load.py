@@ -97,7 +97,7 @@ def load_once(
 ) -> tuple[float, float, float]:
     """Seconds from choosing `span_s` on `gpu` to its history drawn and painted, the
     GUI thread's longest stall meanwhile, and its CPU seconds (with the 1 ms polling)."""
-    plots, history = window.detail.plots, window.plot_history
+    plots, history = window.detail.plots, window.detail_part.plot_history
     window.grid.select(target, gpu)
     plots.choose_span(900.0)
     wait_until(lambda: history.loader.pending == 0, 30, poll_ms=5)  # the default range settled

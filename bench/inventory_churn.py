@@ -63,7 +63,7 @@ def timed_frame(app: QApplication, session: ConsoleSession) -> float:
 def run(nodes: int, changes: int) -> dict[str, object]:
     app, session, window, fed = hand_fed_window(nodes)
     settle(app, session, 40)  # every inventory applied, the window laid out
-    tabs = window.inventory_panel.parentWidget()
+    tabs = window.reports.inventory_panel.parentWidget()
     while tabs is not None and not isinstance(tabs, QTabWidget):
         tabs = tabs.parentWidget()
     assert tabs is not None, "the inventory panel is not in a tab"
@@ -72,7 +72,7 @@ def run(nodes: int, changes: int) -> dict[str, object]:
     costs: dict[str, object] = {}
     round_ = 0
     for shown in (False, True):
-        tabs.setCurrentWidget(window.inventory_panel if shown else hidden_tab)
+        tabs.setCurrentWidget(window.reports.inventory_panel if shown else hidden_tab)
         settle(app, session, 30)  # past the inventory table's column fit, if any
         for case in CASES:
             changed: list[float] = []

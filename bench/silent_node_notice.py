@@ -197,7 +197,7 @@ class Watch:
         self.window, self.target = window, target
         self.notified: dict[str, float] = {}  # alert id -> when the notifier showed it
         self.link_lost: float | None = None  # when the frame pump first showed it down
-        window.notifier.notified.connect(self._on_notifier_notified)
+        window.alerts.notifier.notified.connect(self._on_notifier_notified)
         window.session.pump.fleetChanged.connect(self._on_pump_fleet_changed)
 
     @property

@@ -142,8 +142,8 @@ def shoot(app: QApplication, window: MainWindow, targets: list[str]) -> None:
                                 for r in range(table.rowCount())))  # fmt: skip
     settle(app, 2)
     # A queued 2-GPU workload over a free GPU: it takes that one and the next free.
-    window.tabs.setCurrentWidget(window.workload_panel)
-    panel, grid = window.workload_panel, window.grid
+    window.tabs.setCurrentWidget(window.control.workload_panel)
+    panel, grid = window.control.workload_panel, window.grid
     llama = next(w for w in fleet.control.workloads() if w.name == "llama-8b-sft")
     panel.select(llama.target, llama.id)
     mime = panel.proxy.mimeData([panel.row_index(llama.target, llama.id)])
@@ -156,19 +156,19 @@ def shoot(app: QApplication, window: MainWindow, targets: list[str]) -> None:
     # A team onto two selected tiles.
     grid.select(second, 0)
     grid.select(second, 1, add=True)
-    window.tabs.setCurrentWidget(window.people_panel)
-    people = window.people_panel
+    window.tabs.setCurrentWidget(window.control.people_panel)
+    people = window.control.people_panel
     holder = people.proxy.mimeData([people.person_index("team:vision")])
     hover(grid, holder, tile_center(grid, second, 1))
     save(window.grab().toImage(), "control-reserve.png")
     grid.dragLeaveEvent(QDragLeaveEvent())
     # The kill confirmation for the sleeper on gpu-node-01 GPU 1.
     grid.select(first, 1)
-    window.tabs.setCurrentWidget(window.workload_panel)
+    window.tabs.setCurrentWidget(window.control.workload_panel)
     row = next(r for r in range(table.rowCount()) if table.process(r).command == "sleep 600")
     window.detail.process_table.selectRow(row)
     window.detail.process_menu(row).actions()[0].trigger()
-    dialog = window.prompts.dialog
+    dialog = window.control.prompts.dialog
     assert dialog is not None
     settle(app, 0.3)
     save(with_dialog(window, dialog), "control-kill.png")

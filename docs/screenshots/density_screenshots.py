@@ -91,7 +91,7 @@ def open_window(app: QApplication, nodes: list[str], width: int, height: int) ->
     window.resize(width, height)
     window.show()
     feed(window, nodes)
-    wait_until(app, lambda: window.summary.parts["hottest"].isVisible(), 10)
+    wait_until(app, lambda: window.grid_part.summary.parts["hottest"].isVisible(), 10)
     settle(app)
     return window
 
@@ -112,7 +112,7 @@ def main() -> int:
     OUT.mkdir(parents=True, exist_ok=True)
     four = targets(4)
     window = open_window(app, four, 1366, 768)
-    window.sort_by.setCurrentText("hottest first")
+    window.grid_part.sort_by.setCurrentText("hottest first")
     window.grid.select(four[2], 5)
     settle(app)
     window.grab().save(str(OUT / "density-1366.png"))
@@ -130,9 +130,9 @@ def main() -> int:
     wait_until(app, lambda: QApplication.activeWindow() is window, 10)
     settle(app)
     QTest.keyClick(window, Qt.Key.Key_F, Qt.KeyboardModifier.ControlModifier)
-    wait_until(app, lambda: QApplication.focusWidget() is window.search.line, 10)
-    QTest.keyClicks(window.search.line, "4205")  # a Slurm job id
-    QTest.keyClick(window.search.line, Qt.Key.Key_Return)  # its second GPU
+    wait_until(app, lambda: QApplication.focusWidget() is window.grid_part.search.line, 10)
+    QTest.keyClicks(window.grid_part.search.line, "4205")  # a Slurm job id
+    QTest.keyClick(window.grid_part.search.line, Qt.Key.Key_Return)  # its second GPU
     settle(app)
     window.grab().save(str(OUT / "search.png"))
     close(window)

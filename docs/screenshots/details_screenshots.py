@@ -95,7 +95,7 @@ def shoot(app: QApplication, window: MainWindow, targets: list[str]) -> None:
     settle(app, 1.5)
     save(window.grab().toImage(), "details-readings-4k.png")
     window.resize(1366, 768)
-    panel = window.reservations_panel
+    panel = window.control.reservations_panel
     window.tabs.setCurrentWidget(panel)
     dock = window.findChild(QDockWidget, "alertDock")
     assert dock is not None
@@ -105,7 +105,7 @@ def shoot(app: QApplication, window: MainWindow, targets: list[str]) -> None:
     bob = next(r for r in fleet.control.reservations() if r.holder == "bob")
     assert panel.select(bob.target, bob.id)
     panel.row_menu(bob).actions()[2].trigger()  # "Release only GPU 2…"
-    box = window.release_prompts.dialog
+    box = window.control.release_prompts.dialog
     assert isinstance(box, QMessageBox)
     settle(app, 0.3)
     save(with_dialog(window, box), "reservations-release.png")
@@ -113,7 +113,7 @@ def shoot(app: QApplication, window: MainWindow, targets: list[str]) -> None:
     wait_until(app, panel.undo.isVisible, 10)
     settle(app, 0.3)
     save(window.grab().toImage(), "reservations-undo.png")
-    window.release_prompts.undo_release()  # the fleet as it was
+    window.control.release_prompts.undo_release()  # the fleet as it was
     wait_until(app, lambda: fleet.control.reservation_on(first, 2, int(time.time() * 1000))
                is not None, 10)  # fmt: skip
 

@@ -177,9 +177,9 @@ def main() -> int:
     window.show()
     feed(window)
     window.grid.select(TARGETS[1], 3)
-    window.tabs.setCurrentWidget(window.event_log)
+    window.tabs.setCurrentWidget(window.alerts.event_log)
     # The status bar's summary refreshes on its own timer: wait for it to count the nodes.
-    wait_until(app, lambda: "4/4 nodes" in window.summary.text(), 10)
+    wait_until(app, lambda: "4/4 nodes" in window.grid_part.summary.text(), 10)
     OUT.mkdir(parents=True, exist_ok=True)
     window.grab().save(str(OUT / "health-tiles.png"))
     window.detail.grab().save(str(OUT / "health-detail.png"))

@@ -113,7 +113,7 @@ def shoot(app: QApplication, window, targets: list[str]) -> None:  # type: ignor
     fleet = window.session.fleet
     wait_until(app, lambda: all(n.state is LinkState.CONNECTED and n.identity is not None
                                 and len(n.latest) == 8 for n in fleet))  # fmt: skip
-    wait_until(app, lambda: window.toast.isVisible(), 10)  # "Token expires in 1 min"
+    wait_until(app, lambda: window.alerts.toast.isVisible(), 10)  # "Token expires in 1 min"
     node = fleet.node(targets[0])
     gpu, row = job_gpu(node)
     window.open_gpu(node.target, gpu)

@@ -120,11 +120,11 @@ def shoot(app: QApplication, window: MainWindow, targets: list[str]) -> None:
     press(Key.Key_Escape)
     # The Workloads tab (Ctrl+3), the 2-GPU llama row, Menu, Assign to GPU…
     press(Key.Key_3, Qt.KeyboardModifier.ControlModifier)
-    panel = window.workload_panel
+    panel = window.control.workload_panel
     llama = next(w for w in fleet.control.workloads() if w.name == "llama-8b-sft")
     panel.select(llama.target, llama.id)
     panel.row_menu(llama).actions()[1].trigger()  # what the Menu key and A open
-    chooser = window.place_prompts.dialog
+    chooser = window.control.place_prompts.dialog
     assert chooser is not None
     wait_until(app, lambda: chooser.isAncestorOf(QApplication.focusWidget()), 10)
     QTest.keyClicks(QApplication.focusWidget(), "gpu 2")

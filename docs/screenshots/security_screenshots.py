@@ -151,15 +151,21 @@ def main() -> int:
         dock = window.findChild(type(window.tabs.parent()), "alertDock")
         window.resizeDocks([dock], [560], Qt.Orientation.Vertical)
         window.grid.select(targets[0], 0)
-        window.tabs.setCurrentWidget(window.usage_panel)
-        panel = window.usage_panel
+        window.tabs.setCurrentWidget(window.reports.usage_panel)
+        panel = window.reports.usage_panel
         panel.refresh.click()
-        wait_until(app, lambda: not window.usage_model.busy and window.usage_model.rowCount())
+        wait_until(
+            app,
+            lambda: not window.reports.usage_model.busy and window.reports.usage_model.rowCount(),
+        )
         app.processEvents()
         save(window, "console-usage.png")
-        window.tabs.setCurrentWidget(window.audit_panel)
-        window.audit_panel.refresh.click()
-        wait_until(app, lambda: not window.audit_model.busy and window.audit_model.rowCount())
+        window.tabs.setCurrentWidget(window.reports.audit_panel)
+        window.reports.audit_panel.refresh.click()
+        wait_until(
+            app,
+            lambda: not window.reports.audit_model.busy and window.reports.audit_model.rowCount(),
+        )
         app.processEvents()
         save(window, "console-audit.png")
     finally:

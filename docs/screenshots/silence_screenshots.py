@@ -98,18 +98,18 @@ def shoot(app: QApplication, window: MainWindow, stubs: list[pb_grpc.NodeService
     wait_until(app, lambda: cooling(window), 180)
     window.grid.select(fleet.nodes()[0].target, 2)
     window.detail.show_gpu(fleet.nodes()[0].target, 2)
-    window.toast.hide()
-    window.tabs.setCurrentWidget(window.alerts_tab)
-    window.alerts_tab.show_alerts()
-    window.alert_model.refresh()
+    window.alerts.toast.hide()
+    window.tabs.setCurrentWidget(window.alerts.alerts_tab)
+    window.alerts.alerts_tab.show_alerts()
+    window.alerts.alert_model.refresh()
     app.processEvents()
     save(window.grab().toImage(), "alerts-live-values.png")
-    window.alerts_tab.show_silences()
-    window.toast.hide()
+    window.alerts.alerts_tab.show_silences()
+    window.alerts.toast.hide()
     app.processEvents()
     save(window.grab().toImage(), "silences.png")
-    window.alerts_tab.show_alerts()
-    panel = window.alert_panel
+    window.alerts.alerts_tab.show_alerts()
+    panel = window.alerts.alert_panel
     row = next(r for r in range(panel.proxy.rowCount())
                if panel.proxy.index(r, 3).data() == "gpu_temp")  # fmt: skip
     panel.table.selectionModel().select(
@@ -117,7 +117,7 @@ def shoot(app: QApplication, window: MainWindow, stubs: list[pb_grpc.NodeService
         QItemSelectionModel.SelectionFlag.ClearAndSelect | QItemSelectionModel.SelectionFlag.Rows,
     )
     panel.silence.click()
-    dialog = window.silence_prompts.dialog
+    dialog = window.alerts.silence_prompts.dialog
     assert dialog is not None
     dialog.comment.setText("GPU 2 fan replacement")  # type: ignore[union-attr]
     wait_until(app, lambda: dialog.isVisible())
@@ -131,7 +131,7 @@ def cooling(window: MainWindow) -> bool:
     """The hot GPU's temperature alert fires with its live value a few degrees below its peak."""
     for alert in window.session.fleet.alerts.alerts():
         if alert.rule == "gpu_temp" and alert.firing:
-            live = window.alert_model.live(alert)
+            live = window.alerts.alert_model.live(alert)
             return live.now is not None and live.peak is not None and live.peak - live.now >= 3
     return False
 

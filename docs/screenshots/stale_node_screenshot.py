@@ -58,8 +58,8 @@ def main() -> int:
             stopped = time.monotonic()
             wait_until(app, lambda: any(a.rule == RULE and a.firing for a in fleet.alerts.alerts()))
             wait_until(app, lambda: time.monotonic() - stopped > STALE_FOR_S, STALE_FOR_S + 5)
-            window.tabs.setCurrentWidget(window.alert_panel)
-            wait_until(app, lambda: window.alert_panel.proxy.rowCount() > 0, 5)
+            window.tabs.setCurrentWidget(window.alerts.alert_panel)
+            wait_until(app, lambda: window.alerts.alert_panel.proxy.rowCount() > 0, 5)
             path = OUT / "stale-node.png"
             if not window.grab().save(str(path)):
                 raise OSError(f"could not write {path}")

@@ -135,36 +135,40 @@ def shoot(tag: str) -> None:
             screen = QApplication.primaryScreen().geometry()
             for theme in themes():
                 looks.looks.set_choice(theme)
-                window.tabs.setCurrentWidget(window.alerts_tab)
+                window.tabs.setCurrentWidget(window.alerts.alerts_tab)
                 window.grid.select(first, 1)
                 settle(app, 2)
                 save(window, f"main-{theme}-{tag}.png")
                 save(window.detail, f"detail-{theme}-{tag}.png")
-                window.tabs.setCurrentWidget(window.reservations_panel)
+                window.tabs.setCurrentWidget(window.control.reservations_panel)
                 settle(app, 1)
                 save(window, f"reservations-{theme}-{tag}.png")
                 window.tabs.setCurrentIndex(window.tabs.indexOf(
                     window.tabs.widget(2)))  # "Workloads": the fleet queue  # fmt: skip
                 settle(app, 1)
                 save(window, f"workloads-{theme}-{tag}.png")
-                window.tabs.setCurrentWidget(window.inventory_panel)
+                window.tabs.setCurrentWidget(window.reports.inventory_panel)
                 settle(app, 2)  # its columns fitted once it shows
                 save(window, f"inventory-{theme}-{tag}.png")
-                window.tabs.setCurrentWidget(window.alerts_tab)
+                window.tabs.setCurrentWidget(window.alerts.alerts_tab)
                 window.activateWindow()
                 wait_until(app, lambda: QApplication.activeWindow() is window, 10)
                 QTest.keyClick(window, Qt.Key.Key_F, Qt.KeyboardModifier.ControlModifier)
-                wait_until(app, lambda: QApplication.focusWidget() is window.search.line, 10)
-                window.search.line.clear()
-                QTest.keyClicks(window.search.line, "bob")  # a user: processes, reservations
+                wait_until(
+                    app, lambda: QApplication.focusWidget() is window.grid_part.search.line, 10
+                )
+                window.grid_part.search.line.clear()
+                QTest.keyClicks(
+                    window.grid_part.search.line, "bob"
+                )  # a user: processes, reservations
                 settle(app, 1)
                 save(window, f"search-{theme}-{tag}.png")
-                QTest.keyClick(window.search.line, Qt.Key.Key_Escape)
+                QTest.keyClick(window.grid_part.search.line, Qt.Key.Key_Escape)
                 # Emptied as a user does (an edit), so the match line empties too.
                 QTest.keyClick(
-                    window.search.line, Qt.Key.Key_A, Qt.KeyboardModifier.ControlModifier
+                    window.grid_part.search.line, Qt.Key.Key_A, Qt.KeyboardModifier.ControlModifier
                 )
-                QTest.keyClick(window.search.line, Qt.Key.Key_Backspace)
+                QTest.keyClick(window.grid_part.search.line, Qt.Key.Key_Backspace)
                 looks.wall.set_on(True)
                 try:
                     wait_until(app, lambda: window.geometry() == screen, 10)
@@ -203,7 +207,7 @@ def shoot_compact(tag: str) -> None:
     looks = WindowLooks(window, f"views-compact-{tag}-{os.getpid()}", "dark")
     window.showMaximized()
     feed(window, nodes)
-    wait_until(app, lambda: window.summary.parts["hottest"].isVisible(), 10)
+    wait_until(app, lambda: window.grid_part.summary.parts["hottest"].isVisible(), 10)
     window.grid.select(nodes[40], 3)
     for theme in themes():
         looks.looks.set_choice(theme)

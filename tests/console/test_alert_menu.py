@@ -24,7 +24,7 @@ def entry(menu: QMenu, text: str):  # type: ignore[no-untyped-def]
 def test_an_alert_rows_menu(qtbot, open_console) -> None:  # type: ignore[no-untyped-def]
     lost = Scenario((ScenarioEvent(0.2, 1, "lost"),))
     console = open_console(gpus=2, backend=SimulatedBackend(gpu_count=2, scenario=lost, step_s=0.1))
-    window, panel = console.window, console.window.alert_panel
+    window, panel = console.window, console.window.alerts.alert_panel
     qtbot.waitUntil(
         lambda: any(panel.proxy.index(r, 0).data() is not None
                     and "gpu_lost" in str(panel.proxy.index(r, 3).data())

@@ -87,18 +87,23 @@ def test_overheat_reaches_the_on_call_engineer_and_clears(qtbot, window, daemon)
         (a, n) for a, n in sink.shown if a.rule == "gpu_temp" and a.severity is Severity.CRITICAL
     )
     assert node == "node-hot" and alert.gpu_index == 2
-    assert main.toast.isVisible() and main.toast.title.text() == "CRITICAL · node-hot GPU 2"
+    assert (
+        main.alerts.toast.isVisible()
+        and main.alerts.toast.title.text() == "CRITICAL · node-hot GPU 2"
+    )
     tile = main.session.items.gpu_index(daemon.address, 2)
     assert tile.data(roles.ALERT_ROLE) is Severity.CRITICAL
-    qtbot.waitUntil(lambda: "critical" in main.summary.text(), timeout=2000)  # 2 Hz
+    qtbot.waitUntil(lambda: "critical" in main.grid_part.summary.text(), timeout=2000)  # 2 Hz
     # One click on the toast opens that GPU.
-    qtbot.mouseClick(main.toast, Qt.MouseButton.LeftButton)
+    qtbot.mouseClick(main.alerts.toast, Qt.MouseButton.LeftButton)
     assert main.grid.selected == (daemon.address, 2)
     assert main.detail.key is not None and main.detail.key.index == 2
-    assert not main.toast.isVisible()
+    assert not main.alerts.toast.isVisible()
     # Cooling is restored at sim-second 50: the alert clears, and the console shows it.
     qtbot.waitUntil(lambda: not gpu_temp_alert(main).firing, timeout=30_000)
-    kinds = [main.event_model.event_row(r).kind for r in range(main.event_model.rowCount())]
+    kinds = [
+        main.alerts.event_model.event_row(r).kind for r in range(main.alerts.event_model.rowCount())
+    ]
     assert "alert_cleared" in kinds and "alert_raised" in kinds
     assert any(a.rule == "gpu_temp" for a in sink.withdrawn)
     qtbot.waitUntil(lambda: tile.data(roles.ALERT_ROLE) is not Severity.CRITICAL, timeout=5000)
@@ -107,7 +112,7 @@ def test_overheat_reaches_the_on_call_engineer_and_clears(qtbot, window, daemon)
 def test_acknowledge_from_the_panel_reaches_the_daemon(qtbot, window, daemon) -> None:
     main, _ = window
     qtbot.waitUntil(lambda: gpu_temp_alert(main) is not None, timeout=20_000)
-    panel = main.alert_panel
+    panel = main.alerts.alert_panel
 
     def gpu_temp_rows() -> list[int]:
         proxy = panel.proxy

@@ -113,7 +113,7 @@ def drop(widget: QWidget, mime: QMimeData, pos: QPoint) -> QDropEvent:
 
 def workload_mime(console: Console, workload_id: str) -> QMimeData:
     """What dragging the workload's row out of the queue panel carries."""
-    panel = console.window.workload_panel
+    panel = console.window.control.workload_panel
     index = panel.row_index(console.target, workload_id)
     assert index.isValid() and panel.proxy.flags(index) & Qt.ItemFlag.ItemIsDragEnabled
     return panel.proxy.mimeData([index])
@@ -149,8 +149,8 @@ def test_queued_workload_dropped_on_a_tile_runs_there(qtbot, console: Console) -
     assert running.gpu_indices == (2,)
     assert (
         "running"
-        in console.window.workload_model.index(
-            console.window.workload_model.row_of(console.target, workload_id), 6
+        in console.window.control.workload_model.index(
+            console.window.control.workload_model.row_of(console.target, workload_id), 6
         ).data()
     )
 
@@ -193,13 +193,13 @@ def test_person_dropped_on_selected_tiles_reserves_them(qtbot, console: Console)
         qtbot.mouseClick(grid, Qt.MouseButton.LeftButton, modifier,
                          grid.tile_rect(console.target, gpu).center())  # fmt: skip
     assert grid.selection == {(console.target, 0), (console.target, 3)}
-    people = console.window.people_panel
+    people = console.window.control.people_panel
     mime = people.proxy.mimeData([people.person_index("team:ml")])
     tile = grid.tile_rect(console.target, 3)
     assert drag_over(grid, mime, tile.center()).isAccepted()
     assert grid.hover[1].verdict.reason == "reserve GPUs 0, 3 of node-a for team:ml"
     drop(grid, mime, tile.center())
-    dialog = console.window.prompts.dialog
+    dialog = console.window.control.prompts.dialog
     assert isinstance(dialog, ReserveDialog) and dialog.isVisible()
     assert console.sent == []  # nothing until the dialog is accepted
     dialog.preset.setCurrentIndex(0)  # 1 hour
@@ -220,7 +220,7 @@ def test_person_dropped_on_selected_tiles_reserves_them(qtbot, console: Console)
     release = menu.actions()[0]
     assert release.text().startswith("Release reservation of GPU 0 (of GPUs 0, 3) for team:ml")
     release.trigger()
-    box = console.window.release_prompts.dialog
+    box = console.window.control.release_prompts.dialog
     assert isinstance(box, QMessageBox) and "Release GPU 0 of node-a" in box.text()
     box.accept()
     qtbot.waitUntil(lambda: gpu0.data(roles.RESERVATION_ROLE) is None, timeout=10_000)
@@ -253,7 +253,7 @@ def test_kill_from_the_process_table_ends_the_sleeper(qtbot, console: Console) -
     assert kill.text() == f"Kill pid {process.pid}…"
     kill.trigger()
     menu.deleteLater()
-    dialog = console.window.prompts.dialog
+    dialog = console.window.control.prompts.dialog
     assert isinstance(dialog, KillDialog) and dialog.isVisible()
     named = " ".join(label.text() for label in dialog.findChildren(type(dialog.question)))
     for fact in (str(process.pid), "alice", "sleep 300", "node-a", "GPU 2"):
@@ -287,7 +287,7 @@ def test_process_dragged_onto_the_kill_zone_asks_first(qtbot, console: Console) 
     assert zone.verdict.ok and zone.text().startswith(f"Release to kill pid {process.pid}")
     assert zone.property("verdict") == "accept"
     drop(zone, mime, zone.rect().center())
-    dialog = console.window.prompts.dialog
+    dialog = console.window.control.prompts.dialog
     assert isinstance(dialog, KillDialog) and dialog.victim.process == process
     dialog.reject()  # cancel: nothing is sent, the sleeper lives on
     assert console.sent == [] and zone.property("verdict") == ""
@@ -295,9 +295,9 @@ def test_process_dragged_onto_the_kill_zone_asks_first(qtbot, console: Console) 
 
 
 def test_submit_from_the_queue_panel_and_read_the_output(qtbot, console: Console) -> None:
-    panel = console.window.workload_panel
+    panel = console.window.control.workload_panel
     panel.submit.click()
-    dialog = console.window.prompts.dialog
+    dialog = console.window.control.prompts.dialog
     assert isinstance(dialog, SubmitDialog)
     dialog.command.setText("echo 'hello from the queue'")
     dialog.owner.setCurrentText("team:ml")

@@ -70,7 +70,7 @@ def test_people_and_workload_drags_use_the_label(qtbot) -> None:
     assert size.width() <= MAX_SIZE.width() and size.height() <= MAX_SIZE.height()
     window = MainWindow(ConsoleSession([]))
     qtbot.addWidget(window)
-    assert isinstance(window.workload_panel.table, CompactDragTable)
+    assert isinstance(window.control.workload_panel.table, CompactDragTable)
     assert isinstance(window.detail.process_table, CompactDragTable)
 
 
@@ -98,10 +98,10 @@ def test_a_toast_covers_no_table_rows(qtbot, size: QSize) -> None:
         if not window.tabs.isTabVisible(tab):
             continue
         window.tabs.setCurrentIndex(tab)
-        window.toast.show_notice("Silence ending", "Silence of gpu-node-0* throttle by erin "
+        window.alerts.toast.show_notice("Silence ending", "Silence of gpu-node-0* throttle by erin "
                                  "ends in 5 min. " * 3, "silences")  # fmt: skip
         QApplication.processEvents()
-        toast = window.toast.geometry()
+        toast = window.alerts.toast.geometry()
         assert window.rect().contains(toast), (toast, window.rect())
         rects = table_rects(window)
         assert len(rects) >= 2, rects  # the tab's table and the GPU's processes at least

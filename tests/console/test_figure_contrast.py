@@ -64,9 +64,9 @@ def test_usage_kpis_and_the_audit_count_meet_wcag_aa(qtbot, themed_app) -> None:
     qtbot.addWidget(window)
     window.resize(1366, 768)
     window.show()
-    window.audit_panel.pages.setCurrentWidget(window.audit_panel.log_page)
-    for panel, label in ((window.usage_panel, window.usage_panel.kpis),
-                         (window.audit_panel, window.audit_panel.status)):  # fmt: skip
+    usage, audit = window.reports.usage_panel, window.reports.audit_panel
+    audit.pages.setCurrentWidget(audit.log_page)
+    for panel, label in ((usage, usage.kpis), (audit, audit.status)):
         window.tabs.setTabVisible(window.tabs.indexOf(panel), True)
         window.tabs.setCurrentWidget(panel)
         label.setText("0.0 GPU-h observed · mean utilisation 52.6 % · 12 records")

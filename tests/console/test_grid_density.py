@@ -52,7 +52,7 @@ def four_nodes(qtbot, open_window, start_daemon) -> MainWindow:  # type: ignore[
 def resized(qtbot, window: MainWindow, width: int, height: int) -> list[QRect]:  # type: ignore[no-untyped-def]
     """Every tile after the window took `width` x `height` (and the grid its new room)."""
     window.resize(width, height)
-    viewport = window.fleet_scroll.viewport()
+    viewport = window.grid_part.fleet_scroll.viewport()
     qtbot.waitUntil(lambda: window.grid.width() == viewport.width(), timeout=5_000)
     QTest.qWait(0)  # the relayouts the resize posted
     return [tile for block in window.grid.blocks for tile in block.tiles]
@@ -60,7 +60,7 @@ def resized(qtbot, window: MainWindow, width: int, height: int) -> list[QRect]: 
 
 def in_view(window: MainWindow, tiles: list[QRect]) -> bool:
     """All tiles visible without scrolling: inside the viewport, with no scroll bar to move."""
-    scroll = window.fleet_scroll
+    scroll = window.grid_part.fleet_scroll
     seen = QRect(QPoint(0, 0), scroll.viewport().size())
     offset = QPoint(scroll.horizontalScrollBar().value(), scroll.verticalScrollBar().value())
     return scroll.verticalScrollBar().maximum() == 0 and all(
@@ -84,7 +84,7 @@ def test_tiles_grow_to_fill_full_hd_and_4k(qtbot, open_window, start_daemon) -> 
     for width, height in ((1920, 1080), (3840, 2160)):
         tiles = resized(qtbot, window, width, height)
         assert in_view(window, tiles)
-        viewport = window.fleet_scroll.viewport().size()
+        viewport = window.grid_part.fleet_scroll.viewport().size()
         used = QRect()
         for block in window.grid.blocks:
             used = used.united(block.rect)
@@ -249,10 +249,10 @@ def test_sorted_grid_shows_hottest_first_and_returns_to_node_order(qtbot) -> Non
 
 def test_sort_control_in_the_toolbar_sorts_the_grid(qtbot, open_window, start_daemon) -> None:
     window = four_nodes(qtbot, open_window, start_daemon)
-    orders = [window.sort_by.itemText(i) for i in range(window.sort_by.count())]
+    orders = [window.grid_part.sort_by.itemText(i) for i in range(window.grid_part.sort_by.count())]
     assert orders == ["node order", "hottest first", "busiest first", "idle first",
                       "alerting first"]  # fmt: skip
-    window.sort_by.setCurrentText("hottest first")
+    window.grid_part.sort_by.setCurrentText("hottest first")
     assert window.grid.order is TileOrder.HOTTEST
     items = window.session.items
 
@@ -300,7 +300,7 @@ def test_group_by_job_in_the_window_labels_tiles_with_their_node(
     slurm_node = start_daemon(gpus=8, seed=0, hostname="gpu-node-07")  # even seeds: Slurm
     window = open_window(str(slurm_node.address))
     wait_connected(qtbot, window, str(slurm_node.address))
-    window.group_by.setCurrentText("Slurm job")
+    window.grid_part.group_by.setCurrentText("Slurm job")
     jobs = [b for b in window.grid.blocks if b.group.key]
     assert jobs, "the Slurm node's jobs are groups"
     block = jobs[0]

@@ -96,7 +96,7 @@ def menu_action(window: MainWindow, target: str, gpu: int, text: str):  # type: 
 
 
 def event_sentences(window: MainWindow) -> list[str]:
-    model = window.event_model
+    model = window.alerts.event_model
     return [model.data(model.index(row, 4)) for row in range(model.rowCount())]
 
 
@@ -135,7 +135,7 @@ def test_an_operator_sees_health_drains_and_returns_a_gpu(qtbot, open_console, t
     drain = menu_action(window, target, 0, "Drain from placement…")
     assert drain.isEnabled()
     drain.trigger()
-    dialog = window.health_prompts.dialog
+    dialog = window.control.health_prompts.dialog
     assert dialog is not None
     dialog.reason.setText("fan noise")
     with qtbot.waitSignal(window.session.pump.commandFinished, timeout=10_000) as done:
@@ -171,8 +171,8 @@ def test_the_nodes_refusal_is_shown_in_its_own_words(qtbot, open_console, target
     assert window.statusBar().currentMessage() == (
         f"clear the health of GPU 1 of {node}: failed: {result.message}"
     )
-    with qtbot.waitSignal(window.health_prompts.message) as said:
-        window.health_prompts.ask_clear(target, 1)
+    with qtbot.waitSignal(window.control.health_prompts.message) as said:
+        window.control.health_prompts.ask_clear(target, 1)
     assert said.args[0].startswith("Cannot clear health: needs the admin role")
 
 
@@ -181,7 +181,7 @@ def test_an_admin_marks_a_gpu_repaired(qtbot, open_console, target) -> None:  # 
     clear = menu_action(window, target, 1, "Mark repaired (clear health)…")
     assert clear.isEnabled() and clear.text() == "Mark repaired (clear health)…"
     clear.trigger()
-    dialog = window.health_prompts.dialog
+    dialog = window.control.health_prompts.dialog
     assert dialog is not None and not dialog.ok.isEnabled()  # what was done, first
     dialog.reason.setText("GPU reset by hand")
     with qtbot.waitSignal(window.session.pump.commandFinished, timeout=10_000) as done:
@@ -213,13 +213,13 @@ def test_self_healing_that_acted_pops_up_and_a_dry_run_does_not(  # type: ignore
     window = MainWindow(ConsoleSession(list(nodes.values())))
     qtbot.addWidget(window)
     notices: list[tuple[str, str]] = []
-    show_notice = window.toast.show_notice
+    show_notice = window.alerts.toast.show_notice
 
     def record(title: str, body: str, topic: str) -> None:
         notices.append((title, body))
         show_notice(title, body, topic)
 
-    monkeypatch.setattr(window.toast, "show_notice", record)
+    monkeypatch.setattr(window.alerts.toast, "show_notice", record)
     window.session.start()
     fleet = window.session.fleet
     try:

@@ -147,7 +147,7 @@ def test_a_long_range_shows_the_daemons_history_before_the_ring(
     plots.choose_span(span)
     # The GUI thread did not wait: the range is chosen, the data is on its way.
     assert plots.history_note == LOADING
-    assert console.window.plot_history.loader.pending == 1
+    assert console.window.detail_part.plot_history.loader.pending == 1
     start = time.time() - span
 
     def reaches_back() -> bool:
@@ -292,7 +292,7 @@ def test_prometheus_ranges_reach_the_plots_and_a_stale_answer_is_dropped(
     target, url, backfill = prometheus_node
     console = open_console(target, PrometheusSource(url))
     console.open_gpu(qtbot, 0)
-    plots, loader = console.plots, console.window.plot_history.loader
+    plots, loader = console.plots, console.window.detail_part.plot_history.loader
     plots.choose_span(6 * HOUR)
     assert plots.history_note == LOADING  # asked, not waited for
     # Before the answer can be taken (only the frame pump hands answers over, on this
@@ -319,7 +319,9 @@ def test_prometheus_ranges_reach_the_plots_and_a_stale_answer_is_dropped(
     assert ring is not None
 
     def scraped() -> bool:
-        held, note = console.window.plot_history.slice_for(ring, 1, time.time() - HOUR, time.time())
+        held, note = console.window.detail_part.plot_history.slice_for(
+            ring, 1, time.time() - HOUR, time.time()
+        )
         if held is None or note != "2 s steps from Prometheus":
             return False
         recent = held.times > backfill.end_s + 60

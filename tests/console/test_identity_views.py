@@ -126,16 +126,19 @@ def test_a_token_about_to_expire_is_announced_in_a_toast_and_the_message_line(qt
     window.show()
     fleet = session.fleet
     fleet.apply(IdentityUpdate(A, alice(expires_ms=int(time.time() * 1000) + 100_000)))
-    notices = window.credential_reminder.check()
+    notices = window.alerts.credential_reminder.check()
     assert [n.title for n in notices] == ["Token expires in 1 min"]
-    assert window.toast.isVisible() and window.toast.title.text() == "Token expires in 1 min"
-    body = window.toast.body.text()
+    assert (
+        window.alerts.toast.isVisible()
+        and window.alerts.toast.title.text() == "Token expires in 1 min"
+    )
+    body = window.alerts.toast.body.text()
     assert body.startswith("The token of profile prod (alice by jwt from https://sso.example.com)")
     # No inventory yet: the node is named by its address, and said to be so.
     assert body.endswith(
         "on 10.0.0.1:50051 (no answer yet); sign in again: gpufleet console login --profile prod."
     )
     assert window.statusBar().currentMessage() == body
-    assert window.credential_reminder.check() == []  # once, not every second
-    window.toast.noticeClicked.emit("credentials")
-    assert window.tabs.currentWidget() is window.inventory_panel
+    assert window.alerts.credential_reminder.check() == []  # once, not every second
+    window.alerts.toast.noticeClicked.emit("credentials")
+    assert window.tabs.currentWidget() is window.reports.inventory_panel

@@ -223,7 +223,7 @@ def test_keyboard_only_assign_from_a_tiles_menu(qtbot, console: Console) -> None
     menu = open_menu(qtbot)
     assert "Assign a queued workload here…" in menu_texts(menu)
     type_text("a")  # the entry's underlined letter
-    dialog = window.place_prompts.dialog
+    dialog = window.control.place_prompts.dialog
     assert isinstance(dialog, ChoiceDialog)
     focused(qtbot, dialog.search)
     # The verdict a drop on GPU 2 would get, in its words.
@@ -251,22 +251,22 @@ def test_a_workload_rows_menu_assigns_with_the_drops_verdicts(qtbot, console: Co
         timeout=5000,
     )
     window = console.window
-    panel = window.workload_panel
+    panel = window.control.workload_panel
     qtbot.waitUntil(lambda: panel.row_index(console.target, workload_id).isValid(), timeout=5000)
     press(Key.Key_3, CTRL)  # the Workloads tab, in its table
-    table = window.workload_panel.table
+    table = window.control.workload_panel.table
     focused(qtbot, table)
     press(Key.Key_Home)
-    assert window.workload_panel.selected_workload().id == workload_id
+    assert window.control.workload_panel.selected_workload().id == workload_id
     menu = open_menu(qtbot)
     assert menu_texts(menu) == [f"Cancel workload {workload_id} (sleep)…", "Assign to GPU…"]
     type_text("a")
-    dialog = window.place_prompts.dialog
+    dialog = window.control.place_prompts.dialog
     assert isinstance(dialog, ChoiceDialog)
     focused(qtbot, dialog.search)
     type_text("gpu 1")  # the one reserved for bob: refused, with the drop's reason
-    drop_verdict = window.drop_rules.judge(
-        window.workload_panel.proxy.mimeData([table.currentIndex()]), console.target, 1
+    drop_verdict = window.grid_part.drop_rules.judge(
+        window.control.workload_panel.proxy.mimeData([table.currentIndex()]), console.target, 1
     ).verdict
     assert not drop_verdict.ok
     assert dialog.verdict_label.text() == f"Cannot assign: {drop_verdict.reason}"
@@ -289,13 +289,13 @@ def test_keyboard_only_reserve_from_a_tiles_menu(qtbot, console: Console) -> Non
     to_tile(qtbot, console, 1)
     open_menu(qtbot)
     type_text("r")  # Reserve for…
-    chooser = window.place_prompts.dialog
+    chooser = window.control.place_prompts.dialog
     assert isinstance(chooser, ChoiceDialog)
     focused(qtbot, chooser.search)
     type_text("team:ml")
     assert chooser.verdict_label.text() == "reserve GPU 1 of node-a for team:ml"
     press(Key.Key_Return)
-    dialog = window.prompts.dialog
+    dialog = window.control.prompts.dialog
     assert isinstance(dialog, ReserveDialog) and dialog.holder.text() == "team:ml"
     focused(qtbot, dialog.reason)  # never "For": a typed reason is not a holder's name
     type_text("training run")
@@ -311,19 +311,19 @@ def test_keyboard_only_reserve_from_a_tiles_menu(qtbot, console: Console) -> Non
 def test_a_persons_menu_reserves_a_gpu_and_releases_after_asking(qtbot, console: Console) -> None:
     window = console.window
     press(Key.Key_4, CTRL)  # the People tab, in its list
-    people = window.people_panel.list
+    people = window.control.people_panel.list
     focused(qtbot, people)
     to_person(people, "alice")
     menu = open_menu(qtbot)
     assert menu_texts(menu) == ["Reserve a GPU for alice…", "Release alice's reservations…"]
     type_text("r")
-    chooser = window.place_prompts.dialog
+    chooser = window.control.place_prompts.dialog
     assert isinstance(chooser, ChoiceDialog)
     focused(qtbot, chooser.search)
     type_text("gpu 2")
     assert chooser.verdict_label.text() == "reserve GPU 2 of node-a for alice"
     press(Key.Key_Return)
-    dialog = window.prompts.dialog
+    dialog = window.control.prompts.dialog
     assert isinstance(dialog, ReserveDialog)
     focused(qtbot, dialog.reason)
     type_text("notebook")
@@ -337,19 +337,22 @@ def test_a_persons_menu_reserves_a_gpu_and_releases_after_asking(qtbot, console:
     to_person(people, "alice")  # the list was rebuilt: alice holds a GPU now
     open_menu(qtbot)
     type_text("l")
-    box = window.place_prompts.dialog
+    box = window.control.place_prompts.dialog
     assert isinstance(box, QMessageBox)
     assert "Release 1 reservation of alice?" in box.text() and "GPU 2 of node-a" in box.text()
     inside(qtbot, box)
     press(Key.Key_Return)
-    assert window.place_prompts.dialog is None and gpu2.data(roles.RESERVATION_ROLE) is not None
+    assert (
+        window.control.place_prompts.dialog is None
+        and gpu2.data(roles.RESERVATION_ROLE) is not None
+    )
     back_in(qtbot, window)
     press(Key.Key_4, CTRL)
     focused(qtbot, people)
     to_person(people, "alice")
     open_menu(qtbot)
     type_text("l")
-    box = window.place_prompts.dialog
+    box = window.control.place_prompts.dialog
     assert isinstance(box, QMessageBox)
     inside(qtbot, box)
     tab_to(qtbot, box.button(QMessageBox.StandardButton.Ok))
@@ -387,7 +390,7 @@ def test_keyboard_only_kill_from_the_process_table(qtbot, console: Console) -> N
     assert menu_texts(menu) == [f"Kill pid {process.pid}…"]
     press(Key.Key_Down)
     press(Key.Key_Return)
-    dialog = window.prompts.dialog
+    dialog = window.control.prompts.dialog
     assert isinstance(dialog, KillDialog) and dialog.victim.process.pid == process.pid
     focused(qtbot, dialog.grace)  # the one field to type in
     press(Key.Key_A, CTRL)
@@ -429,7 +432,7 @@ def test_silence_a_firing_alert_with_a_typed_reason_and_enter(
         qtbot.waitUntil(
             lambda: any(a.rule == "gpu_lost" for a in fleet.alerts.alerts()), timeout=20_000
         )
-        panel = window.alert_panel
+        panel = window.alerts.alert_panel
         qtbot.waitUntil(lambda: panel.proxy.rowCount() > 0, timeout=5000)
         activate(qtbot, window)
         press(Key.Key_1, CTRL)  # the Alerts tab, in its table
@@ -443,7 +446,7 @@ def test_silence_a_firing_alert_with_a_typed_reason_and_enter(
         assert panel.silence.isEnabled()
         tab_to(qtbot, panel.silence, back=True)  # the buttons above the table
         press(Key.Key_Space)
-        dialog = window.silence_prompts.dialog
+        dialog = window.alerts.silence_prompts.dialog
         assert isinstance(dialog, NewSilenceDialog)
         assert (dialog.node.text(), dialog.rule.currentText()) == ("gpu-node-07", "gpu_lost")
         focused(qtbot, dialog.comment)

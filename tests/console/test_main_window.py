@@ -89,7 +89,7 @@ def test_tile_colour_follows_the_chosen_metric(
     daemon = start_daemon(gpus=2)
     target = str(daemon.address)
     window = open_window(target)
-    window.color_by.setCurrentText(mode)
+    window.grid_part.color_by.setCurrentText(mode)
     wait_connected(qtbot, window, target)
     window.session.pump.stop()
     image = window.grid.grab().toImage()
@@ -110,7 +110,7 @@ def test_lost_gpu_is_marked_and_counted(qtbot, open_window, start_daemon) -> Non
     wait_connected(qtbot, window, target)
     gpu = window.session.items.gpu_index(target, 1)
     qtbot.waitUntil(lambda: gpu.data(roles.HEALTH_ROLE) == "lost", timeout=5000)
-    qtbot.waitUntil(lambda: "1 lost" in window.summary.text(), timeout=5000)
+    qtbot.waitUntil(lambda: "1 lost" in window.grid_part.summary.text(), timeout=5000)
     assert roles.value(gpu, TEMP_GPU_C) is None  # unknown, not 0
 
 
@@ -120,7 +120,7 @@ def test_unreachable_node_shows_its_state(qtbot, open_window) -> None:
     qtbot.waitUntil(
         lambda: node.data(roles.LINK_STATE_ROLE) is LinkState.UNREACHABLE, timeout=10_000
     )
-    assert "0/1 nodes connected" in window.summary.text()
+    assert "0/1 nodes connected" in window.grid_part.summary.text()
     assert "UNAVAILABLE" in node.data(Qt.ItemDataRole.ToolTipRole)
 
 
@@ -164,7 +164,7 @@ def test_group_by_slurm_job_and_container(qtbot, open_window, start_daemon) -> N
     window = open_window(*targets)
     for target in targets:
         wait_connected(qtbot, window, target)
-    window.group_by.setCurrentText("Slurm job")
+    window.grid_part.group_by.setCurrentText("Slurm job")
     titles = {b.group.title: b for b in window.grid.blocks}
     jobs = [t for t in titles if t.startswith("Slurm job ")]
     assert jobs and set(jobs) <= {"Slurm job 41000", "Slurm job 41001"}
@@ -181,7 +181,7 @@ def test_group_by_slurm_job_and_container(qtbot, open_window, start_daemon) -> N
     tile = titles[jobs[0]].tiles[0]
     qtbot.mouseClick(window.grid, Qt.MouseButton.LeftButton, pos=tile.center())
     assert window.grid.selected == (targets[0], member[1])
-    window.group_by.setCurrentText("container")
+    window.grid_part.group_by.setCurrentText("container")
     containers = [b for b in window.grid.blocks if b.group.title.startswith("container ")]
     assert containers and all(r == window.session.items.node_row(targets[1])
                               for b in containers for r, _ in b.group.members)  # fmt: skip

@@ -153,7 +153,7 @@ def test_keyboard_only_assign(qtbot, console: Console) -> None:
     key(qtbot, "Menu")
     popup(qtbot)
     key(qtbot, "a")
-    chooser = dialog_of(qtbot, lambda: console.window.place_prompts.dialog, ChoiceDialog)
+    chooser = dialog_of(qtbot, lambda: console.window.control.place_prompts.dialog, ChoiceDialog)
     assert isinstance(chooser, ChoiceDialog)
     focused(qtbot, chooser.search)
     assert chooser.verdict_label.text() == f"assign {workload_id} (sleep) to GPU 2 of node-a"
@@ -170,7 +170,7 @@ def test_keyboard_only_reserve(qtbot, console: Console) -> None:
     key(qtbot, "Menu")
     popup(qtbot)
     key(qtbot, "r")
-    chooser = dialog_of(qtbot, lambda: console.window.place_prompts.dialog, ChoiceDialog)
+    chooser = dialog_of(qtbot, lambda: console.window.control.place_prompts.dialog, ChoiceDialog)
     assert isinstance(chooser, ChoiceDialog)
     focused(qtbot, chooser.search)
     type_text(qtbot, "team:ml")
@@ -178,7 +178,7 @@ def test_keyboard_only_reserve(qtbot, console: Console) -> None:
         lambda: chooser.verdict_label.text() == "reserve GPU 1 of node-a for team:ml", timeout=5000
     )
     key(qtbot, "Return")
-    dialog = dialog_of(qtbot, lambda: console.window.prompts.dialog, ReserveDialog)
+    dialog = dialog_of(qtbot, lambda: console.window.control.prompts.dialog, ReserveDialog)
     assert isinstance(dialog, ReserveDialog)
     focused(qtbot, dialog.reason)
     type_text(qtbot, "training run")
@@ -195,7 +195,7 @@ def test_keyboard_only_silence_with_a_reason_from_the_alerts_menu(qtbot, open_co
     lost = Scenario((ScenarioEvent(0.2, 1, "lost"),))
     console = open_console(gpus=2, backend=SimulatedBackend(gpu_count=2, scenario=lost, step_s=0.1))
     window = console.window
-    panel = window.alert_panel
+    panel = window.alerts.alert_panel
     qtbot.waitUntil(lambda: panel.proxy.rowCount() > 0, timeout=20_000)
     active(qtbot, window)
     key(qtbot, "ctrl+1")
@@ -212,7 +212,7 @@ def test_keyboard_only_silence_with_a_reason_from_the_alerts_menu(qtbot, open_co
         "&Acknowledge", "&Silence…", "&Copy summary", "&Open GPU",
     ]  # fmt: skip
     key(qtbot, "s")
-    dialog = dialog_of(qtbot, lambda: window.silence_prompts.dialog, NewSilenceDialog)
+    dialog = dialog_of(qtbot, lambda: window.alerts.silence_prompts.dialog, NewSilenceDialog)
     assert isinstance(dialog, NewSilenceDialog)
     focused(qtbot, dialog.comment)
     type_text(qtbot, "card swap scheduled")
@@ -267,7 +267,7 @@ def test_keyboard_only_kill(qtbot, console: Console) -> None:
     menu = popup(qtbot)
     assert [a.text() for a in menu.actions()] == [f"Kill pid {process.pid}…"]
     key(qtbot, "Down", "Return")
-    dialog = dialog_of(qtbot, lambda: window.prompts.dialog, KillDialog)
+    dialog = dialog_of(qtbot, lambda: window.control.prompts.dialog, KillDialog)
     assert isinstance(dialog, KillDialog) and dialog.victim.process.pid == process.pid
     focused(qtbot, dialog.grace)
     key(qtbot, "ctrl+a")
@@ -339,9 +339,9 @@ def test_a_process_dragged_onto_the_kill_zone_with_a_compact_image(qtbot, consol
         # Quick, as a hand is: the table's rows are rebuilt each frame, and a rebuild
         # between the press and the drag's start forgets the press.
         press = ["mousemove", str(start.x()), str(start.y()), "sleep", "0.1", "mousedown", "1"]
-        slow_window_manager(window.prompts)
+        slow_window_manager(window.control.prompts)
         xdotool(qtbot, *press, *steps, "sleep", "0.6", "mouseup", "1")
-        dialog = dialog_of(qtbot, lambda: window.prompts.dialog, KillDialog)
+        dialog = dialog_of(qtbot, lambda: window.control.prompts.dialog, KillDialog)
     finally:
         watch.stop()
     assert isinstance(dialog, KillDialog) and dialog.victim.process.command == "sleep 300"
@@ -353,7 +353,7 @@ def test_a_process_dragged_onto_the_kill_zone_with_a_compact_image(qtbot, consol
     # set. Sent before, Escape went to the main window and the dialog stayed open.
     qtbot.waitUntil(lambda: QApplication.activeWindow() is dialog, timeout=5000)
     key(qtbot, "Escape")  # Cancel: nothing dies
-    qtbot.waitUntil(lambda: window.prompts.dialog is None, timeout=5000)
+    qtbot.waitUntil(lambda: window.control.prompts.dialog is None, timeout=5000)
     assert console.sent == []
 
 
@@ -453,7 +453,7 @@ def test_light_from_the_view_menu_and_wall_mode_from_its_shortcut(qtbot, console
     screen = QGuiApplication.primaryScreen().geometry()
     qtbot.waitUntil(lambda: wall.on and window.geometry() == screen, timeout=10_000)
     assert window.isFullScreen() and wall.marker.isVisible()
-    assert not window.alert_panel.acknowledge.isVisibleTo(window)
+    assert not window.alerts.alert_panel.acknowledge.isVisibleTo(window)
     key(qtbot, "Escape")
     # The window manager had the chance to act on it: still full screen.
     deadline = time.monotonic() + 1.0

@@ -143,16 +143,16 @@ def reserve(console: Console, gpus: list[int], holder: str, hours: float, why: s
 
 def answer(qtbot, console: Console, button: QMessageBox.StandardButton) -> str:
     """Click a button of the release question; returns its text."""
-    box = console.window.release_prompts.dialog
+    box = console.window.control.release_prompts.dialog
     assert isinstance(box, QMessageBox) and box.isVisible()
     text = box.text()
     qtbot.mouseClick(box.button(button), Qt.MouseButton.LeftButton)
-    qtbot.waitUntil(lambda: console.window.release_prompts.dialog is None, timeout=5000)
+    qtbot.waitUntil(lambda: console.window.control.release_prompts.dialog is None, timeout=5000)
     return text
 
 
 def test_release_one_gpu_from_the_panel_then_undo(qtbot, console: Console) -> None:
-    window, panel = console.window, console.window.reservations_panel
+    window, panel = console.window, console.window.control.reservations_panel
     until = reserve(console, [0, 3], "team:ml", 2, "training run")
     reserve(console, [1], "bob", 1, "benchmark")
     window.tabs.setCurrentWidget(panel)
@@ -187,18 +187,18 @@ def test_release_one_gpu_from_the_panel_then_undo(qtbot, console: Console) -> No
 # Offscreen, a popup menu cannot grab the keyboard (Qt says so; the menu works).
 @pytest.mark.qt_log_ignore("This plugin does not support grabbing the keyboard", extend=True)
 def test_delete_asks_and_enter_keeps_the_reservation(qtbot, console: Console) -> None:
-    window, panel = console.window, console.window.reservations_panel
+    window, panel = console.window, console.window.control.reservations_panel
     reserve(console, [2], "alice", 1, "notebook")
     window.tabs.setCurrentWidget(panel)
     qtbot.waitUntil(lambda: panel.proxy.rowCount() == 1, timeout=10_000)
     panel.table.setFocus()
     panel.table.selectRow(0)
     QTest.keyClick(panel.table, Qt.Key.Key_Delete)
-    box = window.release_prompts.dialog
+    box = window.control.release_prompts.dialog
     assert isinstance(box, QMessageBox)
     assert box.text().startswith("Release GPU 2 of node-a, reserved for alice until ")
     QTest.keyClick(box, Qt.Key.Key_Return)  # Cancel is the default
-    qtbot.waitUntil(lambda: window.release_prompts.dialog is None, timeout=5000)
+    qtbot.waitUntil(lambda: window.control.release_prompts.dialog is None, timeout=5000)
     assert console.reserved(2) is not None and len(console.listed()) == 1
     # The Menu key opens the row's menu at the row.
     QTest.keyClick(panel.table, Qt.Key.Key_Menu)
@@ -228,7 +228,7 @@ def test_a_tiles_menu_releases_only_its_gpu(qtbot, console: Console) -> None:
     menu.deleteLater()
     # Ctrl+Z undoes it, wherever the focus is in the window.
     window = console.window
-    qtbot.waitUntil(lambda: window.release_prompts.undo.pending() is not None, timeout=5000)
+    qtbot.waitUntil(lambda: window.control.release_prompts.undo.pending() is not None, timeout=5000)
     window.activateWindow()
     window.grid.setFocus()
     qtbot.waitUntil(lambda: QApplication.focusWidget() is window.grid, timeout=5000)

@@ -103,8 +103,10 @@ def two_nodes(qtbot, open_window, start_daemon) -> tuple[MainWindow, str, str]: 
 def search_for(qtbot, window: MainWindow, text: str) -> None:  # type: ignore[no-untyped-def]
     """Ctrl+F, then type `text`, as a person's keyboard does."""
     QTest.keyClick(window, Qt.Key.Key_F, Qt.KeyboardModifier.ControlModifier)
-    qtbot.waitUntil(lambda: QApplication.focusWidget() is window.search.line, timeout=5_000)
-    QTest.keyClicks(window.search.line, text)
+    qtbot.waitUntil(
+        lambda: QApplication.focusWidget() is window.grid_part.search.line, timeout=5_000
+    )
+    QTest.keyClicks(window.grid_part.search.line, text)
 
 
 def shows(window: MainWindow, target: str, gpu: int) -> bool:
@@ -120,9 +122,9 @@ def test_search_box_finds_each_kind_and_selects_it(qtbot, open_window, start_dae
     window, a, b = two_nodes(qtbot, open_window, start_daemon)
     search_for(qtbot, window, "gpu-node-02:5")
     assert shows(window, b, 5)
-    assert window.search.result.text() == "1 of 1: gpu-node-02:5"
+    assert window.grid_part.search.result.text() == "1 of 1: gpu-node-02:5"
     # A node: its first GPU.
-    window.search.line.clear()
+    window.grid_part.search.line.clear()
     search_for(qtbot, window, "gpu-node-01")
     assert shows(window, a, 0)
     # A Slurm job of the Slurm node, a container and a user of the other, a UUID.
@@ -137,28 +139,30 @@ def test_search_box_finds_each_kind_and_selects_it(qtbot, open_window, start_dae
     assert info is not None and job is not None and box is not None and user is not None
     for text, kind in ((job, "Slurm job"), (box[:8], "container"), (user, "user"),
                        (info.gpus[6].uuid[:14], "UUID")):  # fmt: skip
-        window.search.line.clear()
+        window.grid_part.search.line.clear()
         search_for(qtbot, window, text)
-        current = window.search.current
+        current = window.grid_part.search.current
         assert current is not None and current.kind == kind, (text, current)
         assert current.gpu is not None and shows(window, current.target, current.gpu)
         if kind == "container":
             assert current.target == b
-    assert window.search.current is not None and window.search.current.gpu == 6
+    assert window.grid_part.search.current is not None and window.grid_part.search.current.gpu == 6
 
 
 def test_enter_goes_to_the_next_match_and_round_again(qtbot, open_window, start_daemon) -> None:
     window, a, b = two_nodes(qtbot, open_window, start_daemon)
     search_for(qtbot, window, "4")  # GPU 4 of each node (then any id starting with 4)
-    assert shows(window, a, 4) and window.search.result.text().startswith("1 of ")
-    QTest.keyClick(window.search.line, Qt.Key.Key_Return)
-    assert shows(window, b, 4) and window.search.result.text().startswith("2 of ")
-    count = len(window.search.matches)
+    assert shows(window, a, 4) and window.grid_part.search.result.text().startswith("1 of ")
+    QTest.keyClick(window.grid_part.search.line, Qt.Key.Key_Return)
+    assert shows(window, b, 4) and window.grid_part.search.result.text().startswith("2 of ")
+    count = len(window.grid_part.search.matches)
     for _ in range(count - 1):
-        QTest.keyClick(window.search.line, Qt.Key.Key_Return)
-    assert window.search.result.text().startswith(f"1 of {len(window.search.matches)}")
+        QTest.keyClick(window.grid_part.search.line, Qt.Key.Key_Return)
+    assert window.grid_part.search.result.text().startswith(
+        f"1 of {len(window.grid_part.search.matches)}"
+    )
     # Esc: back in the grid, on the match, where the arrows go on from.
-    QTest.keyClick(window.search.line, Qt.Key.Key_Escape)
+    QTest.keyClick(window.grid_part.search.line, Qt.Key.Key_Escape)
     qtbot.waitUntil(lambda: QApplication.focusWidget() is window.grid, timeout=5_000)
     assert window.grid.focus_tile == window.grid.selected
 
@@ -167,8 +171,8 @@ def test_no_match_says_so_and_selects_nothing_new(qtbot, open_window, start_daem
     window, a, _b = two_nodes(qtbot, open_window, start_daemon)
     window.grid.select(a, 2)
     search_for(qtbot, window, "zqx")  # not even its first letter matches anything
-    assert window.search.result.text() == "nothing matches “zqx”"
-    assert window.search.line.property("noMatch") is True
+    assert window.grid_part.search.result.text() == "nothing matches “zqx”"
+    assert window.grid_part.search.line.property("noMatch") is True
     assert window.grid.selected == (a, 2)
 
 
@@ -176,7 +180,7 @@ def test_status_bar_hottest_names_the_gpu_and_a_click_selects_it(
     qtbot, open_window, start_daemon
 ) -> None:
     window, a, b = two_nodes(qtbot, open_window, start_daemon)
-    hottest = window.summary.parts["hottest"]
+    hottest = window.grid_part.summary.parts["hottest"]
     qtbot.waitUntil(lambda: hottest.isVisible() and " on " in hottest.text(), timeout=5_000)
     found = re.fullmatch(r"hottest \d+ °C on (gpu-node-0[12]):(\d)", hottest.text())
     assert found is not None, hottest.text()
@@ -191,11 +195,11 @@ def test_status_bar_names_nodes_down_and_opens_the_inventory(
     daemon = start_daemon(gpus=2, hostname="gpu-node-01")
     window = open_window(str(daemon.address), black_hole)
     wait_connected(qtbot, window, str(daemon.address))
-    connected = window.summary.parts["connected"]
+    connected = window.grid_part.summary.parts["connected"]
     qtbot.waitUntil(lambda: "1 down: " in connected.text(), timeout=5_000)
     assert connected.text() == f"1/2 nodes connected · 1 down: {black_hole}"
     qtbot.mouseClick(connected, Qt.MouseButton.LeftButton)
-    assert window.tabs.currentWidget() is window.inventory_panel
+    assert window.tabs.currentWidget() is window.reports.inventory_panel
 
 
 def test_messages_in_the_window_name_the_node(qtbot, open_window, start_daemon, black_hole) -> None:

@@ -105,7 +105,7 @@ def connected(qtbot, window: MainWindow, target: str) -> NodeRecord:
 
 
 def audit_tab_visible(window: MainWindow) -> bool:
-    return window.tabs.isTabVisible(window.tabs.indexOf(window.audit_panel))
+    return window.tabs.isTabVisible(window.tabs.indexOf(window.reports.audit_panel))
 
 
 # -- connecting -----------------------------------------------------------------------
@@ -130,10 +130,12 @@ def test_profile_token_over_tls_shows_data_and_who_we_are(
     assert "signed in as ada (admin) by token" in tooltip
     tile = window.grid.tile_rect(target, 1)
     assert "signed in as ada (admin) by token" in window.grid.tooltip_at(tile.center())
-    qtbot.waitUntil(lambda: window.inventory_model.rowCount() == 2, timeout=5000)
-    assert {r.signed_in_as for r in window.inventory_model.rows()} == {"ada (admin) by token"}
+    qtbot.waitUntil(lambda: window.reports.inventory_model.rowCount() == 2, timeout=5000)
+    assert {r.signed_in_as for r in window.reports.inventory_model.rows()} == {
+        "ada (admin) by token"
+    }
     assert audit_tab_visible(window)
-    assert window.audit_panel.pages.currentWidget() is window.audit_panel.log_page
+    assert window.reports.audit_panel.pages.currentWidget() is window.reports.audit_panel.log_page
     assert not window.detail.kill_zone.isHidden() or window.detail.key is None
 
 
@@ -148,7 +150,7 @@ def test_wrong_token_shows_unauthenticated_and_no_data(
     qtbot.waitUntil(lambda: node.state is LinkState.DENIED, timeout=15_000)
     assert node.state_detail.startswith("UNAUTHENTICATED: unknown token")
     assert node.info is None and node.samples_received == 0 and node.identity is None
-    assert window.inventory_model.rowCount() == 0
+    assert window.reports.inventory_model.rowCount() == 0
     tooltip = window.session.items.node_index(target).data(Qt.ItemDataRole.ToolTipRole)
     assert "denied: UNAUTHENTICATED: unknown token" in tooltip
     assert not audit_tab_visible(window)
@@ -197,11 +199,11 @@ def test_a_viewer_sees_no_audit_tab_and_no_actions(qtbot, open_console, start_da
     node = connected(qtbot, window, target)
     assert node.identity == Identity("vera", Role.VIEWER, (), "token")
     assert not audit_tab_visible(window)
-    assert window.audit_panel.pages.currentWidget() is window.audit_panel.locked
+    assert window.reports.audit_panel.pages.currentWidget() is window.reports.audit_panel.locked
     needs = "needs the operator role (vera is viewer on node-v)"
-    assert not window.workload_panel.submit.isEnabled()
-    assert needs in window.workload_panel.submit.toolTip()
-    assert not window.alert_panel.acknowledge.isEnabled()
+    assert not window.control.workload_panel.submit.isEnabled()
+    assert needs in window.control.workload_panel.submit.toolTip()
+    assert not window.alerts.alert_panel.acknowledge.isEnabled()
     qtbot.waitUntil(lambda: sleeper_gpu(node, "otto") is not None, timeout=10_000)
     gpu, _process = sleeper_gpu(node, "otto")
     window.grid.select(target, gpu)
@@ -231,7 +233,7 @@ def test_an_operator_may_act_only_for_itself_and_its_teams(
     assert refused.reason == (
         "needs the admin role for a reservation for vera (otto may act only for otto or team:ml)"
     )
-    assert window.workload_panel.submit.isEnabled() and not audit_tab_visible(window)
+    assert window.control.workload_panel.submit.isEnabled() and not audit_tab_visible(window)
 
 
 # -- the audit tab --------------------------------------------------------------------
@@ -264,7 +266,7 @@ def test_audit_tab_lists_what_the_console_did_with_the_right_user(
         session.control.kill(KillTarget(target, node.name, gpu, process), grace_s=2)
     assert killed.args[0].ok, killed.args[0].message
 
-    panel, model = window.audit_panel, window.audit_model
+    panel, model = window.reports.audit_panel, window.reports.audit_model
     panel.user.setText("ada")
     said = refresh(qtbot, panel, model)
     assert said.startswith(f"{model.rowCount()} records from 1 node")
@@ -319,7 +321,7 @@ def test_usage_tab_sums_gpu_hours_of_every_node(
     window = open_console(targets, token_only("vera"))  # usage needs only the viewer role
     for target in targets:
         connected(qtbot, window, target)
-    panel, model = window.usage_panel, window.usage_model
+    panel, model = window.reports.usage_panel, window.reports.usage_model
     said = refresh(qtbot, panel, model)
     (otto,) = [r for r in model.rows() if r.key == "otto"]
     assert otto.gpu_seconds >= before and otto.busy_gpu_seconds > 0

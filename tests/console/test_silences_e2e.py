@@ -62,8 +62,8 @@ def groups(window: MainWindow) -> list[SilenceGroup]:
 
 def create_from(window: MainWindow, node: str, rule: str, comment: str) -> None:
     """Through the window's own New-silence dialog, as a person would."""
-    window.silence_panel.new.click()
-    dialog = window.silence_prompts.dialog
+    window.alerts.silence_panel.new.click()
+    dialog = window.alerts.silence_prompts.dialog
     assert isinstance(dialog, NewSilenceDialog)
     dialog.node.setText(node)
     dialog.rule.setCurrentText(rule)
@@ -88,17 +88,17 @@ def test_a_silence_made_in_one_console_is_seen_and_expired_in_another(
     (seen,) = groups(second)
     assert [m.text for m in seen.first.matchers] == ["node=gpu-node-0*", "alertname=throttle"]
     assert seen.first.comment == "rack 4 fan swap" and seen.state(now_ms()) is SilenceState.ACTIVE
-    assert second.silence_model.rowCount() == 1
-    assert sorted(second.silence_model.index(0, 1).data().split(", ")) == [
+    assert second.alerts.silence_model.rowCount() == 1
+    assert sorted(second.alerts.silence_model.index(0, 1).data().split(", ")) == [
         "gpu-node-01", "gpu-node-02"]  # fmt: skip
     # A console that connects later lists it.
     third, _ = open_console(*targets)
     qtbot.waitUntil(lambda: len(groups(third)) == 1 and len(groups(third)[0].rows) == 2,
                     timeout=15_000)  # fmt: skip
     # Expired in the second console: ended on both nodes, in every console.
-    second.silence_panel.table.selectRow(0)
-    second.silence_panel.expire.click()
-    box = second.silence_prompts.dialog
+    second.alerts.silence_panel.table.selectRow(0)
+    second.alerts.silence_panel.expire.click()
+    box = second.alerts.silence_prompts.dialog
     assert isinstance(box, QMessageBox)
     box.button(QMessageBox.StandardButton.Ok).click()
 
@@ -140,6 +140,6 @@ def test_an_alert_raised_under_a_silence_is_silenced_and_does_not_pop_up(
     assert alert is not None
     assert alert.silence_id == silence.id and alert.silenced(now_ms())
     assert alert.silenced_by == silence.created_by  # the silence's author
-    assert window.silence_model.index(0, 7).data() == "1"  # it silences one alert now
+    assert window.alerts.silence_model.index(0, 7).data() == "1"  # it silences one alert now
     assert [a for a, _ in sink.shown if a.rule == "gpu_lost"] == []
-    assert not window.toast.isVisible() or window.toast.alert is None
+    assert not window.alerts.toast.isVisible() or window.alerts.toast.alert is None

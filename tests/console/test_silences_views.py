@@ -309,20 +309,20 @@ def test_an_alerts_silence_button_opens_the_new_dialog_prefilled(qtbot) -> None:
     fleet.apply(InventoryUpdate(A, fleet_of(A).node(A).info))  # type: ignore[arg-type]
     fleet.apply(LinkUpdate(A, LinkState.CONNECTED))
     fleet.apply(AlertsUpdate(A, (alert(rule="throttle"),), "j", 0))
-    window.alert_model.refresh()
+    window.alerts.alert_model.refresh()
     window.show()
-    panel = window.alert_panel
+    panel = window.alerts.alert_panel
     panel.table.selectionModel().select(
         panel.proxy.index(0, 0),
         QItemSelectionModel.SelectionFlag.ClearAndSelect | QItemSelectionModel.SelectionFlag.Rows,
     )
     assert panel.silence.isEnabled()
     qtbot.mouseClick(panel.silence, Qt.MouseButton.LeftButton)
-    dialog = window.silence_prompts.dialog
+    dialog = window.alerts.silence_prompts.dialog
     assert isinstance(dialog, NewSilenceDialog)
     assert (dialog.node.text(), dialog.rule.currentText(), dialog.gpu.text()) == (
         "gpu-node-01", "throttle", "2")  # fmt: skip
-    assert window.alerts_tab.pages.tabText(1) == "Silences"
+    assert window.alerts.alerts_tab.pages.tabText(1) == "Silences"
     dialog.reject()
 
 

@@ -250,7 +250,10 @@ def loud_then_quiet_again(qtbot, watching: Watching, recover: Callable[[], None]
     qtbot.waitUntil(lambda: any(a.uid == alert.uid for a, _ in watching.sink.shown), timeout=5000)
     assert [n for a, n in watching.sink.shown if a.uid == alert.uid] == [HOSTNAME]
     assert watching.beeps, "a critical alert without a sound"
-    assert watching.window.toast.isVisible() and HOSTNAME in watching.window.toast.title.text()
+    assert (
+        watching.window.alerts.toast.isVisible()
+        and HOSTNAME in watching.window.alerts.toast.title.text()
+    )
     qtbot.waitUntil(lambda: (q := watching.tile_quiet()) is not None and q.stale, timeout=10_000)
     header = watching.window.session.items.node_index(watching.target)
     assert header.data(roles.ALERT_ROLE) is Severity.CRITICAL
@@ -416,7 +419,7 @@ def test_acknowledging_the_consoles_alert_stays_in_the_console(qtbot, node, watc
     assert node.proc is not None
     os.kill(node.proc.pid, signal.SIGSTOP)
     qtbot.waitUntil(lambda: watching.firing() is not None, timeout=RAISED_WITHIN_MS)
-    panel = watching.window.alert_panel
+    panel = watching.window.alerts.alert_panel
     qtbot.waitUntil(lambda: panel.proxy.rowCount() == 1, timeout=5000)  # refreshed at 4 Hz
     panel.table.selectRow(0)
     assert panel.acknowledge.isEnabled()

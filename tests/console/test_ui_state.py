@@ -49,11 +49,11 @@ def test_layout_and_choices_come_back_after_a_restart(qtbot, windows, isolated_c
     window = open_window(qtbot, windows, "prod")
     dock = window.findChild(QDockWidget, "alertDock")
     window.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, dock)  # moved by a person
-    window.group_by.setCurrentIndex(1)
-    grouping = window.group_by.currentText()
-    window.color_by.setCurrentIndex(1)
-    colour = window.color_by.currentText()
-    window.tabs.setCurrentWidget(window.event_log)
+    window.grid_part.group_by.setCurrentIndex(1)
+    grouping = window.grid_part.group_by.currentText()
+    window.grid_part.color_by.setCurrentIndex(1)
+    colour = window.grid_part.color_by.currentText()
+    window.tabs.setCurrentWidget(window.alerts.event_log)
     window.centralWidget().setSizes([500, 700])
     window.detail.plots.choose_span(3600.0)
     looks_of(window).menu.theme_actions["light"].trigger()
@@ -68,15 +68,18 @@ def test_layout_and_choices_come_back_after_a_restart(qtbot, windows, isolated_c
     # smaller than the window, and Qt fits a restored geometry into the screen.
     moved = again.findChild(QDockWidget, "alertDock")
     assert again.dockWidgetArea(moved) == Qt.DockWidgetArea.RightDockWidgetArea
-    assert again.group_by.currentText() == grouping and again.color_by.currentText() == colour
-    assert again.tabs.currentWidget() is again.event_log
+    assert (
+        again.grid_part.group_by.currentText() == grouping
+        and again.grid_part.color_by.currentText() == colour
+    )
+    assert again.tabs.currentWidget() is again.alerts.event_log
     assert again.detail.plots.window.span_s == 3600.0
     assert again.detail.plot_panel.bar.presets[3600.0].isChecked()
     looks = looks_of(again)
     assert looks.looks.theme.name == "light" and looks.menu.theme_actions["light"].isChecked()
 
     other = open_window(qtbot, windows, "lab")  # another profile: its own (no) memory
-    assert other.tabs.currentIndex() == 0 and other.group_by.currentIndex() == 0
+    assert other.tabs.currentIndex() == 0 and other.grid_part.group_by.currentIndex() == 0
     assert looks_of(other).looks.choice == "dark"  # the setting's, nobody picked one
 
 
@@ -107,7 +110,7 @@ def test_a_corrupt_file_starts_with_the_defaults_and_says_so_once(
     profile = path.stem
     with caplog.at_level(logging.INFO, logger="console.qt.ui_state"):
         window = open_window(qtbot, windows, profile)
-        assert window.tabs.currentIndex() == 0 and window.group_by.currentIndex() == 0
+        assert window.tabs.currentIndex() == 0 and window.grid_part.group_by.currentIndex() == 0
         ui_state.load(path)  # asked again: not said again
     said = [r for r in caplog.records if r.name == "console.qt.ui_state"]
     assert len(said) == 1, [r.getMessage() for r in said]

@@ -54,26 +54,26 @@ def window(qtbot, start_daemon: DaemonFactory, tmp_path: Path) -> Iterator[MainW
 
 
 def refresh(qtbot, main: MainWindow, grouping: str) -> None:  # type: ignore[no-untyped-def]
-    panel = main.usage_panel
+    panel = main.reports.usage_panel
     panel.grouping.setCurrentText(grouping)
     for check, edit, day in ((panel.since_on, panel.since, QDate(2024, 6, 1)),
                              (panel.until_on, panel.until, QDate(2024, 6, 30))):  # fmt: skip
         check.setChecked(True)
         edit.setDate(day)
-    with qtbot.waitSignal(main.usage_model.refreshed, timeout=10_000):
+    with qtbot.waitSignal(main.reports.usage_model.refreshed, timeout=10_000):
         panel.refresh.click()
 
 
 def header(main: MainWindow, column: int) -> str:
     role = Qt.ItemDataRole.DisplayRole
-    return str(main.usage_model.headerData(column, Qt.Orientation.Horizontal, role))
+    return str(main.reports.usage_model.headerData(column, Qt.Orientation.Horizontal, role))
 
 
 def test_the_usage_tab_bills_by_account_in_the_nodes_currency(  # type: ignore[no-untyped-def]
     qtbot, window: MainWindow, tmp_path: Path
 ) -> None:
     refresh(qtbot, window, "account")
-    model = window.usage_model
+    model = window.reports.usage_model
     rows = {row.key: row for row in model.rows()}
     assert set(rows) == {"ml", "vision", "physics"}
     assert rows["physics"].cost == pytest.approx(PHYSICS_EUR)  # both nodes' jobs summed
@@ -86,8 +86,8 @@ def test_the_usage_tab_bills_by_account_in_the_nodes_currency(  # type: ignore[n
              for r in range(model.rowCount())}  # fmt: skip
     assert shown["physics"] == f"{PHYSICS_EUR:,.2f}"
     out = tmp_path / "bill.csv"
-    window.usage_panel.choose_path = lambda: str(out)
-    window.usage_panel.export.click()
+    window.reports.usage_panel.choose_path = lambda: str(out)
+    window.reports.usage_panel.export.click()
     lines = {line["account"]: line for line in csv.DictReader(io.StringIO(out.read_text()))}
     assert float(lines["physics"]["cost"]) == pytest.approx(PHYSICS_EUR)
     assert lines["physics"]["currency"] == "EUR"
@@ -95,7 +95,7 @@ def test_the_usage_tab_bills_by_account_in_the_nodes_currency(  # type: ignore[n
 
 def test_users_carry_their_accounts(qtbot, window: MainWindow) -> None:  # type: ignore[no-untyped-def]
     refresh(qtbot, window, "user")
-    rows = {row.key: row for row in window.usage_model.rows()}
+    rows = {row.key: row for row in window.reports.usage_model.rows()}
     assert rows["bob"].accounts == ("vision",)
     assert rows["bob"].cost == pytest.approx(2 * 1.50 * 0.5 * 0.5)  # an A100 half-hour, twice
 

@@ -41,15 +41,15 @@ def every_menu(console: Console, workload_id: str) -> dict[str, list[str]]:
     processes = window.detail.processes
     rows = range(processes.rowCount())
     sleeper = next(r for r in rows if processes.process(r).command == " ".join(SLEEPER))
-    alert_row = window.alert_panel.proxy.index(0, 0)
+    alert_row = window.alerts.alert_panel.proxy.index(0, 0)
     return {
         "tile": shown_entries(window.grid.context_menu(target, 2)),
         "process": shown_entries(window.detail.process_menu(sleeper)),
         "workload": shown_entries(
-            window.workload_panel.row_menu(console.workload(workload_id))  # type: ignore[arg-type]
+            window.control.workload_panel.row_menu(console.workload(workload_id))  # type: ignore[arg-type]
         ),
-        "person": shown_entries(window.people_panel.person_menu("alice")),
-        "alert": shown_entries(window.alert_panel.row_menu(alert_row)),
+        "person": shown_entries(window.control.people_panel.person_menu("alice")),
+        "alert": shown_entries(window.alerts.alert_panel.row_menu(alert_row)),
     }
 
 
@@ -97,13 +97,13 @@ def test_wall_mode_shows_and_changes_nothing(qtbot, open_console) -> None:  # ty
         timeout=10_000,
     )
     qtbot.waitUntil(lambda: console.workload(queued) is not None, timeout=5000)
-    qtbot.waitUntil(lambda: window.alert_panel.proxy.rowCount() > 0, timeout=20_000)
+    qtbot.waitUntil(lambda: window.alerts.alert_panel.proxy.rowCount() > 0, timeout=20_000)
     looks = looks_of(console)
     wall = looks.wall
     before = every_menu(console, queued)
     assert all(any(mutates(t) for t in entries) for entries in before.values()), before
-    buttons = [window.alert_panel.acknowledge, window.alert_panel.silence,
-               window.workload_panel.submit, window.silence_panel.new]  # fmt: skip
+    buttons = [window.alerts.alert_panel.acknowledge, window.alerts.alert_panel.silence,
+               window.control.workload_panel.submit, window.alerts.silence_panel.new]  # fmt: skip
     assert not any(b.isHidden() for b in buttons)
     assert window.detail.kill_zone.isVisibleTo(window)
     mime = workload_mime(console, queued)
@@ -161,7 +161,7 @@ def test_a_window_built_in_wall_mode_starts_full_screen(qtbot) -> None:  # type:
         wall = window.findChild(WallMode)
         assert isinstance(wall, WallMode) and wall.on
         assert window.windowState() & Qt.WindowState.WindowFullScreen
-        assert not window.alert_panel.acknowledge.isVisibleTo(window)
+        assert not window.alerts.alert_panel.acknowledge.isVisibleTo(window)
     finally:
         window.session.stop()
         wall.set_on(False)

@@ -1,0 +1,46 @@
+"""DetailPart: the selected GPU's detail (facts, readings, health, plots, processes).
+
+It scrolls as a whole on a short screen (stacked, it wanted 875 px, more than a
+1366x768 window has), follows the grid's selection, takes the plots' older ranges
+from the daemons' history or Prometheus off the GUI thread, and yields the frame
+to the grid after each refresh.
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QObject, Qt
+from PySide6.QtWidgets import QScrollArea
+
+from console.views.common.frame import WindowFrame
+from console.views.detail.gpu_detail import GpuDetailPanel
+from console.views.grid.part import GridPart
+from console.views.plots.plot_history import PlotHistory
+from console.views.window.keyboard_menus import open_menus_from_keyboard
+
+
+class DetailPart(QObject):
+    def __init__(self, frame: WindowFrame, grid: GridPart) -> None:
+        super().__init__()
+        session = self._session = frame.session
+        self.detail = GpuDetailPanel(session.fleet)
+        prometheus = session.history.prometheus is not None
+        self.plot_history = PlotHistory(session.fleet, session.history, prometheus, parent=self)
+        self.detail.plots.use_history(self.plot_history)
+        self.detail_scroll = QScrollArea()
+        self.detail_scroll.setObjectName("detailScroll")
+        self.detail_scroll.setWidgetResizable(True)
+        self.detail_scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.detail_scroll.setFrameShape(QScrollArea.Shape.NoFrame)
+        self.detail_scroll.setWidget(self.detail)
+        pump = session.pump
+        pump.fleetChanged.connect(self.detail.on_fleet_changed)
+        # The plots' refresh takes its frame; the grid's changed blocks wait for the next.
+        self.detail.refreshed.connect(grid.grid.yield_frame)
+        pump.queryFinished.connect(self.plot_history.on_query_finished)
+        frame.access.changed.connect(self.detail.refresh)
+        grid.grid.gpuSelected.connect(self.detail.show_gpu)
+        grid.grid.gpuSelected.connect(self._on_gpu_selected)  # the node's healing policy
+        open_menus_from_keyboard(self.detail.process_table)  # Menu key: Kill…
+
+    def _on_gpu_selected(self, target: str, _gpu: int) -> None:
+        self._session.health.policy(target)  # asked again each time: a reload may change it
