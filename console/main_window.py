@@ -24,7 +24,7 @@ from console.views.control.part import ControlPart
 from console.views.detail.part import DetailPart
 from console.views.grid.part import GridPart
 from console.views.reports.part import ReportsPart
-from console.views.slurm.slurm_parts import SlurmParts
+from console.views.slurm.part import SlurmPart
 from console.views.window.window_keys import WindowKeys
 
 MESSAGE_MS = 10_000
@@ -56,7 +56,7 @@ class MainWindow(QMainWindow):
         self.control = ControlPart(self, self.grid_part, self.detail_part)
         # With the profile's Slurm: its queue, drops, drain/resume and job cancels.
         link, slurm_actions = session.slurm_link, session.slurm_actions
-        self.slurm = (SlurmParts(session.fleet, session.pump, (link, slurm_actions),
+        self.slurm = (SlurmPart(session.fleet, session.pump, (link, slurm_actions),
                                  self.grid_part.drop_rules, self.grid, self.detail, self)
                       if link is not None and slurm_actions is not None else None)  # fmt: skip
         # Roles: offer only what WhoAmI says we may do; the daemons still decide.

@@ -2,7 +2,7 @@
 
 The Slurm queue beside the gpufleet queue in the Workloads tab, its drops on the
 grid's tiles (steer), the tiles' Drain/Resume in Slurm, the drain zone (a node
-dragged onto it) and the processes' "Cancel Slurm job N". MainWindow builds one
+dragged onto it) and the processes' "Cancel Slurm job N". MainWindow builds one (its part, as every wing has)
 when its session has a Slurm link.
 """
 
@@ -24,7 +24,7 @@ from console.views.slurm.slurm_jobs_panel import SlurmJobsPanel
 from console.views.slurm.slurm_prompts import SlurmPrompts
 
 
-class SlurmParts(QObject):
+class SlurmPart(QObject):
     def __init__(self, fleet: FleetModel, pump: FramePump, slurm: tuple[SlurmLink, SlurmActions],
                  drop_rules: TileDropRules, grid: FleetGrid, detail: GpuDetailPanel,
                  parent: QWidget) -> None:  # fmt: skip
