@@ -2,8 +2,8 @@
 
 The Slurm queue beside the gpufleet queue in the Workloads tab, its drops on the
 grid's tiles (steer), the tiles' Drain/Resume in Slurm, the drain zone (a node
-dragged onto it) and the processes' "Cancel Slurm job N". MainWindow builds one (its part, as every wing has)
-when its session has a Slurm link.
+dragged onto it) and the processes' "Cancel Slurm job N". MainWindow builds this
+part (each wing has one) when its session has a Slurm link.
 """
 
 from __future__ import annotations
