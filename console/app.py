@@ -22,8 +22,8 @@ from console.qt.gui_thread_gc import collect_in_gui_thread
 from console.qt.qt_logging import install_qt_log_handler
 from console.session import ConsoleSession
 from console.settings import SlurmProfile
+from console.views.common.theme import DARK
 from console.views.window.looks import apply_to_app
-from console.views.window.theme import DARK
 from console.views.window.window_looks import WindowLooks
 
 # The profile's Slurm and where its token comes from (called off the GUI thread).

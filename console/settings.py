@@ -42,7 +42,7 @@ from console.fleet.notify_settings import NotifySettings, NotifySettingsError, p
 
 DEFAULT_PROFILE = "default"
 LOGIN_HINT = "store it with `gpufleet console login --profile NAME` (system keyring)"
-THEME_CHOICES = ("auto", "dark", "light")  # console/views/window/theme.py's themes, and auto
+THEME_CHOICES = ("auto", "dark", "light")  # console/views/common/theme.py's themes, and auto
 PROFILE_KEYS = {"nodes", "people", "ca", "client_cert", "client_key", "token_file", "token_command",
                 "prometheus_url", "prometheus_ca_file", "prometheus_token_file",
                 "slurm_url", "slurm_user", "slurm_token_command", "slurm_ca_file",

@@ -114,8 +114,8 @@ def open_console(qtbot, start_daemon, held_accounts, monkeypatch):  # type: igno
 
     from console.app import build_window
     from console.fleet.updates import LinkState
+    from console.views.common.theme import DARK
     from console.views.window.looks import apply_to_app
-    from console.views.window.theme import DARK
     from gpufleet.v1 import node_pb2_grpc as pb_grpc
     from node_daemon.control.settings import WorkloadSettings
     from tests.console.test_control_e2e import Console

@@ -28,7 +28,7 @@ from PySide6.QtWidgets import QApplication
 
 from console.main_window import MainWindow
 from console.session import ConsoleSession
-from console.views.window.theme import DARK, LIGHT
+from console.views.common.theme import DARK, LIGHT
 from console.views.window.window_looks import WindowLooks
 from tests.console.xserver import read_line, stop, xvfb
 

@@ -19,9 +19,14 @@ from console.qt.mime import PROCESS_MIME
 from console.qt.people_model import PeopleListModel
 from console.qt.process_model import ProcessTableModel
 from console.session import ConsoleSession
+from console.views.common.drag_image import (
+    MAX_SIZE,
+    CompactDragList,
+    CompactDragTable,
+    compact_drag,
+)
 from console.views.control.people_panel import PeoplePanel
 from console.views.detail.process_table import ProcessTable
-from console.views.grid.drag_image import MAX_SIZE, CompactDragList, CompactDragTable, compact_drag
 
 LONG = "python train.py --config configs/llama-8b-sft.yaml --epochs 40 --lr 3e-5 " * 4
 TRAINER = ProcessRow(pid=4242, user="alice", command=LONG, gpu_memory_bytes=8 << 30,

@@ -15,8 +15,8 @@ from PySide6.QtWidgets import QApplication, QLabel
 from console.app import qt_application
 from console.main_window import MainWindow
 from console.session import ConsoleSession
+from console.views.common.theme import THEMES
 from console.views.window.looks import apply_to_app
-from console.views.window.theme import THEMES
 
 
 def luminance(colour: QColor) -> float:

@@ -35,11 +35,11 @@ from console.fleet.updates import KillReport
 from console.main_window import MainWindow
 from console.views.alerts.new_silence_dialog import NewSilenceDialog
 from console.views.common.choice_dialog import ChoiceDialog
+from console.views.common.theme import LIGHT
 from console.views.control.control_prompts import ControlPrompts
 from console.views.control.reserve_dialog import ReserveDialog
 from console.views.detail.kill_dialog import KillDialog
 from console.views.plots.gpu_plots import MIN_PLOT_HEIGHT
-from console.views.window.theme import LIGHT
 from console.views.window.wall_mode import WallMode
 from console.views.window.window_looks import WindowLooks
 from gpufleet.v1 import node_pb2 as pb
@@ -54,7 +54,7 @@ WM_PID = "GPUFLEET_REAL_X_WM_PID"  # the window manager's pid, for the rerun
 SLOW_WM_MS = 1000  # how long the window manager takes to map a dialog, as under load
 SCREEN = (3900, 2300)
 SIZES = ((1366, 768), (3840, 2160))
-DRAG_IMAGE_MAX = (320, 48)  # the compact drag image (console/views/grid/drag_image.py)
+DRAG_IMAGE_MAX = (320, 48)  # the compact drag image (console/views/common/drag_image.py)
 NOT_TESTED = "!!! {what} NOT INSTALLED: the console in a real X server NOT TESTED; {fix} !!!"
 inner = pytest.mark.skipif(
     os.environ.get(INNER) != "1", reason="runs inside the X server the last test starts"

@@ -15,11 +15,11 @@ from PySide6.QtWidgets import QApplication, QMenu, QWidget
 from console.main_window import MainWindow
 from console.session import ConsoleSession
 from console.settings import SettingsError, load_settings
+from console.views.common import theme as themes
+from console.views.common.theme import DARK, LIGHT, THEMES, ThemeError, contrast, resolve
 from console.views.grid.tile_colors import STOPS, scale_color
 from console.views.grid.tile_painter import TEXT
-from console.views.window import theme as themes
 from console.views.window.looks import Looks, apply_to_app
-from console.views.window.theme import DARK, LIGHT, THEMES, ThemeError, contrast, resolve
 from tests.console.qss_pairs import pairs, selectors
 
 # A popup menu grabs the keyboard and raises itself; offscreen says it cannot.

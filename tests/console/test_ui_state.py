@@ -14,8 +14,8 @@ from PySide6.QtWidgets import QDockWidget, QMainWindow
 
 from console.app import build_window
 from console.qt import ui_state
+from console.views.common.theme import DARK
 from console.views.window.looks import apply_to_app
-from console.views.window.theme import DARK
 from console.views.window.window_looks import WindowLooks
 
 NODE = "127.0.0.1:1"  # nothing listens: the layout needs no data

@@ -151,8 +151,8 @@ def accepted_drag(widget, mime, window) -> bool:  # type: ignore[no-untyped-def]
 
 def test_a_window_built_in_wall_mode_starts_full_screen(qtbot) -> None:  # type: ignore[no-untyped-def]
     from console.app import build_window
+    from console.views.common.theme import DARK
     from console.views.window.looks import apply_to_app
-    from console.views.window.theme import DARK
 
     window = build_window(["127.0.0.1:1"], profile="wall", wall=True)
     qtbot.addWidget(window)

@@ -135,7 +135,7 @@ def test_wheel_console_extra_finds_its_resources_in_a_fresh_venv(
     bin_dir = fresh_venv(tmp_path / "venv", f"gpufleet[console] @ {packages[1].as_uri()}")
     # The stylesheets and the tray icon are read from beside the installed packages.
     code = (
-        "from console.views.window import theme; from console.notify import tray\n"
+        "from console.views.common import theme; from console.notify import tray\n"
         "print(len(theme.resolve('dark', None).stylesheet()), tray.ICON_PATH.is_file())"
     )
     found = in_venv(bin_dir, code)

@@ -28,7 +28,7 @@ from console.main_window import MainWindow
 from console.qt.mime import holder_mime, read_node
 from console.session import ConsoleSession
 from console.settings import SlurmProfile
-from console.views.grid.drag_image import MAX_SIZE
+from console.views.common.drag_image import MAX_SIZE
 from console.views.slurm.drain_zone import IDLE_TEXT, DrainZone
 from console.views.slurm.slurm_prompts import DrainDialog
 from console.views.slurm.slurm_reserve_dialog import SlurmReserveDialog

@@ -1,7 +1,7 @@
 """An alert row's menu: acknowledge, silence…, copy its summary, open its GPU.
 
 Right click, the Menu key or Shift+F10 on a row of the alert table
-(console/views/window/keyboard_menus.py brings the keys). The actions the role does
+(console/views/common/keyboard_menus.py brings the keys). The actions the role does
 not allow are listed, disabled, with the reason, as the panel's buttons are.
 """
 

@@ -15,8 +15,8 @@ from PySide6.QtWidgets import (
 from console.fleet.alerts import AlertRow
 from console.qt.alert_model import ALERT_ROLE, AlertFilterProxy, AlertTableModel
 from console.views.alerts.alert_menu import alert_row_menu
+from console.views.common.keyboard_menus import open_menus_from_keyboard
 from console.views.common.row_table_panel import bar_over_table, set_up_row_table
-from console.views.window.keyboard_menus import open_menus_from_keyboard
 
 
 class AlertPanel(QWidget):

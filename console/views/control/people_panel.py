@@ -18,8 +18,8 @@ from PySide6.QtWidgets import (
 )
 
 from console.qt.people_model import PeopleListModel
-from console.views.grid.drag_image import CompactDragList
-from console.views.window.keyboard_menus import open_menus_from_keyboard
+from console.views.common.drag_image import CompactDragList
+from console.views.common.keyboard_menus import open_menus_from_keyboard
 
 HINT = (
     "Drag a user or team onto a GPU tile to reserve it; Ctrl+click tiles first to "

@@ -28,8 +28,8 @@ from console.qt.reservation_model import (
     ReservationFilterProxy,
     ReservationTableModel,
 )
+from console.views.common.keyboard_menus import open_menus_from_keyboard
 from console.views.common.row_table_panel import bar_over_table, set_up_row_table
-from console.views.window.keyboard_menus import open_menus_from_keyboard
 
 
 class ReservationsPanel(QWidget):

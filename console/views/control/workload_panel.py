@@ -19,9 +19,9 @@ from PySide6.QtWidgets import (
 
 from console.fleet.control import WorkloadRow, WorkloadState
 from console.qt.workload_model import WORKLOAD_ROLE, WorkloadFilterProxy, WorkloadTableModel
+from console.views.common.drag_image import CompactDragTable
+from console.views.common.keyboard_menus import open_menus_from_keyboard
 from console.views.common.row_table_panel import bar_over_table, set_up_row_table
-from console.views.grid.drag_image import CompactDragTable
-from console.views.window.keyboard_menus import open_menus_from_keyboard
 
 HINT = (
     "Drag a queued workload onto a GPU tile to start it there, on any node: dropped on "

@@ -14,7 +14,7 @@ from PySide6.QtWidgets import QWidget
 from console.fleet.control_requests import KillTarget
 from console.fleet.placement import Verdict
 from console.qt.mime import PROCESS_MIME, read_process
-from console.views.grid.drop_zone import DropZone
+from console.views.common.drop_zone import DropZone
 
 IDLE_TEXT = "Kill zone: drop a process row here to kill it"
 

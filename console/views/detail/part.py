@@ -12,10 +12,10 @@ from PySide6.QtCore import QObject, Qt
 from PySide6.QtWidgets import QScrollArea
 
 from console.views.common.frame import WindowFrame
+from console.views.common.keyboard_menus import open_menus_from_keyboard
 from console.views.detail.gpu_detail import GpuDetailPanel
 from console.views.grid.part import GridPart
 from console.views.plots.plot_history import PlotHistory
-from console.views.window.keyboard_menus import open_menus_from_keyboard
 
 
 class DetailPart(QObject):

@@ -1,6 +1,6 @@
 """ProcessTable: the GPU detail's process table (nvitop's columns), sortable, draggable.
 
-A row drags onto the kill zone with the compact label (console.views.grid.drag_image);
+A row drags onto the kill zone with the compact label (console.views.common.drag_image);
 its context menu is the detail panel's (Kill…).
 """
 
@@ -11,7 +11,7 @@ from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QWidget
 
 from console.qt.process_model import ProcessTableModel
 from console.qt.row_table import SortKeyProxy
-from console.views.grid.drag_image import CompactDragTable
+from console.views.common.drag_image import CompactDragTable
 
 MAX_HEIGHT = 120
 

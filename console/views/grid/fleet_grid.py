@@ -51,8 +51,8 @@ from console.qt.drop_rules import TileDrop, TileDropRules
 from console.qt.fleet_item_model import FleetItemModel
 from console.qt.frame_pump import DEFAULT_FPS
 from console.qt.mime import drag_text, node_mime
+from console.views.common.drag_image import OFFSET, drag_pixmap
 from console.views.grid import grid_keys
-from console.views.grid.drag_image import OFFSET, drag_pixmap
 from console.views.grid.drop_overlay import paint_drop_verdict
 from console.views.grid.grid_layout import (
     DEFAULT,

@@ -31,16 +31,16 @@ from console.fleet.model import NodeRecord
 from console.fleet.ring import SampleRing
 from console.fleet.time_range import TimeWindow, coverage_note, ring_reach_s
 from console.fleet.updates import GpuInfo
+from console.views.common.theme import current as current_theme
 from console.views.plots.plot_axes import SparseAxis, time_axis
 from console.views.plots.plot_crosshair import Crosshair
 from console.views.plots.plot_history import PlotHistory
 from console.views.plots.plot_readout import CurveReading, value_at
 from console.views.plots.plot_thresholds import PlotThresholds, thresholds
 from console.views.plots.plot_viewbox import PlotViewBox
-from console.views.window.theme import current as current_theme
 from gpufleet.v1.gpu_metrics import TEMP_GPU_C, GpuMetric, Limit
 
-# The theme's (console/views/window/theme.py); a theme switch restyles the plots (theme_plots.py).
+# The theme's (console/views/common/theme.py); a theme switch restyles the plots (theme_plots.py).
 BACKGROUND = current_theme().plot_background
 # Room above a capacity: power draw passes its limit for moments.
 HEADROOM = {Limit.POWER_LIMIT: 1.05}

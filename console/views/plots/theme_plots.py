@@ -9,7 +9,7 @@ from __future__ import annotations
 import pyqtgraph as pg
 from PySide6.QtWidgets import QWidget
 
-from console.views.window.theme import Theme
+from console.views.common.theme import Theme
 
 AXES = ("left", "bottom", "right", "top")
 

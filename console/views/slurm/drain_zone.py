@@ -15,7 +15,7 @@ from PySide6.QtWidgets import QWidget
 
 from console.fleet.placement import Verdict
 from console.qt.mime import NODE_MIME
-from console.views.grid.drop_zone import DropZone
+from console.views.common.drop_zone import DropZone
 
 IDLE_TEXT = "Drain zone: drag a node here by its title line to drain it in Slurm"
 # (target, Slurm node name) to drain, or None, and the verdict.

@@ -16,9 +16,9 @@ from PySide6.QtCore import QObject, Qt, Signal
 from PySide6.QtGui import QColor, QGuiApplication, QPalette
 from PySide6.QtWidgets import QApplication, QWidget
 
+from console.views.common import theme as themes
+from console.views.common.theme import Theme
 from console.views.plots.theme_plots import style_plots
-from console.views.window import theme as themes
-from console.views.window.theme import Theme
 
 log = logging.getLogger(__name__)
 Role = QPalette.ColorRole
