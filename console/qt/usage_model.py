@@ -11,14 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, cast
 
-from PySide6.QtCore import (
-    QAbstractTableModel,
-    QModelIndex,
-    QPersistentModelIndex,
-    QSortFilterProxyModel,
-    Qt,
-    Signal,
-)
+from PySide6.QtCore import QSortFilterProxyModel, Qt, Signal
 
 from console.connections.queries import FleetQueries
 from console.fleet.model import FleetModel
@@ -35,9 +28,8 @@ from console.fleet.usage import (
     merge_rows,
     usage_csv,
 )
+from console.qt.row_table import SORT_ROLE, Index, RowTableModel
 
-Index = QModelIndex | QPersistentModelIndex
-SORT_ROLE = int(Qt.ItemDataRole.UserRole) + 1
 CHART_GROUPINGS = ("user", "team")
 
 
@@ -91,7 +83,7 @@ COST_COLUMNS: tuple[Column, ...] = (
 ALL_COLUMNS = COLUMNS + COST_COLUMNS
 
 
-class UsageTableModel(QAbstractTableModel):
+class UsageTableModel(RowTableModel):
     # A line for the panel: the KPIs, and the nodes that did not answer.
     refreshed = Signal(str)
 
@@ -158,20 +150,13 @@ class UsageTableModel(QAbstractTableModel):
     def csv_text(self) -> str:
         return usage_csv(self._rows, self.query.grouping)
 
-    def rowCount(self, parent: Index = QModelIndex()) -> int:  # noqa: B008
-        return 0 if parent.isValid() else len(self._rows)
-
-    def columnCount(self, parent: Index = QModelIndex()) -> int:  # noqa: B008
-        return 0 if parent.isValid() else len(ALL_COLUMNS)
-
-    def headerData(self, section: int, orientation: Qt.Orientation, role: int = 0) -> Any:
-        if role != Qt.ItemDataRole.DisplayRole or orientation != Qt.Orientation.Horizontal:
-            return None
-        if section == 0:
-            return self.query.grouping
-        header = ALL_COLUMNS[section].header
-        priced = self.currency and ALL_COLUMNS[section] in COST_COLUMNS[:3]
-        return f"{header} {self.currency}" if priced else header
+    def header_labels(self) -> list[str]:
+        """The grouping's name, then each column's (the priced ones with the currency)."""
+        labels = [self.query.grouping]
+        for column in ALL_COLUMNS[1:]:
+            priced = self.currency and column in COST_COLUMNS[:3]
+            labels.append(f"{column.header} {self.currency}" if priced else column.header)
+        return labels
 
     def data(self, index: Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
         if not index.isValid():
