@@ -16,10 +16,10 @@ from console.fleet.alerts import AlertRow
 from console.qt.alert_model import ALERT_ROLE, AlertFilterProxy, AlertTableModel
 from console.views.alerts.alert_menu import alert_row_menu
 from console.views.common.keyboard_menus import open_menus_from_keyboard
-from console.views.common.row_table_panel import bar_over_table, set_up_row_table
+from console.views.common.row_table_panel import RowPanel, bar_over_table, set_up_row_table
 
 
-class AlertPanel(QWidget):
+class AlertPanel(RowPanel):
     """Views and asks; the actions themselves go to the daemon through signals."""
 
     acknowledgeRequested = Signal(object)  # AlertRow
@@ -27,11 +27,9 @@ class AlertPanel(QWidget):
     gpuRequested = Signal(str, int)  # target, GPU index
 
     def __init__(self, model: AlertTableModel, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        self.setObjectName("alertPanel")
+        super().__init__("alertPanel", model, AlertFilterProxy(), parent)
+        self.proxy: AlertFilterProxy
         self.model = model
-        self.proxy = AlertFilterProxy()
-        self.proxy.setSourceModel(model)
         self.filter = QLineEdit(placeholderText="Filter: node, rule, GPU, text…")
         self.show_cleared = QCheckBox("Show cleared")
         self.acknowledge = QPushButton("Acknowledge")

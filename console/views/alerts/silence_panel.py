@@ -14,23 +14,21 @@ from PySide6.QtWidgets import (
 
 from console.fleet.silences import SilenceGroup
 from console.qt.silence_model import ENDS, SILENCE_ROLE, SilenceFilterProxy, SilenceTableModel
-from console.views.common.row_table_panel import bar_over_table, set_up_row_table
+from console.views.common.row_table_panel import RowPanel, bar_over_table, set_up_row_table
 
 
-class SilencePanel(QWidget):
+class SilencePanel(RowPanel):
     """Views and asks; the prompts open the dialogs and send."""
 
     newRequested = Signal()
     expireRequested = Signal(object)  # SilenceGroup
 
     def __init__(self, model: SilenceTableModel, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        self.setObjectName("silencePanel")
+        super().__init__("silencePanel", model, SilenceFilterProxy(model.now), parent)
+        self.proxy: SilenceFilterProxy
         self.model = model
         if model.parent() is None:  # a model nobody owns lives (and ticks) as long as its view
             model.setParent(self)
-        self.proxy = SilenceFilterProxy(model.now)
-        self.proxy.setSourceModel(model)
         self.filter = QLineEdit(placeholderText="Filter: matcher, node, author, comment…")
         self.show_expired = QCheckBox("Show expired")
         self.new = QPushButton("New silence…")

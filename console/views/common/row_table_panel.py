@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from PySide6.QtCore import QAbstractItemModel, QSortFilterProxyModel
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QHBoxLayout,
@@ -45,3 +46,19 @@ def bar_over_table(
     layout.addLayout(row)
     layout.addWidget(table)
     return layout
+
+
+class RowPanel(QWidget):
+    """A panel over one model's rows, seen through a proxy that filters and sorts them.
+
+    Every row panel (alerts, silences, workloads, reservations, people, inventory,
+    usage, audit) is named for the stylesheet and the saved layout, holds its model
+    and shows it through its own proxy; the panel adds its bar and its actions.
+    """
+
+    def __init__(self, name: str, model: QAbstractItemModel, proxy: QSortFilterProxyModel,
+                 parent: QWidget | None) -> None:  # fmt: skip
+        super().__init__(parent)
+        self.setObjectName(name)
+        self.proxy = proxy
+        proxy.setSourceModel(model)

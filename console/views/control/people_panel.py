@@ -20,6 +20,7 @@ from PySide6.QtWidgets import (
 from console.qt.people_model import PeopleListModel
 from console.views.common.drag_image import CompactDragList
 from console.views.common.keyboard_menus import open_menus_from_keyboard
+from console.views.common.row_table_panel import RowPanel
 
 HINT = (
     "Drag a user or team onto a GPU tile to reserve it; Ctrl+click tiles first to "
@@ -28,16 +29,14 @@ HINT = (
 )
 
 
-class PeoplePanel(QWidget):
+class PeoplePanel(RowPanel):
     reserveRequested = Signal(str)  # holder: choose a GPU (the keyboard's drop)
     releaseRequested = Signal(str)  # holder: release their reservations (asked first)
 
     def __init__(self, model: PeopleListModel, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        self.setObjectName("peoplePanel")
+        super().__init__("peoplePanel", model, QSortFilterProxyModel(), parent)
+        self.proxy: QSortFilterProxyModel
         self.model = model
-        self.proxy = QSortFilterProxyModel()
-        self.proxy.setSourceModel(model)
         self.proxy.setFilterCaseSensitivity(Qt.CaseSensitivity.CaseInsensitive)
         self.filter = QLineEdit(placeholderText="Filter users and teams…")
         self.list = CompactDragList()  # a small drag label: the tiles stay in sight

@@ -29,19 +29,17 @@ from console.qt.reservation_model import (
     ReservationTableModel,
 )
 from console.views.common.keyboard_menus import open_menus_from_keyboard
-from console.views.common.row_table_panel import bar_over_table, set_up_row_table
+from console.views.common.row_table_panel import RowPanel, bar_over_table, set_up_row_table
 
 
-class ReservationsPanel(QWidget):
+class ReservationsPanel(RowPanel):
     releaseRequested = Signal(object, object)  # ReservationRow, GPUs (empty: all of them)
     undoRequested = Signal()
 
     def __init__(self, model: ReservationTableModel, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        self.setObjectName("reservationsPanel")
+        super().__init__("reservationsPanel", model, ReservationFilterProxy(), parent)
+        self.proxy: ReservationFilterProxy
         self.model = model
-        self.proxy = ReservationFilterProxy()
-        self.proxy.setSourceModel(model)
         self.filter = QLineEdit(placeholderText="Filter: node, GPU, holder, reason, creator…")
         self.filter.setObjectName("reservationFilter")
         self.release = QPushButton("Release…")

@@ -21,7 +21,7 @@ from console.fleet.control import WorkloadRow, WorkloadState
 from console.qt.workload_model import WORKLOAD_ROLE, WorkloadFilterProxy, WorkloadTableModel
 from console.views.common.drag_image import CompactDragTable
 from console.views.common.keyboard_menus import open_menus_from_keyboard
-from console.views.common.row_table_panel import bar_over_table, set_up_row_table
+from console.views.common.row_table_panel import RowPanel, bar_over_table, set_up_row_table
 
 HINT = (
     "Drag a queued workload onto a GPU tile to start it there, on any node: dropped on "
@@ -29,7 +29,7 @@ HINT = (
 )
 
 
-class WorkloadPanel(QWidget):
+class WorkloadPanel(RowPanel):
     """Views and asks; submitting, cancelling and reading output go out through signals."""
 
     submitRequested = Signal()
@@ -38,11 +38,9 @@ class WorkloadPanel(QWidget):
     assignRequested = Signal(object)  # WorkloadRow: choose its GPU (the keyboard's drop)
 
     def __init__(self, model: WorkloadTableModel, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        self.setObjectName("workloadPanel")
+        super().__init__("workloadPanel", model, WorkloadFilterProxy(), parent)
+        self.proxy: WorkloadFilterProxy
         self.model = model
-        self.proxy = WorkloadFilterProxy()
-        self.proxy.setSourceModel(model)
         self.filter = QLineEdit(placeholderText="Filter: node, name, owner, state…")
         self.show_ended = QCheckBox("Show ended")
         self.show_ended.setChecked(True)

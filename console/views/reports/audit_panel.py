@@ -30,23 +30,22 @@ from console.fleet.audit import ACTIONS, AuditFilter
 from console.fleet.identity import Role
 from console.qt.audit_model import AuditFilterProxy, AuditTableModel
 from console.views.common.csv_export import ask_csv_path, write_csv
+from console.views.common.row_table_panel import RowPanel
 
 ALL_NODES = "All nodes"
 NEEDS_ADMIN = "The audit log needs the admin role on a node; this profile has none."
 
 
-class AuditPanel(QWidget):
+class AuditPanel(RowPanel):
     """Views and asks: `refreshRequested` carries the filter; export reports via `message`."""
 
     refreshRequested = Signal(object)  # AuditFilter
     message = Signal(str)
 
     def __init__(self, model: AuditTableModel, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        self.setObjectName("auditPanel")
+        super().__init__("auditPanel", model, AuditFilterProxy(), parent)
+        self.proxy: AuditFilterProxy
         self.model = model
-        self.proxy = AuditFilterProxy()
-        self.proxy.setSourceModel(model)
         self.user = QLineEdit(placeholderText="user")
         self.action = QComboBox()
         self.node = QComboBox()

@@ -18,24 +18,22 @@ from PySide6.QtWidgets import (
 from console.fleet.inventory import drift_summary, inventory_csv
 from console.qt.inventory_model import InventoryFilterProxy, InventoryTableModel
 from console.views.common.csv_export import ask_csv_path, write_csv
-from console.views.common.row_table_panel import bar_over_table, set_up_row_table
+from console.views.common.row_table_panel import RowPanel, bar_over_table, set_up_row_table
 
 # Rows that arrive in a burst (a fleet connecting) are fitted once, this long after the first.
 FIT_DELAY_MS = 1000
 
 
-class InventoryPanel(QWidget):
+class InventoryPanel(RowPanel):
     """Shows the inventory model; the export reports through `message`, never a dialog."""
 
     message = Signal(str)  # for the status bar: export done, or why it failed
 
     def __init__(self, model: InventoryTableModel, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        self.setObjectName("inventoryPanel")
+        super().__init__("inventoryPanel", model, InventoryFilterProxy(), parent)
+        self.proxy: InventoryFilterProxy
         self.model = model
-        self.proxy = InventoryFilterProxy()
         self.proxy.setParent(self)  # its C++ side goes with the panel's
-        self.proxy.setSourceModel(model)
         self.filter = QLineEdit(placeholderText="Filter: node, model, serial, version…")
         self.summary = QLabel()
         self.export = QPushButton("Export CSV…")

@@ -33,21 +33,20 @@ from PySide6.QtWidgets import (
 from console.fleet.usage import GROUPINGS, UsageQuery
 from console.qt.usage_model import UsageSortProxy, UsageTableModel
 from console.views.common.csv_export import ask_csv_path, write_csv
+from console.views.common.row_table_panel import RowPanel
 from console.views.reports.usage_charts import UsageCharts
 
 DEFAULT_DAYS = 30
 
 
-class UsagePanel(QWidget):
+class UsagePanel(RowPanel):
     refreshRequested = Signal(object)  # UsageQuery
     message = Signal(str)
 
     def __init__(self, model: UsageTableModel, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        self.setObjectName("usagePanel")
+        super().__init__("usagePanel", model, UsageSortProxy(), parent)
+        self.proxy: UsageSortProxy
         self.model = model
-        self.proxy = UsageSortProxy()
-        self.proxy.setSourceModel(model)
         self.grouping = QComboBox()
         self.since_on, self.since = QCheckBox("from"), QDateEdit()
         self.until_on, self.until = QCheckBox("to"), QDateEdit()
