@@ -13,7 +13,10 @@
 # there is none.
 set -euo pipefail
 
+readonly script=install-console
 here="$(cd "$(dirname "$0")" && pwd)"
+# shellcheck source-path=SCRIPTDIR source=script-common.sh
+. "$here/script-common.sh"
 # shellcheck source-path=SCRIPTDIR source=stage-checkout.sh
 . "$here/stage-checkout.sh"
 checkout="$(dirname "$here")"
@@ -44,17 +47,6 @@ usage: $0 [--node HOST:PORT]... [--venv DIR] [--prefix DIR] [--source DIR|WHEEL]
 EOF
 }
 
-say() { printf 'install-console: %s\n' "$*"; }
-die() { printf 'install-console: error: %s\n' "$*" >&2; exit 1; }
-
-run() {
-  if [ "$dry_run" = yes ]; then
-    printf '  would run:'; printf ' %q' "$@"; printf '\n'
-  else
-    "$@"
-  fi
-}
-
 parse_args() {
   while [ $# -gt 0 ]; do
     case "$1" in
@@ -62,15 +54,8 @@ parse_args() {
       --node=*) nodes+=("${1#*=}") ;;
       --venv) [ $# -ge 2 ] || die "--venv needs a directory"; venv="$2"; shift ;;
       --venv=*) venv="${1#*=}" ;;
-      --prefix) [ $# -ge 2 ] || die "--prefix needs a directory"; prefix="$2"; shift ;;
-      --prefix=*) prefix="${1#*=}" ;;
-      --source) [ $# -ge 2 ] || die "--source needs a path"; source_path="$2"; shift ;;
-      --source=*) source_path="${1#*=}" ;;
-      --python) [ $# -ge 2 ] || die "--python needs an interpreter"; python="$2"; shift ;;
-      --python=*) python="${1#*=}" ;;
-      --dry-run) dry_run=yes ;;
-      -h|--help) usage; exit 0 ;;
-      *) usage >&2; die "unknown argument: $1" ;;
+      --source|--source=*|--python|--python=*) source_option "$@"; shift $((taken - 1)) ;;
+      *) common_option "$@"; shift $((taken - 1)) ;;
     esac
     shift
   done
@@ -102,35 +87,11 @@ set_paths() {
 check_prerequisites() {
   [ -f "$here/desktop/gpufleet-console.desktop" ] || die "run this from a gpufleet checkout"
   [ -e "$source_path" ] || die "--source $source_path does not exist"
-  command -v "$python" >/dev/null || die "$python not found; install Python 3.11 or newer"
-  "$python" -c 'import sys; sys.exit(sys.version_info < (3, 11))' ||
-    die "$python is $("$python" -V 2>&1); gpufleet needs Python 3.11 or newer (--python PYTHON)"
-  "$python" -c 'import ensurepip, venv' 2>/dev/null ||
-    die "$python cannot make virtual environments; on Debian/Ubuntu: sudo apt-get install python3-venv"
+  check_python "sudo "
 }
 
 install_venv() {
-  if [ -x "$venv/bin/python" ] && "$venv/bin/python" -c '' 2>/dev/null; then
-    say "upgrading the venv $venv in place"
-  else
-    say "creating the venv $venv"
-    run mkdir -p "$(dirname "$venv")"
-    run "$python" -m venv --clear "$venv"
-  fi
-  local target="$source_path" staging=""
-  if [ -d "$source_path" ]; then
-    staging="$(stage_checkout "$source_path")"
-    # shellcheck disable=SC2064  # expand now: the path is fixed
-    trap "rm -rf '$staging'" EXIT
-    target="$staging"
-  fi
-  say "installing gpufleet with its console extra from $source_path"
-  local pip=("$venv/bin/python" -m pip install --disable-pip-version-check --quiet)
-  if [ -z "$staging" ]; then
-    # The same version of a wheel would be skipped: replace it first.
-    run "${pip[@]}" --force-reinstall --no-deps "$target"
-  fi
-  run "${pip[@]}" "${target}[console]"
+  install_gpufleet "[console]" "gpufleet with its console extra"
   run mkdir -p "$bin_dir"
   run ln -sfn "$venv/bin/gpufleet" "$bin_dir/gpufleet"
 }

@@ -21,7 +21,10 @@ set -euo pipefail
 readonly UNIT=gpufleet-daemon.service
 readonly SERVICE_USER=gpufleet
 readonly POLKIT_RULE=50-gpufleet-workloads.rules
+readonly script=install
 here="$(cd "$(dirname "$0")" && pwd)"
+# shellcheck source-path=SCRIPTDIR source=script-common.sh
+. "$here/script-common.sh"
 # shellcheck source-path=SCRIPTDIR source=stage-checkout.sh
 . "$here/stage-checkout.sh"
 # The steps the Debian package's postinst takes too (user, config, drop-ins).
@@ -52,32 +55,13 @@ Extra pip options come from the environment (PIP_INDEX_URL, PIP_FIND_LINKS, ...)
 EOF
 }
 
-say() { printf 'install: %s\n' "$*"; }
-die() { printf 'install: error: %s\n' "$*" >&2; exit 1; }
-
-# Run a command, or only show it with --dry-run.
-run() {
-  if [ "$dry_run" = yes ]; then
-    printf '  would run:'; printf ' %q' "$@"; printf '\n'
-  else
-    "$@"
-  fi
-}
-
 parse_args() {
   while [ $# -gt 0 ]; do
     case "$1" in
-      --prefix) [ $# -ge 2 ] || die "--prefix needs a directory"; prefix="$2"; shift ;;
-      --prefix=*) prefix="${1#*=}" ;;
-      --source) [ $# -ge 2 ] || die "--source needs a path"; source_path="$2"; shift ;;
-      --source=*) source_path="${1#*=}" ;;
-      --python) [ $# -ge 2 ] || die "--python needs an interpreter"; python="$2"; shift ;;
-      --python=*) python="${1#*=}" ;;
+      --source|--source=*|--python|--python=*) source_option "$@"; shift $((taken - 1)) ;;
       --no-users) manage_users=no ;;
       --no-start) start=no ;;
-      --dry-run) dry_run=yes ;;
-      -h|--help) usage; exit 0 ;;
-      *) usage >&2; die "unknown argument: $1" ;;
+      *) common_option "$@"; shift $((taken - 1)) ;;
     esac
     shift
   done
@@ -102,11 +86,7 @@ check_prerequisites() {
   if [ -z "$prefix" ] && [ "$(id -u)" != 0 ] && [ "$dry_run" = no ]; then
     die "installing into / needs root: sudo $0 $*"
   fi
-  command -v "$python" >/dev/null || die "$python not found; install Python 3.11 or newer"
-  "$python" -c 'import sys; sys.exit(sys.version_info < (3, 11))' ||
-    die "$python is $("$python" -V 2>&1); gpufleet needs Python 3.11 or newer (--python PYTHON)"
-  "$python" -c 'import ensurepip, venv' 2>/dev/null ||
-    die "$python cannot make virtual environments; on Debian/Ubuntu: apt-get install python3-venv"
+  check_python ""
 }
 
 create_service_user() {
@@ -121,31 +101,8 @@ create_service_user() {
   gf_ensure_service_user
 }
 
-# Build from a copy of the checkout, so the build leaves nothing in it.
 install_venv() {
-  if [ -x "$venv/bin/python" ] && "$venv/bin/python" -c '' 2>/dev/null; then
-    say "upgrading the venv $venv in place"
-  else
-    say "creating the venv $venv"
-    run mkdir -p "$opt_dir"
-    run "$python" -m venv --clear "$venv"
-  fi
-  local target="$source_path" staging=""
-  if [ -d "$source_path" ]; then
-    staging="$(stage_checkout "$source_path")"
-    # shellcheck disable=SC2064  # expand now: the path is fixed
-    trap "rm -rf '$staging'" EXIT
-    target="$staging"
-  fi
-  say "installing gpufleet (daemon only, no Qt) from $source_path"
-  local pip=("$venv/bin/python" -m pip install --disable-pip-version-check --quiet)
-  if [ -z "$staging" ]; then
-    # A wheel of the version already installed would be skipped: replace it,
-    # then let a second pass bring any missing dependency.
-    run "${pip[@]}" --force-reinstall --no-deps "$target"
-  fi
-  # A project directory is always built and reinstalled, dependencies as needed.
-  run "${pip[@]}" "$target"
+  install_gpufleet "" "gpufleet (daemon only, no Qt)"
   run "$venv/bin/gpufleet" daemon --help >/dev/null
 }
 

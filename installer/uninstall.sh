@@ -16,6 +16,9 @@ readonly UNIT=gpufleet-daemon.service
 readonly SERVICE_USER=gpufleet
 readonly POLKIT_RULE=etc/polkit-1/rules.d/50-gpufleet-workloads.rules
 readonly WORKLOAD_UNITS='gpufleet-workload-*.service'
+readonly script=uninstall
+# shellcheck source-path=SCRIPTDIR source=script-common.sh
+. "$(cd "$(dirname "$0")" && pwd)/script-common.sh"
 
 prefix=""
 purge=no
@@ -32,26 +35,11 @@ usage: $0 [--prefix DIR] [--purge] [--dry-run]
 EOF
 }
 
-say() { printf 'uninstall: %s\n' "$*"; }
-die() { printf 'uninstall: error: %s\n' "$*" >&2; exit 1; }
-
-run() {
-  if [ "$dry_run" = yes ]; then
-    printf '  would run:'; printf ' %q' "$@"; printf '\n'
-  else
-    "$@"
-  fi
-}
-
 parse_args() {
   while [ $# -gt 0 ]; do
     case "$1" in
-      --prefix) [ $# -ge 2 ] || die "--prefix needs a directory"; prefix="$2"; shift ;;
-      --prefix=*) prefix="${1#*=}" ;;
       --purge) purge=yes ;;
-      --dry-run) dry_run=yes ;;
-      -h|--help) usage; exit 0 ;;
-      *) usage >&2; die "unknown argument: $1" ;;
+      *) common_option "$@"; shift $((taken - 1)) ;;
     esac
     shift
   done
