@@ -72,7 +72,7 @@ def add_terminal_commands(subparsers: argparse._SubParsersAction) -> None:
     try:
         from console.terminal.commands import add_terminal_commands as add
     except ImportError as exc:
-        from node_daemon.commands.submit import add_submit_command
+        from gpufleet.client.submit_command import add_submit_command
 
         add_submit_command(subparsers)
         for name in TERMINAL_COMMANDS:

@@ -1,9 +1,10 @@
 """gpufleet.v1 messages → fleet updates and records. Runs on the network thread.
 
 The only console module that reads protobuf messages (console.fleet imports
-none: an import-linter contract). Each sample batch is read once, here: one pass
-over each GpuSample gives its ring row (the catalogue's shown metrics, scaled)
-and its snapshot (health, error, processes).
+none: an import-linter contract); plain wire values (enum words, times) are
+the shared client's decoder's (gpufleet.client.words). Each sample batch is
+read once, here: one pass over each GpuSample gives its ring row (the
+catalogue's shown metrics, scaled) and its snapshot (health, error, processes).
 """
 
 from __future__ import annotations
@@ -42,10 +43,8 @@ from console.fleet.updates import (
     WorkloadOutputText,
 )
 from console.fleet.usage import NodeKpis, NodeUsage, UsageRow
+from gpufleet.client.words import event_kind_word, kill_outcome_word, known_word, seconds
 from gpufleet.v1 import node_pb2 as pb
-
-_HEALTH = {pb.GPU_HEALTH_OK: "ok", pb.GPU_HEALTH_LOST: "lost", pb.GPU_HEALTH_ERROR: "error"}
-_BACKEND = {pb.BACKEND_NVML: "nvml", pb.BACKEND_SIMULATED: "simulated"}
 
 
 def _process(p: pb.GpuProcess) -> ProcessRow:
@@ -73,7 +72,7 @@ def decode_batch(target: str, batch: pb.SampleBatch, gpu_count: int) -> SamplesU
             sample: Message = s  # HasField by a name the catalogue gives
             rows[index] = [getattr(s, f) * scale if sample.HasField(f) else math.nan
                            for f, scale in FIELD_SCALES]  # fmt: skip
-        health = _HEALTH.get(s.health, "unknown")
+        health = known_word(pb.GpuHealth, s.health)
         processes = tuple(_process(p) for p in s.processes)
         condition = decode_condition(s.condition) if s.HasField("condition") else None
         snapshots.append(
@@ -81,7 +80,7 @@ def decode_batch(target: str, batch: pb.SampleBatch, gpu_count: int) -> SamplesU
                         tuple(_mig_instance(m) for m in s.mig_instances))
         )  # fmt: skip
     return SamplesUpdate(
-        target, batch.timestamp_unix_ms / 1000.0, rows, tuple(snapshots), batch.replayed
+        target, seconds(batch.timestamp_unix_ms), rows, tuple(snapshots), batch.replayed
     )
 
 
@@ -118,7 +117,7 @@ def decode_inventory(target: str, inventory: pb.Inventory) -> InventoryUpdate:
         driver_version=inventory.driver_version if inventory.HasField("driver_version") else None,
         cuda_version=inventory.cuda_version if inventory.HasField("cuda_version") else None,
         daemon_version=inventory.daemon_version,
-        backend=_BACKEND.get(inventory.backend, "unknown"),
+        backend=known_word(pb.Backend, inventory.backend),
         backend_ok=inventory.backend_state == pb.BACKEND_STATE_OK,
         backend_detail=inventory.backend_detail,
         sample_interval_s=(inventory.sample_interval_ms or 1000) / 1000.0,
@@ -178,9 +177,6 @@ def decode_caller(target: str, caller: pb.Caller) -> IdentityUpdate:
     return IdentityUpdate(target, identity)
 
 
-_EVENT_PREFIX = "EVENT_KIND_"
-
-
 def decode_alert(target: str, a: pb.Alert) -> AlertRow:
     message: Message = a
 
@@ -205,7 +201,7 @@ def decode_alerts(target: str, reply: pb.ListAlertsResponse) -> AlertsUpdate:
 
 
 def decode_event(target: str, e: pb.Event) -> EventUpdate:
-    kind = pb.EventKind.Name(e.kind).removeprefix(_EVENT_PREFIX).lower()
+    kind = event_kind_word(e.kind)
     condition = decode_condition(e.condition) if e.HasField("condition") else None
     healing = decode_healing(e.healing) if e.HasField("healing") else None
     # Health, drain and healing events read as sentences built from their records
@@ -316,9 +312,6 @@ def decode_usage(target: str, reply: pb.QueryUsageResponse) -> NodeUsage:
     return NodeUsage(target, rows, kpis)
 
 
-_KILL_PREFIX = "KILL_OUTCOME_"
-
-
 def decode_reply(target: str, reply: Any, workload_id: str = "") -> tuple[str, Payload]:
     """An action's reply → (what it did, in words; the decoded record)."""
     if isinstance(reply, pb.Alert):
@@ -331,7 +324,7 @@ def decode_reply(target: str, reply: Any, workload_id: str = "") -> tuple[str, P
         row = decode_workload(target, reply)
         return row.state.value, row
     if isinstance(reply, pb.KillProcessResponse):
-        outcome = pb.KillOutcome.Name(reply.outcome).removeprefix(_KILL_PREFIX).lower()
+        outcome = kill_outcome_word(reply.outcome)
         report = KillReport(outcome, reply.detail)
         # The request already names the process; say more only when it did not die.
         words = outcome.replace("_", " ")

@@ -27,10 +27,9 @@ from console.terminal.fleet_calls import EXIT_FAILED, EXIT_OK, on_fleet
 from console.terminal.link import NodeLink
 from console.terminal.nodes import choose_nodes
 from console.terminal.table import format_table, local_time, mib
-from gpufleet.v1 import node_pb2 as pb
-
-SEVERITIES = {pb.SEVERITY_INFO: "info", pb.SEVERITY_WARNING: "warning",
-              pb.SEVERITY_CRITICAL: "critical"}  # fmt: skip
+from gpufleet.client import calls
+from gpufleet.client import messages as pb
+from gpufleet.client.words import SEVERITY_NAMES, alert_firing, kill_outcome_word, severity_name
 
 
 def add_terminal_commands(subparsers: argparse._SubParsersAction) -> None:
@@ -67,8 +66,7 @@ def add_terminal_commands(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _firing(link: NodeLink, include_cleared: bool = False) -> list[pb.Alert]:
-    request = pb.ListAlertsRequest(include_cleared=include_cleared)
-    return list(link.call(link.stub.ListAlerts, request).alerts)
+    return list(link.call(calls.LIST_ALERTS, include_cleared=include_cleared).alerts)
 
 
 def _status_of(link: NodeLink, inventory: pb.Inventory) -> Row:
@@ -77,10 +75,10 @@ def _status_of(link: NodeLink, inventory: pb.Inventory) -> Row:
         for g in latest_batch(link, inventory).gpus
         if g.HasField("temp_gpu_c")
     ]
-    counts = dict.fromkeys(SEVERITIES.values(), 0)
+    counts = dict.fromkeys(SEVERITY_NAMES, 0)
     for alert in _firing(link):
-        if alert.state == pb.ALERT_STATE_FIRING and alert.severity in SEVERITIES:
-            counts[SEVERITIES[alert.severity]] += 1
+        if alert_firing(alert.state) and severity_name(alert.severity) in counts:
+            counts[severity_name(alert.severity)] += 1
     hottest = max(temps, default=None)
     return {
         **where(link), "reachable": True, "host": inventory.hostname,
@@ -155,9 +153,9 @@ def run_ps(args: argparse.Namespace) -> int:
 
 
 def _alert_row(link: NodeLink, alert: pb.Alert) -> Row:
-    state = "firing" if alert.state == pb.ALERT_STATE_FIRING else "cleared"
+    state = "firing" if alert_firing(alert.state) else "cleared"
     return {
-        **where(link), "id": alert.id, "severity": SEVERITIES.get(alert.severity, "unknown"),
+        **where(link), "id": alert.id, "severity": severity_name(alert.severity),
         "rule": alert.rule, "gpu": alert.gpu_index if alert.HasField("gpu_index") else None,
         "value": alert.value if alert.HasField("value") else None,
         "peak": alert.peak_value if alert.HasField("peak_value") else None, "unit": alert.unit,
@@ -175,7 +173,7 @@ def run_alerts(args: argparse.Namespace) -> int:
 
     def alerts_of(link: NodeLink, _: pb.Inventory) -> list[Row]:
         return [_alert_row(link, a) for a in _firing(link, include_cleared=args.all)
-                if args.all or a.state == pb.ALERT_STATE_FIRING]  # fmt: skip
+                if args.all or alert_firing(a.state)]  # fmt: skip
 
     outcome = on_fleet(chosen.surveyed, chosen.security, alerts_of)
     rows = [row for _, node_rows in outcome.results for row in node_rows]
@@ -213,9 +211,8 @@ def _state_text(row: Row) -> str:
 
 def run_ack(args: argparse.Namespace) -> int:
     def ack(link: NodeLink) -> Row:
-        request = pb.AcknowledgeAlertRequest(alert_id=args.alert_id, comment=args.comment,
-                                             actor=getpass.getuser())  # fmt: skip
-        alert = link.call(link.stub.AcknowledgeAlert, request)
+        alert = link.call(calls.ACKNOWLEDGE_ALERT, alert_id=args.alert_id,
+                          comment=args.comment, actor=getpass.getuser())  # fmt: skip
         return {**_alert_row(link, alert),
                 "done": f"{link.node.name}: {alert.id} ({alert.rule}) acknowledged "
                         f"by {alert.acknowledged_by}"}  # fmt: skip
@@ -225,10 +222,10 @@ def run_ack(args: argparse.Namespace) -> int:
 
 def run_release(args: argparse.Namespace) -> int:
     def release(link: NodeLink) -> Row:
-        request = pb.ReleaseReservationRequest(
-            reservation_id=args.reservation_id, actor=getpass.getuser(), gpu_indices=args.gpus
-        )
-        reply = link.call(link.stub.ReleaseReservation, request)
+        reply = link.call(
+            calls.RELEASE_RESERVATION,
+            reservation_id=args.reservation_id, actor=getpass.getuser(), gpu_indices=args.gpus,
+        )  # fmt: skip
         gpus = ",".join(str(i) for i in sorted(set(args.gpus)))
         verb = f"kept (GPU {gpus} released)" if reply.active else "released"
         return _reservation_row(link, reply, verb)
@@ -258,10 +255,10 @@ def run_reserve(args: argparse.Namespace) -> int:
     until = end_ms(args, now_ms())
 
     def reserve(link: NodeLink) -> Row:
-        request = pb.ReserveRequest(gpu_indices=args.gpu, holder=args.holder,
-                                    until_unix_ms=until, reason=args.reason,
-                                    actor=getpass.getuser())  # fmt: skip
-        return _reservation_row(link, link.call(link.stub.Reserve, request), "made")
+        made = link.call(calls.RESERVE, gpu_indices=args.gpu, holder=args.holder,
+                         until_unix_ms=until, reason=args.reason,
+                         actor=getpass.getuser())  # fmt: skip
+        return _reservation_row(link, made, "made")
 
     return act(args, "reserve", reserve)
 
@@ -271,12 +268,11 @@ def run_kill(args: argparse.Namespace) -> int:
         started = args.start_time_ms
         if started is None:
             started = _start_time(link, args.gpu, args.pid)
-        request = pb.KillProcessRequest(gpu_index=args.gpu, pid=args.pid,
-                                        start_time_unix_ms=started, grace_s=args.grace,
-                                        actor=getpass.getuser())  # fmt: skip
         # The daemon waits up to the grace period for TERM to work: the deadline covers it.
-        response = link.call(link.stub.KillProcess, request, args.grace + 10.0)
-        outcome = pb.KillOutcome.Name(response.outcome).removeprefix("KILL_OUTCOME_").lower()
+        response = link.call(calls.KILL_PROCESS, deadline_s=args.grace + 10.0,
+                             gpu_index=args.gpu, pid=args.pid, start_time_unix_ms=started,
+                             grace_s=args.grace, actor=getpass.getuser())  # fmt: skip
+        outcome = kill_outcome_word(response.outcome)
         return {**where(link), "gpu": args.gpu, "pid": args.pid,
                 "start_time_unix_ms": started, "outcome": outcome, "detail": response.detail,
                 "done": f"{link.node.name}: pid {args.pid} on GPU {args.gpu}: {outcome}"

@@ -27,7 +27,8 @@ from console.terminal.link import (
 )
 from console.terminal.nodes import pick_node
 from console.terminal.table import local_time
-from gpufleet.v1 import node_pb2 as pb
+from gpufleet.client import calls
+from gpufleet.client import messages as pb
 
 EXIT_CODES = (
     "Exit codes: 0 done, 1 a node refused or failed (status: a critical alert fires; health: "
@@ -162,9 +163,9 @@ def latest_batch(link: NodeLink, inventory: pb.Inventory | None = None) -> pb.Sa
     slowly (a long `interval`) is waited for, not called unreachable.
     """
     if inventory is None:
-        inventory = link.call(link.stub.GetInventory, pb.GetInventoryRequest())
+        inventory = link.call(calls.GET_INVENTORY)
     deadline_s = max(CALL_DEADLINE_S, 2 * inventory.sample_interval_ms / 1000 + 2)
-    for batch in link.stream(link.stub.StreamSamples, pb.StreamSamplesRequest(), deadline_s):
+    for batch in link.stream(calls.STREAM_SAMPLES, deadline_s=deadline_s):
         if not batch.replayed:
             return batch
     raise link.failed("the sample stream ended without a sample")

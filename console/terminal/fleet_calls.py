@@ -8,9 +8,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
-from console.connections.security import LinkSecurity
 from console.terminal.link import CallFailed, Node, NodeLink
-from gpufleet.v1 import node_pb2 as pb
+from gpufleet.client import calls
+from gpufleet.client import messages as pb
+from gpufleet.client.security import LinkSecurity
 
 T = TypeVar("T")
 
@@ -65,7 +66,7 @@ def survey(addresses: Sequence[str], security: LinkSecurity) -> Outcome[pb.Inven
     """
     asked = on_each(
         [Node.unnamed(a) for a in addresses], security,
-        lambda link: link.call(link.stub.GetInventory, pb.GetInventoryRequest()),
+        lambda link: link.call(calls.GET_INVENTORY),
     )  # fmt: skip
     shared = Counter(inventory.hostname for _, inventory in asked.results)
     named: Outcome[pb.Inventory] = Outcome(failures=asked.failures)

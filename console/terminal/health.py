@@ -15,7 +15,9 @@ from console.terminal.fleet_calls import EXIT_FAILED, EXIT_OK, on_fleet
 from console.terminal.link import NodeLink, UsageProblem
 from console.terminal.nodes import choose_nodes
 from console.terminal.table import format_table, local_time
-from gpufleet.v1 import node_pb2 as pb
+from gpufleet.client import calls
+from gpufleet.client import messages as pb
+from gpufleet.client.words import health_state_word, optional
 
 # The states that stop new work on a GPU: `health` exits 1 while a GPU is in one.
 NEEDS_A_PERSON = frozenset({"needs_reset", "needs_reboot", "needs_inspection"})
@@ -37,7 +39,7 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
 
 def state_name(state: int) -> str:
     """'needs_reset': the proto's name, as --json carries it."""
-    return pb.GpuHealthState.Name(state).removeprefix("GPU_HEALTH_STATE_").lower()  # type: ignore[arg-type]
+    return health_state_word(state)
 
 
 def condition_row(link: NodeLink, gpu: pb.GpuCondition) -> Row:
@@ -45,20 +47,20 @@ def condition_row(link: NodeLink, gpu: pb.GpuCondition) -> Row:
         **where(link), "gpu": gpu.gpu_index, "state": state_name(gpu.state),
         "since_unix_ms": gpu.since_unix_ms, "drained": gpu.drained,
         "drained_by": gpu.drained_by or None, "drain_reason": gpu.drain_reason or None,
-        "power_capped_w": gpu.power_capped_w if gpu.HasField("power_capped_w") else None,
+        "power_capped_w": optional(gpu, "power_capped_w"),
         "reasons": [_reason_row(r) for r in gpu.reasons],
     }  # fmt: skip
 
 
 def _reason_row(reason: pb.HealthReason) -> Row:
-    lead = reason.lead_time_s if reason.HasField("lead_time_s") else None
+    lead = optional(reason, "lead_time_s")
     return {"code": reason.code, "state": state_name(reason.state), "summary": reason.summary,
             "action": reason.action, "since_unix_ms": reason.since_unix_ms,
             "lead_time_s": lead}  # fmt: skip
 
 
 def _health_of(link: NodeLink, _: pb.Inventory) -> tuple[list[Row], Row]:
-    answer = link.call(link.stub.GetHealth, pb.GetHealthRequest())
+    answer = link.call(calls.GET_HEALTH)
     policy = answer.healing
     healing = {**where(link), "healing": {"mode": policy.mode or "off",
                "actions": list(policy.actions),
@@ -115,8 +117,8 @@ def run_undrain(args: argparse.Namespace) -> int:
 
 
 def _drain(link: NodeLink, gpu: int, drain: bool, reason: str) -> Row:
-    request = pb.DrainGpuRequest(gpu_index=gpu, drain=drain, reason=reason)
-    row = condition_row(link, link.call(link.stub.DrainGpu, request))
+    answer = link.call(calls.DRAIN_GPU, gpu_index=gpu, drain=drain, reason=reason)
+    row = condition_row(link, answer)
     state = row["state"].replace("_", " ")
     what = (
         f"drained by {row['drained_by']}: {row['drain_reason']}"

@@ -2,32 +2,31 @@
 
 Nodes come from `--node HOST:PORT` flags, else from the console settings
 profile, which also names the CA, the client certificate and where the token
-is (console/credentials.py). Every call has a deadline, so a node that does not
-answer is reported as unreachable, never waited on.
+is (console/credentials.py). Calls go through the shared client's blocking face
+(gpufleet.client): every call has a deadline, so a node that does not answer
+is reported as unreachable, never waited on.
 """
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-import grpc
+from google.protobuf.message import Message
 
-from console.connections.security import LinkSecurity
 from console.credentials import CredentialError, find_token, link_security
 from console.settings import SettingsError, load_settings
-from gpufleet.v1 import node_pb2_grpc as pb_grpc
+from gpufleet.client.blocking import NodeClient
+from gpufleet.client.calls import Stream, Unary
+from gpufleet.client.channel import CALL_DEADLINE_S
+from gpufleet.client.errors import CallError
+from gpufleet.client.security import LinkSecurity
 
-CALL_DEADLINE_S = 5.0
-# A node that cannot be reached (down, wrong address, deadline): scripts tell it from a refusal.
-UNREACHABLE_CODES = frozenset(
-    {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED}
-)  # fmt: skip
-
-T = TypeVar("T")
+Req = TypeVar("Req", bound=Message)
+Resp = TypeVar("Resp", bound=Message)
 
 
 class UsageProblem(Exception):
@@ -96,67 +95,58 @@ def profile_nodes(args: argparse.Namespace) -> tuple[list[str], LinkSecurity]:
 
 
 class NodeLink:
-    """A blocking channel to one node; `call` runs one RPC with the deadline and token."""
+    """One node of this run over the shared client's blocking face (gpufleet.client).
+
+    `call` runs one RPC of the call table with its deadline and the token; every
+    failure is a `CallFailed` that names the node as messages do.
+    """
 
     def __init__(self, node: Node, security: LinkSecurity) -> None:
         self.node = node
-        self.target = target = node.address
-        self._metadata: tuple[tuple[str, str], ...] = ()
-        token = security.current_token()
-        if security.tls:
-            credentials = grpc.ssl_channel_credentials(
-                security.root_ca, security.client_key, security.client_chain
-            )
-            if token:  # call credentials: gRPC sends them over TLS only
-                credentials = grpc.composite_channel_credentials(
-                    credentials, grpc.access_token_call_credentials(token)
-                )
-            self._channel = grpc.secure_channel(target, credentials)
-        else:
-            self._channel = grpc.insecure_channel(target)
-            if token:
-                self._metadata = (("authorization", f"Bearer {token}"),)
-        self.stub = pb_grpc.NodeServiceStub(self._channel)
+        self.target = node.address
+        self._client = NodeClient(node.address, security)
 
     def call(
-        self, method: Callable[..., T], request: object, deadline_s: float = CALL_DEADLINE_S
-    ) -> T:
-        """`method(request)`, e.g. `link.call(link.stub.ListAlerts, ...)`.
+        self,
+        rpc: Unary[Req, Resp],
+        request: Req | None = None,
+        /,
+        deadline_s: float = CALL_DEADLINE_S,
+        **fields: Any,
+    ) -> Resp:
+        """`rpc` with `request` (or one made of `fields`), e.g. `link.call(LIST_ALERTS)`.
 
         Raises:
             CallFailed: the node refused, failed or could not be reached.
         """
         try:
-            return method(request, timeout=deadline_s, metadata=self._metadata)
-        except grpc.RpcError as exc:
+            return self._client.call(rpc, request, deadline_s=deadline_s, **fields)
+        except CallError as exc:
             raise failure(self.node, exc) from None
 
     def stream(
         self,
-        method: Callable[..., Iterator[T]],
-        request: object,
+        rpc: Stream[Req, Resp],
+        request: Req | None = None,
+        /,
         deadline_s: float = CALL_DEADLINE_S,
-    ) -> Iterator[T]:
+        **fields: Any,
+    ) -> Iterator[Resp]:
         """A server stream, cancelled at the deadline or when left; errors as `CallFailed`."""
-        responses: Any = method(request, timeout=deadline_s, metadata=self._metadata)
         try:
-            yield from responses
-        except grpc.RpcError as exc:
+            yield from self._client.stream(rpc, request, deadline_s=deadline_s, **fields)
+        except CallError as exc:
             raise failure(self.node, exc) from None
-        finally:
-            responses.cancel()
 
     def close(self) -> None:
-        self._channel.close()
+        self._client.close()
 
     def failed(self, reason: str, unreachable: bool = False) -> CallFailed:
         """A failure of this node that is not a gRPC error (an answer without what was asked)."""
         return CallFailed(self.node.name, reason, unreachable, self.node.address)
 
 
-def failure(node: Node, exc: grpc.RpcError) -> CallFailed:
-    code: grpc.StatusCode = exc.code()  # type: ignore[attr-defined]
-    details: str = exc.details() or ""  # type: ignore[attr-defined]
-    if code in UNREACHABLE_CODES:
-        return CallFailed(node.name, f"unreachable ({code.name}: {details})", True, node.address)
-    return CallFailed(node.name, f"{code.name}: {details}", False, node.address)
+def failure(node: Node, exc: CallError) -> CallFailed:
+    if exc.unreachable:
+        return CallFailed(node.name, f"unreachable ({exc.reason})", True, node.address)
+    return CallFailed(node.name, exc.reason, False, node.address)

@@ -14,10 +14,10 @@ import ipaddress
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from console.connections.security import LinkSecurity
 from console.terminal.fleet_calls import Outcome, survey
 from console.terminal.link import CallFailed, Node, UsageProblem, profile_nodes
-from gpufleet.v1 import node_pb2 as pb
+from gpufleet.client import messages as pb
+from gpufleet.client.security import LinkSecurity
 
 
 def is_address(wanted: str) -> bool:

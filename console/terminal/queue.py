@@ -33,8 +33,9 @@ from console.terminal.fleet_calls import EXIT_FAILED, EXIT_OK, EXIT_USAGE, Outco
 from console.terminal.link import CallFailed, NodeLink, UsageProblem, profile_nodes
 from console.terminal.nodes import choose_nodes, pick_node
 from console.terminal.table import format_table, local_time
-from gpufleet.v1 import node_pb2 as pb
-from node_daemon.commands.submit import add_workload_arguments
+from gpufleet.client import calls
+from gpufleet.client import messages as pb
+from gpufleet.client.workload_args import add_workload_arguments, workload_argv, workload_env
 
 _DURATION = re.compile(r"(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?")
 
@@ -89,7 +90,7 @@ def _add_submit(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _queue_rows(link: NodeLink, include_ended: bool) -> list[Row]:
-    reply = link.call(link.stub.ListWorkloads, pb.ListWorkloadsRequest(include_ended=include_ended))
+    reply = link.call(calls.LIST_WORKLOADS, include_ended=include_ended)
     rows = []
     for message in reply.workloads:
         w = decode_workload(link.target, message)
@@ -141,7 +142,7 @@ def _on_gpus(row: Row) -> str:
 def _free_gpus(link: NodeLink) -> tuple[int, int]:
     """(GPUs free now, GPUs in all): nothing computing, no workload, not held for another."""
     batch = latest_batch(link)
-    reservations = link.call(link.stub.ListReservations, pb.ListReservationsRequest())
+    reservations = link.call(calls.LIST_RESERVATIONS)
     me = getpass.getuser()
     held = {g for r in reservations.reservations if r.active and r.holder != me
             for g in r.gpu_indices}  # fmt: skip
@@ -150,13 +151,13 @@ def _free_gpus(link: NodeLink) -> tuple[int, int]:
 
 
 def run_submit(args: argparse.Namespace) -> int:
-    argv = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
+    argv = workload_argv(args)
     if not argv:
         raise UsageProblem("give the command after --, e.g. -- python train.py")
-    env = dict(item.split("=", 1) for item in args.env if "=" in item)
     user = getpass.getuser()
-    request = pb.SubmitWorkloadRequest(
-        name=args.name, argv=argv, env=env, owner=args.owner or user, gpu_count=args.gpus,
+    request = calls.SUBMIT_WORKLOAD.request(
+        name=args.name, argv=argv, env=workload_env(args), owner=args.owner or user,
+        gpu_count=args.gpus,
         min_free_memory_bytes=args.min_memory, auto_place=args.auto, actor=user,
         priority=args.priority, time_limit_s=args.time_limit,
     )  # fmt: skip
@@ -183,15 +184,14 @@ def run_submit(args: argparse.Namespace) -> int:
 
 def _submit_on(link: NodeLink, request: pb.SubmitWorkloadRequest, assign: str | None,
                why: str) -> Row:  # fmt: skip
-    workload = link.call(link.stub.SubmitWorkload, request)
+    workload = link.call(calls.SUBMIT_WORKLOAD, request)
     if assign:
         try:
             gpus = [int(g) for g in assign.split(",")]
         except ValueError:
             raise link.failed(f"--assign takes GPU indices like 0,1, got {assign!r}") from None
-        started = pb.AssignWorkloadRequest(workload_id=workload.id, gpu_indices=gpus,
-                                           actor=request.actor)  # fmt: skip
-        workload = link.call(link.stub.AssignWorkload, started)
+        workload = link.call(calls.ASSIGN_WORKLOAD, workload_id=workload.id, gpu_indices=gpus,
+                             actor=request.actor)  # fmt: skip
     w = decode_workload(link.target, workload)
     where = f" on GPU {', '.join(map(str, w.gpu_indices))}" if w.gpu_indices else ""
     named = qualified_id(link.node.name, w.id)
@@ -232,12 +232,12 @@ def _move(args: argparse.Namespace, links: dict[str, NodeLink], source: str, tar
     def call(node: str, method: str, request: Any) -> Any:
         link = links[node]
         try:
-            return link.call(getattr(link.stub, method), request)
+            return link.call(calls.UNARY[method], request)
         except CallFailed as failed:
             raise StepFailed(failed.reason) from None
 
     try:
-        listing = call(source, "ListWorkloads", pb.ListWorkloadsRequest(include_ended=False))
+        listing = call(source, "ListWorkloads", calls.LIST_WORKLOADS.request(include_ended=False))
     except StepFailed as exc:
         print(f"gpufleet move: {links[source].node.name}: {exc}", file=sys.stderr)
         return EXIT_FAILED

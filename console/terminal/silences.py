@@ -12,7 +12,6 @@ import argparse
 import getpass
 import sys
 
-from console.connections.security import LinkSecurity
 from console.fleet.silence_draft import SilenceDraft, matching_targets
 from console.fleet.silences import SilenceRow, group_silences
 from console.terminal.common import (
@@ -32,7 +31,9 @@ from console.terminal.fleet_calls import EXIT_FAILED, Outcome, on_each, on_fleet
 from console.terminal.link import CallFailed, Node, NodeLink, UsageProblem, profile_nodes
 from console.terminal.nodes import choose_nodes, lookup_among, pick_from
 from console.terminal.table import format_table, local_time
-from gpufleet.v1 import node_pb2 as pb
+from gpufleet.client import calls
+from gpufleet.client import messages as pb
+from gpufleet.client.security import LinkSecurity
 
 
 def add_commands(subparsers: argparse._SubParsersAction) -> None:
@@ -95,13 +96,13 @@ def run_silence(args: argparse.Namespace) -> int:
     surveyed, security = nodes.surveyed, nodes.security
     chosen = set(matching_targets(draft.node, [(n.address, n.host) for n, _ in surveyed.results]))
     wanted = draft.request(now)
-    request = pb.CreateSilenceRequest(
+    request = calls.CREATE_SILENCE.request(
         matchers=[pb.SilenceMatcher(label=m.label, pattern=m.pattern) for m in wanted.matchers],
         starts_unix_ms=wanted.starts_unix_ms, ends_unix_ms=wanted.ends_unix_ms,
         comment=wanted.comment, actor=getpass.getuser())  # fmt: skip
 
     def create(link: NodeLink) -> Row:
-        row = silence_row(link, link.call(link.stub.CreateSilence, request), now_ms())
+        row = silence_row(link, link.call(calls.CREATE_SILENCE, request), now_ms())
         begins = f" from {local_time(row['starts_unix_ms'])}" if row["state"] == "pending" else ""
         return {**row, "done": f"{link.node.name}: silence {row['id']}{begins} "
                                f"until {local_time(row['ends_unix_ms'])}"}  # fmt: skip
@@ -119,12 +120,12 @@ def run_silence(args: argparse.Namespace) -> int:
 
 def run_silences(args: argparse.Namespace) -> int:
     chosen = choose_nodes(args)
-    request = pb.ListSilencesRequest(include_expired=args.all)
+    request = calls.LIST_SILENCES.request(include_expired=args.all)
 
     def silences_of(link: NodeLink, _: pb.Inventory) -> list[Row]:
         now = now_ms()
         return [silence_row(link, s, now)
-                for s in link.call(link.stub.ListSilences, request).silences]  # fmt: skip
+                for s in link.call(calls.LIST_SILENCES, request).silences]  # fmt: skip
 
     outcome = on_fleet(chosen.surveyed, chosen.security, silences_of)
     rows = [row for _, node_rows in outcome.results for row in node_rows]
@@ -152,8 +153,8 @@ def run_unsilence(args: argparse.Namespace) -> int:
 
 
 def _expire(link: NodeLink, silence_id: str) -> Row:
-    request = pb.ExpireSilenceRequest(silence_id=silence_id, actor=getpass.getuser())
-    row = silence_row(link, link.call(link.stub.ExpireSilence, request), now_ms())
+    expired = link.call(calls.EXPIRE_SILENCE, silence_id=silence_id, actor=getpass.getuser())
+    row = silence_row(link, expired, now_ms())
     return {**row, "done": f"{link.node.name}: silence {row['id']} ({_matchers_text(row)}) "
                            f"expired by {row['expired_by']}"}  # fmt: skip
 
@@ -184,9 +185,9 @@ def _silences_of(nodes: list[Node], security: LinkSecurity) -> Outcome[list[Sile
     # here, as it brings numpy, which every other gpufleet command would load for nothing.
     from console.connections.decode import decode_silence
 
-    request = pb.ListSilencesRequest(include_expired=False)
+    request = calls.LIST_SILENCES.request(include_expired=False)
     return on_each(nodes, security, lambda link: [
-        decode_silence(link.target, s) for s in link.call(link.stub.ListSilences, request).silences
+        decode_silence(link.target, s) for s in link.call(calls.LIST_SILENCES, request).silences
     ])  # fmt: skip
 
 

@@ -10,10 +10,12 @@ import zoneinfo
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-import grpc
-
+from gpufleet.client import calls
+from gpufleet.client.blocking import NodeClient
+from gpufleet.client.channel import bearer_metadata
+from gpufleet.client.errors import CallError
+from gpufleet.client.security import plain_security
 from gpufleet.v1 import node_pb2 as pb
-from gpufleet.v1 import node_pb2_grpc as pb_grpc
 from node_daemon.journal.schema_version import StateFileTooNew
 from node_daemon.usage.importer import (
     CSV_COLUMNS,
@@ -35,7 +37,6 @@ GROUPINGS = {
     "day": pb.USAGE_GROUPING_DAY,
     "account": pb.USAGE_GROUPING_ACCOUNT,
 }
-Metadata = tuple[tuple[str, str], ...]
 
 
 def add_usage_command(subparsers: argparse._SubParsersAction) -> None:
@@ -98,20 +99,8 @@ def _zone(text: str) -> dt.tzinfo:
         raise argparse.ArgumentTypeError(f"unknown time zone {text!r}") from None
 
 
-# -- connecting -------------------------------------------------------------------
-
-
-def open_channel(node: str, ca: Path | None) -> grpc.Channel:
-    """A channel to the node: TLS verified against `ca` when given, else plaintext."""
-    if ca is None:
-        return grpc.insecure_channel(node)
-    credentials = grpc.ssl_channel_credentials(root_certificates=ca.read_bytes())
-    return grpc.secure_channel(node, credentials)
-
-
-def call_metadata(token: str | None) -> Metadata:
-    """Per-call metadata: the bearer token, when there is one."""
-    return (("authorization", f"Bearer {token}"),) if token else ()
+# Per-call metadata over plaintext: the shared client's (kept by this name for callers).
+call_metadata = bearer_metadata
 
 
 # -- report ---------------------------------------------------------------------------
@@ -131,15 +120,16 @@ def run_report(args: argparse.Namespace) -> int:
         from_day=args.from_day or "", to_day=args.to_day or "", group_by=GROUPINGS[args.by]
     )
     try:
-        with open_channel(node, args.ca) as channel:
-            query = _Query(pb_grpc.NodeServiceStub(channel), call_metadata(args.token))
+        # TLS verified against --ca when given, else plaintext; the token either way.
+        with NodeClient(node, plain_security(args.token, args.ca)) as client:
+            query = _Query(client)
             if args.csv:
                 rows = list(query.by_day(request))  # the answers say the currency
                 write_csv(sys.stdout, None if args.by == "day" else args.by, rows, query.currency)
             else:
                 print(format_table(query(request), args.by))
-    except grpc.RpcError as exc:
-        print(f"gpufleet usage: {exc.code().name}: {exc.details()}", file=sys.stderr)  # type: ignore[attr-defined]
+    except CallError as exc:
+        print(f"gpufleet usage: {exc.reason}", file=sys.stderr)
         return 1
     except OSError as exc:
         print(f"gpufleet usage: cannot read {args.ca}: {exc.strerror}", file=sys.stderr)
@@ -150,14 +140,12 @@ def run_report(args: argparse.Namespace) -> int:
 class _Query:
     """QueryUsage calls with the caller's credentials and a deadline."""
 
-    def __init__(self, stub: pb_grpc.NodeServiceStub, metadata: Metadata) -> None:
-        self._stub, self._metadata = stub, metadata
+    def __init__(self, client: NodeClient) -> None:
+        self._client = client
         self.currency = ""  # of the latest answer
 
     def __call__(self, request: pb.QueryUsageRequest) -> pb.QueryUsageResponse:
-        response: pb.QueryUsageResponse = self._stub.QueryUsage(
-            request, timeout=CALL_TIMEOUT_S, metadata=self._metadata
-        )
+        response = self._client.call(calls.QUERY_USAGE, request, deadline_s=CALL_TIMEOUT_S)
         self.currency = response.currency
         return response
 

@@ -1,0 +1,107 @@
+"""The blocking face: one node, one channel, calls from the call table (gpufleet.client.calls).
+
+For the terminal commands and the daemon's own commands. Every unary call has
+a deadline (the table's, or the caller's), so a node that does not answer is
+reported, never waited on; every failure is a `CallError` naming the node.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from types import TracebackType
+from typing import Any, TypeVar
+
+import grpc
+from google.protobuf.message import Message
+
+from gpufleet.client.calls import Stream, Unary
+from gpufleet.client.channel import open_blocking_channel, plaintext_metadata
+from gpufleet.client.errors import call_error, decode_answer
+from gpufleet.client.security import LinkSecurity
+
+Req = TypeVar("Req", bound=Message)
+Resp = TypeVar("Resp", bound=Message)
+
+
+def serialize(message: Message) -> bytes:
+    return message.SerializeToString()
+
+
+class NodeClient:
+    """A blocking channel to the node at `target` (HOST:PORT) with the security given."""
+
+    def __init__(self, target: str, security: LinkSecurity | None = None) -> None:
+        self.target = target
+        self._security = security or LinkSecurity()
+        self._channel = open_blocking_channel(target, self._security)
+        self._methods: dict[str, Any] = {}
+
+    def call(
+        self,
+        rpc: Unary[Req, Resp],
+        request: Req | None = None,
+        /,
+        deadline_s: float | None = None,
+        **fields: Any,
+    ) -> Resp:
+        """`rpc` with `request` (or one made of `fields`), within its deadline.
+
+        Raises:
+            CallError: the node refused, failed, could not be reached or answered garbage.
+        """
+        message = request if request is not None else rpc.request(**fields)
+        method = self._method(rpc, self._channel.unary_unary)
+        try:
+            data: bytes = method(
+                message,
+                timeout=rpc.deadline_s if deadline_s is None else deadline_s,
+                metadata=plaintext_metadata(self._security),
+            )
+        except grpc.RpcError as exc:
+            raise call_error(self.target, rpc, exc) from None
+        return decode_answer(self.target, rpc, data)
+
+    def stream(
+        self,
+        rpc: Stream[Req, Resp],
+        request: Req | None = None,
+        /,
+        deadline_s: float | None = None,
+        **fields: Any,
+    ) -> Iterator[Resp]:
+        """A server stream, cancelled at the deadline (if any) or when left.
+
+        Raises:
+            CallError: as `call`, when the stream fails.
+        """
+        message = request if request is not None else rpc.request(**fields)
+        method = self._method(rpc, self._channel.unary_stream)
+        answers = method(message, timeout=deadline_s, metadata=plaintext_metadata(self._security))
+        try:
+            for data in answers:
+                yield decode_answer(self.target, rpc, data)
+        except grpc.RpcError as exc:
+            raise call_error(self.target, rpc, exc) from None
+        finally:
+            answers.cancel()
+
+    def _method(self, rpc: Unary[Any, Any] | Stream[Any, Any], make: Any) -> Any:
+        method = self._methods.get(rpc.path)
+        if method is None:
+            method = self._methods[rpc.path] = make(
+                rpc.path,
+                request_serializer=serialize,
+                response_deserializer=None,  # bytes: decode_answer parses them
+            )
+        return method
+
+    def close(self) -> None:
+        self._channel.close()
+
+    def __enter__(self) -> NodeClient:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
