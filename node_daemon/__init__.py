@@ -2,4 +2,6 @@
 
 from __future__ import annotations
 
+import gpufleet  # noqa: F401  # first, before anything imports grpc: see gpufleet/__init__.py
+
 __version__ = "0.1.0"
