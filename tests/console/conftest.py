@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import gc
 import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -86,6 +88,20 @@ def memory_keyring(no_keyring: None) -> MemoryKeyring:
 # Set for a rerun of a test file in a real X server: the outer run holds the test
 # accounts (its session's shared lock), so the rerun must not wait for the exclusive one.
 ACCOUNTS_HELD = "GPUFLEET_TEST_ACCOUNTS_HELD"
+
+
+def rerun_inside(test_file: str, env: dict[str, str], tmp_path: Path, timeout_s: float) -> str:
+    """Runs `test_file` again in a child pytest with `env`; its output, after it passed.
+
+    The child's temporary directory lies inside this session's (`tmp_path`), so the
+    workloads its daemons leave running count as this session's own, and the
+    session's account cleanup ends them (tests/own_processes.py).
+    """
+    argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+            f"--basetemp={tmp_path / 'inner'}", test_file]  # fmt: skip
+    run = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=timeout_s)
+    assert run.returncode == 0, run.stdout[-6000:] + run.stderr[-2000:]
+    return run.stdout
 
 
 @pytest.fixture

@@ -16,7 +16,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,6 +29,7 @@ from console.main_window import MainWindow
 from console.session import ConsoleSession
 from console.views.common.theme import DARK, LIGHT
 from console.views.window.window_looks import WindowLooks
+from tests.console.conftest import rerun_inside
 from tests.console.xserver import read_line, stop, xvfb
 
 INNER = "GPUFLEET_DESKTOP_SESSION"  # set in the rerun inside the desktop session
@@ -157,10 +157,10 @@ def desktop_session(tmp_path: Path) -> Iterator[dict[str, str]]:
             stop(bus)  # the portal and its backend leave with their bus
 
 
-def test_the_console_follows_the_desktops_colour_scheme(desktop_session: dict[str, str]) -> None:
+def test_the_console_follows_the_desktops_colour_scheme(
+    desktop_session: dict[str, str], tmp_path: Path
+) -> None:
     env = {**desktop_session, INNER: "1", DESKTOP_CONFIG: desktop_session["XDG_CONFIG_HOME"],
            "QT_QPA_PLATFORM": "xcb", "QT_QPA_PLATFORMTHEME": "xdgdesktopportal"}  # fmt: skip
-    argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", __file__]
-    run = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300)
-    assert run.returncode == 0, run.stdout[-6000:] + run.stderr[-2000:]
-    assert re.search(r"\b2 passed, 1 skipped\b", run.stdout), run.stdout[-2000:]
+    output = rerun_inside(__file__, env, tmp_path, timeout_s=300)
+    assert re.search(r"\b2 passed, 1 skipped\b", output), output[-2000:]

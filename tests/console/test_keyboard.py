@@ -11,11 +11,9 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import subprocess
-import sys
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
-import grpc
 import pytest
 from PySide6.QtCore import QPoint, Qt
 from PySide6.QtTest import QTest
@@ -33,7 +31,7 @@ from console.fleet.control import WorkloadState
 from console.fleet.control_requests import KillTarget
 from console.fleet.placement import Verdict
 from console.fleet.silence_draft import SilenceDraft
-from console.fleet.updates import KillReport, LinkState
+from console.fleet.updates import KillReport
 from console.main_window import MainWindow
 from console.qt import roles
 from console.session import ConsoleSession
@@ -46,13 +44,11 @@ from console.views.detail.kill_dialog import KillDialog
 from console.views.grid.tile_painter import FOCUS_RING
 from console.views.window.shortcuts_dialog import WINDOW_KEYS, ShortcutsDialog
 from gpufleet.v1 import node_pb2 as pb
-from gpufleet.v1 import node_pb2_grpc as pb_grpc
 from node_daemon.backends.simulated import SimulatedBackend
 from node_daemon.backends.simulated.scenario import Scenario, ScenarioEvent
-from node_daemon.control.settings import WorkloadSettings
-from tests.accounts import TEST_ACCOUNTS, account_exists
 from tests.conftest import DaemonFactory
-from tests.console.test_control_e2e import SLEEPER, Console, _in_hours, submit
+from tests.console.conftest import ACCOUNTS_HELD, rerun_inside
+from tests.console.test_control_e2e import SLEEPER, Console, _in_hours, recorded_console, submit
 from tests.console.test_control_model import A, fleet_with
 from tests.console.test_control_views import SLEEPER as SLEEPER_ROW
 from tests.console.test_control_views import grid_of
@@ -60,7 +56,7 @@ from tests.console.test_desktop_notifier import NOT_TESTED
 from tests.console.xserver import xvfb
 
 pytestmark = [
-    pytest.mark.usefixtures("accounts"),
+    pytest.mark.usefixtures("held_accounts"),
     # A popup menu grabs the keyboard; the offscreen platform says it cannot (it routes
     # keys to the popup all the same, which is what these tests check).
     pytest.mark.qt_log_ignore("This plugin does not support grabbing the keyboard", extend=True),
@@ -144,52 +140,15 @@ def back_in(qtbot, window: MainWindow) -> None:  # type: ignore[no-untyped-def]
     )
 
 
-# Set for the rerun in a real X server: the outer run holds the test accounts (its
-# session's shared lock), so the rerun must not wait for the exclusive one to create them.
-ACCOUNTS_HELD = "GPUFLEET_TEST_ACCOUNTS_HELD"
-
-
-@pytest.fixture
-def accounts(request: pytest.FixtureRequest) -> None:
-    """tests/conftest.py's workload_accounts; in the X-server rerun, those the outer run holds."""
-    if os.environ.get(ACCOUNTS_HELD) == "1":
-        missing = [name for name in TEST_ACCOUNTS if not account_exists(name)]
-        assert not missing, f"the outer run was to hold the accounts {missing}"
-        return
-    request.getfixturevalue("workload_accounts")
-
-
 # -- a console on a real daemon ------------------------------------------------------
 
 
 @pytest.fixture
 def console(qtbot, start_daemon: DaemonFactory, monkeypatch) -> Iterator[Console]:
-    accounts = WorkloadSettings(accounts={"team:ml": "worker"})
-    daemon = start_daemon(gpus=4, hostname="node-a", seed=1, workloads=accounts)
-    target = str(daemon.address)
-    session = ConsoleSession([target], people=["alice", "team:ml"])
-    window = MainWindow(session)
-    qtbot.addWidget(window)
-    window.resize(1400, 900)
-    channel = grpc.insecure_channel(target)
-    result = Console(window, target, pb_grpc.NodeServiceStub(channel))
-    send = session.connections.request
-
-    def record(target: str, what: str, call: Callable, subject: str = "") -> None:  # type: ignore[type-arg]
-        result.sent.append(what)
-        send(target, what, call, subject)
-
-    monkeypatch.setattr(session.connections, "request", record)
-    session.start()
-    window.show()
-    node = session.fleet.node(target)
-    qtbot.waitUntil(
-        lambda: node.state is LinkState.CONNECTED and len(node.latest) == 4, timeout=15_000
-    )
-    activate(qtbot, window)
-    yield result
-    session.stop()
-    channel.close()
+    """test_control_e2e's console on a real daemon, its window active (keys reach it)."""
+    with recorded_console(qtbot, start_daemon, monkeypatch) as opened:
+        activate(qtbot, opened.window)
+        yield opened
 
 
 def to_tile(qtbot, console: Console, gpu: int) -> None:  # type: ignore[no-untyped-def]
@@ -579,7 +538,7 @@ def test_f1_and_question_mark_list_every_shortcut(qtbot, console: Console) -> No
 # -- a real X server ----------------------------------------------------------------------
 
 
-def test_the_keyboard_tests_pass_in_a_real_x_server() -> None:
+def test_the_keyboard_tests_pass_in_a_real_x_server(tmp_path: Path) -> None:
     """This file again, in a fresh Xvfb through Qt's xcb platform (real X input focus).
 
     The offscreen platform routes focus and keys without a display server; xcb asks
@@ -593,7 +552,5 @@ def test_the_keyboard_tests_pass_in_a_real_x_server() -> None:
         pytest.skip(not_tested.replace("desktop notifications", "the keyboard in X"))
     with xvfb() as display:
         env = {**os.environ, "DISPLAY": display, "QT_QPA_PLATFORM": "xcb", ACCOUNTS_HELD: "1"}
-        argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", __file__]
-        run = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300)
-    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
-    assert re.search(r"\b11 passed, 1 skipped\b", run.stdout), run.stdout[-2000:]
+        output = rerun_inside(__file__, env, tmp_path, timeout_s=300)
+    assert re.search(r"\b11 passed, 1 skipped\b", output), output[-2000:]

@@ -21,9 +21,9 @@ import re
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 from PySide6.QtCore import QRectF, QTimer
@@ -45,7 +45,7 @@ from console.views.window.window_looks import WindowLooks
 from gpufleet.v1 import node_pb2 as pb
 from node_daemon.backends.simulated import SimulatedBackend
 from node_daemon.backends.simulated.scenario import Scenario, ScenarioEvent
-from tests.console.conftest import ACCOUNTS_HELD
+from tests.console.conftest import ACCOUNTS_HELD, rerun_inside
 from tests.console.test_control_e2e import SLEEPER, Console, submit
 from tests.console.xserver import window_manager, xvfb
 
@@ -494,13 +494,11 @@ def x_server() -> Iterator[tuple[str, int]]:
 
 
 def test_the_console_in_a_real_x_server_with_a_window_manager(
-    x_server: tuple[str, int], held_accounts: None
+    x_server: tuple[str, int], held_accounts: None, tmp_path: Path
 ) -> None:
     """The rerun uses the test accounts this run holds (see conftest's held_accounts)."""
     display, wm = x_server
     env = {**os.environ, "DISPLAY": display, WM_PID: str(wm), "QT_QPA_PLATFORM": "xcb",
            INNER: "1", ACCOUNTS_HELD: "1"}  # fmt: skip
-    argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", __file__]
-    run = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=600)
-    assert run.returncode == 0, run.stdout[-6000:] + run.stderr[-2000:]
-    assert re.search(r"\b9 passed, 1 skipped\b", run.stdout), run.stdout[-2000:]
+    output = rerun_inside(__file__, env, tmp_path, timeout_s=600)
+    assert re.search(r"\b9 passed, 1 skipped\b", output), output[-2000:]
