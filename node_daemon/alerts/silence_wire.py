@@ -2,31 +2,27 @@
 
 from __future__ import annotations
 
+import dataclasses
+from typing import Any
+
 from gpufleet.v1 import node_pb2 as pb
 from node_daemon.alerts.silences import Matcher, Silence
 
+# The fields a Silence and its message share by name and plain value: all but
+# the matchers, which are messages of their own. Derived, so that a field added
+# to both travels without a change here.
+_PLAIN_FIELDS = tuple(f.name for f in dataclasses.fields(Silence) if f.name != "matchers")
+
+
+def _plain(source: Silence | pb.Silence) -> dict[str, Any]:
+    return {name: getattr(source, name) for name in _PLAIN_FIELDS}
+
 
 def silence_message(silence: Silence) -> pb.Silence:
-    return pb.Silence(
-        id=silence.id,
-        matchers=[pb.SilenceMatcher(label=m.label, pattern=m.pattern) for m in silence.matchers],
-        starts_unix_ms=silence.starts_unix_ms,
-        ends_unix_ms=silence.ends_unix_ms,
-        created_by=silence.created_by,
-        comment=silence.comment,
-        created_unix_ms=silence.created_unix_ms,
-        expired_by=silence.expired_by,
-    )
+    matchers = [pb.SilenceMatcher(label=m.label, pattern=m.pattern) for m in silence.matchers]
+    return pb.Silence(matchers=matchers, **_plain(silence))
 
 
 def silence_record(message: pb.Silence) -> Silence:
-    return Silence(
-        id=message.id,
-        matchers=tuple(Matcher(m.label, m.pattern) for m in message.matchers),
-        starts_unix_ms=message.starts_unix_ms,
-        ends_unix_ms=message.ends_unix_ms,
-        created_by=message.created_by,
-        comment=message.comment,
-        created_unix_ms=message.created_unix_ms,
-        expired_by=message.expired_by,
-    )
+    matchers = tuple(Matcher(m.label, m.pattern) for m in message.matchers)
+    return Silence(matchers=matchers, **_plain(message))

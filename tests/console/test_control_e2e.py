@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import grpc
@@ -52,8 +53,10 @@ class Console:
         return self.fleet.control.workload(self.target, workload_id)
 
 
-@pytest.fixture
-def console(qtbot, start_daemon: DaemonFactory, monkeypatch) -> Iterator[Console]:
+@contextmanager
+def recorded_console(qtbot, start_daemon: DaemonFactory, monkeypatch) -> Iterator[Console]:  # type: ignore[no-untyped-def]
+    """A MainWindow (1400x900, shown) on a real 4-GPU daemon "node-a", connected, its
+    requests recorded in `sent`; the session stops and the channel closes afterwards."""
     # The console runs unauthenticated as root here: team:ml's workloads need an account.
     accounts = WorkloadSettings(accounts={"team:ml": "worker"})
     daemon = start_daemon(gpus=4, hostname="node-a", seed=1, workloads=accounts)
@@ -77,9 +80,17 @@ def console(qtbot, start_daemon: DaemonFactory, monkeypatch) -> Iterator[Console
     qtbot.waitUntil(
         lambda: node.state is LinkState.CONNECTED and len(node.latest) == 4, timeout=15_000
     )
-    yield result
-    session.stop()
-    channel.close()
+    try:
+        yield result
+    finally:
+        session.stop()
+        channel.close()
+
+
+@pytest.fixture
+def console(qtbot, start_daemon: DaemonFactory, monkeypatch) -> Iterator[Console]:
+    with recorded_console(qtbot, start_daemon, monkeypatch) as opened:
+        yield opened
 
 
 def submit(console: Console, owner: str = "alice", argv: tuple[str, ...] = SLEEPER) -> str:

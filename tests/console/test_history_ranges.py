@@ -40,7 +40,8 @@ from node_daemon.backends.simulated import SimulatedBackend
 from node_daemon.history.settings import HistorySettings
 from node_daemon.history.store import HISTORY_FILE, HistoryStore
 from tests.conftest import DaemonFactory, wait_for
-from tests.tools import free_port, require_tool
+from tests.prometheus import scraping_prometheus
+from tests.tools import require_tool
 
 HOUR = 3600.0
 DAY = 24 * HOUR
@@ -226,14 +227,6 @@ def openmetrics(uuids: dict[int, str], backfill: Backfill, every_s: float) -> st
     return "\n".join([*lines, "# EOF", ""])
 
 
-def _ready(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(f"{url}/-/ready", timeout=1) as response:
-            return response.status == 200
-    except OSError:
-        return False
-
-
 def _scraped(url: str) -> bool:
     # Five scrapes: the finest step asked below (2 s) has a point after the first of them.
     expr = 'count_over_time(DCGM_FI_DEV_GPU_TEMP{job="gpufleet",gpu="1"}[1m]) >= 5'
@@ -263,26 +256,10 @@ def prometheus_node(
     tsdb = tmp_path / "tsdb"
     subprocess.run([promtool, "tsdb", "create-blocks-from", "openmetrics", str(source), str(tsdb)],
                    check=True, capture_output=True)  # fmt: skip
-    config = tmp_path / "prometheus.yml"
-    config.write_text(
-        "global:\n  scrape_interval: 1s\n"
-        "scrape_configs:\n  - job_name: gpufleet\n    static_configs:\n"
-        f"      - targets: ['127.0.0.1:{daemon.metrics.server.port}']\n"
-    )
-    port = free_port()
-    proc = subprocess.Popen(
-        [binary, f"--config.file={config}", f"--storage.tsdb.path={tsdb}",
-         f"--web.listen-address=127.0.0.1:{port}"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_for(lambda: _ready(url), 30, "Prometheus to start")
+    target = f"127.0.0.1:{daemon.metrics.server.port}"
+    with scraping_prometheus(binary, target, tmp_path, tsdb) as url:
         wait_for(lambda: _scraped(url), 30, "Prometheus to scrape the daemon")
         yield str(daemon.address), url, backfill
-    finally:
-        proc.terminate()
-        proc.wait(15)
 
 
 @pytest.mark.slow

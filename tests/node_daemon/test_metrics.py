@@ -21,8 +21,9 @@ from node_daemon.backends.simulated.scenario import Scenario, ScenarioEvent
 from node_daemon.metrics.dcgm import DcgmLabels, render
 from node_daemon.server import NodeDaemon
 from tests.conftest import DaemonFactory, wait_for
+from tests.prometheus import scraping_prometheus
 from tests.small_disk import small_disk
-from tests.tools import free_port, require_tool
+from tests.tools import require_tool
 
 H100 = GpuStatic(0, "GPU-aaa", "NVIDIA H100 80GB HBM3", pci_bus_id="00000000:18:00.0")
 L40S = GpuStatic(1, "GPU-bbb", "NVIDIA L40S", pci_bus_id="00000000:28:00.0")
@@ -159,33 +160,8 @@ def prometheus(tmp_path: Path, metrics_daemon: NodeDaemon) -> Iterator[Prometheu
     binary = require_tool("prometheus", "prometheus", "scraping by a real Prometheus")
     assert metrics_daemon.metrics is not None
     target = f"127.0.0.1:{metrics_daemon.metrics.server.port}"
-    config = tmp_path / "prometheus.yml"
-    config.write_text(
-        "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
-        f"scrape_configs:\n  - job_name: gpufleet\n    static_configs:\n"
-        f"      - targets: ['{target}']\n"
-    )
-    port = free_port()
-    proc = subprocess.Popen(
-        [binary, f"--config.file={config}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
-         f"--web.listen-address=127.0.0.1:{port}"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    server = Prometheus(f"http://127.0.0.1:{port}")
-    try:
-        wait_for(lambda: _ready(server.url), 30, "Prometheus to start")
-        yield server
-    finally:
-        proc.terminate()
-        proc.wait(15)
-
-
-def _ready(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(f"{url}/-/ready", timeout=1) as response:
-            return response.status == 200
-    except OSError:
-        return False
+    with scraping_prometheus(binary, target, tmp_path) as url:
+        yield Prometheus(url)
 
 
 # The panels of NVIDIA's DCGM Exporter dashboard (Grafana 12239), as it queries them.
