@@ -56,6 +56,8 @@ from gpufleet.v1.gpu_metrics import MEM_USED_BYTES, POWER_W, TEMP_GPU_C, UTIL_GP
 from node_daemon.backends.simulated import SimulatedBackend  # noqa: E402
 from node_daemon.history.settings import HistorySettings  # noqa: E402
 from node_daemon.history.store import HISTORY_FILE, HistoryStore  # noqa: E402
+from tests.prometheus import scraping_prometheus  # noqa: E402
+from tests.tools import free_port  # noqa: E402
 
 TOOLS = REPO_ROOT / ".tools" / "root" / "usr" / "bin"
 DAY = 86400.0
@@ -177,7 +179,7 @@ def openmetrics(uuids: dict[int, str], hours: float) -> str:
 
 
 def prometheus_run(workdir: Path, args: argparse.Namespace, hours: float) -> dict[str, object]:
-    port, metrics_port = free_port(), free_port()
+    metrics_port = free_port()
     config = (f'seed = {SEED}\nmetrics_listen = "127.0.0.1:{metrics_port}"\n'
               "[history]\nenabled = false\n")  # fmt: skip
     with TreeDaemon(trees(None)[-1], workdir / "prom-node", config, args.gpus) as daemon:
@@ -190,19 +192,8 @@ def prometheus_run(workdir: Path, args: argparse.Namespace, hours: float) -> dic
         subprocess.run([str(TOOLS / "promtool"), "tsdb", "create-blocks-from", "openmetrics",
                         str(source), str(tsdb)], check=True, capture_output=True)  # fmt: skip
         backfill_s = time.perf_counter() - started
-        (workdir / "prometheus.yml").write_text(
-            "global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: gpufleet\n"
-            f"    static_configs:\n      - targets: ['127.0.0.1:{metrics_port}']\n"
-        )
-        proc = subprocess.Popen(
-            [str(TOOLS / "prometheus"), f"--config.file={workdir / 'prometheus.yml'}",
-             f"--storage.tsdb.path={tsdb}", f"--web.listen-address=127.0.0.1:{port}"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )  # fmt: skip
-        try:
-            url = f"http://127.0.0.1:{port}"
-            if not wait_until(lambda: _ready(url), 60):
-                raise SystemExit("Prometheus did not start")
+        scrape = f"127.0.0.1:{metrics_port}"
+        with scraping_prometheus(str(TOOLS / "prometheus"), scrape, workdir, tsdb, 60) as url:
             # A store that has run for a while has its blocks open and paged in: read them once.
             warm = urllib.parse.urlencode({"query": "count_over_time(DCGM_FI_DEV_GPU_TEMP[1d])"})
             with urllib.request.urlopen(f"{url}/api/v1/query?{warm}", timeout=120) as response:
@@ -212,26 +203,7 @@ def prometheus_run(workdir: Path, args: argparse.Namespace, hours: float) -> dic
                 found = measure(window, daemon.address, args.gpus, hours * 3600)
             finally:
                 session.stop()
-        finally:
-            proc.terminate()
-            proc.wait(30)
     return {"promtool_backfill_s": round(backfill_s, 1), **found}
-
-
-def _ready(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(f"{url}/-/ready", timeout=1) as response:
-            return response.status == 200
-    except OSError:
-        return False
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def main() -> int:

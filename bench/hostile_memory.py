@@ -31,10 +31,9 @@ from typing import Any
 
 import grpc
 from machine import run_header
-from results import write_outputs
+from results import parse_with_outputs, write_outputs
 from rpc_transport_procs import Tree, TreeDaemon, ratio, rss_kib, trees
 
-RESULTS = Path(__file__).resolve().parent / "results"
 GARBAGE = b"\xff\xff\xff"
 METHODS = (
     ("/gpufleet.v1.NodeService/GetInventory", False),
@@ -125,15 +124,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     arg("--requests", type=int, default=10_000, help="hostile requests measured")
     arg("--warmup", type=int, default=500, help="hostile requests before the first reading")
     arg("--baseline", type=Path, metavar="DIR", help="an earlier checkout to measure first")
-    arg("--smoke", action="store_true", help="500 requests, nothing written")
-    arg("--out", type=Path, metavar="FILE.json")
-    arg("--md", type=Path, metavar="FILE.md")
-    args = parser.parse_args(argv)
-    args.argv = list(sys.argv[1:] if argv is None else argv)
+    args = parse_with_outputs(parser, argv, "hostile_memory", "500 requests, nothing written")
     if args.smoke:
         args.requests, args.warmup = 500, 50
-    elif args.out is None and args.md is None:
-        args.out, args.md = RESULTS / "hostile_memory.json", RESULTS / "hostile_memory.md"
     return args
 
 

@@ -42,7 +42,7 @@ from typing import Any
 
 from machine import code_version, run_header
 from popup_budget_replay import GPUS, ReplayNode
-from results import write_outputs
+from results import parse_with_outputs, write_outputs
 
 from console.fleet.alerts import AlertRow, EventRow, Severity
 from console.fleet.model import FleetModel
@@ -52,7 +52,6 @@ from console.qt.alert_notifier import AlertNotifier
 
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
-RESULTS = BENCH / "results"
 NOTIFIER_PATH = "console/qt/alert_notifier.py"
 POLICY_PATH = "console/fleet/notify_policy.py"
 FRAME_S = 0.05  # the FramePump's 20 Hz
@@ -274,15 +273,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     arg("--minutes", type=float, default=60.0, help="simulated minutes (default 60)")
     arg("--nodes", type=int, default=4, help="the demo's nodes (default 4, as `demo` starts)")
     arg("--before-rev", metavar="REV", help="git revision of the 'before' notifier")
-    arg("--smoke", action="store_true", help="5 simulated minutes, nothing written")
-    arg("--out", type=Path, metavar="FILE.json")
-    arg("--md", type=Path, metavar="FILE.md")
-    args = parser.parse_args(argv)
-    args.argv = list(sys.argv[1:] if argv is None else argv)
+    args = parse_with_outputs(parser, argv, "popup_budget", "5 simulated minutes, nothing written")
     if args.smoke:
         args.minutes = 5.0
-    elif args.out is None and args.md is None:
-        args.out, args.md = RESULTS / "popup_budget.json", RESULTS / "popup_budget.md"
     if not 1 <= args.minutes <= 24 * 60 or not 1 <= args.nodes <= 125:
         parser.error("--minutes from 1 to 1440, --nodes from 1 to 125")
     return args

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from collections.abc import Sequence
@@ -12,6 +13,7 @@ from typing import Any
 import numpy as np
 
 MIB = 1024**2
+RESULTS = Path(__file__).resolve().parent / "results"
 
 
 def stats_ms(seconds: Sequence[float]) -> dict[str, float | int | None]:
@@ -172,3 +174,23 @@ def write_outputs(
         md_path.parent.mkdir(parents=True, exist_ok=True)
         md_path.write_text(md_text, encoding="utf-8")
         print(f"{name}: wrote {md_path}", file=sys.stderr)
+
+
+def parse_with_outputs(
+    parser: argparse.ArgumentParser, argv: Sequence[str] | None, name: str, smoke_help: str
+) -> argparse.Namespace:
+    """Parse a measuring script's command line, its own options and these three after them.
+
+    --smoke (a short run that writes nothing unless asked: `smoke_help` says how short),
+    --out FILE.json and --md FILE.md; without any of them the result goes to
+    bench/results/NAME.json and NAME.md. `argv` is kept as `args.argv` for run_header.
+    """
+    arg = parser.add_argument
+    arg("--smoke", action="store_true", help=smoke_help)
+    arg("--out", type=Path, metavar="FILE.json")
+    arg("--md", type=Path, metavar="FILE.md")
+    args = parser.parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)
+    if not args.smoke and args.out is None and args.md is None:
+        args.out, args.md = RESULTS / f"{name}.json", RESULTS / f"{name}.md"
+    return args

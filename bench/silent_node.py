@@ -33,10 +33,9 @@ from pathlib import Path
 from typing import Any
 
 from machine import run_header
-from results import stats_ms, write_outputs
+from results import parse_with_outputs, stats_ms, write_outputs
 from rpc_transport_procs import BENCH, Tree, ratio, trees
 
-RESULTS = BENCH / "results"
 PROBE = BENCH / "silent_node_probe.py"
 GOAL_S = 5.0
 CLIENT_GOAL_S = 10.0
@@ -110,16 +109,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     arg("--baseline-client-trials", type=int, default=1, help="the same, the baseline")
     arg("--give-up", type=float, default=120.0, help="seconds a trial waits at most")
     arg("--baseline", type=Path, metavar="DIR", help="an earlier checkout to measure first")
-    arg("--smoke", action="store_true", help="one trial, nothing written")
-    arg("--out", type=Path, metavar="FILE.json")
-    arg("--md", type=Path, metavar="FILE.md")
-    args = parser.parse_args(argv)
-    args.argv = list(sys.argv[1:] if argv is None else argv)
+    args = parse_with_outputs(parser, argv, "silent_node", "one trial, nothing written")
     if args.smoke:
         args.trials = args.baseline_trials = args.client_trials = 1
         args.baseline_client_trials = 0
-    elif args.out is None and args.md is None:
-        args.out, args.md = RESULTS / "silent_node.json", RESULTS / "silent_node.md"
     return args
 
 

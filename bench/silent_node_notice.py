@@ -49,7 +49,7 @@ from typing import Any
 from gui_probes import wait_until
 from machine import code_version, run_header
 from PySide6.QtDBus import QDBusConnection
-from results import stats_ms, write_outputs
+from results import parse_with_outputs, stats_ms, write_outputs
 
 from console.app import qt_application
 from console.fleet.alerts import AlertRow
@@ -67,7 +67,6 @@ from tests.console.xserver import xvfb
 
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
-RESULTS = BENCH / "results"
 GOAL_S = 5.0
 GIVE_UP_S = 60.0
 FAULTS = ("sigstop", "blackhole", "sigkill")
@@ -319,17 +318,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=15, help="per fault")
     parser.add_argument("--no-dunst", action="store_true", help="time to the channel only")
-    parser.add_argument("--smoke", action="store_true", help="one trial per fault, no files")
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--out", type=Path, metavar="FILE.json")
-    parser.add_argument("--md", type=Path, metavar="FILE.md")
-    args = parser.parse_args(argv)
-    args.argv = list(sys.argv[1:] if argv is None else argv)
+    args = parse_with_outputs(parser, argv, "silent_node_notice", "one trial per fault, no files")
     if args.smoke:
         args.trials = 1
-    elif args.out is None and args.md is None:
-        args.out = RESULTS / "silent_node_notice.json"
-        args.md = RESULTS / "silent_node_notice.md"
     return args
 
 

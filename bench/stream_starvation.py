@@ -39,13 +39,12 @@ from typing import Any
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from machine import run_header
-from results import percent, stats_ms, write_outputs
+from results import parse_with_outputs, percent, stats_ms, write_outputs
 from rpc_transport_procs import BENCH, Tree, TreeDaemon, wait_for_file
 
 from gpufleet.v1 import node_pb2 as pb
 from gpufleet.v1 import node_pb2_grpc as pb_grpc
 
-RESULTS = BENCH / "results"
 SUBSCRIBERS = BENCH / "stream_starvation_subscribers.py"
 DEADLINE_S = 5.0
 
@@ -175,15 +174,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     arg("--gap", type=float, default=0.05, help="seconds from one call's start to the next")
     arg("--settle", type=float, default=5.0, help="seconds for the subscribers to connect")
     arg("--baseline", type=Path, metavar="DIR", help="an earlier checkout to measure first")
-    arg("--smoke", action="store_true", help="10 subscribers, 2 s, nothing written")
-    arg("--out", type=Path, metavar="FILE.json")
-    arg("--md", type=Path, metavar="FILE.md")
-    args = parser.parse_args(argv)
-    args.argv = list(sys.argv[1:] if argv is None else argv)
+    args = parse_with_outputs(
+        parser, argv, "stream_starvation", "10 subscribers, 2 s, nothing written"
+    )
     if args.smoke:
         args.subscribers, args.seconds, args.settle = 10, 2.0, 2.0
-    elif args.out is None and args.md is None:
-        args.out, args.md = RESULTS / "stream_starvation.json", RESULTS / "stream_starvation.md"
     return args
 
 
