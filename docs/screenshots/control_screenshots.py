@@ -15,7 +15,6 @@ import sys
 import time
 from pathlib import Path
 
-import grpc
 from PySide6.QtCore import QMimeData, QPoint, QRect, Qt
 from PySide6.QtGui import (
     QColor,
@@ -26,11 +25,8 @@ from PySide6.QtGui import (
     QPainter,
 )
 from PySide6.QtWidgets import QApplication, QWidget
-from shot_tools import save_image, settle, wait_until
+from shot_tools import Started, save_image, settle, shoot_in_use, wait_until
 
-from console.app import build_window, qt_application
-from console.demo_fleet import DemoFleet
-from console.fleet.updates import LinkState
 from console.main_window import MainWindow
 from console.views.grid.fleet_grid import FleetGrid
 from gpufleet.v1 import node_pb2 as pb
@@ -57,6 +53,12 @@ def save(image: QImage, name: str) -> None:
     save_image(image, OUT / name)
 
 
+def save_dialog(app: QApplication, window: MainWindow, dialog: QWidget, name: str) -> None:
+    """Save the window with `dialog` over it, once the dialog has had time to paint."""
+    settle(app, 0.3)
+    save(with_dialog(window, dialog), name)
+
+
 def with_dialog(window: MainWindow, dialog: QWidget) -> QImage:
     """The window, dimmed, with the dialog and a plain title bar over its middle."""
     base = window.grab().toImage()
@@ -77,7 +79,7 @@ def with_dialog(window: MainWindow, dialog: QWidget) -> QImage:
     return base
 
 
-def stage(stubs: list[pb_grpc.NodeServiceStub]) -> list[tuple[pb_grpc.NodeServiceStub, str]]:
+def stage(stubs: list[pb_grpc.NodeServiceStub]) -> Started:
     """Queue and run workloads, reserve GPUs: a fleet in use. Returns what was started."""
     started = []
 
@@ -107,29 +109,7 @@ def stage(stubs: list[pb_grpc.NodeServiceStub]) -> list[tuple[pb_grpc.NodeServic
 
 def main() -> int:
     OUT.mkdir(parents=True, exist_ok=True)
-    app = qt_application(offscreen=True)
-    with DemoFleet(nodes=2, gpus=8) as demo:
-        targets = demo.start()
-        channels = [grpc.insecure_channel(t) for t in targets]
-        stubs = [pb_grpc.NodeServiceStub(c) for c in channels]
-        window = build_window(targets, PEOPLE)
-        window.resize(1600, 900)
-        window.show()
-        fleet = window.session.fleet
-        wait_until(app, lambda: all(n.state is LinkState.CONNECTED and len(n.latest) == 8
-                                    for n in fleet))  # fmt: skip
-        started = stage(stubs)
-        try:
-            shoot(app, window, targets)
-        finally:
-            # Workloads outlive their daemon (as Slurm jobs do): end them first.
-            for stub, workload_id in started:
-                stub.CancelWorkload(pb.CancelWorkloadRequest(workload_id=workload_id), timeout=5)
-            wait_until(app, lambda: all(w.state.ended for w in fleet.control.workloads()), 30)
-            window.session.stop()
-            for channel in channels:
-                channel.close()
-    return 0
+    return shoot_in_use(stage, shoot, PEOPLE, (1600, 900))
 
 
 def shoot(app: QApplication, window: MainWindow, targets: list[str]) -> None:
@@ -170,8 +150,7 @@ def shoot(app: QApplication, window: MainWindow, targets: list[str]) -> None:
     window.detail.process_menu(row).actions()[0].trigger()
     dialog = window.control.prompts.dialog
     assert dialog is not None
-    settle(app, 0.3)
-    save(with_dialog(window, dialog), "control-kill.png")
+    save_dialog(app, window, dialog, "control-kill.png")
     dialog.reject()
 
 

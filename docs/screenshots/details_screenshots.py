@@ -19,36 +19,21 @@ from __future__ import annotations
 import sys
 import time
 
-import grpc
-from control_screenshots import PEOPLE, save, settle, with_dialog
+from control_screenshots import PEOPLE, save, save_dialog, settle
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication, QDockWidget, QMessageBox
-from shot_tools import wait_until
+from shot_tools import Started, reserve_in_use, shoot_in_use, wait_until
 
-from console.app import build_window, qt_application
-from console.demo_fleet import DemoFleet
-from console.fleet.updates import LinkState
 from console.main_window import MainWindow
 from gpufleet.v1 import node_pb2 as pb
 from gpufleet.v1 import node_pb2_grpc as pb_grpc
 from tests.accounts import TEST_ACCOUNTS, local_accounts
 
-HOUR_MS = 3_600_000
 
-
-def stage(stubs: list[pb_grpc.NodeServiceStub]) -> list[tuple[pb_grpc.NodeServiceStub, str]]:
+def stage(stubs: list[pb_grpc.NodeServiceStub]) -> Started:
     """Reservations across both nodes and one workload on a reserved GPU."""
     first, second = stubs
-    now = int(time.time() * 1000)
-    for stub, gpus, holder, why, hours in (
-        (first, [1, 2], "bob", "benchmark run", 5),
-        (first, [7], "carol", "profiling", 1.5),
-        (second, [0, 1, 2, 3], "team:ml", "llama-8b sweep", 26),
-        (second, [6], "alice", "notebook", 0.4),
-    ):
-        stub.Reserve(pb.ReserveRequest(gpu_indices=gpus, holder=holder, reason=why,
-                                       until_unix_ms=now + int(hours * HOUR_MS), actor="ada"),
-                     timeout=5)  # fmt: skip
+    reserve_in_use(first, second)
     request = pb.SubmitWorkloadRequest(name="train-resnet", argv=["sleep", "600"], owner="bob",
                                        gpu_count=1, actor="bob")  # fmt: skip
     workload = first.SubmitWorkload(request, timeout=5).id
@@ -58,28 +43,8 @@ def stage(stubs: list[pb_grpc.NodeServiceStub]) -> list[tuple[pb_grpc.NodeServic
 
 
 def main() -> int:
-    app = qt_application(offscreen=True)
-    with local_accounts(TEST_ACCOUNTS), DemoFleet(nodes=2, gpus=8) as demo:
-        targets = demo.start()
-        channels = [grpc.insecure_channel(t) for t in targets]
-        stubs = [pb_grpc.NodeServiceStub(c) for c in channels]
-        window = build_window(targets, PEOPLE)
-        window.resize(1366, 768)
-        window.show()
-        fleet = window.session.fleet
-        wait_until(app, lambda: all(n.state is LinkState.CONNECTED and len(n.latest) == 8
-                                    for n in fleet))  # fmt: skip
-        started = stage(stubs)
-        try:
-            shoot(app, window, targets)
-        finally:
-            for stub, workload_id in started:
-                stub.CancelWorkload(pb.CancelWorkloadRequest(workload_id=workload_id), timeout=5)
-            wait_until(app, lambda: all(w.state.ended for w in fleet.control.workloads()), 30)
-            window.session.stop()
-            for channel in channels:
-                channel.close()
-    return 0
+    with local_accounts(TEST_ACCOUNTS):
+        return shoot_in_use(stage, shoot, PEOPLE)
 
 
 def shoot(app: QApplication, window: MainWindow, targets: list[str]) -> None:
@@ -107,8 +72,7 @@ def shoot(app: QApplication, window: MainWindow, targets: list[str]) -> None:
     panel.row_menu(bob).actions()[2].trigger()  # "Release only GPU 2…"
     box = window.control.release_prompts.dialog
     assert isinstance(box, QMessageBox)
-    settle(app, 0.3)
-    save(with_dialog(window, box), "reservations-release.png")
+    save_dialog(app, window, box, "reservations-release.png")
     box.accept()
     wait_until(app, panel.undo.isVisible, 10)
     settle(app, 0.3)

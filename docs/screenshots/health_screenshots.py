@@ -21,9 +21,8 @@ import time
 from pathlib import Path
 
 from PySide6.QtGui import QColor, QPixmap
-from shot_tools import wait_until
+from shot_tools import offline_window, wait_until
 
-from console.app import has_display, qt_application
 from console.connections.decode import decode_batch, decode_event
 from console.connections.decode_health import decode_node_health
 from console.fleet.identity import Identity, Role
@@ -38,7 +37,6 @@ from console.fleet.updates import (
 )
 from console.fleet.updates import NodeInfo as Node
 from console.main_window import MainWindow
-from console.session import ConsoleSession
 from gpufleet.v1 import node_pb2 as pb
 
 OUT = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).resolve().parent
@@ -169,31 +167,24 @@ def feed(window: MainWindow) -> None:
 
 
 def main() -> int:
-    app = qt_application(offscreen=not has_display())
-    session = ConsoleSession(TARGETS)
-    session.connections.start()  # the network thread, connected to nothing: no daemon here
-    window = MainWindow(session)
-    window.resize(1600, 1000)
-    window.show()
-    feed(window)
-    window.grid.select(TARGETS[1], 3)
-    window.tabs.setCurrentWidget(window.alerts.event_log)
-    # The status bar's summary refreshes on its own timer: wait for it to count the nodes.
-    wait_until(app, lambda: "4/4 nodes" in window.grid_part.summary.text(), 10)
-    OUT.mkdir(parents=True, exist_ok=True)
-    window.grab().save(str(OUT / "health-tiles.png"))
-    window.detail.grab().save(str(OUT / "health-detail.png"))
-    # The whole Health section, unscrolled: its label at the panel's width, full height.
-    label = window.detail.health.label
-    width = window.detail.health.viewport().width()
-    label.resize(width, label.heightForWidth(width))
-    shot = QPixmap(label.size())
-    shot.fill(QColor("#1a1d23"))  # the panel's background (resources/styles/dark.qss)
-    label.render(shot)
-    shot.save(str(OUT / "health-section.png"))
-    print(f"saved health-tiles.png, health-detail.png and health-section.png in {OUT}")
-    window.close()
-    session.stop()
+    with offline_window(TARGETS, (1600, 1000)) as (app, window):
+        feed(window)
+        window.grid.select(TARGETS[1], 3)
+        window.tabs.setCurrentWidget(window.alerts.event_log)
+        # The status bar's summary refreshes on its own timer: wait for it to count the nodes.
+        wait_until(app, lambda: "4/4 nodes" in window.grid_part.summary.text(), 10)
+        OUT.mkdir(parents=True, exist_ok=True)
+        window.grab().save(str(OUT / "health-tiles.png"))
+        window.detail.grab().save(str(OUT / "health-detail.png"))
+        # The whole Health section, unscrolled: its label at the panel's width, full height.
+        label = window.detail.health.label
+        width = window.detail.health.viewport().width()
+        label.resize(width, label.heightForWidth(width))
+        shot = QPixmap(label.size())
+        shot.fill(QColor("#1a1d23"))  # the panel's background (resources/styles/dark.qss)
+        label.render(shot)
+        shot.save(str(OUT / "health-section.png"))
+        print(f"saved health-tiles.png, health-detail.png and health-section.png in {OUT}")
     return 0
 
 

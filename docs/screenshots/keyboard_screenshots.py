@@ -17,17 +17,13 @@ from __future__ import annotations
 import sys
 import time
 
-import grpc
-from control_screenshots import PEOPLE, save, settle, with_dialog
+from control_screenshots import PEOPLE, save, save_dialog, settle
 from PySide6.QtCore import QPoint, Qt
 from PySide6.QtGui import QImage, QPainter
 from PySide6.QtTest import QTest
 from PySide6.QtWidgets import QApplication, QMenu, QWidget
-from shot_tools import wait_until
+from shot_tools import Started, shoot_in_use, wait_until
 
-from console.app import build_window, qt_application
-from console.demo_fleet import DemoFleet
-from console.fleet.updates import LinkState
 from console.main_window import MainWindow
 from gpufleet.v1 import node_pb2 as pb
 from gpufleet.v1 import node_pb2_grpc as pb_grpc
@@ -42,7 +38,7 @@ def press(key: Key, modifier: Qt.KeyboardModifier = Qt.KeyboardModifier.NoModifi
     QTest.keyClick(target, key, modifier)
 
 
-def stage(stubs: list[pb_grpc.NodeServiceStub]) -> list[tuple[pb_grpc.NodeServiceStub, str]]:
+def stage(stubs: list[pb_grpc.NodeServiceStub]) -> Started:
     """Reserve GPUs, run one workload, queue three: a fleet in use. Returns what was queued."""
     first, second = stubs
     until = int((time.time() + 5 * 3600) * 1000)
@@ -73,29 +69,9 @@ def with_popup(window: MainWindow, popup: QWidget) -> QImage:
 
 
 def main() -> int:
-    app = qt_application(offscreen=True)
     # Workloads run as their owners: the tests' local accounts (created as root, removed after).
-    with local_accounts(TEST_ACCOUNTS), DemoFleet(nodes=2, gpus=8) as demo:
-        targets = demo.start()
-        channels = [grpc.insecure_channel(t) for t in targets]
-        stubs = [pb_grpc.NodeServiceStub(c) for c in channels]
-        window = build_window(targets, PEOPLE)
-        window.resize(1366, 768)
-        window.show()
-        fleet = window.session.fleet
-        wait_until(app, lambda: all(n.state is LinkState.CONNECTED and len(n.latest) == 8
-                                    for n in fleet))  # fmt: skip
-        started = stage(stubs)
-        try:
-            shoot(app, window, targets)
-        finally:
-            for stub, workload_id in started:
-                stub.CancelWorkload(pb.CancelWorkloadRequest(workload_id=workload_id), timeout=5)
-            wait_until(app, lambda: all(w.state.ended for w in fleet.control.workloads()), 30)
-            window.session.stop()
-            for channel in channels:
-                channel.close()
-    return 0
+    with local_accounts(TEST_ACCOUNTS):
+        return shoot_in_use(stage, shoot, PEOPLE)
 
 
 def shoot(app: QApplication, window: MainWindow, targets: list[str]) -> None:
@@ -128,16 +104,14 @@ def shoot(app: QApplication, window: MainWindow, targets: list[str]) -> None:
     assert chooser is not None
     wait_until(app, lambda: chooser.isAncestorOf(QApplication.focusWidget()), 10)
     QTest.keyClicks(QApplication.focusWidget(), "gpu 2")
-    settle(app, 0.3)
-    save(with_dialog(window, chooser), "keyboard-assign.png")
+    save_dialog(app, window, chooser, "keyboard-assign.png")
     chooser.reject()
     window.activateWindow()
     wait_until(app, lambda: QApplication.focusWidget() is not None, 10)
     press(Key.Key_F1)
     shortcuts = window.keys.dialog
     assert shortcuts is not None
-    settle(app, 0.3)
-    save(with_dialog(window, shortcuts), "keyboard-shortcuts.png")
+    save_dialog(app, window, shortcuts, "keyboard-shortcuts.png")
     shortcuts.reject()
 
 

@@ -19,15 +19,13 @@ from pathlib import Path
 
 from PySide6.QtCore import QPointF
 from PySide6.QtTest import QTest
-from shot_tools import wait_until
+from shot_tools import offline_window, wait_until
 
-from console.app import has_display, qt_application
 from console.connections.decode import decode_batch
 from console.fleet.model import Change
 from console.fleet.updates import GpuInfo, InventoryUpdate, LinkState, LinkUpdate
 from console.fleet.updates import NodeInfo as Node
 from console.main_window import MainWindow
-from console.session import ConsoleSession
 from gpufleet.v1 import node_pb2 as pb
 from gpufleet.v1.gpu_metrics import TEMP_GPU_C
 
@@ -73,31 +71,24 @@ def feed(window: MainWindow) -> None:
 
 
 def main() -> int:
-    app = qt_application(offscreen=not has_display())
-    session = ConsoleSession(TARGETS)
-    session.connections.start()  # the network thread, connected to nothing: no daemon here
-    window = MainWindow(session)
-    window.resize(1366, 768)
-    window.show()
-    feed(window)
-    window.grid.select(TARGETS[HOT[0]], HOT[1])
-    plots = window.detail.plots
-    wait_until(app, lambda: plots.point_count() > 800, 10)
-    # The temperature plot from its title down in sight (the panel scrolls at this size).
-    bar = window.detail.plot_panel.scroll_area.verticalScrollBar()
-    bar.setValue(int(plots.plot_item(TEMP_GPU_C).geometry().top()))
-    app.processEvents()  # the scroll applied: the mapping below is the one on screen
-    box = plots.plot_item(TEMP_GPU_C).getViewBox()
-    when = NOW_MS / 1000 - 110  # the GPU above its warning line
-    at = plots.mapFromScene(box.mapViewToScene(QPointF(when, 76.0)))
-    QTest.mouseMove(plots.viewport(), at)
-    wait_until(app, lambda: plots.crosshair.label.isVisible(), 10)
-    OUT.mkdir(parents=True, exist_ok=True)
-    window.grab().save(str(OUT / "plots-1366.png"))
-    window.detail.grab().save(str(OUT / "plots-detail.png"))
-    print(f"saved plots-1366.png and plots-detail.png in {OUT}")
-    window.close()
-    session.stop()
+    with offline_window(TARGETS, (1366, 768)) as (app, window):
+        feed(window)
+        window.grid.select(TARGETS[HOT[0]], HOT[1])
+        plots = window.detail.plots
+        wait_until(app, lambda: plots.point_count() > 800, 10)
+        # The temperature plot from its title down in sight (the panel scrolls at this size).
+        bar = window.detail.plot_panel.scroll_area.verticalScrollBar()
+        bar.setValue(int(plots.plot_item(TEMP_GPU_C).geometry().top()))
+        app.processEvents()  # the scroll applied: the mapping below is the one on screen
+        box = plots.plot_item(TEMP_GPU_C).getViewBox()
+        when = NOW_MS / 1000 - 110  # the GPU above its warning line
+        at = plots.mapFromScene(box.mapViewToScene(QPointF(when, 76.0)))
+        QTest.mouseMove(plots.viewport(), at)
+        wait_until(app, lambda: plots.crosshair.label.isVisible(), 10)
+        OUT.mkdir(parents=True, exist_ok=True)
+        window.grab().save(str(OUT / "plots-1366.png"))
+        window.detail.grab().save(str(OUT / "plots-detail.png"))
+        print(f"saved plots-1366.png and plots-detail.png in {OUT}")
     return 0
 
 

@@ -45,7 +45,7 @@ def start_x(width: int, height: int) -> tuple[subprocess.Popen[str], subprocess.
 def shoot(tag: str) -> None:
     """In the X server of this process's DISPLAY: the three pictures of one screen size."""
     from PySide6.QtWidgets import QApplication
-    from shot_tools import wait_until
+    from shot_tools import settle, wait_until
 
     from console.app import build_window, qt_application
     from console.demo_fleet import DemoFleet
@@ -83,24 +83,12 @@ def shoot(tag: str) -> None:
         session.stop()
 
 
-def settle(app: object, seconds: float) -> None:
-    from PySide6.QtWidgets import QApplication
-    from shot_tools import wait_until
-
-    assert isinstance(app, QApplication)
-    end = time.monotonic() + seconds
-    wait_until(app, lambda: time.monotonic() > end, seconds + 5)
-
-
-def save(window: object, name: str) -> None:
+def save(widget: object, name: str) -> None:
     from PySide6.QtWidgets import QWidget
+    from shot_tools import save_grab
 
-    assert isinstance(window, QWidget)
-    path = OUT / name
-    image = window.grab().toImage()
-    if not image.save(str(path)):
-        raise OSError(f"could not write {path}")
-    print(f"wrote {path} ({image.width()}x{image.height()})")
+    assert isinstance(widget, QWidget)
+    save_grab(widget, OUT / name)
 
 
 def main() -> int:

@@ -32,7 +32,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 ARGS = sys.argv[1:]
@@ -41,7 +40,6 @@ OUT = Path(ARGS[0]) if ARGS and not ARGS[0].startswith("--") else (
 )  # fmt: skip
 SCREENS = {"1366": (1366, 768), "4k": (3840, 2160)}
 THEMES = ("dark", "light")
-HOUR_MS = 3_600_000
 
 
 def option(name: str) -> str | None:
@@ -59,19 +57,12 @@ def themes() -> tuple[str, ...]:
 
 def stage(stubs: list[object]) -> list[tuple[object, str]]:
     """Reservations across two nodes, one workload running and two waiting in the queue."""
+    from shot_tools import reserve_in_use
+
     from gpufleet.v1 import node_pb2 as pb
 
     first, second = stubs[0], stubs[1]
-    now = int(time.time() * 1000)
-    for stub, gpus, holder, why, hours in (
-        (first, [1, 2], "bob", "benchmark run", 5),
-        (first, [7], "carol", "profiling", 1.5),
-        (second, [0, 1, 2, 3], "team:ml", "llama-8b sweep", 26),
-        (second, [6], "alice", "notebook", 0.4),
-    ):
-        stub.Reserve(pb.ReserveRequest(gpu_indices=gpus, holder=holder, reason=why,  # type: ignore[attr-defined]
-                                       until_unix_ms=now + int(hours * HOUR_MS), actor="ada"),
-                     timeout=5)  # fmt: skip
+    reserve_in_use(first, second)  # type: ignore[arg-type]
     started = []
     request = pb.SubmitWorkloadRequest(name="train-resnet", argv=["sleep", "600"], owner="bob",
                                        gpu_count=1, actor="bob")  # fmt: skip
@@ -94,7 +85,8 @@ def shoot(tag: str) -> None:
     from PySide6.QtCore import Qt
     from PySide6.QtTest import QTest
     from PySide6.QtWidgets import QApplication, QDockWidget
-    from shot_tools import wait_until
+    from shot_tools import settle, wait_until
+    from theme_screenshots import save  # the same OUT, from the same arguments
 
     from console.app import build_window, qt_application
     from console.demo_fleet import DemoFleet
@@ -192,7 +184,8 @@ def shoot(tag: str) -> None:
 def shoot_compact(tag: str) -> None:
     """1,000 GPUs of synthetic samples (no daemons) in a maximised window: compact tiles."""
     from density_screenshots import feed, targets
-    from shot_tools import wait_until
+    from shot_tools import settle, wait_until
+    from theme_screenshots import save  # the same OUT, from the same arguments
 
     from console.app import qt_application
     from console.main_window import MainWindow
@@ -215,26 +208,6 @@ def shoot_compact(tag: str) -> None:
         save(window, f"compact-{theme}-{tag}.png")
     window.close()
     session.stop()
-
-
-def settle(app: object, seconds: float) -> None:
-    from PySide6.QtWidgets import QApplication
-    from shot_tools import wait_until
-
-    assert isinstance(app, QApplication)
-    end = time.monotonic() + seconds
-    wait_until(app, lambda: time.monotonic() > end, seconds + 5)
-
-
-def save(widget: object, name: str) -> None:
-    from PySide6.QtWidgets import QWidget
-
-    assert isinstance(widget, QWidget)
-    path = OUT / name
-    image = widget.grab().toImage()
-    if not image.save(str(path)):
-        raise OSError(f"could not write {path}")
-    print(f"wrote {path} ({image.width()}x{image.height()})", flush=True)
 
 
 def main() -> int:
