@@ -10,7 +10,7 @@ import getpass
 
 from console.connections.channel import CALL_DEADLINE_S
 from console.connections.manager import ConnectionManager
-from console.fleet.alerts import AlertRow
+from console.fleet.alert_rows import AlertRow
 from console.fleet.silence_draft import SilenceRequest
 from console.fleet.silences import SilenceRow, matchers_text
 from gpufleet.v1 import node_pb2 as pb

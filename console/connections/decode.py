@@ -17,7 +17,8 @@ import numpy as np
 from google.protobuf.message import Message
 
 from console.connections.decode_health import decode_condition, decode_healing, decode_signals
-from console.fleet.alerts import AlertRow, EventRow, Severity
+from console.fleet.alert_rows import AlertRow, Severity
+from console.fleet.alerts import EventRow
 from console.fleet.audit import METHOD_PREFIX, AuditRow
 from console.fleet.columns import COLUMN_COUNT, FIELD_SCALES
 from console.fleet.control import ReservationRow, WorkloadRow, WorkloadState
@@ -25,6 +26,7 @@ from console.fleet.health import MigInstanceRow
 from console.fleet.health_words import event_sentence
 from console.fleet.history_range import TierReach
 from console.fleet.identity import Identity, Role
+from console.fleet.process_row import ProcessRow
 from console.fleet.silences import SilenceListing, SilenceMatcher, SilenceRow
 from console.fleet.updates import (
     AlertLine,
@@ -38,7 +40,6 @@ from console.fleet.updates import (
     KillReport,
     NodeInfo,
     Payload,
-    ProcessRow,
     SamplesUpdate,
     WorkloadOutputText,
 )

@@ -30,7 +30,7 @@ from console.connections.decode import (
     decode_reply,
     decode_workload,
 )
-from console.fleet.alerts import AlertRow
+from console.fleet.alert_rows import AlertRow
 from console.fleet.updates import (
     CommandResult,
     GpuInfo,

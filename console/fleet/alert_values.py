@@ -15,7 +15,7 @@ from typing import Any, Final
 
 import numpy as np
 
-from console.fleet.alerts import AlertRow
+from console.fleet.alert_rows import AlertRow
 from console.fleet.columns import column, shown
 from console.fleet.model import NodeRecord
 from gpufleet.v1.gpu_metrics import POWER_W, TEMP_GPU_C, TEMP_MEM_C, GpuMetric

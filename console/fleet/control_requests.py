@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from console.fleet.updates import ProcessRow
+from console.fleet.process_row import ProcessRow
 
 
 @dataclass(frozen=True)

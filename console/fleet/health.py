@@ -10,12 +10,9 @@ reboot or inspection, takes no new work).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
+from console.fleet.process_row import ProcessRow
 from gpufleet.v1.health_states import HealthState
-
-if TYPE_CHECKING:  # updates.py holds health records in its snapshots: no import cycle
-    from console.fleet.updates import ProcessRow
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from console.fleet.alerts import AlertBook, AlertRow, EventRow, Severity
+from console.fleet.alert_rows import AlertRow, Severity
+from console.fleet.alerts import AlertBook, EventRow
 from console.fleet.columns import COLUMN_COUNT, Row, value
 from console.fleet.control import ControlBook, ReservationRow, WorkloadRow
 from console.fleet.health import GpuCondition, HealingPolicyRow

@@ -19,7 +19,8 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 
-from console.fleet.alerts import AlertRow, EventRow, Severity
+from console.fleet.alert_rows import AlertRow, Severity
+from console.fleet.alerts import EventRow
 from console.fleet.staleness import Quiet
 from console.fleet.updates import LinkState
 

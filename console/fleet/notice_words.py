@@ -11,7 +11,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 
-from console.fleet.alerts import AlertRow, Severity
+from console.fleet.alert_rows import AlertRow, Severity
 from console.fleet.notify_settings import throttle_reasons
 
 # Rule names as the daemon's detectors (and the console) spell them, in words for a person.

@@ -28,7 +28,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from console.fleet import notice_words as words
-from console.fleet.alerts import AlertRow, EventRow, Severity
+from console.fleet.alert_rows import AlertRow, Severity
+from console.fleet.alerts import EventRow
 from console.fleet.notify_damping import AlertUid, FlapKey, FlapTracker, PopupBudget
 from console.fleet.notify_settings import NotifySettings, popup_rule
 

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from console.fleet.alerts import AlertRow, Severity
+from console.fleet.alert_rows import AlertRow, Severity
 
 # The daemon's rules (node_daemon/alerts), the console's own, and one refinement:
 # `throttle_software` is the throttle rule when every reason is a software one.

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from console.fleet.updates import ProcessRow
+from console.fleet.process_row import ProcessRow
 
 MISSING: Final = "\N{EN DASH}"
 # Command last: it is the long one and takes the stretch.

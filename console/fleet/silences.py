@@ -12,12 +12,9 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
+from console.fleet.alert_rows import AlertRow
 from gpufleet.v1.silence_globs import glob_matches
-
-if TYPE_CHECKING:
-    from console.fleet.alerts import AlertRow
 
 # Matcher labels the console offers (the daemon knows more: UUID, pid, its own labels).
 NODE, ALERTNAME, GPU, SEVERITY = "node", "alertname", "gpu", "severity"

@@ -12,11 +12,13 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from console.fleet.alerts import AlertRow, EventRow, Severity
+from console.fleet.alert_rows import AlertRow, Severity
+from console.fleet.alerts import EventRow
 from console.fleet.control import ReservationRow, WorkloadRow
 from console.fleet.health import NO_SIGNALS, GpuCondition, HealthSignals, MigInstanceRow
 from console.fleet.history_range import TierReach
 from console.fleet.identity import Identity
+from console.fleet.process_row import ProcessRow
 from console.fleet.silences import SilenceRow
 
 
@@ -27,23 +29,6 @@ class LinkState(enum.Enum):
     UNREACHABLE = "unreachable"
     # The node answered, and refused us: UNAUTHENTICATED or PERMISSION_DENIED.
     DENIED = "denied"
-
-
-@dataclass(frozen=True)
-class ProcessRow:
-    pid: int
-    user: str | None
-    command: str | None
-    gpu_memory_bytes: int | None
-    start_time_unix_ms: int | None
-    container_id: str | None
-    slurm_job_id: str | None
-    # nvitop's columns (None: not reported): the process's share of the GPU's SM
-    # time and its CPU use over the daemon's last sampling interval (100 = one
-    # core), and its resident host memory.
-    sm_util_pct: float | None = None
-    cpu_pct: float | None = None
-    host_memory_bytes: int | None = None
 
 
 @dataclass(frozen=True)

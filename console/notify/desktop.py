@@ -32,7 +32,7 @@ from PySide6.QtDBus import (
     QDBusServiceWatcher,
 )
 
-from console.fleet.alerts import AlertRow, Severity
+from console.fleet.alert_rows import AlertRow, Severity
 from console.fleet.notify_policy import Notice
 from console.notify import dbus_types, text
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 
-from console.fleet.alerts import AlertRow
+from console.fleet.alert_rows import AlertRow
 from console.fleet.notice_words import RULE_LABELS
 
 # Units whose value means nothing to a person at a glance.

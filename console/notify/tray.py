@@ -9,7 +9,7 @@ from PySide6.QtCore import QObject, Signal
 from PySide6.QtGui import QIcon
 from PySide6.QtWidgets import QSystemTrayIcon
 
-from console.fleet.alerts import AlertRow, Severity
+from console.fleet.alert_rows import AlertRow, Severity
 from console.notify import text
 
 log = logging.getLogger(__name__)

@@ -21,8 +21,8 @@ from PySide6.QtCore import (
 )
 from PySide6.QtGui import QColor
 
+from console.fleet.alert_rows import AlertRow, Severity
 from console.fleet.alert_values import LiveValues, live_metric, live_values
-from console.fleet.alerts import AlertRow, Severity
 from console.fleet.model import Change, FleetModel, NodeRecord
 from console.fleet.silences import duration_text
 from console.qt.row_table import SORT_ROLE, RowTableModel, SortKeyProxy

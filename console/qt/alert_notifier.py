@@ -22,7 +22,8 @@ from typing import Protocol
 
 from PySide6.QtCore import QObject, Signal
 
-from console.fleet.alerts import AlertRow, EventRow, Severity
+from console.fleet.alert_rows import AlertRow, Severity
+from console.fleet.alerts import EventRow
 from console.fleet.model import FleetModel
 from console.fleet.notify_policy import Decisions, Notice, NoticeKind, NotifyPolicy
 from console.fleet.notify_settings import NotifySettings

@@ -7,7 +7,7 @@ from typing import Any
 
 from PySide6.QtCore import QAbstractItemModel, QModelIndex, QPersistentModelIndex, Qt
 
-from console.fleet.alerts import Severity
+from console.fleet.alert_rows import Severity
 from console.fleet.identity import Role
 from console.fleet.model import Change, FleetModel, NodeRecord
 from console.fleet.staleness import Quiet

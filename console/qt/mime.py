@@ -14,7 +14,7 @@ from PySide6.QtCore import QMimeData
 
 from console.fleet.control import WorkloadRow
 from console.fleet.control_requests import KillTarget
-from console.fleet.updates import ProcessRow
+from console.fleet.process_row import ProcessRow
 
 WORKLOAD_MIME = "application/x-gpufleet-workload"
 HOLDER_MIME = "application/x-gpufleet-holder"

@@ -10,7 +10,7 @@ from PySide6.QtCore import QMimeData, QModelIndex, QPersistentModelIndex, Qt
 
 from console.fleet.control_requests import KillTarget
 from console.fleet.process_cells import ELAPSED_COLUMN, HEADERS, process_cells
-from console.fleet.updates import ProcessRow
+from console.fleet.process_row import ProcessRow
 from console.qt.mime import PROCESS_MIME, process_mime
 from console.qt.row_table import SORT_ROLE, RowTableModel
 

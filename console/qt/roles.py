@@ -7,7 +7,7 @@ from typing import Any, NamedTuple
 from PySide6.QtCore import QModelIndex, QPersistentModelIndex, Qt
 
 from console.fleet import columns
-from console.fleet.alerts import Severity
+from console.fleet.alert_rows import Severity
 from console.fleet.columns import Row
 from console.fleet.control import ReservationRow, WorkloadRow
 from console.fleet.health import GpuCondition

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from console.fleet.alerts import AlertRow, EventRow, Severity
+from console.fleet.alert_rows import AlertRow, Severity
+from console.fleet.alerts import EventRow
 from console.fleet.model import FleetModel
 from console.fleet.notify_policy import Notice, NoticeKind
 from console.fleet.notify_settings import NotifySettings

@@ -11,7 +11,8 @@ import dataclasses
 
 from PySide6.QtCore import QItemSelectionModel
 
-from console.fleet.alerts import AlertBook, AlertRow, EventRow, Severity
+from console.fleet.alert_rows import AlertRow, Severity
+from console.fleet.alerts import AlertBook, EventRow
 from console.fleet.model import FleetModel
 from console.fleet.updates import AlertsUpdate
 from console.qt.alert_model import ALERT_ROLE, AlertTableModel

@@ -6,8 +6,8 @@ import dataclasses
 
 import numpy as np
 
+from console.fleet.alert_rows import AlertRow, Severity
 from console.fleet.alert_values import RULE_METRICS, live_metric, live_values
-from console.fleet.alerts import AlertRow, Severity
 from console.fleet.columns import COLUMN_COUNT, column, shown
 from console.fleet.model import FleetModel, NodeRecord
 from console.fleet.updates import GpuInfo, InventoryUpdate, NodeInfo, SamplesUpdate

@@ -16,6 +16,7 @@ from console.fleet.control_requests import KillTarget
 from console.fleet.model import Change, FleetModel
 from console.fleet.people import known_people
 from console.fleet.placement import can_assign, can_kill, can_reserve, duration_text
+from console.fleet.process_row import ProcessRow
 from console.fleet.updates import (
     CommandResult,
     ControlUpdate,
@@ -26,7 +27,6 @@ from console.fleet.updates import (
     LinkState,
     LinkUpdate,
     NodeInfo,
-    ProcessRow,
     SamplesUpdate,
 )
 from console.settings import SettingsError, load_settings

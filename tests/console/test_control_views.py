@@ -12,7 +12,7 @@ from PySide6.QtWidgets import QDialog, QDialogButtonBox
 from console.fleet.control import WorkloadState
 from console.fleet.control_requests import KillTarget
 from console.fleet.placement import can_kill
-from console.fleet.updates import ProcessRow
+from console.fleet.process_row import ProcessRow
 from console.qt.drop_rules import TileDropRules
 from console.qt.fleet_item_model import FleetItemModel
 from console.qt.mime import read_process, read_workload

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from console.connections.decode import decode_batch
-from console.fleet.updates import ProcessRow
+from console.fleet.process_row import ProcessRow
 from gpufleet.v1 import node_pb2 as pb
 
 

@@ -25,7 +25,7 @@ import pytest
 from PySide6.QtDBus import QDBus, QDBusConnection, QDBusMessage, QDBusVariant
 from PySide6.QtWidgets import QSystemTrayIcon
 
-from console.fleet.alerts import AlertRow, Severity
+from console.fleet.alert_rows import AlertRow, Severity
 from console.notify import text
 from console.notify.desktop import PATH, SERVICE, DesktopNotifier
 from console.notify.tray import TrayNotifier

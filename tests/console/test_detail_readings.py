@@ -17,6 +17,7 @@ from console.fleet.columns import COLUMN_COUNT, column
 from console.fleet.gpu_readings import MISSING, Reading, gpu_readings, throttle_text
 from console.fleet.model import FleetModel
 from console.fleet.process_cells import HEADERS, elapsed_text
+from console.fleet.process_row import ProcessRow
 from console.fleet.updates import (
     GpuInfo,
     GpuSnapshot,
@@ -24,7 +25,6 @@ from console.fleet.updates import (
     LinkState,
     LinkUpdate,
     NodeInfo,
-    ProcessRow,
     SamplesUpdate,
 )
 from console.main_window import MainWindow

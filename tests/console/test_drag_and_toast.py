@@ -13,7 +13,7 @@ from PySide6.QtGui import QImage
 from PySide6.QtWidgets import QAbstractItemView, QApplication, QWidget
 
 from console.fleet.model import FleetModel
-from console.fleet.updates import ProcessRow
+from console.fleet.process_row import ProcessRow
 from console.main_window import MainWindow
 from console.qt.mime import PROCESS_MIME
 from console.qt.people_model import PeopleListModel

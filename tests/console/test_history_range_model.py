@@ -16,7 +16,7 @@ import pytest
 
 from console.connections.decode import decode_inventory
 from console.connections.prometheus_range import PrometheusSource, decode_range, range_query
-from console.fleet.alerts import Severity
+from console.fleet.alert_rows import Severity
 from console.fleet.history_loader import LOADING, HistoryAsk, HistoryLoader, Wanted
 from console.fleet.history_range import (
     DAEMON,

@@ -25,7 +25,7 @@ import numpy as np
 import pytest
 
 from console.connections.prometheus_range import PrometheusSource
-from console.fleet.alerts import Severity
+from console.fleet.alert_rows import Severity
 from console.fleet.history_loader import LOADING
 from console.fleet.updates import AlertLine, LinkState
 from console.main_window import MainWindow

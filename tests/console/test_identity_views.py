@@ -15,7 +15,8 @@ from PySide6.QtWidgets import QMenu
 
 from console.connections.decode import decode_caller
 from console.fleet.identity import Identity
-from console.fleet.updates import IdentityUpdate, ProcessRow
+from console.fleet.process_row import ProcessRow
+from console.fleet.updates import IdentityUpdate
 from console.main_window import MainWindow
 from console.qt.fleet_item_model import FleetItemModel, node_tooltip
 from console.qt.inventory_model import InventoryTableModel

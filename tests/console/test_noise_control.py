@@ -27,7 +27,7 @@ from PySide6.QtCore import QCoreApplication
 from PySide6.QtDBus import QDBusConnection
 
 from console.connections.decode import decode_event
-from console.fleet.alerts import AlertRow, Severity
+from console.fleet.alert_rows import AlertRow, Severity
 from console.fleet.model import FleetModel
 from console.fleet.notify_policy import Notice, NoticeKind
 from console.notify.desktop import DesktopNotifier

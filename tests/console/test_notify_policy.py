@@ -7,7 +7,8 @@ from dataclasses import replace
 
 import pytest
 
-from console.fleet.alerts import AlertBook, AlertRow, EventRow, Severity
+from console.fleet.alert_rows import AlertRow, Severity
+from console.fleet.alerts import AlertBook, EventRow
 from console.fleet.notify_policy import Decisions, NoticeKind, NotifyPolicy
 from console.fleet.notify_settings import (
     NotifySettings,

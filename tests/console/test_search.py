@@ -13,8 +13,8 @@ from PySide6.QtWidgets import QApplication
 
 from console.fleet.model import GpuKey
 from console.fleet.node_names import name_nodes, spoken_name
+from console.fleet.process_row import ProcessRow
 from console.fleet.search import find
-from console.fleet.updates import ProcessRow
 from console.main_window import MainWindow
 from tests.console.test_control_model import GIB, NOW, A, B, fleet_with, report, reservation
 from tests.console.test_main_window import black_hole, open_window, wait_connected

@@ -7,7 +7,8 @@ import dataclasses
 import pytest
 
 from console.connections.decode import decode_event, decode_reply, decode_silence, decode_silences
-from console.fleet.alerts import AlertRow, EventRow, Severity
+from console.fleet.alert_rows import AlertRow, Severity
+from console.fleet.alerts import EventRow
 from console.fleet.model import FleetModel
 from console.fleet.silence_draft import MAX_LENGTH_MS, SilenceDraft, matching_targets
 from console.fleet.silences import (

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from PySide6.QtWidgets import QMessageBox
 
-from console.fleet.alerts import AlertRow
+from console.fleet.alert_rows import AlertRow
 from console.fleet.silences import SilenceGroup, SilenceState
 from console.fleet.updates import LinkState
 from console.main_window import MainWindow

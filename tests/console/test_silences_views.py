@@ -17,7 +17,7 @@ from PySide6.QtWidgets import QApplication, QMessageBox, QWidget
 
 from console.connections.actions import SilenceActions
 from console.connections.manager import ConnectionManager, UpdateInbox
-from console.fleet.alerts import AlertRow, Severity
+from console.fleet.alert_rows import AlertRow, Severity
 from console.fleet.columns import COLUMN_COUNT, column
 from console.fleet.identity import Identity, Role
 from console.fleet.model import Change, FleetModel

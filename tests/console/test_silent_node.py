@@ -36,7 +36,7 @@ from PySide6.QtWidgets import QApplication
 
 from console.connections.node_link import NodeLink
 from console.connections.security import LinkSecurity, open_channel
-from console.fleet.alerts import AlertRow, Severity
+from console.fleet.alert_rows import AlertRow, Severity
 from console.fleet.model import FleetModel
 from console.fleet.not_responding import RULE, is_local
 from console.fleet.staleness import Quiet

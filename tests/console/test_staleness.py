@@ -11,7 +11,8 @@ from dataclasses import replace
 import pytest
 
 from console.connections.heartbeat import BEAT_S, STALL_S, NetHeartbeat
-from console.fleet.alerts import AlertRow, EventRow, Severity
+from console.fleet.alert_rows import AlertRow, Severity
+from console.fleet.alerts import EventRow
 from console.fleet.model import Change, FleetModel
 from console.fleet.not_responding import RULE, NotRespondingAlarm, is_local
 from console.fleet.staleness import LINK_GRACE_S, MIN_STALE_S, DataWatchdog

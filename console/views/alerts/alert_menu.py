@@ -12,7 +12,7 @@ from collections.abc import Callable
 from PySide6.QtCore import QModelIndex, Qt
 from PySide6.QtWidgets import QApplication, QMenu, QWidget
 
-from console.fleet.alerts import AlertRow
+from console.fleet.alert_rows import AlertRow
 
 # The columns a copied summary is made of, in the table's own words (node names, not addresses).
 COPIED = ("Severity", "Node", "GPU", "Rule", "Now", "Summary")

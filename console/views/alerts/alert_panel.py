@@ -12,7 +12,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from console.fleet.alerts import AlertRow
+from console.fleet.alert_rows import AlertRow
 from console.qt.alert_model import ALERT_ROLE, AlertFilterProxy, AlertTableModel
 from console.views.alerts.alert_menu import alert_row_menu
 from console.views.common.keyboard_menus import open_menus_from_keyboard

@@ -17,7 +17,8 @@ from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QApplication, QDialog, QWidget
 
 from console.connections.actions import SilenceActions
-from console.fleet.alerts import AlertRow, EventRow
+from console.fleet.alert_rows import AlertRow
+from console.fleet.alerts import EventRow
 from console.fleet.credential_expiry import ExpiryAnnouncer, ExpiryNotice
 from console.fleet.healing_notices import healing_notices
 from console.fleet.node_names import name_nodes

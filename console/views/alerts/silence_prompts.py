@@ -17,7 +17,7 @@ from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QMessageBox, QWidget
 
 from console.connections.actions import SilenceActions
-from console.fleet.alerts import AlertRow
+from console.fleet.alert_rows import AlertRow
 from console.fleet.identity import Role
 from console.fleet.model import FleetModel
 from console.fleet.silence_draft import SilenceDraft

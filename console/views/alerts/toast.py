@@ -11,7 +11,7 @@ from PySide6.QtCore import QPoint, QTimer, Signal
 from PySide6.QtGui import QMouseEvent
 from PySide6.QtWidgets import QFrame, QLabel, QVBoxLayout, QWidget
 
-from console.fleet.alerts import AlertRow, Severity
+from console.fleet.alert_rows import AlertRow, Severity
 
 SHOW_MS = 8000
 MARGIN = 16

@@ -17,7 +17,7 @@ from typing import Any, Protocol
 from PySide6.QtCore import QRect, Qt
 from PySide6.QtGui import QColor, QFont, QPainter, QPen, QStaticText
 
-from console.fleet.alerts import Severity
+from console.fleet.alert_rows import Severity
 from console.fleet.columns import Row, value
 from console.fleet.health import GpuCondition
 from console.fleet.health_words import tile_tag

@@ -40,7 +40,7 @@ from PySide6.QtGui import (
 from PySide6.QtWidgets import QApplication, QMenu, QScrollArea, QSizePolicy, QToolTip, QWidget
 
 from console.fleet import columns
-from console.fleet.alerts import Severity
+from console.fleet.alert_rows import Severity
 from console.fleet.health_words import condition_tooltip
 from console.fleet.placement import Place
 from console.fleet.staleness import Quiet

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from PySide6.QtCore import QTimer, Signal
 from PySide6.QtWidgets import QHBoxLayout, QToolButton, QWidget
 
-from console.fleet.alerts import Severity
+from console.fleet.alert_rows import Severity
 from console.fleet.columns import column
 from console.fleet.model import Change, FleetModel, NodeRecord
 from console.fleet.updates import LinkState

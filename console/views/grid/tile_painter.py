@@ -10,7 +10,7 @@ from typing import Any
 from PySide6.QtCore import QModelIndex, QPoint, QRect, Qt
 from PySide6.QtGui import QBrush, QColor, QFont, QFontMetrics, QPainter, QPen, QStaticText
 
-from console.fleet.alerts import Severity
+from console.fleet.alert_rows import Severity
 from console.fleet.columns import Row, coloured_by, value
 from console.fleet.health import GpuCondition, HealthState
 from console.fleet.health_words import tile_tag

@@ -15,7 +15,7 @@ from typing import Any, Final
 
 import pyqtgraph as pg
 
-from console.fleet.alerts import Severity
+from console.fleet.alert_rows import Severity
 from console.fleet.columns import shown
 from console.fleet.updates import AlertLine
 from gpufleet.v1.gpu_metrics import TEMP_GPU_C, GpuMetric
