@@ -49,7 +49,7 @@ from PySide6.QtCore import QEvent, QObject
 from results import stats_ms
 
 from console.app import qt_application
-from console.fleet.alerts import AlertRow, Severity
+from console.fleet.alert_rows import AlertRow, Severity
 from console.fleet.columns import column
 from console.fleet.model import FleetModel
 from console.fleet.updates import EventUpdate, LinkState, Update

@@ -44,7 +44,8 @@ from machine import code_version, run_header
 from popup_budget_replay import GPUS, ReplayNode
 from results import parse_with_outputs, write_outputs
 
-from console.fleet.alerts import AlertRow, EventRow, Severity
+from console.fleet.alert_rows import AlertRow, Severity
+from console.fleet.alerts import EventRow
 from console.fleet.model import FleetModel
 from console.fleet.notify_policy import Notice
 from console.fleet.notify_settings import NotifySettings, parse_notify_settings

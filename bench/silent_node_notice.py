@@ -52,7 +52,7 @@ from PySide6.QtDBus import QDBusConnection
 from results import parse_with_outputs, stats_ms, write_outputs
 
 from console.app import qt_application
-from console.fleet.alerts import AlertRow
+from console.fleet.alert_rows import AlertRow
 from console.fleet.model import FleetModel
 from console.fleet.not_responding import RULE, is_local
 from console.fleet.updates import LinkState
