@@ -5,15 +5,17 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import grpc
 import pytest
 
+from gpufleet.policy import Role
 from gpufleet.v1 import node_pb2 as pb
 from gpufleet.v1 import node_pb2_grpc as pb_grpc
 from node_daemon.auth.audit import verify
-from node_daemon.auth.identity import Role, User
+from node_daemon.auth.identity import User
 from node_daemon.auth.settings import AuthSettings
 from node_daemon.auth.tokens import new_token, token_hash
 from node_daemon.backends.simulated import SimulatedBackend
@@ -306,9 +308,12 @@ def am_state(am: Alertmanager, labels: dict[str, str]) -> str | None:
     return None if alert is None else str(alert["status"]["state"])
 
 
-def test_a_silenced_alert_is_suppressed_in_alertmanager(
+@contextmanager
+def lost_alert_in_alertmanager(
     alertmanager: Alertmanager, start_daemon: DaemonFactory
-) -> None:
+) -> Iterator[tuple[pb_grpc.NodeServiceStub, pb.Alert, dict[str, str]]]:
+    """A daemon whose GPU 1 is lost, once its alert is active in `alertmanager`: its stub,
+    the alert, and the labels Alertmanager knows the alert by."""
     daemon = start_daemon(backend=lost_gpu_backend(), hostname=HOST,
                           alertmanager_urls=(alertmanager.url,))  # fmt: skip
     with grpc.insecure_channel(str(daemon.address)) as channel:
@@ -317,11 +322,20 @@ def test_a_silenced_alert_is_suppressed_in_alertmanager(
         labels = {"alertname": "gpu_lost", "severity": "critical", "node": HOST, "gpu": "1",
                   "UUID": alert.gpu_uuid}  # fmt: skip
         wait_for(lambda: am_state(alertmanager, labels) == "active", 15, "active in Alertmanager")
+        yield stub, alert, labels
+
+
+def test_a_silenced_alert_is_suppressed_in_alertmanager(
+    alertmanager: Alertmanager, start_daemon: DaemonFactory
+) -> None:
+    with lost_alert_in_alertmanager(alertmanager, start_daemon) as (stub, _, labels):
         made = create(stub, ("node", "gpu-node-0?"), ("alertname", "gpu_*"), ("gpu", "1"))
         wait_for(lambda: am_state(alertmanager, labels) == "suppressed", 15, "suppressed there")
         mirrored = [s for s in alertmanager.silences() if s["status"]["state"] == "active"]
         assert len(mirrored) == 1, mirrored
-        assert alertmanager.alert(labels)["status"]["silencedBy"] == [mirrored[0]["id"]]
+        in_alertmanager = alertmanager.alert(labels)
+        assert in_alertmanager is not None
+        assert in_alertmanager["status"]["silencedBy"] == [mirrored[0]["id"]]
         assert {(m["name"], m["value"], m["isRegex"]) for m in mirrored[0]["matchers"]} >= {
             ("node", "^(?s:gpu-node-0.)$", True), ("alertname", "^(?s:gpu_.*)$", True),
             ("gpu", "1", False), ("node", HOST, False),
@@ -333,14 +347,7 @@ def test_a_silenced_alert_is_suppressed_in_alertmanager(
 def test_a_per_alert_silence_is_suppressed_in_alertmanager_until_lifted(
     alertmanager: Alertmanager, start_daemon: DaemonFactory
 ) -> None:
-    daemon = start_daemon(backend=lost_gpu_backend(), hostname=HOST,
-                          alertmanager_urls=(alertmanager.url,))  # fmt: skip
-    with grpc.insecure_channel(str(daemon.address)) as channel:
-        stub = pb_grpc.NodeServiceStub(channel)
-        alert = wait_lost(stub)
-        labels = {"alertname": "gpu_lost", "severity": "critical", "node": HOST, "gpu": "1",
-                  "UUID": alert.gpu_uuid}  # fmt: skip
-        wait_for(lambda: am_state(alertmanager, labels) == "active", 15, "active in Alertmanager")
+    with lost_alert_in_alertmanager(alertmanager, start_daemon) as (stub, alert, labels):
         silence = pb.SilenceAlertRequest(alert_id=alert.id, duration_s=600, reason="card swap")
         stub.SilenceAlert(silence, timeout=5)
         wait_for(lambda: am_state(alertmanager, labels) == "suppressed", 15, "suppressed there")
