@@ -560,13 +560,14 @@ static nvmlReturn_t check_any_device(nvmlDevice_t device, int *gpu, int *mig)
     return mig_exists(*gpu, *mig) ? NVML_SUCCESS : NVML_ERROR_INVALID_ARGUMENT;
 }
 
-#define DEVICE_CALL(device, body)                          \
+/* Runs `body` under the lock if `check` (a check_*device call) lets the call through, and
+ * returns `ret`: the check's error, or what `body` left in it. For the two below. */
+#define CHECKED_CALL(check, body)                          \
     do {                                                   \
-        int gpu;                                           \
         nvmlReturn_t ret;                                  \
         pthread_mutex_lock(&lock);                         \
         refresh();                                         \
-        ret = check_device((device), &gpu);                \
+        ret = (check);                                     \
         if (ret == NVML_SUCCESS) {                         \
             body                                           \
         }                                                  \
@@ -574,19 +575,18 @@ static nvmlReturn_t check_any_device(nvmlDevice_t device, int *gpu, int *mig)
         return ret;                                        \
     } while (0)
 
-/* The same for calls that serve MIG device handles too; `mig` is -1 for a GPU handle. */
-#define ANY_DEVICE_CALL(device, body)                      \
+/* A call served for whole GPUs only; `gpu` is the handle's index. */
+#define DEVICE_CALL(device, body)                          \
     do {                                                   \
-        int gpu, mig;                                      \
-        nvmlReturn_t ret;                                  \
-        pthread_mutex_lock(&lock);                         \
-        refresh();                                         \
-        ret = check_any_device((device), &gpu, &mig);      \
-        if (ret == NVML_SUCCESS) {                         \
-            body                                           \
-        }                                                  \
-        pthread_mutex_unlock(&lock);                       \
-        return ret;                                        \
+        int gpu;                                           \
+        CHECKED_CALL(check_device((device), &gpu), body);  \
+    } while (0)
+
+/* The same for calls that serve MIG device handles too; `mig` is -1 for a GPU handle. */
+#define ANY_DEVICE_CALL(device, body)                                 \
+    do {                                                              \
+        int gpu, mig;                                                 \
+        CHECKED_CALL(check_any_device((device), &gpu, &mig), body);   \
     } while (0)
 
 /* ------------------------------------------------------------------ init, system */
