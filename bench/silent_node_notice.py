@@ -61,7 +61,13 @@ from console.notify.desktop import DesktopNotifier
 from console.qt.alert_notifier import NotificationSink
 from console.session import ConsoleSession
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the forwarder is the tests'
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # forwarder, bus: the tests'
+from tests.console.desktop_bus import (
+    RecordingSink,
+    private_session_bus,
+    recording_dunst,
+    shown_by_dunst,
+)
 from tests.console.tcp_blackhole import BlackHoleProxy
 from tests.console.xserver import xvfb
 
@@ -71,33 +77,6 @@ GOAL_S = 5.0
 GIVE_UP_S = 60.0
 FAULTS = ("sigstop", "blackhole", "sigkill")
 POLL_MS = 5
-DUNSTRC = "[global]\n    font = Monospace 8\n[every_notification]\n    script = {script}\n"
-DUNST_SCRIPT = '#!/bin/sh\necho "$(date +%s.%N)|$DUNST_URGENCY|$DUNST_SUMMARY" >> {seen}\n'
-BUS_CONFIG = """<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
- "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
-<busconfig>
-  <type>session</type>
-  <listen>unix:tmpdir={tmpdir}</listen>
-  <auth>EXTERNAL</auth>
-  <policy context="default">
-    <allow send_destination="*" eavesdrop="true"/>
-    <allow eavesdrop="true"/>
-    <allow own="*"/>
-  </policy>
-</busconfig>
-"""
-
-
-class RecordingSink:
-    """The notification channel where dunst is not used: it records nothing but the call."""
-
-    available = True
-
-    def show(self, alert: AlertRow, node_name: str) -> None:
-        pass
-
-    def withdraw(self, alert: AlertRow) -> None:
-        pass
 
 
 class Daemon:
@@ -140,53 +119,20 @@ class Daemon:
 class Dunst:
     """dunst on a private session bus and an Xvfb display; `shown()`: its records so far."""
 
-    def __init__(self, workdir: Path, undo: list[Callable[[], None]]) -> None:
-        self.seen = workdir / "dunst-seen.txt"
-        (workdir / "bus.conf").write_text(BUS_CONFIG.format(tmpdir=workdir), encoding="utf-8")
-        script = workdir / "record.sh"
-        script.write_text(DUNST_SCRIPT.format(seen=self.seen), encoding="utf-8")
-        script.chmod(0o755)
-        (workdir / "dunstrc").write_text(DUNSTRC.format(script=script), encoding="utf-8")
-        self._procs: list[subprocess.Popen[str]] = []
-        self._bus_open = False
-        self._x_server = contextlib.ExitStack()
-        undo.append(self.stop)  # from the first process on
-        bus = self._spawn("dbus-daemon", f"--config-file={workdir / 'bus.conf'}", "--nofork",
-                          "--print-address=1")  # fmt: skip
-        self.address = _first_line(bus)
-        display = self._x_server.enter_context(xvfb(quiet=True))
-        env = {**os.environ, "DISPLAY": display, "DBUS_SESSION_BUS_ADDRESS": self.address}
-        argv = ["dunst", "-config", str(workdir / "dunstrc")]
-        self._procs.append(subprocess.Popen(argv, env=env, stderr=subprocess.DEVNULL, text=True))
-        self.bus = QDBusConnection.connectToBus(self.address, "gpufleet-bench-bus")
-        self._bus_open = True
+    BUS_NAME = "gpufleet-bench-bus"
 
-    def _spawn(self, *argv: str) -> subprocess.Popen[str]:
-        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-        self._procs.append(proc)
-        return proc
+    def __init__(self, workdir: Path, undo: list[Callable[[], None]]) -> None:
+        self._running = contextlib.ExitStack()
+        undo.append(self._running.close)  # from the first process on
+        self.address = self._running.enter_context(private_session_bus(workdir))
+        display = self._running.enter_context(xvfb(quiet=True))
+        self.seen = self._running.enter_context(recording_dunst(workdir, self.address, display))
+        self.bus = QDBusConnection.connectToBus(self.address, self.BUS_NAME)
+        self._running.callback(QDBusConnection.disconnectFromBus, self.BUS_NAME)
 
     def shown(self) -> list[tuple[float, str, str]]:
         """(time, urgency, summary) of every notification dunst showed."""
-        if not self.seen.exists():
-            return []
-        lines = self.seen.read_text(encoding="utf-8").splitlines()
-        return [(float(t), u, s) for t, u, s in (line.split("|", 2) for line in lines)]
-
-    def stop(self) -> None:
-        if self._bus_open:
-            QDBusConnection.disconnectFromBus("gpufleet-bench-bus")
-        for proc in reversed(self._procs):
-            proc.terminate()
-            proc.wait(10)
-            if proc.stdout is not None:
-                proc.stdout.close()
-        self._x_server.close()
-
-
-def _first_line(proc: subprocess.Popen[str]) -> str:
-    assert proc.stdout is not None
-    return proc.stdout.readline().strip()
+        return shown_by_dunst(self.seen)
 
 
 class Watch:

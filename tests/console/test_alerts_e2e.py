@@ -15,6 +15,7 @@ from console.main_window import MainWindow
 from console.qt import roles
 from console.session import ConsoleSession
 from tests.conftest import wait_for
+from tests.console.desktop_bus import RecordingSink
 from tests.console.test_connections import Console
 from tests.daemon_process import DaemonProcess
 
@@ -30,22 +31,6 @@ at = 50
 gpu = 2
 kind = "cool"
 """
-
-
-class RecordingSink:
-    """Stands in for the desktop notification server: records what it was asked to show."""
-
-    available = True
-
-    def __init__(self) -> None:
-        self.shown: list[tuple[AlertRow, str]] = []
-        self.withdrawn: list[AlertRow] = []
-
-    def show(self, alert: AlertRow, node_name: str) -> None:
-        self.shown.append((alert, node_name))
-
-    def withdraw(self, alert: AlertRow) -> None:
-        self.withdrawn.append(alert)
 
 
 @pytest.fixture

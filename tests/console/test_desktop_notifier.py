@@ -11,7 +11,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import logging
-import os
 import shutil
 import subprocess
 import sys
@@ -22,35 +21,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from PySide6.QtDBus import QDBus, QDBusConnection, QDBusMessage, QDBusVariant
+from PySide6.QtDBus import QDBusConnection
 from PySide6.QtWidgets import QSystemTrayIcon
 
 from console.fleet.alert_rows import AlertRow, Severity
 from console.notify import text
-from console.notify.desktop import PATH, SERVICE, DesktopNotifier
+from console.notify.desktop import DesktopNotifier
 from console.notify.tray import TrayNotifier
+from tests.console.desktop_bus import NOT_TESTED, dunst_count, dunst_on, private_session_bus
 from tests.console.xserver import read_line, stop, xvfb
 
 BUS_NAME = "gpufleet-test-bus"
-PROPERTIES = "org.freedesktop.DBus.Properties"
-DUNST_INTERFACE = "org.dunstproject.cmd0"
 SERVER_SCRIPT = Path(__file__).with_name("notification_server.py")
-# A session bus of our own: no service directories, so nothing is ever D-Bus-activated
-# (an installed dunst would otherwise be started for org.freedesktop.Notifications).
-BUS_CONFIG = """<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
- "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
-<busconfig>
-  <type>session</type>
-  <listen>unix:tmpdir={tmpdir}</listen>
-  <auth>EXTERNAL</auth>
-  <policy context="default">
-    <allow send_destination="*" eavesdrop="true"/>
-    <allow eavesdrop="true"/>
-    <allow own="*"/>
-  </policy>
-</busconfig>
-"""
-NOT_TESTED = "!!! {what} NOT INSTALLED: desktop notifications NOT TESTED; {fix} !!!"
 
 
 @pytest.fixture
@@ -60,18 +42,8 @@ def private_bus(tmp_path: Path) -> Iterator[str]:
     if daemon is None:
         what, fix = "dbus-daemon", "the project's test command installs it"
         pytest.skip(NOT_TESTED.format(what=what, fix=fix))
-    config = tmp_path / "bus.conf"
-    config.write_text(BUS_CONFIG.format(tmpdir=tmp_path), encoding="utf-8")
-    process = subprocess.Popen(
-        [daemon, f"--config-file={config}", "--nofork", "--print-address=1"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
-    try:
-        yield read_line(process, 5.0, "dbus-daemon")
-    finally:
-        stop(process)
+    with private_session_bus(tmp_path, daemon) as address:
+        yield address
 
 
 @pytest.fixture
@@ -343,37 +315,19 @@ def test_tray_message_click_opens_the_last_alert(qtbot) -> None:
 # -- a real notification daemon -------------------------------------------------
 
 
-def dunst_count(bus: QDBusConnection) -> int:
-    """How many notifications dunst shows or queues (what ``dunstctl count`` asks)."""
-    counts = []
-    for prop in ("displayedLength", "waitingLength"):
-        message = QDBusMessage.createMethodCall(SERVICE, PATH, PROPERTIES, "Get")
-        message.setArguments([DUNST_INTERFACE, prop])
-        reply = bus.call(message, QDBus.CallMode.Block, 1000)
-        assert reply.type() == QDBusMessage.MessageType.ReplyMessage, reply.errorMessage()
-        value = reply.arguments()[0]
-        counts.append(int(value.variant() if isinstance(value, QDBusVariant) else value))
-    return sum(counts)
-
-
 def test_dunst_shows_replaces_and_closes_our_notifications(qtbot, caplog, private_bus, bus) -> None:
     missing = [tool for tool in ("dunst", "Xvfb") if shutil.which(tool) is None]
     if missing:
         what, fix = " and ".join(missing), "apt-get install dunst xvfb"
         pytest.skip(NOT_TESTED.format(what=what, fix=fix).replace("desktop", "dunst"))
-    with xvfb(quiet=True) as display:
-        env = {**os.environ, "DISPLAY": display, "DBUS_SESSION_BUS_ADDRESS": private_bus}
-        dunst = subprocess.Popen(["dunst"], env=env, stderr=subprocess.DEVNULL, text=True)
-        try:
-            desktop = DesktopNotifier(bus)
-            qtbot.waitUntil(lambda: desktop.available, timeout=5000)
-            alert = make_alert()
-            assert shown(qtbot, desktop, alert) > 0  # an id back: dunst took our signature
-            qtbot.waitUntil(lambda: dunst_count(bus) == 1, timeout=3000)
-            desktop.show(make_alert(value=92.0), "gpu-node-02")  # replaces: still one
-            desktop.withdraw(alert)  # held until dunst has answered the replacement
-            qtbot.waitUntil(lambda: dunst_count(bus) == 0, timeout=3000)
-            assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
-            desktop.deleteLater()
-        finally:
-            stop(dunst)
+    with xvfb(quiet=True) as display, dunst_on(private_bus, display):
+        desktop = DesktopNotifier(bus)
+        qtbot.waitUntil(lambda: desktop.available, timeout=5000)
+        alert = make_alert()
+        assert shown(qtbot, desktop, alert) > 0  # an id back: dunst took our signature
+        qtbot.waitUntil(lambda: dunst_count(bus) == 1, timeout=3000)
+        desktop.show(make_alert(value=92.0), "gpu-node-02")  # replaces: still one
+        desktop.withdraw(alert)  # held until dunst has answered the replacement
+        qtbot.waitUntil(lambda: dunst_count(bus) == 0, timeout=3000)
+        assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+        desktop.deleteLater()

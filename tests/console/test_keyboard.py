@@ -48,11 +48,11 @@ from node_daemon.backends.simulated import SimulatedBackend
 from node_daemon.backends.simulated.scenario import Scenario, ScenarioEvent
 from tests.conftest import DaemonFactory
 from tests.console.conftest import ACCOUNTS_HELD, rerun_inside
+from tests.console.desktop_bus import NOT_TESTED
 from tests.console.test_control_e2e import SLEEPER, Console, _in_hours, recorded_console, submit
 from tests.console.test_control_model import A, fleet_with
 from tests.console.test_control_views import SLEEPER as SLEEPER_ROW
 from tests.console.test_control_views import grid_of
-from tests.console.test_desktop_notifier import NOT_TESTED
 from tests.console.xserver import xvfb
 
 pytestmark = [

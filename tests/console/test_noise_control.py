@@ -15,7 +15,6 @@ What reached dunst is read off the bus by dbus-monitor: every Notify call, as se
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import threading
@@ -36,14 +35,9 @@ from gpufleet.v1.gpu_metrics import TEMP_GPU_C, THROTTLE_REASONS, UTIL_GPU_PCT
 from node_daemon.alerts.engine import AlertEngine
 from node_daemon.backends.readings import GpuReading, GpuStatic
 from node_daemon.journal.event_journal import EventJournal
-from tests.console.test_desktop_notifier import (  # noqa: F401 (fixtures)
-    NOT_TESTED,
-    bus,
-    dunst_count,
-    private_bus,
-    stop,
-)
-from tests.console.xserver import read_line, xvfb
+from tests.console.desktop_bus import NOT_TESTED, dunst_count, dunst_on
+from tests.console.test_desktop_notifier import bus, private_bus  # noqa: F401 (fixtures)
+from tests.console.xserver import read_line, stop, xvfb
 
 TARGET = "gpu-node-03:50051"
 GPUS = 8
@@ -129,13 +123,8 @@ def dunst(private_bus: str) -> Iterator[None]:  # noqa: F811
     if missing:
         what, fix = " and ".join(missing), "apt-get install dunst xvfb dbus-bin"
         pytest.skip(NOT_TESTED.format(what=what, fix=fix).replace("desktop", "dunst"))
-    with xvfb(quiet=True) as display:
-        env = {**os.environ, "DISPLAY": display, "DBUS_SESSION_BUS_ADDRESS": private_bus}
-        process = subprocess.Popen(["dunst"], env=env, stderr=subprocess.DEVNULL, text=True)
-        try:
-            yield
-        finally:
-            stop(process)
+    with xvfb(quiet=True) as display, dunst_on(private_bus, display):
+        yield
 
 
 def test_minutes_of_flapping_on_8_gpus_are_one_notification_and_the_critical_pops(

@@ -24,7 +24,7 @@ from console.views.alerts.new_silence_dialog import NewSilenceDialog
 from node_daemon.backends.simulated import SimulatedBackend
 from node_daemon.backends.simulated.scenario import Scenario, ScenarioEvent
 from tests.conftest import DaemonFactory
-from tests.console.test_alerts_e2e import RecordingSink
+from tests.console.desktop_bus import RecordingSink
 
 Opener = Callable[..., tuple[MainWindow, RecordingSink]]
 

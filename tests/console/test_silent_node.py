@@ -21,7 +21,6 @@ import contextlib
 import os
 import shutil
 import signal
-import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -45,8 +44,15 @@ from console.main_window import MainWindow
 from console.notify.desktop import DesktopNotifier
 from console.qt import roles
 from console.session import ConsoleSession
+from tests.console.desktop_bus import (
+    NOT_TESTED,
+    RecordingSink,
+    dunst_count,
+    private_session_bus,
+    recording_dunst,
+    shown_by_dunst,
+)
 from tests.console.tcp_blackhole import BlackHoleProxy
-from tests.console.test_desktop_notifier import BUS_CONFIG, NOT_TESTED, dunst_count, read_line, stop
 from tests.console.xserver import xvfb
 from tests.daemon_process import DaemonProcess
 
@@ -156,22 +162,6 @@ RAISED_WITHIN_MS = 15_000
 BACK_WITHIN_MS = 30_000
 HOSTNAME = "gpu-node-03"
 NODE_ARGS = ("--backend", "simulated", "--gpus", "2", "--interval", "0.5", "--hostname", HOSTNAME)
-
-
-class RecordingSink:
-    """Stands in for the desktop notification server: records what it was asked to show."""
-
-    available = True
-
-    def __init__(self) -> None:
-        self.shown: list[tuple[AlertRow, str]] = []
-        self.withdrawn: list[AlertRow] = []
-
-    def show(self, alert: AlertRow, node_name: str) -> None:
-        self.shown.append((alert, node_name))
-
-    def withdraw(self, alert: AlertRow) -> None:
-        self.withdrawn.append(alert)
 
 
 @dataclass
@@ -330,31 +320,7 @@ def test_the_consoles_own_stall_is_not_blamed_on_the_node(qtbot, node, watch) ->
 
 # -- a real notification server --------------------------------------------------
 
-# dunst runs this for every notification it shows: what it understood, for the test to read.
-DUNSTRC = """[global]
-    font = Monospace 8
-[every_notification]
-    script = {script}
-"""
-RECORD_SCRIPT = '#!/bin/sh\necho "$DUNST_URGENCY|$DUNST_SUMMARY" >> {seen}\n'
 DUNST_BUS = "gpufleet-silent-node-bus"
-
-
-def start_dunst(tmp_path: Path, address: str, display: str) -> tuple[subprocess.Popen[str], Path]:
-    """dunst on the private bus, with a rule that records each notification it shows."""
-    seen, script = tmp_path / "dunst-seen.txt", tmp_path / "record.sh"
-    script.write_text(RECORD_SCRIPT.format(seen=seen), encoding="utf-8")
-    script.chmod(0o755)
-    config = tmp_path / "dunstrc"
-    config.write_text(DUNSTRC.format(script=script), encoding="utf-8")
-    env = {**os.environ, "DISPLAY": display, "DBUS_SESSION_BUS_ADDRESS": address}
-    dunst = subprocess.Popen(["dunst", "-config", str(config)], env=env,
-                             stderr=subprocess.DEVNULL, text=True)  # fmt: skip
-    return dunst, seen
-
-
-def seen_by_dunst(seen: Path) -> list[str]:
-    return seen.read_text(encoding="utf-8").splitlines() if seen.exists() else []
 
 
 def test_dunst_shows_a_stopped_node_as_critical_and_closes_it_when_back(
@@ -364,51 +330,31 @@ def test_dunst_shows_a_stopped_node_as_critical_and_closes_it_when_back(
     if missing:
         what, fix = " and ".join(missing), "apt-get install dbus dunst xvfb"
         pytest.skip(NOT_TESTED.format(what=what, fix=fix).replace("desktop", "dunst"))
-    config = tmp_path / "bus.conf"
-    config.write_text(BUS_CONFIG.format(tmpdir=tmp_path), encoding="utf-8")
-    processes: list[subprocess.Popen[str]] = []
-    window = None
-    x_server = contextlib.ExitStack()
-
-    def spawn(*argv: str) -> subprocess.Popen[str]:
-        processes.append(subprocess.Popen(argv, stdout=subprocess.PIPE,
-                                          stderr=subprocess.DEVNULL, text=True))  # fmt: skip
-        return processes[-1]
-
-    try:
-        bus_daemon = spawn(
-            "dbus-daemon", f"--config-file={config}", "--nofork", "--print-address=1"
-        )
-        address = read_line(bus_daemon, 5.0, "dbus-daemon")
-        display = x_server.enter_context(xvfb(quiet=True))
-        dunst, seen = start_dunst(tmp_path, address, display)
-        processes.append(dunst)
+    with contextlib.ExitStack() as running:
+        address = running.enter_context(private_session_bus(tmp_path))
+        display = running.enter_context(xvfb(quiet=True))
+        seen = running.enter_context(recording_dunst(tmp_path, address, display))
         bus = QDBusConnection.connectToBus(address, DUNST_BUS)
+        running.callback(QDBusConnection.disconnectFromBus, DUNST_BUS)
         desktop = DesktopNotifier(bus)
         qtbot.waitUntil(lambda: desktop.available, timeout=5000)
         window = MainWindow(ConsoleSession([node.address]), sinks=[desktop])
         qtbot.addWidget(window)
+        running.callback(window.session.stop)
         window.session.start()
         watching = Watching(window, RecordingSink(), [], node.address)
         qtbot.waitUntil(watching.streaming, timeout=30_000)
         assert node.proc is not None
         os.kill(node.proc.pid, signal.SIGSTOP)
         qtbot.waitUntil(lambda: dunst_count(bus) == 1, timeout=RAISED_WITHIN_MS)
-        qtbot.waitUntil(lambda: bool(seen_by_dunst(seen)), timeout=5000)
-        [shown] = seen_by_dunst(seen)
-        urgency, summary = shown.split("|", 1)
+        qtbot.waitUntil(lambda: bool(shown_by_dunst(seen)), timeout=5000)
+        [shown] = shown_by_dunst(seen)
+        _, urgency, summary = shown
         assert urgency == "CRITICAL", shown
         assert HOSTNAME in summary and "not responding" in summary, shown
         os.kill(node.proc.pid, signal.SIGCONT)
         qtbot.waitUntil(lambda: watching.firing() is None, timeout=BACK_WITHIN_MS)
         qtbot.waitUntil(lambda: dunst_count(bus) == 0, timeout=5000)  # withdrawn on the clear
-    finally:
-        if window is not None:
-            window.session.stop()
-        QDBusConnection.disconnectFromBus(DUNST_BUS)
-        for process in reversed(processes):
-            stop(process)
-        x_server.close()
 
 
 def test_acknowledging_the_consoles_alert_stays_in_the_console(qtbot, node, watch) -> None:
