@@ -6,9 +6,6 @@ on any node the panel says so instead of showing an empty table.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from pathlib import Path
-
 from PySide6.QtCore import QDateTime, Qt, Signal
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -29,21 +26,27 @@ from PySide6.QtWidgets import (
 from console.fleet.audit import ACTIONS, AuditFilter
 from console.fleet.identity import Role
 from console.qt.audit_model import AuditFilterProxy, AuditTableModel
-from console.views.common.csv_export import ask_csv_path, write_csv
-from console.views.common.row_table_panel import RowPanel
+from console.views.common.csv_export import CsvExportPanel
 
 ALL_NODES = "All nodes"
 NEEDS_ADMIN = "The audit log needs the admin role on a node; this profile has none."
 
 
-class AuditPanel(RowPanel):
+class AuditPanel(CsvExportPanel):
     """Views and asks: `refreshRequested` carries the filter; export reports via `message`."""
 
     refreshRequested = Signal(object)  # AuditFilter
-    message = Signal(str)
 
     def __init__(self, model: AuditTableModel, parent: QWidget | None = None) -> None:
-        super().__init__("auditPanel", model, AuditFilterProxy(), parent)
+        super().__init__(
+            "auditPanel",
+            model,
+            AuditFilterProxy(),
+            parent,
+            title="Export audit log",
+            stem="audit",
+            subject="the audit log",
+        )
         self.proxy: AuditFilterProxy
         self.model = model
         self.user = QLineEdit(placeholderText="user")
@@ -52,14 +55,11 @@ class AuditPanel(RowPanel):
         self.since_on, self.since = QCheckBox("from"), QDateTimeEdit()
         self.until_on, self.until = QCheckBox("to"), QDateTimeEdit()
         self.refresh = QPushButton("Refresh")
-        self.export = QPushButton("Export CSV…")
         self.search = QLineEdit(placeholderText="Search the records shown…")
         self.status = QLabel("Press Refresh to read the audit log of every node.")
         self.locked = QLabel(NEEDS_ADMIN)
         self.table = QTableView()
         self.pages = QStackedWidget()
-        # Asks where to save ("" when cancelled); tests replace it so no dialog opens.
-        self.choose_path: Callable[[], str] = self._ask_path
         self._build()
         self._wire()
 
@@ -117,7 +117,6 @@ class AuditPanel(RowPanel):
     def _wire(self) -> None:
         self.refresh.clicked.connect(self._on_refresh_clicked)
         self.user.returnPressed.connect(self._on_refresh_clicked)
-        self.export.clicked.connect(self._on_export_clicked)
         self.search.textChanged.connect(self.proxy.setFilterFixedString)
         self.model.refreshed.connect(self._on_model_refreshed)
 
@@ -168,19 +167,6 @@ class AuditPanel(RowPanel):
         self.export.setEnabled(self.model.rowCount() > 0)
         self.table.resizeColumnsToContents()
 
-    def _on_export_clicked(self) -> None:
-        path = self.choose_path()
-        if path:
-            self.export_to(Path(path))
-
-    def export_to(self, path: Path) -> bool:
-        """Write every record read (not only those the search shows) to `path`."""
-        error = write_csv(path, self.model.csv_text())
-        if error is not None:
-            self.message.emit(f"Could not export the audit log: {error}")
-            return False
-        self.message.emit(f"Exported {self.model.rowCount()} audit records to {path}")
-        return True
-
-    def _ask_path(self) -> str:
-        return ask_csv_path(self, "Export audit log", "audit")
+    def csv_export(self) -> tuple[str, str]:
+        """Every record read, not only those the search shows."""
+        return self.model.csv_text(), f"{self.model.rowCount()} audit records"

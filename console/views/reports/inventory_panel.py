@@ -2,44 +2,43 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from pathlib import Path
-
-from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtCore import Qt, QTimer
 from PySide6.QtGui import QShowEvent
 from PySide6.QtWidgets import (
     QLabel,
     QLineEdit,
-    QPushButton,
     QTableView,
     QWidget,
 )
 
 from console.fleet.inventory import drift_summary, inventory_csv
 from console.qt.inventory_model import InventoryFilterProxy, InventoryTableModel
-from console.views.common.csv_export import ask_csv_path, write_csv
-from console.views.common.row_table_panel import RowPanel, bar_over_table, set_up_row_table
+from console.views.common.csv_export import CsvExportPanel
+from console.views.common.row_table_panel import bar_over_table, set_up_row_table
 
 # Rows that arrive in a burst (a fleet connecting) are fitted once, this long after the first.
 FIT_DELAY_MS = 1000
 
 
-class InventoryPanel(RowPanel):
+class InventoryPanel(CsvExportPanel):
     """Shows the inventory model; the export reports through `message`, never a dialog."""
 
-    message = Signal(str)  # for the status bar: export done, or why it failed
-
     def __init__(self, model: InventoryTableModel, parent: QWidget | None = None) -> None:
-        super().__init__("inventoryPanel", model, InventoryFilterProxy(), parent)
+        super().__init__(
+            "inventoryPanel",
+            model,
+            InventoryFilterProxy(),
+            parent,
+            title="Export inventory",
+            stem="inventory",
+            subject="the inventory",
+        )
         self.proxy: InventoryFilterProxy
         self.model = model
         self.proxy.setParent(self)  # its C++ side goes with the panel's
         self.filter = QLineEdit(placeholderText="Filter: node, model, serial, version…")
         self.summary = QLabel()
-        self.export = QPushButton("Export CSV…")
         self.table = QTableView()
-        # Asks where to save ("" when cancelled); tests replace it so no dialog opens.
-        self.choose_path: Callable[[], str] = self._ask_path
         self._fit_due = True  # fitted when first shown
         self._fit_timer = QTimer(self)
         self._fit_timer.setObjectName("inventoryFitTimer")
@@ -69,7 +68,6 @@ class InventoryPanel(RowPanel):
         # keep the widths.
         self.model.modelReset.connect(self._fit_later)
         self.model.rowsInserted.connect(self._fit_later)
-        self.export.clicked.connect(self._on_export_clicked)
 
     def _on_model_contents_changed(self) -> None:
         count = self.model.drift_count()
@@ -95,20 +93,7 @@ class InventoryPanel(RowPanel):
         super().showEvent(event)
         self._fit_columns()
 
-    def _on_export_clicked(self) -> None:
-        path = self.choose_path()
-        if path:
-            self.export_to(Path(path))
-
-    def export_to(self, path: Path) -> bool:
-        """Write every GPU (not just the filtered rows) to `path`; say how it went."""
+    def csv_export(self) -> tuple[str, str]:
+        """Every GPU, not just the filtered rows."""
         rows = self.model.rows()
-        error = write_csv(path, inventory_csv(rows))
-        if error is not None:
-            self.message.emit(f"Could not export the inventory: {error}")
-            return False
-        self.message.emit(f"Exported the inventory of {len(rows)} GPUs to {path}")
-        return True
-
-    def _ask_path(self) -> str:
-        return ask_csv_path(self, "Export inventory", "inventory")
+        return inventory_csv(rows), f"the inventory of {len(rows)} GPUs"

@@ -11,9 +11,6 @@ with the costs.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from pathlib import Path
-
 from PySide6.QtCore import QDate, Qt, Signal
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -32,31 +29,34 @@ from PySide6.QtWidgets import (
 
 from console.fleet.usage import GROUPINGS, UsageQuery
 from console.qt.usage_model import UsageSortProxy, UsageTableModel
-from console.views.common.csv_export import ask_csv_path, write_csv
-from console.views.common.row_table_panel import RowPanel
+from console.views.common.csv_export import CsvExportPanel
 from console.views.reports.usage_charts import UsageCharts
 
 DEFAULT_DAYS = 30
 
 
-class UsagePanel(RowPanel):
+class UsagePanel(CsvExportPanel):
     refreshRequested = Signal(object)  # UsageQuery
-    message = Signal(str)
 
     def __init__(self, model: UsageTableModel, parent: QWidget | None = None) -> None:
-        super().__init__("usagePanel", model, UsageSortProxy(), parent)
+        super().__init__(
+            "usagePanel",
+            model,
+            UsageSortProxy(),
+            parent,
+            title="Export usage",
+            stem="usage",
+            subject="the usage report",
+        )
         self.proxy: UsageSortProxy
         self.model = model
         self.grouping = QComboBox()
         self.since_on, self.since = QCheckBox("from"), QDateEdit()
         self.until_on, self.until = QCheckBox("to"), QDateEdit()
         self.refresh = QPushButton("Refresh")
-        self.export = QPushButton("Export CSV…")
         self.kpis = QLabel("Press Refresh for the usage of every node (days are UTC).")
         self.table = QTableView()
         self.charts = UsageCharts()
-        # Asks where to save ("" when cancelled); tests replace it so no dialog opens.
-        self.choose_path: Callable[[], str] = self._ask_path
         self._build()
         self._wire()
 
@@ -103,7 +103,6 @@ class UsagePanel(RowPanel):
 
     def _wire(self) -> None:
         self.refresh.clicked.connect(self._on_refresh_clicked)
-        self.export.clicked.connect(self._on_export_clicked)
         self.model.refreshed.connect(self._on_model_refreshed)
 
     def current_query(self) -> UsageQuery:
@@ -130,20 +129,7 @@ class UsagePanel(RowPanel):
         by = self.model.by_grouping
         self.charts.show_report(by.get("team", []), by.get("user", []))
 
-    def _on_export_clicked(self) -> None:
-        path = self.choose_path()
-        if path:
-            self.export_to(Path(path))
-
-    def export_to(self, path: Path) -> bool:
-        """Write the table (by the grouping shown) to `path` in raw units."""
-        error = write_csv(path, self.model.csv_text())
-        if error is not None:
-            self.message.emit(f"Could not export the usage report: {error}")
-            return False
+    def csv_export(self) -> tuple[str, str]:
+        """The table, by the grouping shown, in raw units."""
         rows = self.model.rowCount()
-        self.message.emit(f"Exported {rows} usage rows by {self.model.query.grouping} to {path}")
-        return True
-
-    def _ask_path(self) -> str:
-        return ask_csv_path(self, "Export usage", "usage")
+        return self.model.csv_text(), f"{rows} usage rows by {self.model.query.grouping}"
