@@ -1,3 +1,13 @@
-"""Fixtures for the daemon's tests."""
+"""Fixtures for the daemon's tests.
+
+The fake NVML's and the Alertmanager harness's fixtures are imported here once, so every
+test module below uses them by name instead of re-binding them itself.
+"""
 
 from tests.fake_nvml.fixture import fake_nvml, fake_nvml_lib, unloadable_nvml_dir  # noqa: F401
+from tests.node_daemon.alertmanager_harness import (  # noqa: F401
+    alertmanager,
+    am_process,
+    make_pusher,
+    recorder,
+)

@@ -23,7 +23,6 @@ from node_daemon.backends.simulated import SimulatedBackend
 from node_daemon.backends.simulated.scenario import Scenario, ScenarioEvent
 from node_daemon.errors import ConfigError
 from tests.conftest import DaemonFactory, wait_for
-from tests.node_daemon import alertmanager_harness as harness
 from tests.node_daemon.alertmanager_harness import (
     EXPECTED_LABELS,
     FIXED_NOW_S,
@@ -38,10 +37,6 @@ from tests.node_daemon.alertmanager_harness import (
     settings,
 )
 from tests.tools import free_port
-
-# The harness's fixtures, used by name.
-recorder, am_process, alertmanager = harness.recorder, harness.am_process, harness.alertmanager
-make_pusher = harness.make_pusher
 
 Json = Any
 FIXED_NOW = "2023-11-14T22:13:20.000Z"

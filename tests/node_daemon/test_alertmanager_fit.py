@@ -24,7 +24,6 @@ from node_daemon.backends.simulated import SimulatedBackend
 from node_daemon.backends.simulated.scenario import Scenario, ScenarioEvent
 from tests.certs import Authority, write
 from tests.conftest import DaemonFactory, wait_for
-from tests.node_daemon import alertmanager_harness as harness
 from tests.node_daemon.alertmanager_harness import (
     EXPECTED_LABELS,
     NODE,
@@ -38,10 +37,6 @@ from tests.node_daemon.alertmanager_harness import (
     gpu_alert,
     received,
 )
-
-# The harness's fixtures, used by name.
-recorder, am_process, alertmanager = harness.recorder, harness.am_process, harness.alertmanager
-make_pusher = harness.make_pusher
 
 DAY_MS = 86_400_000
 SITE_LABELS = {"cluster": "a", "site": "b", "rack": "r1"}

@@ -29,7 +29,6 @@ from node_daemon.alerts.am_silences import (
     tagged_key,
 )
 from tests.conftest import wait_for
-from tests.node_daemon import alertmanager_harness as harness
 from tests.node_daemon.alertmanager_harness import (
     EXPECTED_LABELS,
     Alertmanager,
@@ -37,10 +36,6 @@ from tests.node_daemon.alertmanager_harness import (
     active_in,
     gpu_alert,
 )
-
-# The harness's fixtures, used by name.
-recorder, am_process, alertmanager = harness.recorder, harness.am_process, harness.alertmanager
-make_pusher = harness.make_pusher
 
 Json = Any
 HOUR_MS = 3_600_000

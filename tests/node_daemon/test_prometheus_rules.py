@@ -19,7 +19,6 @@ import pytest
 from node_daemon.alerts.alertmanager import AlertmanagerPusher
 from node_daemon.alerts.model import Severity
 from tests.conftest import wait_for
-from tests.node_daemon import alertmanager_harness as harness
 from tests.node_daemon.alertmanager_harness import (
     EXPECTED_LABELS,
     AlertmanagerProcess,
@@ -27,9 +26,6 @@ from tests.node_daemon.alertmanager_harness import (
     gpu_alert,
 )
 from tests.tools import require_tool
-
-# The harness's fixtures, used by name.
-recorder, am_process, make_pusher = harness.recorder, harness.am_process, harness.make_pusher
 
 ROOT = Path(__file__).resolve().parents[2]
 RULES_DIR = ROOT / "resources" / "prometheus"

@@ -21,8 +21,6 @@ from tests.node_daemon.alertmanager_harness import (
     settings,
 )
 
-recorder, am_process, alertmanager = harness.recorder, harness.am_process, harness.alertmanager
-make_pusher = harness.make_pusher
 MakePusher = Callable[..., AlertmanagerPusher]
 
 

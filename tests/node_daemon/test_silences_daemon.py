@@ -23,12 +23,8 @@ from node_daemon.backends.simulated.scenario import Scenario, ScenarioEvent
 from node_daemon.server import NodeDaemon
 from tests.conftest import DaemonFactory, wait_for
 from tests.daemon_process import DaemonProcess
-from tests.node_daemon import alertmanager_harness as harness
 from tests.node_daemon.alertmanager_harness import Alertmanager
 from tests.small_disk import small_disk
-
-# The harness's fixtures, used by name.
-recorder, am_process, alertmanager = harness.recorder, harness.am_process, harness.alertmanager
 
 HOST = "gpu-node-07"
 LOST = Scenario((ScenarioEvent(0.2, 1, "lost"),))

@@ -28,9 +28,6 @@ from tests.conftest import wait_for
 from tests.node_daemon import alertmanager_harness as harness
 from tests.node_daemon.alertmanager_harness import Alertmanager, gpu_alert
 
-recorder, am_process, alertmanager = harness.recorder, harness.am_process, harness.alertmanager
-make_pusher = harness.make_pusher
-
 # The codes issue #15 names, and the ones operators meet most.
 NAMED = (13, 31, 32, 43, 45, 48, 54, 56, 57, 58, 61, 62, 63, 64, 68, 69, 74, 79, 92, 94, 95, 109,
          119, 120, 121, 136, 140, 143, 144, 145, 146, 147, 148, 149, 150, 154, 155)  # fmt: skip
