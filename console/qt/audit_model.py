@@ -13,7 +13,6 @@ from PySide6.QtCore import (
     QPersistentModelIndex,
     QSortFilterProxyModel,
     Qt,
-    Signal,
 )
 
 from console.connections.queries import FleetQueries
@@ -21,25 +20,20 @@ from console.fleet.audit import COLUMNS, AuditFilter, AuditRow, audit_csv, merge
 from console.fleet.identity import Role
 from console.fleet.model import FleetModel
 from console.fleet.query_round import QueryRound
-from console.fleet.updates import LinkState, QueryResult
-from console.qt.row_table import RowTableModel
+from console.fleet.updates import LinkState
+from console.qt.query_round_model import QueryRoundTableModel
 
 Index = QModelIndex | QPersistentModelIndex
 RECORD_ROLE = int(Qt.ItemDataRole.UserRole) + 1  # the AuditRow of the row
 SORT_ROLE = int(Qt.ItemDataRole.UserRole) + 2
 
 
-class AuditTableModel(RowTableModel):
+class AuditTableModel(QueryRoundTableModel):
     headers = tuple(c.header for c in COLUMNS)
 
-    # A line for the panel: how many records from how many nodes, and which did not answer.
-    refreshed = Signal(str)
-
     def __init__(self, fleet: FleetModel, queries: FleetQueries) -> None:
-        super().__init__()
-        self.fleet, self._queries = fleet, queries
+        super().__init__(fleet, queries)
         self._rows: list[AuditRow] = []
-        self._round: QueryRound | None = None
 
     # -- asking ----------------------------------------------------------------
 
@@ -56,21 +50,7 @@ class AuditTableModel(RowTableModel):
                 round_.skipped[node.target] = refusal
             else:
                 self._queries.audit(node.target, wanted, round_.expect(node.target))
-        self._round = round_
-        if round_.done:
-            self._finish(round_)
-        return bool(round_.pending)
-
-    @property
-    def busy(self) -> bool:
-        return self._round is not None and not self._round.done
-
-    def on_query_finished(self, result: QueryResult) -> None:
-        round_ = self._round
-        if round_ is None or not round_.take(result):
-            return
-        if round_.done:
-            self._finish(round_)
+        return self._ask(round_)
 
     def _finish(self, round_: QueryRound) -> None:
         pages = [payload for _, payload in round_.payloads()]
@@ -78,14 +58,9 @@ class AuditTableModel(RowTableModel):
         self._rows = merge_audit(pages)  # type: ignore[arg-type]
         self.endResetModel()
         nodes = len(round_.answers)
-        text = f"{len(self._rows)} records from {nodes} node{'s' * (nodes != 1)}"
-        problems = round_.problems(self.node_name)
-        self.refreshed.emit(text + (f" · not included: {problems}" if problems else ""))
+        self._report(f"{len(self._rows)} records from {nodes} node{'s' * (nodes != 1)}", round_)
 
     # -- reading ---------------------------------------------------------------
-
-    def node_name(self, target: str) -> str:
-        return self.fleet.name_of(target)
 
     def rows(self) -> list[AuditRow]:
         return list(self._rows)

@@ -11,12 +11,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, cast
 
-from PySide6.QtCore import QSortFilterProxyModel, Qt, Signal
+from PySide6.QtCore import QSortFilterProxyModel, Qt
 
 from console.connections.queries import FleetQueries
 from console.fleet.model import FleetModel
 from console.fleet.query_round import QueryRound
-from console.fleet.updates import LinkState, QueryResult
+from console.fleet.updates import LinkState
 from console.fleet.usage import (
     HOUR,
     FleetKpis,
@@ -28,7 +28,8 @@ from console.fleet.usage import (
     merge_rows,
     usage_csv,
 )
-from console.qt.row_table import SORT_ROLE, Index, RowTableModel
+from console.qt.query_round_model import QueryRoundTableModel
+from console.qt.row_table import SORT_ROLE, Index
 
 CHART_GROUPINGS = ("user", "team")
 
@@ -83,19 +84,14 @@ COST_COLUMNS: tuple[Column, ...] = (
 ALL_COLUMNS = COLUMNS + COST_COLUMNS
 
 
-class UsageTableModel(RowTableModel):
-    # A line for the panel: the KPIs, and the nodes that did not answer.
-    refreshed = Signal(str)
-
+class UsageTableModel(QueryRoundTableModel):
     def __init__(self, fleet: FleetModel, queries: FleetQueries) -> None:
-        super().__init__()
-        self.fleet, self._queries = fleet, queries
+        super().__init__(fleet, queries)
         self.query = UsageQuery()
         self._rows: list[UsageRow] = []
         self.by_grouping: dict[str, list[UsageRow]] = {}
         self.kpis: FleetKpis | None = None
         self.currency = ""  # of the rows' costs: "" without prices, "mixed" for several
-        self._round: QueryRound | None = None
         self._asked = UsageQuery()
 
     def refresh(self, query: UsageQuery) -> bool:
@@ -109,19 +105,8 @@ class UsageTableModel(RowTableModel):
             for grouping in groupings:
                 query_id = round_.expect(node.target, grouping)
                 self._queries.usage(node.target, query, grouping, query_id)
-        self._round, self._asked = round_, query
-        if round_.done:
-            self._finish(round_)
-        return bool(round_.pending)
-
-    @property
-    def busy(self) -> bool:
-        return self._round is not None and not self._round.done
-
-    def on_query_finished(self, result: QueryResult) -> None:
-        round_ = self._round
-        if round_ is not None and round_.take(result) and round_.done:
-            self._finish(round_)
+        self._asked = query
+        return self._ask(round_)
 
     def _finish(self, round_: QueryRound) -> None:
         query = self._asked
@@ -135,12 +120,7 @@ class UsageTableModel(RowTableModel):
         table = usages[query.grouping]
         self.kpis = fleet_kpis(table) if table else None
         self.endResetModel()
-        problems = round_.problems(self._node_name)
-        text = self.kpis.text() if self.kpis else "no node answered"
-        self.refreshed.emit(text + (f" · not included: {problems}" if problems else ""))
-
-    def _node_name(self, target: str) -> str:
-        return self.fleet.name_of(target)
+        self._report(self.kpis.text() if self.kpis else "no node answered", round_)
 
     # -- reading ---------------------------------------------------------------
 
