@@ -33,16 +33,6 @@ from PySide6.QtWidgets import QApplication
 from results import stats_ms
 
 from console.app import qt_application
-from console.fleet.columns import COLUMN_COUNT, column
-from console.fleet.updates import (
-    GpuInfo,
-    GpuSnapshot,
-    InventoryUpdate,
-    LinkState,
-    LinkUpdate,
-    NodeInfo,
-    SamplesUpdate,
-)
 from console.main_window import MainWindow
 from console.qt.frame_pump import DEFAULT_FPS
 from console.session import ConsoleSession
@@ -55,8 +45,10 @@ from gpufleet.v1.gpu_metrics import (
     UTIL_GPU_PCT,
 )
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the hand-fed updates: the tests'
+from tests.console.hand_fed import gpus_of, node_up, samples, simulated_node
+
 GPUS = 8
-GIB = 1 << 30
 HISTORY_S = 1100  # more than the ring (1,024): the plots show a full ring
 WARMUP_FRAMES = 40  # the first frames after the history lay the window out
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -73,15 +65,9 @@ class HandFedFleet:
         self._temps = self._rng.uniform(35, 80, (nodes, GPUS))
         self._t0 = time.time() - HISTORY_S - 60
         for n, target in enumerate(self.targets):
-            info = NodeInfo(
-                hostname=f"gpu-node-{n:03d}", driver_version="550", cuda_version="12.4",
-                daemon_version="0.1", backend="simulated", backend_ok=True,
-                backend_detail="", sample_interval_s=1.0,
-                gpus=tuple(GpuInfo(i, f"GPU-{n:03d}{i:05d}", "NVIDIA H100", None, None,
-                                   80 * GIB, 700.0) for i in range(GPUS)),
-            )  # fmt: skip
-            self._inbox.put(InventoryUpdate(target, info))
-            self._inbox.put(LinkUpdate(target, LinkState.CONNECTED))
+            gpus = gpus_of(GPUS, f"GPU-{n:03d}-", model="NVIDIA H100")
+            for update in node_up(target, simulated_node(f"gpu-node-{n:03d}", gpus)):
+                self._inbox.put(update)
 
     @staticmethod
     def targets_of(nodes: int) -> list[str]:
@@ -91,14 +77,14 @@ class HandFedFleet:
     def send(self, node: int, second: int) -> None:
         rng = self._rng
         self._temps[node] += rng.normal(0, 1.0, GPUS)
-        rows = np.full((GPUS, COLUMN_COUNT), np.nan, np.float32)
-        rows[:, column(TEMP_GPU_C)] = self._temps[node]
-        rows[:, column(UTIL_GPU_PCT)] = rng.uniform(0, 100, GPUS)
-        rows[:, column(MEM_USED_BYTES)] = 40
-        rows[:, column(MEM_TOTAL_BYTES)] = 80
-        rows[:, column(POWER_W)] = rng.uniform(100, 700, GPUS)
-        snaps = tuple(GpuSnapshot(i, "ok", "", ()) for i in range(GPUS))
-        self._inbox.put(SamplesUpdate(self.targets[node], self._t0 + second, rows, snaps, False))
+        readings = {
+            TEMP_GPU_C: self._temps[node],
+            UTIL_GPU_PCT: rng.uniform(0, 100, GPUS),
+            MEM_USED_BYTES: 40,
+            MEM_TOTAL_BYTES: 80,
+            POWER_W: rng.uniform(100, 700, GPUS),
+        }
+        self._inbox.put(samples(self.targets[node], self._t0 + second, GPUS, readings))
 
 
 def frame(app: QApplication, session: ConsoleSession) -> None:

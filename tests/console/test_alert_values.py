@@ -10,8 +10,9 @@ from console.fleet.alert_rows import AlertRow, Severity
 from console.fleet.alert_values import RULE_METRICS, live_metric, live_values
 from console.fleet.columns import COLUMN_COUNT, column, shown
 from console.fleet.model import FleetModel, NodeRecord
-from console.fleet.updates import GpuInfo, InventoryUpdate, NodeInfo, SamplesUpdate
+from console.fleet.updates import InventoryUpdate, SamplesUpdate
 from gpufleet.v1.gpu_metrics import POWER_W, TEMP_GPU_C, TEMP_MEM_C
+from tests.console.hand_fed import gpus_of, simulated_node
 
 TARGET = "127.0.0.1:1"
 
@@ -29,8 +30,7 @@ def node_with(temps: list[tuple[float, float]], gpus: int = 2) -> NodeRecord:
     """A node whose GPU 1 reported these (time s, temperature) samples, a second apart."""
     fleet = FleetModel(ring_capacity=8)
     fleet.add_node(TARGET)
-    gpu_info = tuple(GpuInfo(i, f"GPU-{i}", "H100", None, None, None, 700.0) for i in range(gpus))
-    info = NodeInfo("node-a", "550", "12.4", "0.1", "simulated", True, "", 1.0, gpu_info)
+    info = simulated_node("node-a", gpus_of(gpus, memory_total_bytes=None))
     fleet.apply(InventoryUpdate(TARGET, info))
     for time_s, temp in temps:
         rows = np.full((gpus, COLUMN_COUNT), np.nan, dtype=np.float32)

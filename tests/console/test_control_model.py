@@ -20,13 +20,10 @@ from console.fleet.process_row import ProcessRow
 from console.fleet.updates import (
     CommandResult,
     ControlUpdate,
-    GpuInfo,
     GpuSnapshot,
-    InventoryUpdate,
     KillReport,
     LinkState,
     LinkUpdate,
-    NodeInfo,
     SamplesUpdate,
 )
 from console.settings import SettingsError, load_settings
@@ -38,6 +35,7 @@ from gpufleet.v1.gpu_metrics import (
     TEMP_GPU_C,
     UTIL_GPU_PCT,
 )
+from tests.console.hand_fed import gpus_of, node_up, simulated_node
 
 A, B = "10.0.0.1:50051", "10.0.0.2:50051"
 GIB = 1024**3
@@ -87,15 +85,8 @@ def fleet_with(*targets: str, gpus: int = 4) -> FleetModel:
     fleet = FleetModel(ring_capacity=4)
     for number, target in enumerate(targets, start=1):
         fleet.add_node(target)
-        info = NodeInfo(
-            hostname=f"node-{number}", driver_version="550", cuda_version="12.4",
-            daemon_version="0.1", backend="simulated", backend_ok=True, backend_detail="",
-            sample_interval_s=1.0,
-            gpus=tuple(GpuInfo(i, f"GPU-{number}-{i}", "H100", None, None, 80 * GIB, 700.0)
-                       for i in range(gpus)),
-        )  # fmt: skip
-        fleet.apply(InventoryUpdate(target, info))
-        fleet.apply(LinkUpdate(target, LinkState.CONNECTED))
+        info = simulated_node(f"node-{number}", gpus_of(gpus, f"GPU-{number}-"))
+        fleet.apply_all(node_up(target, info))
         for i in range(gpus):
             report(fleet, target, i)
     return fleet

@@ -10,22 +10,14 @@ import time
 from collections.abc import Iterator
 
 import grpc
-import numpy as np
 import pytest
 
-from console.fleet.columns import COLUMN_COUNT, column
 from console.fleet.gpu_readings import MISSING, Reading, gpu_readings, throttle_text
 from console.fleet.model import FleetModel
 from console.fleet.process_cells import HEADERS, elapsed_text
 from console.fleet.process_row import ProcessRow
 from console.fleet.updates import (
-    GpuInfo,
-    GpuSnapshot,
-    InventoryUpdate,
     LinkState,
-    LinkUpdate,
-    NodeInfo,
-    SamplesUpdate,
 )
 from console.main_window import MainWindow
 from console.qt.process_model import ProcessTableModel
@@ -35,6 +27,7 @@ from gpufleet.v1 import gpu_metrics as m
 from gpufleet.v1 import node_pb2 as pb
 from gpufleet.v1 import node_pb2_grpc as pb_grpc
 from tests.conftest import DaemonFactory
+from tests.console.hand_fed import gpus_of, node_up, samples, simulated_node
 
 A = "10.0.0.1:50051"
 GIB = 1024**3
@@ -64,20 +57,13 @@ READING = {
 def fleet_of_one(power_limit_w: float | None = 350.0) -> FleetModel:
     fleet = FleetModel(ring_capacity=8)
     fleet.add_node(A)
-    gpu = GpuInfo(0, "GPU-0", "A100", None, None, 40 * GIB, power_limit_w)
-    info = NodeInfo(hostname="node-a", driver_version="550", cuda_version="12.4",
-                    daemon_version="0.1", backend="simulated", backend_ok=True,
-                    backend_detail="", sample_interval_s=1.0, gpus=(gpu,))  # fmt: skip
-    fleet.apply(InventoryUpdate(A, info))
-    fleet.apply(LinkUpdate(A, LinkState.CONNECTED))
+    gpus = gpus_of(1, model="A100", memory_total_bytes=40 * GIB, power_limit_w=power_limit_w)
+    fleet.apply_all(node_up(A, simulated_node("node-a", gpus)))
     return fleet
 
 
 def sample(fleet: FleetModel, values: dict, tick: float) -> None:  # type: ignore[type-arg]
-    rows = np.full((1, COLUMN_COUNT), np.nan, np.float32)
-    for metric, value in values.items():
-        rows[0, column(metric)] = value
-    fleet.apply(SamplesUpdate(A, tick, rows, (GpuSnapshot(0, "ok", "", ()),), False))
+    fleet.apply(samples(A, tick, 1, values))
 
 
 def test_every_reading_in_the_catalogues_units() -> None:

@@ -11,25 +11,15 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-import numpy as np
 import pytest
 from PySide6.QtCore import QEvent, QObject, QRect
 from PySide6.QtGui import QPaintEvent, QRegion
 
-from console.fleet.columns import COLUMN_COUNT, column
-from console.fleet.updates import (
-    GpuInfo,
-    GpuSnapshot,
-    InventoryUpdate,
-    LinkState,
-    LinkUpdate,
-    NodeInfo,
-    SamplesUpdate,
-)
 from console.main_window import MainWindow
 from console.session import ConsoleSession
 from console.views.grid import fleet_grid
 from gpufleet.v1.gpu_metrics import POWER_W, TEMP_GPU_C, UTIL_GPU_PCT
+from tests.console.hand_fed import gpus_of, node_up, samples, simulated_node
 
 A, B = "10.0.0.1:50051", "10.0.0.2:50051"  # nothing listens: the inbox is fed by hand
 GPUS = 2
@@ -51,22 +41,10 @@ class Paints(QObject):
         return False
 
 
-def inventory(target: str, n: int) -> InventoryUpdate:
-    gpus = tuple(GpuInfo(i, f"GPU-{n}-{i}", "NVIDIA H100", None, None, 80 << 30, 700.0)
-                 for i in range(GPUS))  # fmt: skip
-    info = NodeInfo(hostname=f"node-{n}", driver_version="550", cuda_version="12.4",
-                    daemon_version="0.1", backend="simulated", backend_ok=True,
-                    backend_detail="", sample_interval_s=1.0, gpus=gpus)  # fmt: skip
-    return InventoryUpdate(target, info)
-
-
 def send(session: ConsoleSession, target: str, second: int) -> None:
-    rows = np.full((GPUS, COLUMN_COUNT), np.nan, np.float32)
-    rows[:, column(TEMP_GPU_C)] = 50 + second % 7
-    rows[:, column(UTIL_GPU_PCT)] = 10 * (second % 9)
-    rows[:, column(POWER_W)] = 300 + second % 11
-    snaps = tuple(GpuSnapshot(i, "ok", "", ()) for i in range(GPUS))
-    session.inbox.put(SamplesUpdate(target, T0 + second, rows, snaps, False))
+    readings = {TEMP_GPU_C: 50 + second % 7, UTIL_GPU_PCT: 10 * (second % 9),
+                POWER_W: 300 + second % 11}  # fmt: skip
+    session.inbox.put(samples(target, T0 + second, GPUS, readings))
 
 
 @pytest.fixture
@@ -80,8 +58,9 @@ def window(qtbot, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[MainWindow,
     window.show()
     qtbot.waitExposed(window)
     for n, target in enumerate((A, B)):
-        session.inbox.put(inventory(target, n))
-        session.inbox.put(LinkUpdate(target, LinkState.CONNECTED))
+        gpus = gpus_of(GPUS, f"GPU-{n}-", model="NVIDIA H100")
+        for update in node_up(target, simulated_node(f"node-{n}", gpus)):
+            session.inbox.put(update)
         send(session, target, 0)
     session.pump.pump()
     window.grid.select(A, 0)

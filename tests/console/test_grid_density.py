@@ -13,18 +13,8 @@ from PySide6.QtGui import QFont, QFontMetrics
 from PySide6.QtTest import QTest
 from PySide6.QtWidgets import QScrollArea
 
-from console.fleet.columns import COLUMN_COUNT, column
 from console.fleet.model import Change, FleetModel
 from console.fleet.tile_order import TileFacts, TileOrder, ordered, ordered_groups
-from console.fleet.updates import (
-    GpuInfo,
-    GpuSnapshot,
-    InventoryUpdate,
-    LinkState,
-    LinkUpdate,
-    NodeInfo,
-    SamplesUpdate,
-)
 from console.main_window import MainWindow
 from console.qt import roles
 from console.qt.fleet_item_model import FleetItemModel
@@ -32,10 +22,10 @@ from console.views.grid.fleet_grid import FleetGrid
 from console.views.grid.grid_layout import DEFAULT, TILE_MAX, Group, fit, tile_labels
 from console.views.grid.tile_painter import TilePainter
 from gpufleet.v1.gpu_metrics import MEM_TOTAL_BYTES, MEM_USED_BYTES, TEMP_GPU_C, UTIL_GPU_PCT
+from tests.console.hand_fed import gpus_of, node_up, samples, simulated_node
 from tests.console.test_main_window import open_window, wait_connected
 
 __all__ = ["open_window"]  # a fixture, used by name
-GIB = 1 << 30
 
 
 # -- the real window over real daemons ----------------------------------------------
@@ -123,22 +113,15 @@ def big_fleet(nodes: int = 125, gpus: int = 8) -> FleetModel:
     for n in range(nodes):
         target = f"127.0.0.1:{41000 + n}"
         fleet.add_node(target)
-        info = NodeInfo(
-            hostname=f"gpu-node-{n:03d}", driver_version="550", cuda_version="12.4",
-            daemon_version="0.1", backend="simulated", backend_ok=True, backend_detail="",
-            sample_interval_s=1.0,
-            gpus=tuple(GpuInfo(i, f"GPU-{n:03d}{i:05d}", "NVIDIA H100", None, None, 80 * GIB,
-                               700.0) for i in range(gpus)),
-        )  # fmt: skip
-        fleet.apply(InventoryUpdate(target, info))
-        fleet.apply(LinkUpdate(target, LinkState.CONNECTED))
-        rows = np.full((gpus, COLUMN_COUNT), np.nan, np.float32)
-        rows[:, column(TEMP_GPU_C)] = rng.uniform(30, 80, gpus).round()
-        rows[:, column(UTIL_GPU_PCT)] = rng.uniform(0, 100, gpus).round()
-        rows[:, column(MEM_USED_BYTES)] = 10
-        rows[:, column(MEM_TOTAL_BYTES)] = 80
-        snaps = tuple(GpuSnapshot(i, "ok", "", ()) for i in range(gpus))
-        assert fleet.apply(SamplesUpdate(target, 1e9, rows, snaps, False)) is Change.DATA
+        gpu_infos = gpus_of(gpus, f"GPU-{n:03d}-", model="NVIDIA H100")
+        fleet.apply_all(node_up(target, simulated_node(f"gpu-node-{n:03d}", gpu_infos)))
+        readings = {
+            TEMP_GPU_C: rng.uniform(30, 80, gpus).round(),
+            UTIL_GPU_PCT: rng.uniform(0, 100, gpus).round(),
+            MEM_USED_BYTES: 10,
+            MEM_TOTAL_BYTES: 80,
+        }
+        assert fleet.apply(samples(target, 1e9, gpus, readings)) is Change.DATA
     return fleet
 
 
