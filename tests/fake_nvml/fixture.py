@@ -9,6 +9,8 @@ A subprocess (a daemon under test) finds it with ``LD_LIBRARY_PATH=state.lib_dir
 `unloadable_nvml_dir` is the other side: a directory whose libnvidia-ml.so.1 the
 dynamic loader finds but cannot load, so ``CDLL("libnvidia-ml.so.1")`` fails as on
 a server without the NVIDIA driver, even on a host that has one installed.
+
+`sleeper` is a real process for the fake to list as a GPU's process.
 """
 
 from __future__ import annotations
@@ -212,6 +214,16 @@ def fake_nvml(
     lib.fakeNvmlReset()
     yield FakeNvmlState(state_path, fake_nvml_lib.parent, lib)
     lib.fakeNvmlReset()
+
+
+@pytest.fixture
+def sleeper() -> Iterator[subprocess.Popen[bytes]]:
+    """A live process (`sleep 300`) to list as a GPU's process: the daemon reads its
+    details from /proc, so the pid must be real. Killed after the test."""
+    proc = subprocess.Popen(["sleep", "300"])
+    yield proc
+    proc.kill()
+    proc.wait()
 
 
 def _check_pynvml_uses(lib: ctypes.CDLL) -> None:

@@ -16,7 +16,6 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import grpc
@@ -64,14 +63,6 @@ def test_the_sandbox_applies_the_units_filters() -> None:
     # W+X memory, netlink sockets and chroot are refused; IPv6 sockets and a ctypes
     # callback (a libffi closure: executable trampoline code) are fine.
     assert result.stdout.split() == ["EPERM", "EAFNOSUPPORT", "EPERM", "allowed", "7"]
-
-
-@pytest.fixture
-def sleeper() -> Iterator[subprocess.Popen[bytes]]:
-    proc = subprocess.Popen(["sleep", "300"])
-    yield proc
-    proc.kill()
-    proc.wait()
 
 
 @pytest.fixture

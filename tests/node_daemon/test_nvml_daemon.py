@@ -12,7 +12,6 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import grpc
-import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from gpufleet.v1 import node_pb2 as pb
@@ -67,14 +66,6 @@ class NvmlDaemon:
         finally:
             self.proc.kill()
         return output
-
-
-@pytest.fixture
-def sleeper() -> Iterator[subprocess.Popen[bytes]]:
-    proc = subprocess.Popen(["sleep", "300"])
-    yield proc
-    proc.kill()
-    proc.wait()
 
 
 def first(stream: Iterator[pb.SampleBatch], predicate) -> pb.SampleBatch:  # type: ignore[no-untyped-def]

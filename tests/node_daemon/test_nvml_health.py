@@ -76,14 +76,6 @@ def two_gpus(fake_nvml: FakeNvmlState) -> FakeNvmlState:
     return fake_nvml.set(gpu_count=2)
 
 
-@pytest.fixture
-def sleeper() -> Iterator[subprocess.Popen[bytes]]:
-    child = subprocess.Popen(["sleep", "60"])
-    yield child
-    child.kill()
-    child.wait()
-
-
 def values(reading: GpuReading, metrics: list[AnyMetric]) -> list[float | None]:
     return [reading[metric] for metric in metrics]
 
@@ -332,7 +324,7 @@ def test_mig_instances_with_their_memory_and_processes(
     assert all(m.processes == () for m in before_processes.mig)  # not listed yet
     ((process,),) = (big.processes,)
     assert (process.pid, process.gpu_memory_bytes, process.command) == (
-        sleeper.pid, 4 * GIB, "sleep 60")  # fmt: skip
+        sleeper.pid, 4 * GIB, "sleep 300")  # fmt: skip
     assert [p.pid for p in small.processes] == [os.getpid()]
     # The GPU's own list has the MIG devices' processes too, as a real driver's.
     assert {p.pid for p in gpu_processes[0]} == {sleeper.pid, os.getpid()}
