@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import datetime as dt
 import zoneinfo
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,7 +19,8 @@ from node_daemon.usage.sacct import (
     parse_sacct_jobs,
     split_by_utc_day,
 )
-from node_daemon.usage.store import USAGE_FILE, UsageStore
+from node_daemon.usage.store import UsageStore
+from tests.node_daemon.usage_fixtures import empty_usage_store  # noqa: F401 (the `store` fixture)
 
 SAMPLES = Path(__file__).parent / "sacct"
 HOUR = 3600.0
@@ -28,13 +28,6 @@ HOUR = 3600.0
 
 def sample(name: str) -> str:
     return (SAMPLES / name).read_text(encoding="utf-8")
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[UsageStore]:
-    usage = UsageStore(tmp_path / USAGE_FILE)
-    yield usage
-    usage.close()
 
 
 def report(

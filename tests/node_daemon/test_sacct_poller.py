@@ -22,8 +22,9 @@ from gpufleet.v1 import node_pb2 as pb
 from gpufleet.v1 import node_pb2_grpc as pb_grpc
 from node_daemon.usage.poller import FIRST_LOOKBACK_S, SacctPoller
 from node_daemon.usage.settings import UsageSettings
-from node_daemon.usage.store import USAGE_FILE, UsageStore
+from node_daemon.usage.store import UsageStore
 from tests.conftest import DaemonFactory, wait_for
+from tests.node_daemon.usage_fixtures import empty_usage_store  # noqa: F401 (the `store` fixture)
 
 SAMPLES = Path(__file__).parent / "sacct"
 NOW = dt.datetime(2024, 6, 2, 12, 30, tzinfo=dt.UTC).timestamp()
@@ -63,13 +64,6 @@ def utc(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     yield
     monkeypatch.undo()
     time.tzset()
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[UsageStore]:
-    usage = UsageStore(tmp_path / USAGE_FILE)
-    yield usage
-    usage.close()
 
 
 @pytest.fixture

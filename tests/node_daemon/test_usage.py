@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 
 import pytest
 
@@ -19,7 +18,8 @@ from node_daemon.backends.simulated.scenario import ScenarioEvent
 from node_daemon.usage.amounts import GIB
 from node_daemon.usage.meter import UsageMeter
 from node_daemon.usage.query import query_usage
-from node_daemon.usage.store import USAGE_FILE, UsageStore
+from node_daemon.usage.store import UsageStore
+from tests.node_daemon.usage_fixtures import empty_usage_store  # noqa: F401 (the `store` fixture)
 
 # 2024-06-03 08:00:00 UTC: the whole scenario lies within one UTC day.
 T0 = dt.datetime(2024, 6, 3, 8, tzinfo=dt.UTC).timestamp()
@@ -48,13 +48,6 @@ def report(
 
 def rows(response: pb.QueryUsageResponse) -> dict[str, pb.UsageRow]:
     return {row.key: row for row in response.rows}
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> UsageStore:
-    usage = UsageStore(tmp_path / USAGE_FILE)
-    yield usage  # type: ignore[misc]
-    usage.close()
 
 
 def test_hand_built_load_gives_the_expected_hours_and_energy(store: UsageStore) -> None:

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from gpufleet.v1 import node_pb2 as pb
 from node_daemon.usage.importer import UsageImportError, import_file, parse_usage_csv
-from node_daemon.usage.store import USAGE_FILE, AlreadyImported, UsageStore
+from node_daemon.usage.store import AlreadyImported, UsageStore
 from tests.node_daemon.test_usage import report, rows
+from tests.node_daemon.usage_fixtures import empty_usage_store  # noqa: F401 (the `store` fixture)
 
 CSV_SAMPLE = """\
 day,user,gpu_seconds,busy_gpu_seconds,memory_gib_seconds,energy_joules,reserved_seconds,reserved_idle_seconds
@@ -18,13 +18,6 @@ day,user,gpu_seconds,busy_gpu_seconds,memory_gib_seconds,energy_joules,reserved_
 2024-05-01,bob,3600,0,0,0,86400,86400
 2024-05-02,alice,1800.5,900,,,0,0
 """
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[UsageStore]:
-    usage = UsageStore(tmp_path / USAGE_FILE)
-    yield usage
-    usage.close()
 
 
 def write(tmp_path: Path, name: str, text: str) -> Path:

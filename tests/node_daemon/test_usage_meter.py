@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -13,13 +12,7 @@ from node_daemon.backends.readings import GpuHealth, GpuReading, ProcessReading
 from node_daemon.usage.meter import UNKNOWN_USER, UsageMeter, day_parts
 from node_daemon.usage.store import USAGE_FILE, UsageStore, UsageStoreError
 from tests.node_daemon.test_usage import T0, gpu, no_reservations, proc, report, rows
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[UsageStore]:
-    usage = UsageStore(tmp_path / USAGE_FILE)
-    yield usage
-    usage.close()
+from tests.node_daemon.usage_fixtures import empty_usage_store  # noqa: F401 (the `store` fixture)
 
 
 def run(
