@@ -16,10 +16,11 @@ from console.terminal.common import (
     add_end,
     command,
     end_ms,
-    errors,
     latest_batch,
+    node_rows,
     now_ms,
     print_json,
+    print_rows,
     report,
     where,
 )
@@ -137,19 +138,14 @@ def _processes_of(link: NodeLink, inventory: pb.Inventory) -> list[Row]:
 def run_ps(args: argparse.Namespace) -> int:
     chosen = choose_nodes(args)
     outcome = on_fleet(chosen.surveyed, chosen.security, _processes_of)
-    rows = [row for _, node_rows in outcome.results for row in node_rows]
-    report(outcome, "ps")
-    if args.json:
-        print_json({"processes": rows, "errors": errors(outcome)})
-    else:
-        print(format_table(
-            ("NODE", "GPU", "PID", "USER", "MEMORY", "STARTED", "SLURM JOB", "COMMAND"),
-            [[r["node"], str(r["gpu"]), str(r["pid"]), r["user"] or "-",
-              "-" if r["gpu_memory_bytes"] is None else mib(r["gpu_memory_bytes"]),
-              local_time(r["start_time_unix_ms"] or 0), r["slurm_job_id"] or "-", r["command"]]
-             for r in rows],
-        ))  # fmt: skip
-    return outcome.exit_code()
+    return print_rows(
+        args, outcome, node_rows(outcome), name="ps", key="processes",
+        headers=("NODE", "GPU", "PID", "USER", "MEMORY", "STARTED", "SLURM JOB", "COMMAND"),
+        cells=lambda r: [
+            r["node"], str(r["gpu"]), str(r["pid"]), r["user"] or "-",
+            "-" if r["gpu_memory_bytes"] is None else mib(r["gpu_memory_bytes"]),
+            local_time(r["start_time_unix_ms"] or 0), r["slurm_job_id"] or "-", r["command"]],
+    )  # fmt: skip
 
 
 def _alert_row(link: NodeLink, alert: pb.Alert) -> Row:
@@ -176,18 +172,14 @@ def run_alerts(args: argparse.Namespace) -> int:
                 if args.all or alert_firing(a.state)]  # fmt: skip
 
     outcome = on_fleet(chosen.surveyed, chosen.security, alerts_of)
-    rows = [row for _, node_rows in outcome.results for row in node_rows]
-    report(outcome, "alerts")
-    if args.json:
-        print_json({"alerts": rows, "errors": errors(outcome)})
-    else:
-        print(format_table(
-            ("NODE", "ID", "SEVERITY", "RULE", "GPU", "VALUE/PEAK", "SINCE", "STATE"),
-            [[r["node"], r["id"], r["severity"], r["rule"],
-              "-" if r["gpu"] is None else str(r["gpu"]), _value_text(r),
-              local_time(r["started_unix_ms"]), _state_text(r)] for r in rows],
-        ))  # fmt: skip
-    return outcome.exit_code()
+    return print_rows(
+        args, outcome, node_rows(outcome), name="alerts", key="alerts",
+        headers=("NODE", "ID", "SEVERITY", "RULE", "GPU", "VALUE/PEAK", "SINCE", "STATE"),
+        cells=lambda r: [
+            r["node"], r["id"], r["severity"], r["rule"],
+            "-" if r["gpu"] is None else str(r["gpu"]), _value_text(r),
+            local_time(r["started_unix_ms"]), _state_text(r)],
+    )  # fmt: skip
 
 
 def _value_text(row: Row) -> str:

@@ -13,7 +13,7 @@ import json
 import re
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from console.terminal.fleet_calls import EXIT_USAGE, Outcome, on_each
@@ -26,7 +26,7 @@ from console.terminal.link import (
     profile_nodes,
 )
 from console.terminal.nodes import pick_node
-from console.terminal.table import local_time
+from console.terminal.table import format_table, local_time
 from gpufleet.client import calls
 from gpufleet.client import messages as pb
 
@@ -93,6 +93,34 @@ def act(args: argparse.Namespace, name: str, work: Callable[[NodeLink], Row]) ->
         outcome = on_each([node], security, work)
     report(outcome, name)
     return print_results(args, outcome)
+
+
+def node_rows(outcome: Outcome[list[Row]]) -> list[Row]:
+    """Every node's rows, node after node."""
+    return [row for _, rows in outcome.results for row in rows]
+
+
+def print_rows(
+    args: argparse.Namespace,
+    outcome: Outcome[list[Row]],
+    rows: Sequence[Row],
+    *,
+    name: str,
+    key: str,
+    headers: Sequence[str],
+    cells: Callable[[Row], list[str]],
+) -> int:
+    """The command NAME's listing: the nodes that failed (on standard error), then `rows`
+    as a table of their `cells`, or as {KEY: rows, "errors": failures} with --json.
+
+    Returns the outcome's exit code.
+    """
+    report(outcome, name)
+    if args.json:
+        print_json({key: list(rows), "errors": errors(outcome)})
+    else:
+        print(format_table(headers, [cells(row) for row in rows]))
+    return outcome.exit_code()
 
 
 def print_results(args: argparse.Namespace, outcome: Outcome[Row]) -> int:

@@ -23,16 +23,17 @@ from console.fleet.fleet_queue import qualified_id, split_qualified
 from console.terminal.common import (
     Row,
     command,
-    errors,
     latest_batch,
+    node_rows,
     print_json,
     print_results,
+    print_rows,
     report,
 )
 from console.terminal.fleet_calls import EXIT_FAILED, EXIT_OK, EXIT_USAGE, Outcome, on_each
 from console.terminal.link import CallFailed, NodeLink, UsageProblem, profile_nodes
 from console.terminal.nodes import choose_nodes, pick_node
-from console.terminal.table import format_table, local_time
+from console.terminal.table import local_time
 from gpufleet.client import calls
 from gpufleet.client import messages as pb
 from gpufleet.client.workload_args import add_workload_arguments, workload_argv, workload_env
@@ -111,21 +112,17 @@ def run_queue(args: argparse.Namespace) -> int:
     outcome = on_each([n for n, _ in chosen.surveyed.results], chosen.security,
                       lambda link: _queue_rows(link, args.all))  # fmt: skip
     outcome.failures[:0] = chosen.surveyed.failures
-    rows = [row for _, node_rows in outcome.results for row in node_rows]
+    rows = node_rows(outcome)
     rank = {"queued": 0, "running": 1}
     rows.sort(key=lambda r: (rank.get(r["state"], 2), -r["priority"], r["queued_unix_ms"]))
-    report(outcome, "queue")
-    if args.json:
-        print_json({"workloads": rows, "errors": errors(outcome)})
-    else:
-        print(format_table(
-            ("ID", "NAME", "OWNER", "GPUS", "PRIO", "STATE", "ON GPUS", "QUEUED",
-             "WAITING BECAUSE"),
-            [[r["qualified_id"], r["name"], r["owner"], str(r["gpus"]), str(r["priority"]),
-              r["state"], _on_gpus(r), local_time(r["queued_unix_ms"]), r["wait_reason"] or ""]
-             for r in rows],
-        ))  # fmt: skip
-    return outcome.exit_code()
+    return print_rows(
+        args, outcome, rows, name="queue", key="workloads",
+        headers=("ID", "NAME", "OWNER", "GPUS", "PRIO", "STATE", "ON GPUS", "QUEUED",
+                 "WAITING BECAUSE"),
+        cells=lambda r: [
+            r["qualified_id"], r["name"], r["owner"], str(r["gpus"]), str(r["priority"]),
+            r["state"], _on_gpus(r), local_time(r["queued_unix_ms"]), r["wait_reason"] or ""],
+    )  # fmt: skip
 
 
 def _on_gpus(row: Row) -> str:

@@ -19,18 +19,18 @@ from console.terminal.common import (
     act,
     add_end,
     command,
-    errors,
     moment,
+    node_rows,
     now_ms,
-    print_json,
     print_results,
+    print_rows,
     report,
     where,
 )
 from console.terminal.fleet_calls import EXIT_FAILED, Outcome, on_each, on_fleet, survey
 from console.terminal.link import CallFailed, Node, NodeLink, UsageProblem, profile_nodes
 from console.terminal.nodes import choose_nodes, lookup_among, pick_from
-from console.terminal.table import format_table, local_time
+from console.terminal.table import local_time
 from gpufleet.client import calls
 from gpufleet.client import messages as pb
 from gpufleet.client.security import LinkSecurity
@@ -128,18 +128,13 @@ def run_silences(args: argparse.Namespace) -> int:
                 for s in link.call(calls.LIST_SILENCES, request).silences]  # fmt: skip
 
     outcome = on_fleet(chosen.surveyed, chosen.security, silences_of)
-    rows = [row for _, node_rows in outcome.results for row in node_rows]
-    report(outcome, "silences")
-    if args.json:
-        print_json({"silences": rows, "errors": errors(outcome)})
-    else:
-        print(format_table(
-            ("NODE", "ID", "STATE", "STARTS", "ENDS", "MATCHERS", "BY", "COMMENT"),
-            [[r["node"], r["id"], _state_text(r), local_time(r["starts_unix_ms"]),
-              local_time(r["ends_unix_ms"]), _matchers_text(r), r["created_by"], r["comment"]]
-             for r in rows],
-        ))  # fmt: skip
-    return outcome.exit_code()
+    return print_rows(
+        args, outcome, node_rows(outcome), name="silences", key="silences",
+        headers=("NODE", "ID", "STATE", "STARTS", "ENDS", "MATCHERS", "BY", "COMMENT"),
+        cells=lambda r: [
+            r["node"], r["id"], _state_text(r), local_time(r["starts_unix_ms"]),
+            local_time(r["ends_unix_ms"]), _matchers_text(r), r["created_by"], r["comment"]],
+    )  # fmt: skip
 
 
 def _state_text(row: Row) -> str:
