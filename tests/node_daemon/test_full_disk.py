@@ -22,6 +22,7 @@ from gpufleet.v1 import node_pb2 as pb
 from gpufleet.v1 import node_pb2_grpc as pb_grpc
 from tests.conftest import wait_for
 from tests.daemon_process import DaemonProcess
+from tests.node_daemon.journal import events_after
 
 DISK_MB = 16
 CHUNK = 1024 * 1024
@@ -82,18 +83,6 @@ def state_alert(stub: pb_grpc.NodeServiceStub) -> pb.Alert | None:
     return next((a for a in alerts(stub) if a.rule == "state_disk"), None)
 
 
-def all_events(stub: pb_grpc.NodeServiceStub) -> list[pb.Event]:
-    head = stub.ListAlerts(pb.ListAlertsRequest(), timeout=5).last_seq
-    events: list[pb.Event] = []
-    stream = stub.StreamEvents(pb.StreamEventsRequest(after_seq=0), timeout=10)
-    for event in stream:
-        events.append(event)
-        if event.seq >= head:
-            stream.cancel()
-            break
-    return events
-
-
 def assert_in_time_order(events: list[pb.Event]) -> None:
     seqs = [e.seq for e in events]
     assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs), seqs
@@ -144,7 +133,7 @@ def test_a_daemon_on_a_full_disk_serves_reads_refuses_changes_and_recovers(
             # Recovers without a restart: the first change that finds room goes through.
             wait_for(lambda: can_reserve(stub, 1), 15, "a change to work again")
             wait_for(lambda: state_alert(stub) is None, 15, "the state disk alert to clear")
-            events = all_events(stub)
+            events = events_after(stub)
     finally:
         daemon.stop()
     assert_in_time_order(events)
@@ -214,10 +203,10 @@ def test_events_of_a_full_disk_spell_keep_their_time_order(disk: SmallDisk, tmp_
             wait_for(lambda: any(a.rule == "gpu_lost" for a in alerts(stub)), 30, "GPU 0 lost")
             disk.free()
             wait_for(
-                lambda: pb.EVENT_KIND_RESERVATION_EXPIRED in [e.kind for e in all_events(stub)],
+                lambda: pb.EVENT_KIND_RESERVATION_EXPIRED in [e.kind for e in events_after(stub)],
                 15, "the expiry to be written",
             )  # fmt: skip
-            events = all_events(stub)
+            events = events_after(stub)
     finally:
         daemon.stop()
     assert pb.EVENT_KIND_GPU_LOST in [e.kind for e in events]

@@ -24,6 +24,7 @@ from node_daemon.server import NodeDaemon
 from tests.conftest import DaemonFactory, wait_for
 from tests.daemon_process import DaemonProcess
 from tests.node_daemon.alertmanager_harness import Alertmanager
+from tests.node_daemon.journal import events_after
 from tests.small_disk import small_disk
 
 HOST = "gpu-node-07"
@@ -254,17 +255,7 @@ def events_after_ticks(stub: pb_grpc.NodeServiceStub, head: int, ticks: int) -> 
     for _ in range(ticks):
         next(samples)
     samples.cancel()
-    newest = stub.ListAlerts(pb.ListAlertsRequest(), timeout=5).last_seq
-    if newest <= head:
-        return []
-    events = []
-    stream = stub.StreamEvents(pb.StreamEventsRequest(after_seq=head), timeout=10)
-    for event in stream:
-        events.append(event)
-        if event.seq >= newest:
-            stream.cancel()
-            break
-    return events
+    return events_after(stub, head)
 
 
 def test_a_full_disk_refuses_a_create_clearly(start_daemon: DaemonFactory) -> None:
