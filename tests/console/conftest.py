@@ -83,6 +83,36 @@ def memory_keyring(no_keyring: None) -> MemoryKeyring:
     return backend
 
 
+# -- the console's window on a session of the test's ---------------------------------
+
+
+@pytest.fixture
+def start_window(qtbot):  # type: ignore[no-untyped-def]
+    """Returns start(session, sinks=(), size=None, show=True) -> MainWindow: the window
+    on `session` (notifying `sinks`), resized to `size` unless None, the session started
+    and the window shown unless `show` is False. Every session started is stopped after
+    the test."""
+    from console.main_window import MainWindow
+
+    windows: list[MainWindow] = []
+
+    def start(session: Any, sinks: Any = (), size: tuple[int, int] | None = None,
+              show: bool = True) -> MainWindow:  # fmt: skip
+        window = MainWindow(session, sinks=sinks)
+        qtbot.addWidget(window)
+        windows.append(window)
+        if size is not None:
+            window.resize(*size)
+        session.start()
+        if show:
+            window.show()
+        return window
+
+    yield start
+    for window in windows:
+        window.session.stop()
+
+
 # -- a console window on a real daemon, for the looks tests -------------------------
 
 # Set for a rerun of a test file in a real X server: the outer run holds the test

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -40,19 +40,12 @@ def issuer() -> Issuer:
 
 
 @pytest.fixture
-def open_console(qtbot) -> Iterator[Callable[[list[str], LinkSecurity], MainWindow]]:  # type: ignore[no-untyped-def]
-    windows: list[MainWindow] = []
-
+def open_console(start_window) -> Callable[[list[str], LinkSecurity], MainWindow]:  # type: ignore[no-untyped-def]
     def open_(targets: list[str], security: LinkSecurity) -> MainWindow:
-        window = MainWindow(ConsoleSession(targets, security=security, profile="prod"))
-        qtbot.addWidget(window)
-        window.session.start()
-        windows.append(window)
-        return window
+        session = ConsoleSession(targets, security=security, profile="prod")
+        return start_window(session, show=False)
 
-    yield open_
-    for window in windows:
-        window.session.stop()
+    return open_
 
 
 def jwt_daemon(start_daemon: DaemonFactory, tmp_path: Path, issuer: Issuer, leeway_s: int = 30,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import socket
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import numpy as np
 import pytest
@@ -22,22 +22,11 @@ from node_daemon.backends.simulated.scenario import Scenario, ScenarioEvent
 
 
 @pytest.fixture
-def open_window(qtbot) -> Iterator:
-    windows: list[MainWindow] = []
-
+def open_window(start_window) -> Callable[..., MainWindow]:  # type: ignore[no-untyped-def]
     def open_(*targets: str) -> MainWindow:
-        session = ConsoleSession(targets)
-        window = MainWindow(session)
-        qtbot.addWidget(window)
-        window.resize(1400, 800)
-        session.start()
-        window.show()
-        windows.append(window)
-        return window
+        return start_window(ConsoleSession(targets), size=(1400, 800))
 
-    yield open_
-    for window in windows:
-        window.session.stop()
+    return open_
 
 
 def wait_connected(qtbot, window: MainWindow, target: str, samples: int = 3) -> None:

@@ -9,7 +9,7 @@ holds is silenced, so it does not pop up.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -34,26 +34,17 @@ def now_ms() -> int:
 
 
 @pytest.fixture
-def open_console(qtbot) -> Iterator[Opener]:
-    windows: list[MainWindow] = []
-
+def open_console(qtbot, start_window) -> Opener:  # type: ignore[no-untyped-def]
     def open_(*targets: str) -> tuple[MainWindow, RecordingSink]:
         sink = RecordingSink()
         session = ConsoleSession(targets)
-        window = MainWindow(session, sinks=[sink])
-        qtbot.addWidget(window)
-        window.resize(1400, 900)
-        session.start()
-        window.show()
-        windows.append(window)
+        window = start_window(session, sinks=[sink], size=(1400, 900))
         for target in targets:
             node = session.fleet.node(target)
             qtbot.waitUntil(lambda n=node: n.state is LinkState.CONNECTED, timeout=15_000)
         return window, sink
 
-    yield open_
-    for window in windows:
-        window.session.stop()
+    return open_
 
 
 def groups(window: MainWindow) -> list[SilenceGroup]:

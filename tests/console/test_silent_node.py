@@ -204,27 +204,20 @@ def node(tmp_path: Path) -> Iterator[DaemonProcess]:
 
 
 @pytest.fixture
-def watch(qtbot, monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[str], Watching]]:
+def watch(qtbot, monkeypatch: pytest.MonkeyPatch, start_window) -> Callable[[str], Watching]:  # type: ignore[no-untyped-def]
     """Opens the console on a node; the sound is counted instead of played."""
-    windows: list[MainWindow] = []
     beeps: list[float] = []
     monkeypatch.setattr(QApplication, "beep", staticmethod(lambda: beeps.append(time.time())))
 
     def open_console(target: str) -> Watching:
         sink = RecordingSink()
-        window = MainWindow(ConsoleSession([target]), sinks=[sink])
-        qtbot.addWidget(window)
-        windows.append(window)
-        window.session.start()
-        window.show()
+        window = start_window(ConsoleSession([target]), sinks=[sink])
         watching = Watching(window, sink, beeps, target)
         qtbot.waitUntil(watching.streaming, timeout=30_000)
         assert watching.own_alerts() == []  # a live node: nothing of ours
         return watching
 
-    yield open_console
-    for window in windows:
-        window.session.stop()
+    return open_console
 
 
 def loud_then_quiet_again(qtbot, watching: Watching, recover: Callable[[], None]) -> None:
