@@ -15,10 +15,10 @@ import grpc
 import grpc.aio
 from google.protobuf.message import Message
 
-from gpufleet.client.blocking import serialize
 from gpufleet.client.calls import Stream, Unary
 from gpufleet.client.channel import open_channel
 from gpufleet.client.errors import call_error, decode_answer
+from gpufleet.client.methods import ChannelMethods
 from gpufleet.client.security import LinkSecurity
 from gpufleet.v1 import node_pb2_grpc as pb_grpc
 
@@ -32,7 +32,7 @@ class AsyncNodeClient:
     def __init__(self, target: str, security: LinkSecurity | None = None) -> None:
         self.target = target
         self._channel = open_channel(target, security or LinkSecurity())
-        self._methods: dict[str, Any] = {}
+        self._methods = ChannelMethods()
         # The generated stub over the same channel, for callers that hand a stub around
         # (the console's action callables); it shares the channel's credentials and options.
         self.stub = pb_grpc.NodeServiceStub(self._channel)
@@ -51,7 +51,7 @@ class AsyncNodeClient:
             CallError: the node refused, failed, could not be reached or answered garbage.
         """
         message = request if request is not None else rpc.request(**fields)
-        method = self._method(rpc, self._channel.unary_unary)
+        method = self._methods.get(rpc, self._channel.unary_unary)
         try:
             data: bytes = await method(
                 message, timeout=rpc.deadline_s if deadline_s is None else deadline_s
@@ -74,7 +74,7 @@ class AsyncNodeClient:
             CallError: as `call`, when the stream fails.
         """
         message = request if request is not None else rpc.request(**fields)
-        answers = self._method(rpc, self._channel.unary_stream)(message, timeout=deadline_s)
+        answers = self._methods.get(rpc, self._channel.unary_stream)(message, timeout=deadline_s)
         try:
             async for data in answers:
                 yield decode_answer(self.target, rpc, data)
@@ -82,16 +82,6 @@ class AsyncNodeClient:
             raise call_error(self.target, rpc, exc) from None
         finally:
             answers.cancel()
-
-    def _method(self, rpc: Unary[Any, Any] | Stream[Any, Any], make: Any) -> Any:
-        method = self._methods.get(rpc.path)
-        if method is None:
-            method = self._methods[rpc.path] = make(
-                rpc.path,
-                request_serializer=serialize,
-                response_deserializer=None,  # bytes: decode_answer parses them
-            )
-        return method
 
     async def close(self) -> None:
         await self._channel.close()

@@ -17,14 +17,11 @@ from google.protobuf.message import Message
 from gpufleet.client.calls import Stream, Unary
 from gpufleet.client.channel import open_blocking_channel, plaintext_metadata
 from gpufleet.client.errors import call_error, decode_answer
+from gpufleet.client.methods import ChannelMethods
 from gpufleet.client.security import LinkSecurity
 
 Req = TypeVar("Req", bound=Message)
 Resp = TypeVar("Resp", bound=Message)
-
-
-def serialize(message: Message) -> bytes:
-    return message.SerializeToString()
 
 
 class NodeClient:
@@ -34,7 +31,7 @@ class NodeClient:
         self.target = target
         self._security = security or LinkSecurity()
         self._channel = open_blocking_channel(target, self._security)
-        self._methods: dict[str, Any] = {}
+        self._methods = ChannelMethods()
 
     def call(
         self,
@@ -50,7 +47,7 @@ class NodeClient:
             CallError: the node refused, failed, could not be reached or answered garbage.
         """
         message = request if request is not None else rpc.request(**fields)
-        method = self._method(rpc, self._channel.unary_unary)
+        method = self._methods.get(rpc, self._channel.unary_unary)
         try:
             data: bytes = method(
                 message,
@@ -75,7 +72,7 @@ class NodeClient:
             CallError: as `call`, when the stream fails.
         """
         message = request if request is not None else rpc.request(**fields)
-        method = self._method(rpc, self._channel.unary_stream)
+        method = self._methods.get(rpc, self._channel.unary_stream)
         answers = method(message, timeout=deadline_s, metadata=plaintext_metadata(self._security))
         try:
             for data in answers:
@@ -84,16 +81,6 @@ class NodeClient:
             raise call_error(self.target, rpc, exc) from None
         finally:
             answers.cancel()
-
-    def _method(self, rpc: Unary[Any, Any] | Stream[Any, Any], make: Any) -> Any:
-        method = self._methods.get(rpc.path)
-        if method is None:
-            method = self._methods[rpc.path] = make(
-                rpc.path,
-                request_serializer=serialize,
-                response_deserializer=None,  # bytes: decode_answer parses them
-            )
-        return method
 
     def close(self) -> None:
         self._channel.close()

@@ -21,13 +21,12 @@ Resp = TypeVar("Resp", bound=Message)
 
 
 @dataclass(frozen=True)
-class Unary(Generic[Req, Resp]):
-    """One request, one answer, within `deadline_s` unless the caller gives another."""
+class Call(Generic[Req, Resp]):
+    """A NodeService method and its messages: a Unary or a Stream."""
 
     method: str
     request: type[Req]
     response: type[Resp]
-    deadline_s: float = CALL_DEADLINE_S
 
     @property
     def path(self) -> str:
@@ -35,16 +34,15 @@ class Unary(Generic[Req, Resp]):
 
 
 @dataclass(frozen=True)
-class Stream(Generic[Req, Resp]):
+class Unary(Call[Req, Resp]):
+    """One request, one answer, within `deadline_s` unless the caller gives another."""
+
+    deadline_s: float = CALL_DEADLINE_S
+
+
+@dataclass(frozen=True)
+class Stream(Call[Req, Resp]):
     """One request, a stream of answers; no deadline unless the caller gives one."""
-
-    method: str
-    request: type[Req]
-    response: type[Resp]
-
-    @property
-    def path(self) -> str:
-        return f"/{SERVICE}/{self.method}"
 
 
 GET_INVENTORY = Unary("GetInventory", pb.GetInventoryRequest, pb.Inventory)

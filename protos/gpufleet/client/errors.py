@@ -8,7 +8,7 @@ from typing import Any, TypeVar
 import grpc
 from google.protobuf.message import DecodeError, Message
 
-from gpufleet.client.calls import Stream, Unary
+from gpufleet.client.calls import Call
 
 Resp = TypeVar("Resp", bound=Message)
 
@@ -43,16 +43,14 @@ class CallError(Exception):
         return f"{self.address}: {self.method}: {self.reason}"
 
 
-def call_error(
-    address: str, rpc: Unary[Any, Any] | Stream[Any, Any], exc: grpc.RpcError
-) -> CallError:
+def call_error(address: str, rpc: Call[Any, Any], exc: grpc.RpcError) -> CallError:
     """`exc` (a grpc.RpcError, sync or aio) as a CallError naming `address` and the call."""
     code: grpc.StatusCode = exc.code()  # type: ignore[attr-defined]
     details: str = exc.details() or ""  # type: ignore[attr-defined]
     return CallError(address, rpc.method, code, details)
 
 
-def decode_answer(address: str, rpc: Unary[Any, Resp] | Stream[Any, Resp], data: bytes) -> Resp:
+def decode_answer(address: str, rpc: Call[Any, Resp], data: bytes) -> Resp:
     """The answer's bytes as the call's message; garbage is a CallError, not a crash.
 
     Decoded here rather than by grpc's deserializer hook, which logs the failure and,
