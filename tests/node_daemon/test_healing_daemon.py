@@ -231,6 +231,28 @@ def reasons(stub: pb_grpc.NodeServiceStub, gpu: int) -> set[str]:
     return {r.code for r in condition(stub, gpu).reasons}
 
 
+def repair_policy(repair: str, verify_after_s: float, shell: str) -> HealingSettings:
+    """Self-healing on, with `repair` (reset, reboot) run as `sh -c shell` and a 1 s cooldown."""
+    return settings(
+        f'[healing]\nmode = "on"\n[healing.{repair}]\nenabled = true\n'
+        f'verify_after_s = {verify_after_s}\ncooldown_s = 1\ncommand = ["sh", "-c", "{shell}"]\n'
+    )
+
+
+def start_on_boot(
+    start_daemon: DaemonFactory,
+    fault: dict[str, object],
+    policy: HealingSettings,
+    state: Path,
+    boot_id: str,
+) -> NodeDaemon:
+    """A daemon on two simulated GPUs with `fault`, its state kept in `state` across restarts,
+    on the (emulated) boot `boot_id`."""
+    return start_daemon(
+        simulated(2, fault), gpus=2, healing=policy, state_dir=state, boot_id=boot_id
+    )
+
+
 def test_a_reset_is_not_run_again_after_a_restart_on_the_same_boot(  # type: ignore[no-untyped-def]
     start_daemon: DaemonFactory, events, tmp_path: Path
 ) -> None:
@@ -238,20 +260,15 @@ def test_a_reset_is_not_run_again_after_a_restart_on_the_same_boot(  # type: ign
     the same boot. The reset ran again once its cooldown had passed (#28): it escalates
     instead, and is never run again for that fault."""
     marker, state = tmp_path / "resets", tmp_path / "state"
-    policy = settings(
-        f'[healing]\nmode = "on"\n[healing.reset]\nenabled = true\nverify_after_s = 1\n'
-        f'cooldown_s = 1\ncommand = ["sh", "-c", "echo {{index}} >> {marker}"]\n'
-    )
+    policy = repair_policy("reset", 1, f"echo {{index}} >> {marker}")
     fault = {"at": 0.05, "gpu": 1, "kind": "recovery_action", "value": 1}
-    first = start_daemon(simulated(2, fault), gpus=2, healing=policy, state_dir=state,
-                         boot_id="boot-1")  # fmt: skip
+    first = start_on_boot(start_daemon, fault, policy, state, "boot-1")
     stream = events(first)
     reset = stream.wait_healing(action="gpu_reset", outcome="done")
     assert (reset.gpu_index, lines(marker)) == (1, ["1"])
     stream.close()
     first.stop(grace_s=0.5)
-    second = start_daemon(simulated(2, fault), gpus=2, healing=policy, state_dir=state,
-                          boot_id="boot-1")  # fmt: skip
+    second = start_on_boot(start_daemon, fault, policy, state, "boot-1")
     stream = events(second)
     wait_for(lambda: second.sampler.sweeps >= 30, 30, "30 sweeps after the restart")
     assert lines(marker) == ["1"], "the reset ran again"
@@ -283,21 +300,16 @@ def test_a_reboot_that_did_not_cure_escalates_and_is_not_repeated_over_three_boo
     The reboot ran again in each boot, once per cooldown (#28); it runs once, and the next
     boot escalates: drained and marked for inspection, which the boots after keep."""
     marker, state = tmp_path / "reboots", tmp_path / "state"
-    policy = settings(
-        f'[healing]\nmode = "on"\n[healing.reboot]\nenabled = true\nverify_after_s = 0.5\n'
-        f'cooldown_s = 1\ncommand = ["sh", "-c", "echo rebooted >> {marker}"]\n'
-    )
+    policy = repair_policy("reboot", 0.5, f"echo rebooted >> {marker}")
     fault = {"at": 0.05, "gpu": 1, "kind": "recovery_action", "value": 2}
-    first = start_daemon(simulated(2, fault), gpus=2, healing=policy, state_dir=state,
-                         boot_id="boot-1")  # fmt: skip
+    first = start_on_boot(start_daemon, fault, policy, state, "boot-1")
     stream = events(first)
     rebooted = stream.wait_healing(action="node_reboot", outcome="done")
     assert "GPU 1 needs reboot" in rebooted.reason and lines(marker) == ["rebooted"]
     stream.close()
     first.stop(grace_s=0.5)
     for boot in ("boot-2", "boot-3", "boot-4"):
-        daemon = start_daemon(simulated(2, fault), gpus=2, healing=policy, state_dir=state,
-                              boot_id=boot)  # fmt: skip
+        daemon = start_on_boot(start_daemon, fault, policy, state, boot)
         stream = events(daemon)
         wait_for(lambda d=daemon: d.sampler.sweeps >= 30, 30, f"30 sweeps in {boot}")  # type: ignore[misc]
         assert lines(marker) == ["rebooted"], f"rebooted again in {boot}"
