@@ -104,6 +104,25 @@ def _in_hours(hours: float) -> int:
     return int((time.time() + hours * 3600) * 1000)
 
 
+def queued_beside_bobs_reservation(qtbot, console: Console) -> str:  # type: ignore[no-untyped-def]
+    """GPU 1 reserved for bob for two hours ("paper deadline") and a workload of alice's
+    queued, both as another admin would; back once the console shows both. Returns the
+    workload's id."""
+    reserve = pb.ReserveRequest(gpu_indices=[1], holder="bob", reason="paper deadline",
+                                until_unix_ms=_in_hours(2), actor="bob")  # fmt: skip
+    console.stub.Reserve(reserve, timeout=5)
+    workload_id = submit(console, owner="alice")
+    gpu = console.window.session.items.gpu_index(console.target, 1)
+    qtbot.waitUntil(
+        lambda: (
+            gpu.data(roles.RESERVATION_ROLE) is not None
+            and console.workload(workload_id) is not None
+        ),
+        timeout=5000,
+    )
+    return workload_id
+
+
 def drag_over(widget: QWidget, mime: QMimeData, pos: QPoint) -> QDragMoveEvent:
     """A drag entering the widget and moving to `pos`; returns the move (accepted or not)."""
     buttons, keys = Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier
@@ -167,18 +186,7 @@ def test_queued_workload_dropped_on_a_tile_runs_there(qtbot, console: Console) -
 
 
 def test_drop_on_a_gpu_reserved_for_someone_else_is_refused(qtbot, console: Console) -> None:
-    reserve = pb.ReserveRequest(gpu_indices=[1], holder="bob", reason="paper deadline",
-                                until_unix_ms=_in_hours(2), actor="bob")  # fmt: skip
-    console.stub.Reserve(reserve, timeout=5)
-    workload_id = submit(console, owner="alice")
-    gpu = console.window.session.items.gpu_index(console.target, 1)
-    qtbot.waitUntil(
-        lambda: (
-            gpu.data(roles.RESERVATION_ROLE) is not None
-            and console.workload(workload_id) is not None
-        ),
-        timeout=5000,
-    )
+    workload_id = queued_beside_bobs_reservation(qtbot, console)
     grid, tile = console.window.grid, console.window.grid.tile_rect(console.target, 1)
     mime = workload_mime(console, workload_id)
     move = drag_over(grid, mime, tile.center())

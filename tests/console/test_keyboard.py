@@ -49,7 +49,13 @@ from node_daemon.backends.simulated.scenario import Scenario, ScenarioEvent
 from tests.conftest import DaemonFactory
 from tests.console.conftest import ACCOUNTS_HELD, rerun_inside
 from tests.console.desktop_bus import NOT_TESTED
-from tests.console.test_control_e2e import SLEEPER, Console, _in_hours, recorded_console, submit
+from tests.console.test_control_e2e import (
+    SLEEPER,
+    Console,
+    queued_beside_bobs_reservation,
+    recorded_console,
+    submit,
+)
 from tests.console.test_control_model import A, fleet_with
 from tests.console.test_control_views import SLEEPER as SLEEPER_ROW
 from tests.console.test_control_views import grid_of
@@ -197,18 +203,7 @@ def test_keyboard_only_assign_from_a_tiles_menu(qtbot, console: Console) -> None
 
 
 def test_a_workload_rows_menu_assigns_with_the_drops_verdicts(qtbot, console: Console) -> None:
-    reserve = pb.ReserveRequest(gpu_indices=[1], holder="bob", reason="paper deadline",
-                                until_unix_ms=_in_hours(2), actor="bob")  # fmt: skip
-    console.stub.Reserve(reserve, timeout=5)
-    workload_id = submit(console, owner="alice")
-    gpu1 = console.window.session.items.gpu_index(console.target, 1)
-    qtbot.waitUntil(
-        lambda: (
-            console.workload(workload_id) is not None
-            and gpu1.data(roles.RESERVATION_ROLE) is not None
-        ),
-        timeout=5000,
-    )
+    workload_id = queued_beside_bobs_reservation(qtbot, console)
     window = console.window
     panel = window.control.workload_panel
     qtbot.waitUntil(lambda: panel.row_index(console.target, workload_id).isValid(), timeout=5000)
@@ -243,19 +238,27 @@ def test_a_workload_rows_menu_assigns_with_the_drops_verdicts(qtbot, console: Co
 # -- reserve and release --------------------------------------------------------------
 
 
+def reserve_by_choosing(qtbot, window: MainWindow, typed: str, verdict: str) -> ReserveDialog:  # type: ignore[no-untyped-def]
+    """In an open menu, Reserve (r); `typed` into the chooser, which must read `verdict`;
+    Enter: returns the reserve dialog it opens."""
+    type_text("r")
+    chooser = window.control.place_prompts.dialog
+    assert isinstance(chooser, ChoiceDialog)
+    focused(qtbot, chooser.search)
+    type_text(typed)
+    assert chooser.verdict_label.text() == verdict
+    press(Key.Key_Return)
+    dialog = window.control.prompts.dialog
+    assert isinstance(dialog, ReserveDialog)
+    return dialog
+
+
 def test_keyboard_only_reserve_from_a_tiles_menu(qtbot, console: Console) -> None:
     window = console.window
     to_tile(qtbot, console, 1)
     open_menu(qtbot)
-    type_text("r")  # Reserve for…
-    chooser = window.control.place_prompts.dialog
-    assert isinstance(chooser, ChoiceDialog)
-    focused(qtbot, chooser.search)
-    type_text("team:ml")
-    assert chooser.verdict_label.text() == "reserve GPU 1 of node-a for team:ml"
-    press(Key.Key_Return)
-    dialog = window.control.prompts.dialog
-    assert isinstance(dialog, ReserveDialog) and dialog.holder.text() == "team:ml"
+    dialog = reserve_by_choosing(qtbot, window, "team:ml", "reserve GPU 1 of node-a for team:ml")
+    assert dialog.holder.text() == "team:ml"
     focused(qtbot, dialog.reason)  # never "For": a typed reason is not a holder's name
     type_text("training run")
     assert console.sent == []
@@ -275,15 +278,7 @@ def test_a_persons_menu_reserves_a_gpu_and_releases_after_asking(qtbot, console:
     to_person(people, "alice")
     menu = open_menu(qtbot)
     assert menu_texts(menu) == ["Reserve a GPU for alice…", "Release alice's reservations…"]
-    type_text("r")
-    chooser = window.control.place_prompts.dialog
-    assert isinstance(chooser, ChoiceDialog)
-    focused(qtbot, chooser.search)
-    type_text("gpu 2")
-    assert chooser.verdict_label.text() == "reserve GPU 2 of node-a for alice"
-    press(Key.Key_Return)
-    dialog = window.control.prompts.dialog
-    assert isinstance(dialog, ReserveDialog)
+    dialog = reserve_by_choosing(qtbot, window, "gpu 2", "reserve GPU 2 of node-a for alice")
     focused(qtbot, dialog.reason)
     type_text("notebook")
     finished_ok(qtbot, console, lambda: press(Key.Key_Return))
