@@ -64,9 +64,14 @@ def local_accounts(
     """
     OWN_DIRS.extend(own_dirs)
     with open(LOCK, "a+") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        _create_missing(names)
-        fcntl.flock(lock, fcntl.LOCK_SH)  # others may use them too now
+        # Where another session made them and uses them, share them at once: two runs
+        # (a developer's and a helper's) go side by side instead of one waiting for the
+        # other's end. Made or repaired under the exclusive lock only.
+        fcntl.flock(lock, fcntl.LOCK_SH)
+        if not all(_usable(name) for name in names):
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            _create_missing(names)
+            fcntl.flock(lock, fcntl.LOCK_SH)  # others may use them too now
         try:
             yield
         finally:
@@ -79,6 +84,14 @@ def local_accounts(
             except BlockingIOError:
                 return  # another session still uses them; it removes them
             _remove_created()
+
+
+def _usable(name: str) -> bool:
+    """The account exists with its home (as _create_missing leaves it)."""
+    try:
+        return Path(pwd.getpwnam(name).pw_dir).is_dir()
+    except KeyError:
+        return False
 
 
 def _create_missing(names: tuple[str, ...]) -> None:
