@@ -40,10 +40,11 @@ sys.path.insert(0, str(ROOT))
 
 import grpc  # noqa: E402
 
+from gpufleet.policy import Role  # noqa: E402
 from gpufleet.v1 import node_pb2 as pb  # noqa: E402
 from gpufleet.v1 import node_pb2_grpc as pb_grpc  # noqa: E402
 from node_daemon.auth.auth_state import AuthState, Denied  # noqa: E402
-from node_daemon.auth.identity import Role, User  # noqa: E402
+from node_daemon.auth.identity import User  # noqa: E402
 from node_daemon.auth.jwks import parse_jwks  # noqa: E402
 from node_daemon.auth.jwt import JwtPolicy, verify  # noqa: E402
 from node_daemon.auth.settings import AuthSettings  # noqa: E402

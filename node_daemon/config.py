@@ -12,9 +12,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from gpufleet.policy import team_name
 from node_daemon.alerts.am_settings import AlertmanagerSettings, parse_alertmanager
 from node_daemon.alerts.rules import AlertSettings, parse_alert_settings
-from node_daemon.auth.identity import team_name
 from node_daemon.auth.settings import AuthSettings, parse_auth
 from node_daemon.control.settings import WorkloadSettings, parse_workload_settings
 from node_daemon.errors import ConfigError

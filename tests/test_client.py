@@ -27,8 +27,9 @@ from gpufleet.client.errors import CallError
 from gpufleet.client.security import LinkSecurity
 from gpufleet.client.submit_command import add_submit_command
 from gpufleet.client.words import enum_word, known_word, severity_name
+from gpufleet.policy import Role
 from gpufleet.v1 import node_pb2 as pb
-from node_daemon.auth.identity import Role, User
+from node_daemon.auth.identity import User
 from node_daemon.auth.settings import AuthSettings, TlsSettings
 from node_daemon.auth.tokens import new_token, token_hash
 from tests.certs import Authority, write

@@ -25,7 +25,7 @@ from console.fleet.control import ReservationRow, WorkloadRow, WorkloadState
 from console.fleet.health import MigInstanceRow
 from console.fleet.health_words import event_sentence
 from console.fleet.history_range import TierReach
-from console.fleet.identity import Identity, Role
+from console.fleet.identity import Identity
 from console.fleet.process_row import ProcessRow
 from console.fleet.silences import SilenceListing, SilenceMatcher, SilenceRow
 from console.fleet.updates import (
@@ -45,6 +45,7 @@ from console.fleet.updates import (
 )
 from console.fleet.usage import NodeKpis, NodeUsage, UsageRow
 from gpufleet.client.words import event_kind_word, kill_outcome_word, known_word, seconds
+from gpufleet.policy import Role
 from gpufleet.v1 import node_pb2 as pb
 
 

@@ -14,8 +14,6 @@ import enum
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-TEAM_PREFIX = "team:"
-
 
 class WorkloadState(enum.Enum):
     QUEUED = "queued"
@@ -199,7 +197,3 @@ class ControlBook:
             self._workloads[record.uid] = record
         self.version += 1
         return True
-
-
-def is_team(holder: str) -> bool:
-    return holder.startswith(TEAM_PREFIX)

@@ -7,21 +7,10 @@ asking; the daemon still decides every call.
 
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass
 
-
-class Role(enum.IntEnum):
-    """The daemon's roles (gpufleet.v1.Role): each allows what the ones below it do."""
-
-    VIEWER = 1  # watch
-    OPERATOR = 2  # acknowledge, submit, reserve, kill: for themselves and their teams
-    ADMIN = 3  # everything, for anyone; read the audit log
-
-    @property
-    def label(self) -> str:
-        return self.name.lower()
-
+from gpufleet import policy
+from gpufleet.policy import Role
 
 _HOW = {"none": "without authentication", "client-certificate": "by client certificate"}
 
@@ -46,10 +35,10 @@ class Identity:
     @property
     def holders(self) -> tuple[str, ...]:
         """The names this caller may act for: itself and team:NAME of its teams."""
-        return (self.user, *(f"team:{t}" for t in self.teams))
+        return policy.holders(self.user, self.teams)
 
     def may_act_for(self, owner: str | None) -> bool:
-        return self.role >= Role.ADMIN or owner in self.holders
+        return policy.may_act_for(self.role, self.user, self.teams, owner)
 
     def describe(self, now_unix_ms: int | None = None) -> str:
         """ "alice (operator; teams ml) by jwt from https://sso.example.com, expires in 6 h".
@@ -86,13 +75,16 @@ def role_refusal(identity: Identity | None, needed: Role, node_name: str) -> str
             f"on {node_name})")  # fmt: skip
 
 
-def job_kill_refusal(identity: Identity | None, node_name: str) -> str | None:
-    """Why the node will not kill a process of a Slurm job; None when its policy allows it.
+def job_kill_refusal(identity: Identity | None, node_name: str, slurm_job_id: str) -> str | None:
+    """Why the node will not kill a process of Slurm job `slurm_job_id` ("" for none);
+    None when its policy allows it (gpufleet.policy.job_process_protected).
 
     Exact, from the node's own word (WhoAmI's allow_kill_job_processes); an
     unknown identity refuses nothing here: the node decides.
     """
-    if identity is None or identity.allow_kill_job_processes:
+    if identity is None:
+        return None
+    if not policy.job_process_protected(slurm_job_id, identity.allow_kill_job_processes):
         return None
     return (f"{node_name} refuses to kill processes of Slurm jobs "
             "(allow_kill_job_processes = false)")  # fmt: skip

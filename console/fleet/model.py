@@ -21,7 +21,7 @@ from console.fleet.alerts import AlertBook, EventRow
 from console.fleet.columns import COLUMN_COUNT, Row, value
 from console.fleet.control import ControlBook, ReservationRow, WorkloadRow
 from console.fleet.health import GpuCondition, HealingPolicyRow
-from console.fleet.identity import Identity, Role, role_refusal
+from console.fleet.identity import Identity, role_refusal
 from console.fleet.not_responding import NotRespondingAlarm, is_local
 from console.fleet.ring import SampleRing
 from console.fleet.silences import SilenceBook, SilenceListing, SilenceRow
@@ -42,6 +42,7 @@ from console.fleet.updates import (
     SamplesUpdate,
     Update,
 )
+from gpufleet.policy import Role
 from gpufleet.v1.gpu_metrics import GpuMetric
 
 # About 17 minutes at the default 1 s tick: enough for the 10-minute plots.

@@ -8,8 +8,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from console.fleet.control import is_team
 from console.fleet.model import FleetModel
+from gpufleet.policy import is_team
 
 # Where a name was seen, in the order shown in a tooltip.
 SOURCES = ("settings", "reservations", "workloads", "processes")

@@ -21,11 +21,13 @@ from collections.abc import Collection, Iterable
 from dataclasses import dataclass, replace
 
 from console.fleet.columns import shown
-from console.fleet.control import WorkloadRow, WorkloadState, is_team
+from console.fleet.control import WorkloadRow, WorkloadState
 from console.fleet.control_requests import KillTarget
-from console.fleet.identity import Role, job_kill_refusal
+from console.fleet.identity import job_kill_refusal
 from console.fleet.model import FleetModel, NodeRecord
 from console.fleet.updates import LinkState
+from gpufleet import policy
+from gpufleet.policy import is_team, role_needed
 from gpufleet.v1.gpu_metrics import MEM_TOTAL_BYTES, MEM_USED_BYTES
 
 GIB = 1024**3
@@ -80,7 +82,9 @@ def gpus_text(gpus: Iterable[int]) -> str:
 # -- the node as a whole --------------------------------------------------------
 
 
-def _node_refusal(fleet: FleetModel, target: str, gpu: int) -> str | None:
+def _node_refusal(fleet: FleetModel, target: str, gpu: int, method: str) -> str | None:
+    """Why `target` cannot take the call `method` on GPU `gpu` now (gone, no such GPU, or the
+    caller's role is below what the call needs: gpufleet.policy); None when it can."""
     try:
         node = fleet.node(target)
     except KeyError:
@@ -89,13 +93,22 @@ def _node_refusal(fleet: FleetModel, target: str, gpu: int) -> str | None:
         return f"{node.name} is {node.state.value}"
     if gpu >= node.gpu_count:
         return f"{node.name} has no GPU {gpu}"
-    return fleet.role_refusal(target, Role.OPERATOR)
+    return fleet.role_refusal(target, role_needed(method))
 
 
-def _ownership_refusal(fleet: FleetModel, target: str, owner: str | None, what: str) -> str | None:
-    """An operator acts only for itself and its teams; for anyone else it needs an admin."""
+def _ownership_refusal(
+    fleet: FleetModel, target: str, owner: str | None, what: str, *, a_process: bool = False
+) -> str | None:
+    """An operator acts only for itself and its teams, and kills only its own processes;
+    for anyone else it needs an admin (gpufleet.policy, as the node enforces it)."""
     identity = fleet.node(target).identity
-    if identity is None or identity.may_act_for(owner):
+    if identity is None:
+        return None  # not known yet: the node decides
+    if a_process:
+        allowed = policy.may_kill(identity.role, identity.user, owner)
+    else:
+        allowed = identity.may_act_for(owner)
+    if allowed:
         return None
     for_whom = " or ".join(identity.holders)
     return f"needs the admin role for {what} ({identity.user} may act only for {for_whom})"
@@ -160,11 +173,12 @@ def can_assign(
     """May this workload be dropped on GPU `gpu` of `target`? On which GPUs would it run?"""
     if workload.state is not WorkloadState.QUEUED:
         return Verdict(False, f"{workload.label} is {workload.state.value}, not queued")
-    refusal = _node_refusal(fleet, target, gpu)
+    moving = target != workload.target
+    # Onto its own node an assign; onto another, a submit there (and a cancel here).
+    refusal = _node_refusal(fleet, target, gpu, "SubmitWorkload" if moving else "AssignWorkload")
     if refusal is not None:
         return Verdict(False, refusal, ((target, gpu),))
     whose = f"{workload.label} of {workload.owner or 'nobody'}"
-    moving = target != workload.target
     # A move submits on the target and cancels where it was: both nodes must allow it.
     for node_target in (target, workload.target) if moving else (target,):
         refusal = _ownership_refusal(fleet, node_target, workload.owner, whose)
@@ -172,7 +186,7 @@ def can_assign(
             return Verdict(False, refusal, ((target, gpu),))
     if moving:
         # Its own node is read and told to cancel it: it must answer, and let us.
-        refusal = _node_refusal(fleet, workload.target, 0)
+        refusal = _node_refusal(fleet, workload.target, 0, "CancelWorkload")
         if refusal is not None:
             return Verdict(False, f"{workload.label} cannot move: {refusal}", ((target, gpu),))
     placed = replace(workload, target=target) if moving else workload
@@ -254,7 +268,7 @@ def can_reserve(
         return Verdict(False, "no user or team named", ((target, gpu),))
     places = tuple(sorted(selection)) if (target, gpu) in selection else ((target, gpu),)
     for place in places:
-        refusal = _node_refusal(fleet, *place)
+        refusal = _node_refusal(fleet, *place, "Reserve")
         if refusal is not None:
             return Verdict(False, refusal, places)
         refusal = _ownership_refusal(fleet, place[0], holder, f"a reservation for {holder}")
@@ -281,7 +295,7 @@ def can_kill(victim: KillTarget, fleet: FleetModel) -> Verdict:
     (allow_kill_job_processes, as WhoAmI reports it).
     """
     place = ((victim.target, victim.gpu),)
-    refusal = _node_refusal(fleet, victim.target, victim.gpu)
+    refusal = _node_refusal(fleet, victim.target, victim.gpu, "KillProcess")
     if refusal is not None:
         return Verdict(False, refusal, place)
     if victim.process.start_time_unix_ms is None:
@@ -295,18 +309,22 @@ def can_kill(victim: KillTarget, fleet: FleetModel) -> Verdict:
         return Verdict(False, f"pid {victim.pid} is no longer on GPU {victim.gpu}", place)
     owner = victim.process.user
     refusal = _ownership_refusal(
-        fleet, victim.target, owner, f"pid {victim.pid} of {owner or 'an unknown user'}"
+        fleet,
+        victim.target,
+        owner,
+        f"pid {victim.pid} of {owner or 'an unknown user'}",
+        a_process=True,
     )
     if refusal is not None:
         return Verdict(False, refusal, place)
-    job = victim.process.slurm_job_id
+    # As the node judges: who asks first, then its kill policy (WhoAmI), not a guess.
+    node = fleet.node(victim.target)
+    job = victim.process.slurm_job_id or ""
+    refusal = job_kill_refusal(node.identity, node.name, job)
+    if refusal is not None:
+        why = f"{refusal}: pid {victim.pid} belongs to Slurm job {job}; cancel it with scancel"
+        return Verdict(False, why, place)
     if job:
-        # The node's own kill policy (WhoAmI), not a guess: it refuses these itself.
-        node = fleet.node(victim.target)
-        refusal = job_kill_refusal(node.identity, node.name)
-        if refusal is not None:
-            why = f"{refusal}: pid {victim.pid} belongs to Slurm job {job}; cancel it with scancel"
-            return Verdict(False, why, place)
         return Verdict(True, f"kill {describe_process(victim)} of Slurm job {job}", place)
     return Verdict(True, f"kill {describe_process(victim)}", place)
 

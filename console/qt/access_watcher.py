@@ -7,9 +7,10 @@ from __future__ import annotations
 
 from PySide6.QtCore import QObject, Signal
 
-from console.fleet.identity import Identity, Role
+from console.fleet.identity import Identity
 from console.fleet.model import Change, FleetModel
 from console.fleet.updates import LinkState
+from gpufleet.policy import Role
 
 Signature = tuple[tuple[str, LinkState, Identity | None], ...]
 

@@ -17,11 +17,11 @@ from PySide6.QtCore import (
 
 from console.connections.queries import FleetQueries
 from console.fleet.audit import COLUMNS, AuditFilter, AuditRow, audit_csv, merge_audit
-from console.fleet.identity import Role
 from console.fleet.model import FleetModel
 from console.fleet.query_round import QueryRound
 from console.fleet.updates import LinkState
 from console.qt.query_round_model import QueryRoundTableModel
+from gpufleet.policy import role_needed
 
 Index = QModelIndex | QPersistentModelIndex
 RECORD_ROLE = int(Qt.ItemDataRole.UserRole) + 1  # the AuditRow of the row
@@ -43,7 +43,7 @@ class AuditTableModel(QueryRoundTableModel):
         for node in self.fleet:
             if wanted.targets and node.target not in wanted.targets:
                 continue
-            refusal = self.fleet.role_refusal(node.target, Role.ADMIN)
+            refusal = self.fleet.role_refusal(node.target, role_needed("QueryAudit"))
             if node.state is not LinkState.CONNECTED:
                 round_.skipped[node.target] = node.state.value
             elif refusal is not None:

@@ -8,11 +8,11 @@ from typing import Any
 from PySide6.QtCore import QAbstractItemModel, QModelIndex, QPersistentModelIndex, Qt
 
 from console.fleet.alert_rows import Severity
-from console.fleet.identity import Role
 from console.fleet.model import Change, FleetModel, NodeRecord
 from console.fleet.staleness import Quiet
 from console.fleet.updates import GpuSnapshot
 from console.qt import roles
+from gpufleet.policy import Role
 
 Index = QModelIndex | QPersistentModelIndex
 

@@ -18,9 +18,9 @@ from PySide6.QtCore import QObject, Signal
 
 from console.connections.control_actions import ControlActions
 from console.fleet.fleet_queue import interrupted_moves, qualified_id, unproven_moves
-from console.fleet.identity import Role
 from console.fleet.model import Change, FleetModel
 from console.fleet.updates import LinkState
+from gpufleet.policy import Role
 
 log = logging.getLogger(__name__)
 

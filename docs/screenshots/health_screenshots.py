@@ -25,7 +25,7 @@ from shot_tools import offline_window, wait_until
 
 from console.connections.decode import decode_batch, decode_event
 from console.connections.decode_health import decode_node_health
-from console.fleet.identity import Identity, Role
+from console.fleet.identity import Identity
 from console.fleet.model import Change
 from console.fleet.updates import (
     GpuInfo,
@@ -37,6 +37,7 @@ from console.fleet.updates import (
 )
 from console.fleet.updates import NodeInfo as Node
 from console.main_window import MainWindow
+from gpufleet.policy import Role
 from gpufleet.v1 import node_pb2 as pb
 
 OUT = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).resolve().parent

@@ -31,9 +31,10 @@ from console.fleet.control_requests import KillTarget
 from console.fleet.updates import LinkState
 from console.main_window import MainWindow
 from console.session import ConsoleSession
+from gpufleet.policy import Role
 from gpufleet.v1 import node_pb2 as pb
 from gpufleet.v1 import node_pb2_grpc as pb_grpc
-from node_daemon.auth.identity import Role, User
+from node_daemon.auth.identity import User
 from node_daemon.auth.settings import AuthSettings
 from node_daemon.auth.tokens import new_token, token_hash
 from node_daemon.commands.backend_choice import simulated_backend

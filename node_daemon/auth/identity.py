@@ -3,40 +3,10 @@
 from __future__ import annotations
 
 import contextvars
-import enum
 from dataclasses import dataclass
 
-
-class Role(enum.IntEnum):
-    VIEWER = 1  # watch
-    OPERATOR = 2  # acknowledge, submit, reserve for self or own team, kill own processes
-    ADMIN = 3  # everything, including other people's processes and reservations
-
-    @classmethod
-    def parse(cls, text: str) -> Role:
-        """A role by name, in any case of ASCII letters; ValueError for anything else.
-
-        ASCII only: Unicode case rules make "adm\u0131n" (a dotless i) upper-case to
-        ADMIN, so a name that merely looks like a role would grant it.
-        """
-        if not text.isascii():
-            raise ValueError(f"role must be viewer, operator or admin (ASCII), got {text!r}")
-        try:
-            return cls[text.upper()]
-        except KeyError:
-            raise ValueError(f"role must be viewer, operator or admin, got {text!r}") from None
-
-
-TEAM_PREFIX = "team:"
-
-
-def team_name(text: str) -> str:
-    """The team a group or team entry names: "ml" and "team:ml" are both team ml.
-
-    Holders are "team:NAME" (Caller.holders): an IdP group or a config entry
-    already written as "team:ml" must not become the holder "team:team:ml".
-    """
-    return text.removeprefix(TEAM_PREFIX)
+from gpufleet import policy
+from gpufleet.policy import Role
 
 
 @dataclass(frozen=True)
@@ -65,10 +35,10 @@ class Caller:
     @property
     def holders(self) -> tuple[str, ...]:
         """The names this caller may act for: itself and team:NAME of its teams."""
-        return (self.user, *(f"{TEAM_PREFIX}{t}" for t in self.teams))
+        return policy.holders(self.user, self.teams)
 
     def may_act_for(self, owner: str) -> bool:
-        return self.role >= Role.ADMIN or owner in self.holders
+        return policy.may_act_for(self.role, self.user, self.teams, owner)
 
 
 # Without authentication (a loopback demo) every caller is a local admin.

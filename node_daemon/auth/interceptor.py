@@ -22,19 +22,14 @@ import grpc
 from google.protobuf import json_format
 from google.protobuf.message import Message
 
+from gpufleet.policy import METHOD_ROLES, MUTATING, Role
 from node_daemon.auth.audit import AuditError, AuditLog
 from node_daemon.auth.auth_state import AuthState, Denied
 from node_daemon.auth.certificate import BadCertificateName, certificate_user_name, check_name
 from node_daemon.auth.denials import UNAUTHENTICATED
-from node_daemon.auth.identity import (
-    LOCAL_ADMIN,
-    Caller,
-    Role,
-    reset_current_caller,
-    set_current_caller,
-)
+from node_daemon.auth.identity import LOCAL_ADMIN, Caller, reset_current_caller, set_current_caller
 from node_daemon.auth.open_streams import OpenStream, OpenStreams, RevocableContext
-from node_daemon.auth.policy import METHOD_ROLES, MUTATING, is_open, method_name
+from node_daemon.auth.policy import is_open, method_name
 from node_daemon.auth.seen_teams import SeenTeams
 from node_daemon.auth.settings import AuthSettings
 

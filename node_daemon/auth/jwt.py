@@ -20,7 +20,7 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519
 from cryptography.hazmat.primitives.asymmetric.utils import encode_dss_signature
 
-from node_daemon.auth.identity import Role, team_name
+from gpufleet.policy import Role, team_name
 from node_daemon.auth.jwks import Jwk, Jwks, b64url_decode
 
 MAX_TOKEN_BYTES = 8192

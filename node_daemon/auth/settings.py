@@ -30,7 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from node_daemon.auth.identity import Role, User, team_name
+from gpufleet.policy import Role, team_name
+from node_daemon.auth.identity import User
 from node_daemon.auth.jwks import Jwks, load_jwks
 from node_daemon.errors import ConfigError
 

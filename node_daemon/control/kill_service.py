@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
+from gpufleet.policy import job_process_protected
 from gpufleet.v1 import node_pb2 as pb
 from node_daemon.backends.base import BackendUnavailable
 from node_daemon.backends.readings import ProcessReading
@@ -75,7 +76,10 @@ class ProcessKiller:
     ) -> tuple[KillOutcome, str]:
         """Kill `pid` on `gpu` if it is listed there now with that start time and may be killed."""
         process = self.target(gpu, pid, start_time_unix_ms)
+        # Who asks first, then what the node's policy protects (gpufleet.policy): a
+        # non-owner hears that the process is not theirs, as the console tells them.
         authorise(process)
+        self.refuse_job_process(process)
         grace = DEFAULT_GRACE_S if grace_s == 0 else min(grace_s, MAX_GRACE_S)
         if self._simulated is not None and self._simulated.remove_simulated_process(gpu, pid):
             outcome = KillOutcome.TERMINATED  # one of the simulator's own processes
@@ -92,7 +96,7 @@ class ProcessKiller:
         return outcome, detail
 
     def target(self, gpu: int, pid: int, start_time_unix_ms: int) -> ProcessReading:
-        """The process as listed on the GPU now, if the daemon may touch it; else KillRefused."""
+        """The process as listed on the GPU now, with that start time; else KillRefused."""
         if pid <= 1:
             raise KillRefused(f"pid {pid} is never a GPU process; nothing was signalled")
         if start_time_unix_ms <= 0:
@@ -115,12 +119,15 @@ class ProcessKiller:
                 f"{clock_text(start_time_unix_ms)}: it is a different process now; "
                 "nothing was signalled"
             )
-        if process.slurm_job_id and not self._allow_jobs:
-            raise KillRefused(
-                f"pid {pid} belongs to Slurm job {process.slurm_job_id}: cancel it with scancel, "
-                "or set allow_kill_job_processes = true in the daemon's config"
-            )
         return process
+
+    def refuse_job_process(self, process: ProcessReading) -> None:
+        """KillRefused for a Slurm job's process, unless allow_kill_job_processes."""
+        if job_process_protected(process.slurm_job_id, self._allow_jobs):
+            raise KillRefused(
+                f"pid {process.pid} belongs to Slurm job {process.slurm_job_id}: cancel it "
+                "with scancel, or set allow_kill_job_processes = true in the daemon's config"
+            )
 
     @staticmethod
     def _describe(gpu: int, p: ProcessReading, outcome: KillOutcome, actor: str) -> str:

@@ -12,8 +12,9 @@ from collections.abc import Callable, Sequence
 
 import grpc
 
+from gpufleet.policy import Role, may_kill
 from gpufleet.v1 import node_pb2 as pb
-from node_daemon.auth.identity import Caller, Role, acting_user, current_caller
+from node_daemon.auth.identity import Caller, acting_user, current_caller
 from node_daemon.backends.readings import ProcessReading
 from node_daemon.control.kill import KillOutcome
 from node_daemon.control.kill_service import ProcessKiller
@@ -49,7 +50,7 @@ def _may_kill(process: ProcessReading) -> None:
     """The caller may kill a process it owns, as listed now; an admin may kill any."""
     caller = current_caller()
     _require(
-        caller.role >= Role.ADMIN or (process.user is not None and process.user == caller.user),
+        may_kill(caller.role, caller.user, process.user),
         f"pid {process.pid} belongs to {process.user or 'an unknown user'}; "
         "only its owner or an admin may kill it",
     )

@@ -7,6 +7,7 @@ import datetime as dt
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from gpufleet.policy import TEAM_PREFIX
 from gpufleet.v1 import node_pb2 as pb
 from node_daemon.errors import Invalid
 from node_daemon.usage.amounts import USAGE_COLUMNS, NodeAmounts, TeamsOf, utc_day
@@ -16,7 +17,6 @@ from node_daemon.usage.store import UsageStore
 
 NO_TEAM = "(no team)"
 NO_ACCOUNT_KEY = "(no account)"
-TEAM_PREFIX = "team:"
 
 
 class BadUsageQuery(Invalid):

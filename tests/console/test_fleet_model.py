@@ -8,7 +8,7 @@ import math
 import numpy as np
 
 from console.fleet.columns import COLUMN_COUNT, column
-from console.fleet.identity import Identity, Role
+from console.fleet.identity import Identity
 from console.fleet.model import Change, FleetModel
 from console.fleet.ring import SampleRing
 from console.fleet.updates import (
@@ -20,6 +20,7 @@ from console.fleet.updates import (
     NodeInfo,
     SamplesUpdate,
 )
+from gpufleet.policy import Role
 from gpufleet.v1.gpu_metrics import TEMP_GPU_C
 
 TARGET = "127.0.0.1:1"

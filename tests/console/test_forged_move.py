@@ -27,9 +27,10 @@ from console.fleet.control import WorkloadRow, WorkloadState
 from console.fleet.fleet_queue import interrupted_moves, move_key, unproven_moves
 from console.fleet.updates import CommandResult
 from console.session import ConsoleSession
+from gpufleet.policy import Role
 from gpufleet.v1 import node_pb2 as pb
 from gpufleet.v1 import node_pb2_grpc as pb_grpc
-from node_daemon.auth.identity import Role, User
+from node_daemon.auth.identity import User
 from node_daemon.auth.settings import AuthSettings
 from node_daemon.auth.tokens import new_token, token_hash
 from tests.conftest import DaemonFactory

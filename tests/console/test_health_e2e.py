@@ -19,7 +19,7 @@ from console.fleet.updates import LinkState
 from console.main_window import MainWindow
 from console.qt import roles
 from console.session import ConsoleSession
-from node_daemon.auth.identity import Role as DaemonRole
+from gpufleet.policy import Role as DaemonRole
 from node_daemon.auth.identity import User
 from node_daemon.auth.settings import AuthSettings
 from node_daemon.auth.tokens import new_token, token_hash

@@ -19,7 +19,7 @@ from console.connections.manager import ConnectionManager, UpdateInbox
 from console.fleet.healing_notices import healing_notices
 from console.fleet.health import NO_SIGNALS, HealthState
 from console.fleet.health_report import healing_text
-from console.fleet.identity import Identity, Role
+from console.fleet.identity import Identity
 from console.fleet.model import Change, FleetModel
 from console.fleet.placement import can_assign
 from console.fleet.updates import CommandResult, EventUpdate, IdentityUpdate, QueryResult
@@ -30,6 +30,7 @@ from console.qt.fleet_item_model import FleetItemModel
 from console.views.control.health_prompts import HealthPrompts
 from console.views.detail.gpu_detail import GpuDetailPanel
 from console.views.grid.tile_painter import HEALTH_SERIOUS, HEALTH_WATCH
+from gpufleet.policy import Role
 from gpufleet.v1 import node_pb2 as pb
 from tests.console.test_control_model import NOW, A, fleet_with, workload
 from tests.console.test_control_views import grid_of

@@ -11,11 +11,12 @@ import dataclasses
 from console.connections.decode import decode_caller
 from console.fleet.control_requests import KillTarget
 from console.fleet.credential_expiry import ExpiryAnnouncer, thresholds_ms
-from console.fleet.identity import Identity, Role, expiry_text, span_text
+from console.fleet.identity import Identity, expiry_text, span_text
 from console.fleet.inventory import inventory_rows
 from console.fleet.placement import can_kill
 from console.fleet.process_row import ProcessRow
 from console.fleet.updates import IdentityUpdate, LinkState, LinkUpdate
+from gpufleet.policy import Role
 from gpufleet.v1 import node_pb2 as pb
 from tests.console.test_control_model import GIB, NOW, fleet_with, report
 

@@ -9,11 +9,12 @@ import pytest
 
 from console.connections.decode import decode_caller
 from console.fleet.audit import AuditRow, audit_csv, merge_audit
-from console.fleet.identity import Identity, Role, role_refusal
+from console.fleet.identity import Identity, role_refusal
 from console.fleet.model import FleetModel
 from console.fleet.query_round import QueryRound
 from console.fleet.updates import IdentityUpdate, LinkState, LinkUpdate, QueryResult
 from console.fleet.usage import NodeKpis, NodeUsage, UsageRow, fleet_kpis, merge_rows, usage_csv
+from gpufleet.policy import Role
 from gpufleet.v1 import node_pb2 as pb
 
 

@@ -21,16 +21,17 @@ from console.connections.channel import AUTH_BACKOFF_S, backoff_s
 from console.connections.security import LinkSecurity
 from console.credentials import find_token, link_security, store_token
 from console.fleet.control_requests import KillTarget, WorkloadSpec
-from console.fleet.identity import Identity, Role
+from console.fleet.identity import Identity
 from console.fleet.model import NodeRecord
 from console.fleet.placement import can_reserve
 from console.fleet.updates import LinkState
 from console.main_window import MainWindow
 from console.session import ConsoleSession
 from console.settings import load_settings
+from gpufleet.policy import Role
+from gpufleet.policy import Role as DaemonRole
 from gpufleet.v1 import node_pb2 as pb
 from gpufleet.v1 import node_pb2_grpc as pb_grpc
-from node_daemon.auth.identity import Role as DaemonRole
 from node_daemon.auth.identity import User
 from node_daemon.auth.settings import AuthSettings, TlsSettings
 from node_daemon.auth.tokens import new_token, token_hash

@@ -19,7 +19,7 @@ from console.connections.actions import SilenceActions
 from console.connections.manager import ConnectionManager, UpdateInbox
 from console.fleet.alert_rows import AlertRow, Severity
 from console.fleet.columns import COLUMN_COUNT, column
-from console.fleet.identity import Identity, Role
+from console.fleet.identity import Identity
 from console.fleet.model import Change, FleetModel
 from console.fleet.silence_draft import SilenceDraft
 from console.fleet.silences import MINUTE_MS, SilenceListing, SilenceMatcher, SilenceRow
@@ -51,6 +51,7 @@ from console.views.alerts.silence_dialog import SilenceDialog
 from console.views.alerts.silence_panel import SilencePanel
 from console.views.alerts.silence_prompts import SilencePrompts
 from console.views.alerts.toast import Toast
+from gpufleet.policy import Role
 from gpufleet.v1.gpu_metrics import TEMP_GPU_C
 
 A, B, C = "127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3"

@@ -16,12 +16,12 @@ import pytest
 
 from console.connections.security import LinkSecurity
 from console.credentials import CredentialError, find_token, link_security, store_token
-from console.fleet.identity import Role
 from console.fleet.updates import LinkState
 from console.main_window import MainWindow
 from console.session import ConsoleSession
 from console.settings import Profile, SettingsError, load_settings
 from console.token_command import TokenCommandError, run_token_command
+from gpufleet.policy import Role
 from node_daemon.auth.settings import AuthSettings
 from tests.certs import Authority, write
 from tests.console.conftest import MemoryKeyring

@@ -32,12 +32,12 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+from gpufleet.policy import METHOD_ROLES, MUTATING, Role
 from gpufleet.v1 import node_pb2 as pb
 from gpufleet.v1 import node_pb2_grpc as pb_grpc
 from node_daemon.auth.audit import AuditEntry, verify
 from node_daemon.auth.denials import DenialLimiter
-from node_daemon.auth.identity import Role, User
-from node_daemon.auth.policy import METHOD_ROLES, MUTATING
+from node_daemon.auth.identity import User
 from node_daemon.auth.settings import AuthSettings, TlsSettings
 from node_daemon.auth.tokens import new_token, token_hash
 from node_daemon.commands.backend_choice import simulated_backend

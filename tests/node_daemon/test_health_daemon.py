@@ -12,9 +12,10 @@ import grpc
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from gpufleet.policy import Role
 from gpufleet.v1 import node_pb2 as pb
 from gpufleet.v1 import node_pb2_grpc as pb_grpc
-from node_daemon.auth.identity import Role, User
+from node_daemon.auth.identity import User
 from node_daemon.auth.settings import AuthSettings
 from node_daemon.auth.tokens import new_token, token_hash
 from node_daemon.backends.simulated import SimulatedBackend

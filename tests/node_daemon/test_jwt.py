@@ -200,7 +200,8 @@ def test_a_single_key_jwks_takes_tokens_without_kid(
 
 
 def test_a_jwt_for_a_node_without_jwks_is_refused(start_daemon: DaemonFactory) -> None:
-    from node_daemon.auth.identity import Role, User
+    from gpufleet.policy import Role
+    from node_daemon.auth.identity import User
     from node_daemon.auth.settings import AuthSettings
 
     daemon = start_daemon(

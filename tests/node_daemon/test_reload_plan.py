@@ -5,9 +5,10 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+from gpufleet.policy import Role
 from node_daemon.alerts.am_settings import AlertmanagerSettings
 from node_daemon.alerts.rules import AlertSettings, ThresholdSettings
-from node_daemon.auth.identity import Role, User
+from node_daemon.auth.identity import User
 from node_daemon.auth.settings import AuthSettings, TlsSettings
 from node_daemon.config import DaemonConfig
 from node_daemon.control.settings import WorkloadSettings

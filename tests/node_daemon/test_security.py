@@ -13,12 +13,12 @@ from typing import Any
 import grpc
 import pytest
 
+from gpufleet.policy import METHOD_ROLES, Role
 from gpufleet.v1 import node_pb2 as pb
 from gpufleet.v1 import node_pb2_grpc as pb_grpc
 from node_daemon.auth.audit import verify
-from node_daemon.auth.identity import Role, User
+from node_daemon.auth.identity import User
 from node_daemon.auth.jwks import parse_jwks
-from node_daemon.auth.policy import METHOD_ROLES
 from node_daemon.auth.settings import AuthSettings, TlsSettings
 from node_daemon.auth.tokens import new_token, token_hash
 from node_daemon.server import NodeDaemon

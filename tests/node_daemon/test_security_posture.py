@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from node_daemon.auth.identity import Role, User
+from gpufleet.policy import Role
+from node_daemon.auth.identity import User
 from node_daemon.auth.jwks import Jwks
 from node_daemon.auth.settings import AuthSettings, TlsSettings
 from node_daemon.config import DaemonConfig

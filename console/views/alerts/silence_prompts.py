@@ -18,13 +18,13 @@ from PySide6.QtWidgets import QMessageBox, QWidget
 
 from console.connections.actions import SilenceActions
 from console.fleet.alert_rows import AlertRow
-from console.fleet.identity import Role
 from console.fleet.model import FleetModel
 from console.fleet.silence_draft import SilenceDraft
 from console.fleet.silences import SilenceGroup, matchers_text
 from console.fleet.updates import LinkState
 from console.views.alerts.new_silence_dialog import NewSilenceDialog
 from console.views.common.prompt_host import PromptHost
+from gpufleet.policy import role_needed
 
 
 def _clock_ms() -> int:
@@ -50,7 +50,7 @@ class SilencePrompts(PromptHost):
         return [
             (n.target, n.name) for n in self._fleet
             if n.state is LinkState.CONNECTED
-            and self._fleet.role_refusal(n.target, Role.OPERATOR) is None
+            and self._fleet.role_refusal(n.target, role_needed("CreateSilence")) is None
         ]  # fmt: skip
 
     def ask_new(self, alert: AlertRow | None = None) -> None:

@@ -17,7 +17,6 @@ from PySide6.QtWidgets import QMessageBox, QWidget
 from console.connections.control_actions import ControlActions
 from console.fleet.control import ReservationRow, WorkloadRow, WorkloadState
 from console.fleet.control_requests import KillTarget
-from console.fleet.identity import Role
 from console.fleet.model import FleetModel
 from console.fleet.placement import Verdict, can_kill, gpus_text
 from console.fleet.updates import CommandResult, LinkState, WorkloadOutputText
@@ -26,6 +25,7 @@ from console.views.control.output_dialog import OutputDialog
 from console.views.control.reserve_dialog import ReserveDialog
 from console.views.control.submit_dialog import SubmitDialog
 from console.views.detail.kill_dialog import KillDialog
+from gpufleet.policy import role_needed
 
 
 class ControlPrompts(PromptHost):
@@ -87,10 +87,11 @@ class ControlPrompts(PromptHost):
 
     def ask_submit(self) -> None:
         connected = [n for n in self._fleet if n.state is LinkState.CONNECTED]
+        needed = role_needed("SubmitWorkload")
         nodes = [(n.target, n.name) for n in connected
-                 if self._fleet.role_refusal(n.target, Role.OPERATOR) is None]  # fmt: skip
+                 if self._fleet.role_refusal(n.target, needed) is None]  # fmt: skip
         if not nodes:
-            why = self._fleet.fleet_role_refusal(Role.OPERATOR) if connected else None
+            why = self._fleet.fleet_role_refusal(needed) if connected else None
             self.message.emit(f"Cannot submit: {why or 'no node is connected'}")
             return
         dialog = SubmitDialog(nodes, self._actions.actor, self._people(), self._window)

@@ -13,10 +13,10 @@ from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QWidget
 
 from console.connections.health_actions import HealthActions
-from console.fleet.identity import Role
 from console.fleet.model import FleetModel
 from console.views.common.prompt_host import PromptHost
 from console.views.control.health_dialog import HealthDialog
+from gpufleet.policy import Role, role_needed
 
 
 class HealthPrompts(PromptHost):
@@ -28,7 +28,7 @@ class HealthPrompts(PromptHost):
         self._fleet, self._actions, self._window = fleet, actions, window
 
     def ask_drain(self, target: str, gpu: int) -> None:
-        if self._refused(target, Role.OPERATOR, "drain"):
+        if self._refused(target, role_needed("DrainGpu"), "drain"):
             return
         dialog = HealthDialog(
             "Drain GPU from placement",
@@ -39,11 +39,11 @@ class HealthPrompts(PromptHost):
         self._open(dialog, lambda: self._actions.drain(target, gpu, dialog.text))
 
     def undrain(self, target: str, gpu: int) -> None:
-        if not self._refused(target, Role.OPERATOR, "return to placement"):
+        if not self._refused(target, role_needed("DrainGpu"), "return to placement"):
             self._actions.undrain(target, gpu)
 
     def ask_clear(self, target: str, gpu: int) -> None:
-        if self._refused(target, Role.ADMIN, "clear health"):
+        if self._refused(target, role_needed("ClearGpuHealth"), "clear health"):
             return
         dialog = HealthDialog(
             "Mark GPU repaired",

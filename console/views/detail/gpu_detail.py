@@ -24,7 +24,6 @@ from PySide6.QtWidgets import (
 from console.fleet.control_requests import KillTarget
 from console.fleet.gpu_readings import gpu_readings
 from console.fleet.health_report import health_report
-from console.fleet.identity import Role
 from console.fleet.model import Change, FleetModel, GpuKey
 from console.fleet.placement import can_kill
 from console.fleet.reservations import holder_text
@@ -34,6 +33,7 @@ from console.views.detail.kill_zone import KillZone
 from console.views.detail.process_table import ProcessTable
 from console.views.detail.readings_table import ReadingsTable
 from console.views.plots.plot_panel import PlotPanel
+from gpufleet.policy import role_needed
 
 
 def _now_ms() -> int:
@@ -111,7 +111,7 @@ class GpuDetailPanel(QWidget):
         )
         self._show_health(self.key)
         # A viewer sees no kill zone; the daemon would refuse the kill anyway.
-        self.kill_refusal = self._fleet.role_refusal(self.key.target, Role.OPERATOR)
+        self.kill_refusal = self._fleet.role_refusal(self.key.target, role_needed("KillProcess"))
         self.kill_zone.setVisible(self.kill_refusal is None)
         if self.isVisible():
             self.refreshed.emit()

@@ -24,9 +24,9 @@ from PySide6.QtWidgets import (
 )
 
 from console.fleet.audit import ACTIONS, AuditFilter
-from console.fleet.identity import Role
 from console.qt.audit_model import AuditFilterProxy, AuditTableModel
 from console.views.common.csv_export import CsvExportPanel
+from gpufleet.policy import role_needed
 
 ALL_NODES = "All nodes"
 NEEDS_ADMIN = "The audit log needs the admin role on a node; this profile has none."
@@ -129,7 +129,7 @@ class AuditPanel(CsvExportPanel):
 
     def _admin_nodes(self) -> list[tuple[str, str]]:
         fleet = self.model.fleet
-        return [(t, fleet.node(t).name) for t in fleet.targets_with_role(Role.ADMIN)]
+        return [(t, fleet.node(t).name) for t in fleet.targets_with_role(role_needed("QueryAudit"))]
 
     def on_access_changed(self) -> None:
         """Show the log where we are admin somewhere, the reason otherwise; list the nodes."""
