@@ -16,7 +16,6 @@ from PySide6.QtWidgets import (
     QComboBox,
     QDateTimeEdit,
     QDialog,
-    QDialogButtonBox,
     QFormLayout,
     QHBoxLayout,
     QLabel,
@@ -26,6 +25,7 @@ from PySide6.QtWidgets import (
 )
 
 from console.fleet.silence_draft import HOUR_MS, SilenceDraft, matching_targets
+from console.views.common.dialog_buttons import ok_cancel_buttons
 
 DURATIONS = (("15 minutes", HOUR_MS // 4), ("1 hour", HOUR_MS), ("2 hours", 2 * HOUR_MS),
              ("4 hours", 4 * HOUR_MS), ("8 hours", 8 * HOUR_MS), ("1 day", 24 * HOUR_MS),
@@ -75,11 +75,7 @@ class NewSilenceDialog(QDialog):
         self.problem = QLabel()
         self.problem.setObjectName("silenceProblem")
         self.problem.setWordWrap(True)
-        self.buttons = QDialogButtonBox(
-            QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel
-        )
-        self.ok = self.buttons.button(QDialogButtonBox.StandardButton.Ok)
-        self.ok.setText("Silence")
+        self.buttons, self.ok = ok_cancel_buttons(self, "Silence")
         self.ok.setDefault(True)
         self._build(draft)
         self._wire()
@@ -120,8 +116,6 @@ class NewSilenceDialog(QDialog):
         self.setMinimumWidth(560)
 
     def _wire(self) -> None:
-        self.buttons.accepted.connect(self.accept)
-        self.buttons.rejected.connect(self.reject)
         for line in (self.node, self.gpu, self.comment):
             line.textChanged.connect(self._on_input_changed)
         for combo in (self.rule, self.severity):

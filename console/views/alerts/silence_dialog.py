@@ -18,6 +18,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from console.views.common.dialog_buttons import ok_cancel_buttons
+
 DURATIONS = (("15 minutes", 900), ("1 hour", 3600), ("4 hours", 14400), ("1 day", 86400),
              ("7 days", 604800))  # fmt: skip
 
@@ -33,11 +35,7 @@ class SilenceDialog(QDialog):
         self.duration.setCurrentIndex(1)
         self.reason = QLineEdit()
         self.reason.setPlaceholderText("why it may stay quiet, e.g. card swap scheduled")
-        self.buttons = QDialogButtonBox(
-            QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel
-        )
-        ok = self.buttons.button(QDialogButtonBox.StandardButton.Ok)
-        ok.setText("Silence")
+        self.buttons, ok = ok_cancel_buttons(self, "Silence")
         ok.setDefault(True)
         form = QFormLayout(self)
         summary = QLineEdit(alert_summary, readOnly=True)
@@ -46,8 +44,6 @@ class SilenceDialog(QDialog):
         form.addRow("For", self.duration)
         form.addRow("Reason", self.reason)
         form.addRow(self.buttons)
-        self.buttons.accepted.connect(self.accept)
-        self.buttons.rejected.connect(self.reject)
         self.reason.textChanged.connect(self._on_reason_text_changed)
         self._on_reason_text_changed("")
         self.reason.setFocus()

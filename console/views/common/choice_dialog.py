@@ -17,7 +17,6 @@ from PySide6.QtGui import QKeyEvent
 from PySide6.QtWidgets import (
     QApplication,
     QDialog,
-    QDialogButtonBox,
     QLabel,
     QLineEdit,
     QListWidget,
@@ -27,6 +26,7 @@ from PySide6.QtWidgets import (
 )
 
 from console.fleet.placement import Verdict
+from console.views.common.dialog_buttons import ok_cancel_buttons
 
 # Keys the find line hands to the list: moving in it while typing.
 LIST_KEYS = {Qt.Key.Key_Up, Qt.Key.Key_Down, Qt.Key.Key_PageUp, Qt.Key.Key_PageDown}
@@ -65,17 +65,11 @@ class ChoiceDialog(QDialog):
         self.verdict_label = QLabel()
         self.verdict_label.setObjectName("choiceVerdict")
         self.verdict_label.setWordWrap(True)
-        self.buttons = QDialogButtonBox(
-            QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel
-        )
-        self.ok = self.buttons.button(QDialogButtonBox.StandardButton.Ok)
-        self.ok.setText(verb.capitalize())
+        self.buttons, self.ok = ok_cancel_buttons(self, verb.capitalize())
         self.ok.setDefault(True)
         layout = QVBoxLayout(self)
         for widget in (self.search, self.list, self.verdict_label, self.buttons):
             layout.addWidget(widget)
-        self.buttons.accepted.connect(self.accept)
-        self.buttons.rejected.connect(self.reject)
         self.search.textChanged.connect(self._on_search_text_changed)
         self.list.currentItemChanged.connect(self._on_choice_changed)
         self.search.installEventFilter(self)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from PySide6.QtWidgets import QDialog, QDialogButtonBox, QFormLayout, QLabel, QLineEdit, QWidget
+from PySide6.QtWidgets import QDialog, QFormLayout, QLabel, QLineEdit, QWidget
+
+from console.views.common.dialog_buttons import ok_cancel_buttons
 
 MAX_REASON = 1000  # the node refuses a longer one (node_daemon/rpc/health_servicer.py)
 
@@ -28,18 +30,12 @@ class HealthDialog(QDialog):
         self.reason.setObjectName("healthReason")
         self.reason.setPlaceholderText(placeholder)
         self.reason.setMaxLength(MAX_REASON)
-        self.buttons = QDialogButtonBox(
-            QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel
-        )
-        self.ok = self.buttons.button(QDialogButtonBox.StandardButton.Ok)
-        self.ok.setText(button)
+        self.buttons, self.ok = ok_cancel_buttons(self, button)
         self.ok.setEnabled(False)
         form = QFormLayout(self)
         form.addRow(self.what)
         form.addRow(ask, self.reason)
         form.addRow(self.buttons)
-        self.buttons.accepted.connect(self.accept)
-        self.buttons.rejected.connect(self.reject)
         self.reason.textChanged.connect(self._on_reason_text_changed)
         self.reason.setFocus()
 

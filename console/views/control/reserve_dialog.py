@@ -20,6 +20,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from console.views.common.dialog_buttons import ok_cancel_buttons
+
 # (label, seconds from now); None: until 18:00 today (or tomorrow, past 18:00).
 PRESETS: tuple[tuple[str, int | None], ...] = (
     ("1 hour", 3600), ("4 hours", 4 * 3600), ("until 18:00", None), ("1 day", 86400),
@@ -42,11 +44,7 @@ class ReserveDialog(QDialog):
         self.until = QDateTimeEdit(calendarPopup=True, displayFormat="yyyy-MM-dd HH:mm")
         self.reason = QLineEdit()
         self.reason.setPlaceholderText("why, e.g. training run for the paper deadline")
-        self.buttons = QDialogButtonBox(
-            QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel
-        )
-        self.ok = self.buttons.button(QDialogButtonBox.StandardButton.Ok)
-        self.ok.setText("Reserve")
+        self.buttons, self.ok = ok_cancel_buttons(self, "Reserve")
         self.ok.setDefault(True)
         form = QFormLayout(self)
         form.addRow("GPUs", QLabel(what))
@@ -55,8 +53,6 @@ class ReserveDialog(QDialog):
         form.addRow("Until", self.until)
         form.addRow("Reason", self.reason)
         form.addRow(self.buttons)
-        self.buttons.accepted.connect(self.accept)
-        self.buttons.rejected.connect(self.reject)
         self.preset.currentIndexChanged.connect(self._on_preset_current_index_changed)
         for edit in (self.holder, self.reason):
             edit.textChanged.connect(self._on_input_changed)

@@ -22,6 +22,7 @@ from PySide6.QtWidgets import (
 )
 
 from console.fleet.control_requests import WorkloadSpec
+from console.views.common.dialog_buttons import ok_cancel_buttons
 
 GIB = 1024**3
 MAX_GPUS = 64
@@ -70,11 +71,7 @@ class SubmitDialog(QDialog):
         self.time_limit.setToolTip(
             "Walltime: at the limit TERM, then KILL after the node's grace; ends 'timed out'"
         )
-        self.buttons = QDialogButtonBox(
-            QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel
-        )
-        ok = self.buttons.button(QDialogButtonBox.StandardButton.Ok)
-        ok.setText("Submit")
+        self.buttons, ok = ok_cancel_buttons(self, "Submit")
         ok.setDefault(True)
         form = QFormLayout(self)
         for label, widget in (("Node", self.node), ("Command", self.command), ("Name", self.name),
@@ -84,8 +81,6 @@ class SubmitDialog(QDialog):
                               ("Time limit", self.time_limit)):  # fmt: skip
             form.addRow(label, widget)
         form.addRow(self.buttons)
-        self.buttons.accepted.connect(self.accept)
-        self.buttons.rejected.connect(self.reject)
         self.command.textChanged.connect(self._on_input_changed)
         self.owner.editTextChanged.connect(self._on_input_changed)
         self._on_input_changed()

@@ -20,6 +20,7 @@ from PySide6.QtWidgets import (
 from console.connections.control_actions import DEFAULT_GRACE_S
 from console.fleet.control_requests import KillTarget
 from console.fleet.placement import gib_text
+from console.views.common.dialog_buttons import ok_cancel_buttons
 
 MAX_GRACE_S = 300
 
@@ -35,11 +36,7 @@ class KillDialog(QDialog):
         self.question.setObjectName("killQuestion")
         how = QLabel("The node sends TERM, waits the grace period, then KILL.")
         self.grace = QSpinBox(minimum=1, maximum=MAX_GRACE_S, value=DEFAULT_GRACE_S, suffix=" s")
-        self.buttons = QDialogButtonBox(
-            QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel
-        )
-        kill = self.buttons.button(QDialogButtonBox.StandardButton.Ok)
-        kill.setText(f"Kill pid {p.pid}")
+        self.buttons, kill = ok_cancel_buttons(self, f"Kill pid {p.pid}")
         kill.setObjectName("killButton")
         # Enter must not kill: Cancel is the default button.
         kill.setAutoDefault(False)
@@ -51,8 +48,6 @@ class KillDialog(QDialog):
             form.addRow(label, QLabel(value))
         form.addRow("Grace before KILL", self.grace)
         form.addRow(self.buttons)
-        self.buttons.accepted.connect(self.accept)
-        self.buttons.rejected.connect(self.reject)
         self.grace.setFocus()
 
     def _facts(self) -> list[tuple[str, str]]:

@@ -13,6 +13,7 @@ from PySide6.QtWidgets import (
 )
 
 from console.fleet.time_range import MIN_SPAN_S
+from console.views.common.dialog_buttons import ok_cancel_buttons
 
 FORMAT = "yyyy-MM-dd HH:mm:ss"
 
@@ -26,16 +27,12 @@ class TimeRangeDialog(QDialog):
         self.end = self._edit(end_s)
         self.problem = QLabel("")
         self.problem.setObjectName("dialogProblem")
-        self.buttons = QDialogButtonBox(
-            QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel
-        )
+        self.buttons, _ = ok_cancel_buttons(self)
         form = QFormLayout(self)
         form.addRow("From", self.start)
         form.addRow("To", self.end)
         form.addRow(self.problem)
         form.addRow(self.buttons)
-        self.buttons.accepted.connect(self.accept)
-        self.buttons.rejected.connect(self.reject)
         self.start.dateTimeChanged.connect(self._check)
         self.end.dateTimeChanged.connect(self._check)
         self.start.setFocus()  # the field a person types in first

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from PySide6.QtWidgets import (
     QDialog,
-    QDialogButtonBox,
     QLabel,
     QLineEdit,
     QMenu,
@@ -26,6 +25,7 @@ from console.fleet.slurm_model import SlurmReservation
 from console.fleet.slurm_view import SlurmReserve, expand_hostlist, job_words, slurm_name
 from console.qt.slurm_drop import SlurmSteer
 from console.qt.slurm_watch import SlurmWatch
+from console.views.common.dialog_buttons import ok_cancel_buttons
 from console.views.common.prompt_host import PromptHost
 from console.views.slurm.slurm_reserve_dialog import SlurmReserveDialog
 
@@ -40,15 +40,9 @@ class DrainDialog(QDialog):
         self.reason = QLineEdit()
         self.reason.setObjectName("slurmDrainReason")
         self.reason.setPlaceholderText("e.g. fan swap, ticket 4711")
-        self.buttons = QDialogButtonBox(
-            QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel
-        )
-        ok = self.buttons.button(QDialogButtonBox.StandardButton.Ok)
-        ok.setText("Drain")
+        self.buttons, ok = ok_cancel_buttons(self, "Drain")
         ok.setEnabled(False)
         self.reason.textChanged.connect(lambda text: ok.setEnabled(bool(text.strip())))
-        self.buttons.accepted.connect(self.accept)
-        self.buttons.rejected.connect(self.reject)
         layout = QVBoxLayout(self)
         text = f"Slurm stops starting jobs on {node}; running jobs finish. The reason is shown"
         layout.addWidget(QLabel(f"{text} to everyone (sinfo -R)."))

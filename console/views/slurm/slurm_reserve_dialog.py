@@ -15,7 +15,6 @@ from PySide6.QtCore import QDateTime
 from PySide6.QtWidgets import (
     QDateTimeEdit,
     QDialog,
-    QDialogButtonBox,
     QFormLayout,
     QLabel,
     QLineEdit,
@@ -25,6 +24,7 @@ from PySide6.QtWidgets import (
 
 from console.fleet.slurm_model import ReservationAsk
 from console.fleet.slurm_view import SlurmReserve, reservation_name
+from console.views.common.dialog_buttons import ok_cancel_buttons
 
 # A start within this of the dialog's opening is "now" (Slurm's starttime=now): the
 # minute the person took to fill the dialog in must not make it a future start.
@@ -75,12 +75,7 @@ class SlurmReserveDialog(QDialog):
         self.flags = QLineEdit()
         self.flags.setObjectName("slurmReservationFlags")
         self.flags.setPlaceholderText("e.g. IGNORE_JOBS (comma-separated; Slurm's flags)")
-        buttons = QDialogButtonBox(
-            QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel
-        )
-        buttons.button(QDialogButtonBox.StandardButton.Ok).setText("Reserve")
-        buttons.accepted.connect(self.accept)
-        buttons.rejected.connect(self.reject)
+        buttons, _ = ok_cancel_buttons(self, "Reserve")
         form = QFormLayout(self)
         form.addRow(QLabel(f"Nodes {', '.join(reserve.nodes)}, for {whom}."))
         form.addRow("Name", self.name)
