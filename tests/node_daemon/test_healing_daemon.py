@@ -329,72 +329,71 @@ def test_a_reboot_that_did_not_cure_escalates_and_is_not_repeated_over_three_boo
 LEAK_RULE = {"memory_leak": {"bucket_s": 0.1, "min_duration_s": 1, "history_s": 5}}
 
 
-def test_a_leaking_process_is_warned_then_killed_after_the_grace(  # type: ignore[no-untyped-def]
-    start_daemon: DaemonFactory, events, fake_nvml: FakeNvmlState
-) -> None:
+class LeakingProcess:
+    """A real process listed on the fake NVML's GPU 0 with 1 GiB, grown 64 MiB a step."""
+
+    def __init__(self, fake_nvml: FakeNvmlState, pid: int) -> None:
+        self._fake_nvml, self.pid, self.memory = fake_nvml, pid, 1024 * MIB
+        fake_nvml.add_process(0, pid, self.memory)
+
+    def grow(self) -> None:
+        self.memory += 64 * MIB  # the test's process "allocates", tick by tick
+        self._fake_nvml.add_process(0, self.pid, self.memory)
+
+
+def start_leak_watch(start_daemon: DaemonFactory, policy: HealingSettings) -> NodeDaemon:
+    """A daemon on the fake NVML's one GPU whose memory leak rule judges within seconds."""
     from node_daemon.backends.nvml import NvmlBackend
 
-    leaker = subprocess.Popen(["sleep", "300"])
-    try:
-        fake_nvml.set(gpu_count=1)
-        fake_nvml.set_gpu(0, util=50)
-        fake_nvml.add_process(0, leaker.pid, 1024 * MIB)
-        policy = settings(
-            '[healing]\nmode = "on"\n[healing.memory_leak]\nenabled = true\ngrace_s = 1\n'
-            "allow_foreign = true\nkill_grace_s = 2\n"
-        )
-        daemon = start_daemon(NvmlBackend(), gpus=1, healing=policy,
-                              alerts=parse_alert_settings(LEAK_RULE, "test"))  # fmt: skip
-        stream = events(daemon)
-        grown = [1024 * MIB]
+    return start_daemon(NvmlBackend(), gpus=1, healing=policy,
+                        alerts=parse_alert_settings(LEAK_RULE, "test"))  # fmt: skip
 
-        def leak_more() -> bool:
-            grown.append(grown[-1] + 64 * MIB)  # the test's process "allocates", tick by tick
-            fake_nvml.add_process(0, leaker.pid, grown[-1])
-            return bool(stream.healing(action="kill_leak", outcome="done"))
 
-        wait_for(leak_more, 30, "the leaker killed")
-        warned = stream.healing(action="kill_leak")[0]
-        assert warned.pid == leaker.pid and warned.outcome.startswith("warned: kill at ")
-        assert "unless the leak stops" in warned.reason
-        assert leaker.wait(10) == -signal.SIGTERM
-        kill = daemon.audit.query(user="self-healing", method="kill_leak")
-        assert {a.result for a in kill} >= {"done"}
-    finally:
-        leaker.kill()
-        leaker.wait()
+def test_a_leaking_process_is_warned_then_killed_after_the_grace(  # type: ignore[no-untyped-def]
+    start_daemon: DaemonFactory, events, fake_nvml: FakeNvmlState, sleeper: subprocess.Popen[bytes]
+) -> None:
+    fake_nvml.set(gpu_count=1)
+    fake_nvml.set_gpu(0, util=50)
+    leaker = LeakingProcess(fake_nvml, sleeper.pid)
+    policy = settings(
+        '[healing]\nmode = "on"\n[healing.memory_leak]\nenabled = true\ngrace_s = 1\n'
+        "allow_foreign = true\nkill_grace_s = 2\n"
+    )
+    daemon = start_leak_watch(start_daemon, policy)
+    stream = events(daemon)
+
+    def leak_more() -> bool:
+        leaker.grow()
+        return bool(stream.healing(action="kill_leak", outcome="done"))
+
+    wait_for(leak_more, 30, "the leaker killed")
+    warned = stream.healing(action="kill_leak")[0]
+    assert warned.pid == sleeper.pid and warned.outcome.startswith("warned: kill at ")
+    assert "unless the leak stops" in warned.reason
+    assert sleeper.wait(10) == -signal.SIGTERM
+    kill = daemon.audit.query(user="self-healing", method="kill_leak")
+    assert {a.result for a in kill} >= {"done"}
 
 
 def test_a_foreign_leaker_is_refused_once(  # type: ignore[no-untyped-def]
-    start_daemon: DaemonFactory, events, fake_nvml: FakeNvmlState
+    start_daemon: DaemonFactory, events, fake_nvml: FakeNvmlState, sleeper: subprocess.Popen[bytes]
 ) -> None:
-    from node_daemon.backends.nvml import NvmlBackend
+    fake_nvml.set(gpu_count=1)
+    leaker = LeakingProcess(fake_nvml, sleeper.pid)
+    policy = settings('[healing]\nmode = "on"\n[healing.memory_leak]\nenabled = true\n')
+    stream = events(start_leak_watch(start_daemon, policy))
 
-    leaker = subprocess.Popen(["sleep", "300"])
-    try:
-        fake_nvml.set(gpu_count=1)
-        fake_nvml.add_process(0, leaker.pid, 1024 * MIB)
-        policy = settings('[healing]\nmode = "on"\n[healing.memory_leak]\nenabled = true\n')
-        daemon = start_daemon(NvmlBackend(), gpus=1, healing=policy,
-                              alerts=parse_alert_settings(LEAK_RULE, "test"))  # fmt: skip
-        stream = events(daemon)
-        grown = [1024 * MIB]
+    def leak_more() -> bool:
+        leaker.grow()
+        return bool(stream.healing(action="kill_leak"))
 
-        def leak_more() -> bool:
-            grown.append(grown[-1] + 64 * MIB)
-            fake_nvml.add_process(0, leaker.pid, grown[-1])
-            return bool(stream.healing(action="kill_leak"))
-
-        wait_for(leak_more, 30, "self-healing's answer to the leak")
-        for _ in range(10):
-            leak_more()
-        refused = stream.healing(action="kill_leak")
-        assert len(refused) == 1 and refused[0].outcome.startswith("refused: ")
-        assert "allow_foreign" in refused[0].outcome
-        assert leaker.poll() is None  # nothing was signalled
-    finally:
-        leaker.kill()
-        leaker.wait()
+    wait_for(leak_more, 30, "self-healing's answer to the leak")
+    for _ in range(10):
+        leak_more()
+    refused = stream.healing(action="kill_leak")
+    assert len(refused) == 1 and refused[0].outcome.startswith("refused: ")
+    assert "allow_foreign" in refused[0].outcome
+    assert sleeper.poll() is None  # nothing was signalled
 
 
 def children_of(pid: int) -> list[int]:
