@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
 from PySide6.QtDBus import QDBus, QDBusConnection, QDBusMessage, QDBusVariant
 
 from console.fleet.alert_rows import AlertRow
@@ -43,6 +45,15 @@ DUNSTRC = """[global]
     script = {script}
 """
 RECORD_SCRIPT = '#!/bin/sh\necho "$(date +%s.%N)|$DUNST_URGENCY|$DUNST_SUMMARY" >> {seen}\n'
+
+
+def skip_unless_dunst_can_run(tools: tuple[str, ...], packages: str) -> None:
+    """Skips the test loudly unless every one of `tools` is installed; `packages`: what
+    ``apt-get install`` installs them with."""
+    missing = [tool for tool in tools if shutil.which(tool) is None]
+    if missing:
+        what, fix = " and ".join(missing), f"apt-get install {packages}"
+        pytest.skip(NOT_TESTED.format(what=what, fix=fix).replace("desktop", "dunst"))
 
 
 @contextlib.contextmanager

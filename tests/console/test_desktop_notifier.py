@@ -28,7 +28,13 @@ from console.fleet.alert_rows import AlertRow, Severity
 from console.notify import text
 from console.notify.desktop import DesktopNotifier
 from console.notify.tray import TrayNotifier
-from tests.console.desktop_bus import NOT_TESTED, dunst_count, dunst_on, private_session_bus
+from tests.console.desktop_bus import (
+    NOT_TESTED,
+    dunst_count,
+    dunst_on,
+    private_session_bus,
+    skip_unless_dunst_can_run,
+)
 from tests.console.xserver import read_line, stop, xvfb
 
 BUS_NAME = "gpufleet-test-bus"
@@ -316,10 +322,7 @@ def test_tray_message_click_opens_the_last_alert(qtbot) -> None:
 
 
 def test_dunst_shows_replaces_and_closes_our_notifications(qtbot, caplog, private_bus, bus) -> None:
-    missing = [tool for tool in ("dunst", "Xvfb") if shutil.which(tool) is None]
-    if missing:
-        what, fix = " and ".join(missing), "apt-get install dunst xvfb"
-        pytest.skip(NOT_TESTED.format(what=what, fix=fix).replace("desktop", "dunst"))
+    skip_unless_dunst_can_run(("dunst", "Xvfb"), "dunst xvfb")
     with xvfb(quiet=True) as display, dunst_on(private_bus, display):
         desktop = DesktopNotifier(bus)
         qtbot.waitUntil(lambda: desktop.available, timeout=5000)

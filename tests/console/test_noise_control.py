@@ -15,7 +15,6 @@ What reached dunst is read off the bus by dbus-monitor: every Notify call, as se
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import threading
 from collections.abc import Iterator
@@ -35,7 +34,7 @@ from gpufleet.v1.gpu_metrics import TEMP_GPU_C, THROTTLE_REASONS, UTIL_GPU_PCT
 from node_daemon.alerts.engine import AlertEngine
 from node_daemon.backends.readings import GpuReading, GpuStatic
 from node_daemon.journal.event_journal import EventJournal
-from tests.console.desktop_bus import NOT_TESTED, dunst_count, dunst_on
+from tests.console.desktop_bus import dunst_count, dunst_on, skip_unless_dunst_can_run
 from tests.console.test_desktop_notifier import bus, private_bus  # noqa: F401 (fixtures)
 from tests.console.xserver import read_line, stop, xvfb
 
@@ -119,10 +118,7 @@ class BusMonitor:
 
 @pytest.fixture
 def dunst(private_bus: str) -> Iterator[None]:  # noqa: F811
-    missing = [tool for tool in ("dunst", "Xvfb", "dbus-monitor") if shutil.which(tool) is None]
-    if missing:
-        what, fix = " and ".join(missing), "apt-get install dunst xvfb dbus-bin"
-        pytest.skip(NOT_TESTED.format(what=what, fix=fix).replace("desktop", "dunst"))
+    skip_unless_dunst_can_run(("dunst", "Xvfb", "dbus-monitor"), "dunst xvfb dbus-bin")
     with xvfb(quiet=True) as display, dunst_on(private_bus, display):
         yield
 

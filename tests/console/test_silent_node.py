@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import shutil
 import signal
 import threading
 import time
@@ -45,12 +44,12 @@ from console.notify.desktop import DesktopNotifier
 from console.qt import roles
 from console.session import ConsoleSession
 from tests.console.desktop_bus import (
-    NOT_TESTED,
     RecordingSink,
     dunst_count,
     private_session_bus,
     recording_dunst,
     shown_by_dunst,
+    skip_unless_dunst_can_run,
 )
 from tests.console.tcp_blackhole import BlackHoleProxy
 from tests.console.xserver import xvfb
@@ -319,10 +318,7 @@ DUNST_BUS = "gpufleet-silent-node-bus"
 def test_dunst_shows_a_stopped_node_as_critical_and_closes_it_when_back(
     qtbot, tmp_path: Path, node: DaemonProcess
 ) -> None:
-    missing = [tool for tool in ("dbus-daemon", "dunst", "Xvfb") if shutil.which(tool) is None]
-    if missing:
-        what, fix = " and ".join(missing), "apt-get install dbus dunst xvfb"
-        pytest.skip(NOT_TESTED.format(what=what, fix=fix).replace("desktop", "dunst"))
+    skip_unless_dunst_can_run(("dbus-daemon", "dunst", "Xvfb"), "dbus dunst xvfb")
     with contextlib.ExitStack() as running:
         address = running.enter_context(private_session_bus(tmp_path))
         display = running.enter_context(xvfb(quiet=True))
