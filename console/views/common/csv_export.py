@@ -33,24 +33,18 @@ class CsvExportPanel(RowPanel):
     """A row panel with an "Export CSV…" button: asks where, writes, says how it went.
 
     The panel lays the button out and enables it; the outcome goes to `message`
-    (for the status bar), never to a dialog. A subclass gives `csv_export()`.
+    (for the status bar), never to a dialog. A subclass names its export and gives
+    `csv_export()`.
     """
 
     message = Signal(str)  # export done, or why it failed
+    export_title = ""  # the save dialog's title
+    export_stem = ""  # the suggested file name's: gpufleet-STEM-DATE.csv
+    export_subject = ""  # what could not be exported, in the message: "the audit log"
 
-    def __init__(
-        self,
-        name: str,
-        model: QAbstractItemModel,
-        proxy: QSortFilterProxyModel,
-        parent: QWidget | None,
-        *,
-        title: str,  # the save dialog's
-        stem: str,  # the suggested file name's: gpufleet-STEM-DATE.csv
-        subject: str,  # what failed to export, in the message: "the audit log"
-    ) -> None:
+    def __init__(self, name: str, model: QAbstractItemModel, proxy: QSortFilterProxyModel,
+                 parent: QWidget | None) -> None:  # fmt: skip
         super().__init__(name, model, proxy, parent)
-        self._title, self._stem, self._subject = title, stem, subject
         self.export = QPushButton("Export CSV…")
         # Asks where to save ("" when cancelled); tests replace it so no dialog opens.
         self.choose_path: Callable[[], str] = self._ask_path
@@ -65,7 +59,7 @@ class CsvExportPanel(RowPanel):
         text, held = self.csv_export()
         error = write_csv(path, text)
         if error is not None:
-            self.message.emit(f"Could not export {self._subject}: {error}")
+            self.message.emit(f"Could not export {self.export_subject}: {error}")
             return False
         self.message.emit(f"Exported {held} to {path}")
         return True
@@ -76,4 +70,4 @@ class CsvExportPanel(RowPanel):
             self.export_to(Path(path))
 
     def _ask_path(self) -> str:
-        return ask_csv_path(self, self._title, self._stem)
+        return ask_csv_path(self, self.export_title, self.export_stem)

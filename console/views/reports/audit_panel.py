@@ -35,18 +35,11 @@ NEEDS_ADMIN = "The audit log needs the admin role on a node; this profile has no
 class AuditPanel(CsvExportPanel):
     """Views and asks: `refreshRequested` carries the filter; export reports via `message`."""
 
+    export_title, export_stem, export_subject = "Export audit log", "audit", "the audit log"
     refreshRequested = Signal(object)  # AuditFilter
 
     def __init__(self, model: AuditTableModel, parent: QWidget | None = None) -> None:
-        super().__init__(
-            "auditPanel",
-            model,
-            AuditFilterProxy(),
-            parent,
-            title="Export audit log",
-            stem="audit",
-            subject="the audit log",
-        )
+        super().__init__("auditPanel", model, AuditFilterProxy(), parent)
         self.proxy: AuditFilterProxy
         self.model = model
         self.user = QLineEdit(placeholderText="user")

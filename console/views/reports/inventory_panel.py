@@ -23,16 +23,10 @@ FIT_DELAY_MS = 1000
 class InventoryPanel(CsvExportPanel):
     """Shows the inventory model; the export reports through `message`, never a dialog."""
 
+    export_title, export_stem, export_subject = "Export inventory", "inventory", "the inventory"
+
     def __init__(self, model: InventoryTableModel, parent: QWidget | None = None) -> None:
-        super().__init__(
-            "inventoryPanel",
-            model,
-            InventoryFilterProxy(),
-            parent,
-            title="Export inventory",
-            stem="inventory",
-            subject="the inventory",
-        )
+        super().__init__("inventoryPanel", model, InventoryFilterProxy(), parent)
         self.proxy: InventoryFilterProxy
         self.model = model
         self.proxy.setParent(self)  # its C++ side goes with the panel's

@@ -36,18 +36,11 @@ DEFAULT_DAYS = 30
 
 
 class UsagePanel(CsvExportPanel):
+    export_title, export_stem, export_subject = "Export usage", "usage", "the usage report"
     refreshRequested = Signal(object)  # UsageQuery
 
     def __init__(self, model: UsageTableModel, parent: QWidget | None = None) -> None:
-        super().__init__(
-            "usagePanel",
-            model,
-            UsageSortProxy(),
-            parent,
-            title="Export usage",
-            stem="usage",
-            subject="the usage report",
-        )
+        super().__init__("usagePanel", model, UsageSortProxy(), parent)
         self.proxy: UsageSortProxy
         self.model = model
         self.grouping = QComboBox()
