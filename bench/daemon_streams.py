@@ -61,7 +61,7 @@ from nvml_sweep_fake import ROOT, FakeNvml, FakeNvmlError, fake_node
 from nvml_sweep_venv import DEFAULT_VENV
 from results import write_outputs
 
-from node_daemon.sampling.history import HistoryEntry, SampleHistory
+from node_daemon.sampling.sample_ring import RingEntry, SampleRing
 
 DEFAULT_MD = Path(__file__).resolve().parent / "results" / "daemon_streams.md"
 SMOKE = {
@@ -226,14 +226,14 @@ def measure_with_retry(
 
 
 def history_wake_us(entries: int, number: int = 2000) -> float:
-    """µs of one SampleHistory.wait_after() that finds one new batch among `entries`.
+    """µs of one SampleRing.wait_after() that finds one new batch among `entries`.
 
     Every sample stream calls it once per tick.
     """
-    history = SampleHistory(max(entries, 1))
+    history = SampleRing(max(entries, 1))
     payload = bytes(1200)
     for tick in range(1, entries + 1):
-        history.append(HistoryEntry(tick * 1000, tick, payload))
+        history.append(RingEntry(tick * 1000, tick, payload))
     seconds = min(timeit.repeat(lambda: history.wait_after(entries - 1, 0.0), number=number))
     return round(seconds / number * 1e6, 2)
 

@@ -299,10 +299,10 @@ def _history_lines(result: Result) -> list[str]:
     full = str(scan["entries_full"])
     growth = wakes[full] / wakes["60"] if wakes.get("60") else 0.0
     intro = (
-        "Each sample stream wakes once per tick and calls `SampleHistory.wait_after"
+        "Each sample stream wakes once per tick and calls `SampleRing.wait_after"
         "(last_tick)` for the batches it has not sent. The measured windows hold about a "
         f"minute of history; a daemon that has run for an hour holds {full} batches. "
-        "Measured in-process on the same `SampleHistory` (projected at 1 Hz):"
+        "Measured in-process on the same `SampleRing` (projected at 1 Hz):"
     )
     if growth < SCAN_GROWTH:
         return [

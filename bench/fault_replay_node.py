@@ -30,7 +30,7 @@ from node_daemon.backends.simulated.scenario import scenario_event
 from node_daemon.control.kill import KillOutcome
 from node_daemon.healing.drain import DrainPolicy
 from node_daemon.healing.healer import Healer, Policy
-from node_daemon.healing.leak import LeakPolicy
+from node_daemon.healing.leak_policy import LeakPolicy
 from node_daemon.healing.memory import HealingMemory
 from node_daemon.healing.model import DONE, GPU_RESET, Action, Report
 from node_daemon.healing.power_cap import PowerCapPolicy

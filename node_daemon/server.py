@@ -57,7 +57,7 @@ from node_daemon.rpc.service import SERVICE_NAME, node_service_handler
 from node_daemon.rpc.stream_admission import StreamAdmission
 from node_daemon.rpc.threshold_lines import alert_thresholds
 from node_daemon.rpc.usage_servicer import UsageServicer
-from node_daemon.sampling.history import SampleHistory
+from node_daemon.sampling.sample_ring import SampleRing
 from node_daemon.sampling.sampler import BackendStatus, Sampler
 from node_daemon.sampling.slurm import SlurmWatcher
 from node_daemon.server_tls import ReloadableServerCredentials
@@ -117,7 +117,7 @@ class NodeDaemon:
         `boot_id`: this boot's (default: the kernel's); a test's, to emulate reboots.
         `denials`: the audit log's bound on denial records (default: the daemon's)."""
         self.config = config
-        self.history = SampleHistory(round(config.history_seconds / config.sample_interval_s))
+        self.history = SampleRing(round(config.history_seconds / config.sample_interval_s))
         self.sampler = Sampler(
             backend, self.history, config.sample_interval_s, config.process_interval_s,
             clock=sweep_clock,

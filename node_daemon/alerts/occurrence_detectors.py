@@ -1,6 +1,6 @@
 """Detectors that follow events and processes over time: Xid errors, memory leaks.
 
-The leak rule lives in node_daemon.alerts.leak; it is imported here, where the
+The leak rule lives in node_daemon.alerts.leak_detector; it is imported here, where the
 engine and the tests have always found it.
 """
 
@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from node_daemon.alerts.findings import Finding, GpuTick, gpu_key
-from node_daemon.alerts.leak import LeakDetector
+from node_daemon.alerts.leak_detector import LeakDetector
 from node_daemon.alerts.model import Severity
 from node_daemon.alerts.rules import XidSettings
 from node_daemon.alerts.xid import Action, is_critical, xid_action, xid_summary

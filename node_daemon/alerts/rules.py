@@ -74,7 +74,7 @@ class XidSettings:
 
 @dataclass(frozen=True)
 class LeakSettings:
-    """A process's GPU memory growing for long, on idle and busy GPUs (alerts/leak.py says how)."""
+    """A process's GPU memory growing for long, on idle and busy GPUs (alerts/leak_detector.py)."""
 
     enabled: bool = True
     history_s: float = 3600.0  # how far back the trend is judged

@@ -13,9 +13,9 @@ reading ERROR with the message.
 
 Each metric has a small function below whose docstring names the matching
 ``nvidia-smi --query-gpu=`` field (or, where there is none, where nvidia-smi shows it).
-The health signals live in nvml_health.py and MIG in nvml_mig.py; the slowly
+The health signals live in nvml_signals.py and MIG in nvml_mig.py; the slowly
 changing ones (remapped rows, retired pages, NVLink, the MIG layout) are read every
-`nvml_health.SLOW_INTERVAL_S` seconds, not every tick (nvml_health explains why).
+`nvml_signals.SLOW_INTERVAL_S` seconds, not every tick (nvml_signals explains why).
 """
 
 from __future__ import annotations
@@ -54,11 +54,11 @@ from gpufleet.v1.gpu_metrics import (
     UTIL_GPU_PCT,
     UTIL_MEM_PCT,
 )
-from node_daemon.backends import nvml_health, nvml_mig, procinfo
+from node_daemon.backends import nvml_mig, nvml_signals, procinfo
 from node_daemon.backends.base import BackendUnavailable, PowerLimitRefused
-from node_daemon.backends.nvml_health import SLOW_INTERVAL_S, Every
 from node_daemon.backends.nvml_mig import MigDevice
 from node_daemon.backends.nvml_process_util import SmUtilization, sm_util_of
+from node_daemon.backends.nvml_signals import SLOW_INTERVAL_S, Every
 from node_daemon.backends.process_watch import ProcessWatch
 from node_daemon.backends.readings import (
     AnyMetric,
@@ -256,7 +256,7 @@ def _temp_threshold_c(q: _Query, handle: Handle, threshold: int, what: str) -> f
 
 def _gpu_static(index: int, handle: Handle, q: _Query) -> GpuStatic:
     """index, uuid, name, serial, pci.bus_id, memory.total, enforced.power.limit, ..."""
-    default_w, min_w, max_w = nvml_health.power_limit_range_w(q, handle)
+    default_w, min_w, max_w = nvml_signals.power_limit_range_w(q, handle)
     return GpuStatic(
         index=index,
         uuid=_text(q("uuid", pynvml.nvmlDeviceGetUUID, handle)) or "",
@@ -440,9 +440,9 @@ def _read_metrics(handle: Handle, q: _Query) -> dict[AnyMetric, Value | None]:
             q, handle, pynvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, "ecc.errors.uncorrected"
         ),
         ENERGY_J: _energy_j(q, handle),
-        PCIE_REPLAY_TOTAL: nvml_health.pcie_replay_total(q, handle),
+        PCIE_REPLAY_TOTAL: nvml_signals.pcie_replay_total(q, handle),
         RECOVERY_ACTION: _recovery_action(recovery_action),
-        POWER_LIMIT_W: nvml_health.power_limit_w(q, handle),
+        POWER_LIMIT_W: nvml_signals.power_limit_w(q, handle),
     }
 
 
@@ -503,7 +503,7 @@ def _quietly(call: Callable[..., Any], *args: Any) -> None:
 
 @dataclass(frozen=True)
 class _SlowReading:
-    """A GPU's slowly changing signals, as last read (nvml_health.Every keeps it)."""
+    """A GPU's slowly changing signals, as last read (nvml_signals.Every keeps it)."""
 
     values: Mapping[AnyMetric, int | None]
     nvlink_down_links: tuple[int, ...]
@@ -637,13 +637,13 @@ class _Session:
         q = _Query(self.unavailable)
         links = self.nvlinks.get(index)
         if links is None:
-            links = nvml_health.nvlink_links(q, handle)
+            links = nvml_signals.nvlink_links(q, handle)
             if links is not None:
                 self.nvlinks[index] = links
-        nvlink = nvml_health.read_nvlink(q, handle, links or ())
+        nvlink = nvml_signals.read_nvlink(q, handle, links or ())
         values = {
-            **nvml_health.remapped_rows(q, handle),
-            **nvml_health.retired_pages(q, handle),
+            **nvml_signals.remapped_rows(q, handle),
+            **nvml_signals.retired_pages(q, handle),
             **nvlink.values,
         }
         mig = nvml_mig.read_layout(q, handle)
@@ -717,7 +717,7 @@ class _Session:
         handle = self.handles.get(index)
         if handle is None:
             raise PowerLimitRefused(f"GPU {index}: setting the power limit failed: GPU is lost")
-        nvml_health.set_power_limit(handle, index, watts)
+        nvml_signals.set_power_limit(handle, index, watts)
 
 
 def _start_session(slow: Every[_SlowReading]) -> _Session:

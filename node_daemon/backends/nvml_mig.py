@@ -4,7 +4,7 @@ A MIG-enabled GPU (A100, H100, H200) is cut into MIG devices, each a GPU instanc
 (dcgm-exporter's GPU_I_ID) with a compute instance and a profile ("1g.10gb",
 GPU_I_PROFILE), its own memory and processes. Their layout changes only when an
 admin creates or destroys instances, so it is read on the backend's slow cadence
-(nvml_health.Every) and the handles kept; each tick reads only their memory, and a
+(nvml_signals.Every) and the handles kept; each tick reads only their memory, and a
 handle whose MIG device is gone makes the layout be read again.
 """
 
@@ -16,7 +16,7 @@ from typing import Any
 # Part of the NVML backend, split from nvml.py to keep modules small.
 import pynvml  # noqa: TID251
 
-from node_daemon.backends.nvml_health import Query
+from node_daemon.backends.nvml_signals import Query
 
 Handle = Any  # pynvml.c_nvmlDevice_t
 _GONE = frozenset({pynvml.NVML_ERROR_INVALID_ARGUMENT, pynvml.NVML_ERROR_NOT_FOUND})

@@ -19,7 +19,7 @@ from typing import Any
 # outside node_daemon/backends/nvml*.py imports pynvml.
 import pynvml  # noqa: TID251
 
-from node_daemon.backends.nvml_health import Query
+from node_daemon.backends.nvml_signals import Query
 
 # No sample newer than the timestamp. nvidia-ml-py raises NVMLError(SUCCESS) when
 # the first, sizing call succeeds with no samples instead of asking for a buffer.

@@ -12,7 +12,7 @@ from node_daemon.control.kill_service import ProcessKiller
 from node_daemon.control.workloads import WorkloadManager
 from node_daemon.healing.drain import DrainPolicy
 from node_daemon.healing.healer import Healer, Policy
-from node_daemon.healing.leak import LeakPolicy
+from node_daemon.healing.leak_policy import LeakPolicy
 from node_daemon.healing.memory import HealingMemory
 from node_daemon.healing.power_cap import PowerCapPolicy
 from node_daemon.healing.repair import RepairPolicy

@@ -11,7 +11,7 @@ import grpc
 from gpufleet.v1 import node_pb2 as pb
 from node_daemon import __version__
 from node_daemon.backends.readings import BackendKind
-from node_daemon.sampling.history import SampleHistory
+from node_daemon.sampling.sample_ring import SampleRing
 from node_daemon.sampling.sampler import Sampler
 from node_daemon.sampling.slurm import SlurmWatcher
 from node_daemon.sampling.wire import REPLAYED_SUFFIX, gpu_info_message
@@ -29,7 +29,7 @@ class NodeServicer:
     def __init__(
         self,
         sampler: Sampler,
-        history: SampleHistory,
+        history: SampleRing,
         backend: BackendKind,
         started_unix_ms: int,
         hostname: str | None = None,

@@ -18,7 +18,7 @@ from node_daemon.backends.base import BackendUnavailable, GpuBackend
 from node_daemon.backends.facts import MissingFacts, facts_missing
 from node_daemon.backends.readings import GpuReading, NodeFacts, ProcessReading
 from node_daemon.health.model import GpuCondition
-from node_daemon.sampling.history import HistoryEntry, SampleHistory
+from node_daemon.sampling.sample_ring import RingEntry, SampleRing
 from node_daemon.sampling.wire import batch_message
 
 log = logging.getLogger(__name__)
@@ -77,7 +77,7 @@ class Sampler:
     def __init__(
         self,
         backend: GpuBackend,
-        history: SampleHistory,
+        history: SampleRing,
         interval_s: float = 1.0,
         process_interval_s: float = 3.0,
         clock: Callable[[], float] = time.time,
@@ -210,7 +210,7 @@ class Sampler:
             # A bug in one sweep must not stop sampling for good.
             log.exception("sampling sweep failed")
 
-    def sweep(self) -> HistoryEntry:
+    def sweep(self) -> RingEntry:
         """Read every GPU once and append the batch to the history."""
         started = time.perf_counter()
         readings = self._backend.read_gpus()
@@ -221,7 +221,7 @@ class Sampler:
         timestamp_ms = int(self._clock() * 1000)
         conditions = self._judge(readings, timestamp_ms)
         batch = batch_message(timestamp_ms, self._tick, readings, self._processes, conditions)
-        entry = HistoryEntry(timestamp_ms, self._tick, batch.SerializeToString())
+        entry = RingEntry(timestamp_ms, self._tick, batch.SerializeToString())
         self._history.append(entry)
         self._last_xids.update((r.index, r.xids[-1]) for r in readings if r.xids)
         self.latest = LatestSweep(

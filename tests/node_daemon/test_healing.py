@@ -25,7 +25,7 @@ from node_daemon.control.kill_service import ProcessKiller
 from node_daemon.errors import ConfigError
 from node_daemon.healing.drain import DrainPolicy
 from node_daemon.healing.healer import Healer, Policy
-from node_daemon.healing.leak import LeakPolicy
+from node_daemon.healing.leak_policy import LeakPolicy
 from node_daemon.healing.memory import HealingMemory
 from node_daemon.healing.model import HealingPolicy, policy_of
 from node_daemon.healing.power_cap import NO_BACKEND, PowerCapPolicy
@@ -38,7 +38,7 @@ from node_daemon.health.assessor import HealthAssessor
 from node_daemon.health.model import HealthState
 from node_daemon.health.settings import HealthSettings
 from node_daemon.journal.event_journal import EventJournal
-from node_daemon.sampling.history import SampleHistory
+from node_daemon.sampling.sample_ring import SampleRing
 from node_daemon.sampling.sampler import Sampler
 from tests.conftest import wait_for
 
@@ -66,7 +66,7 @@ class Node:
         self.assessor.set_gpu_facts(facts.gpus)
         self.processes: dict[int, list[ProcessReading]] = {0: [], 1: []}
         # A killer over a sampler that never runs: a dry run's leak never reaches it.
-        sampler = Sampler(SimulatedBackend(2, seed=1), SampleHistory(10))
+        sampler = Sampler(SimulatedBackend(2, seed=1), SampleRing(10))
         self.killer = ProcessKiller(sampler, self.journal, lambda _g, _p, _s: None)
         self.healer = self._healer(settings)
 

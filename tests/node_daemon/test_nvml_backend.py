@@ -45,7 +45,7 @@ from node_daemon.backends.readings import (
 )
 from node_daemon.commands.backend_choice import build_backend
 from node_daemon.config import DaemonConfig
-from node_daemon.sampling.history import SampleHistory
+from node_daemon.sampling.sample_ring import SampleRing
 from node_daemon.sampling.sampler import BackendStatus, Sampler
 from tests.conftest import wait_for
 from tests.fake_nvml.fixture import FakeNvmlState
@@ -593,7 +593,7 @@ class CountingOpens:
 def sampling(backend: NvmlBackend) -> Iterator[tuple[Sampler, CountingOpens, list[BackendStatus]]]:
     """A running sampler over the fake NVML, and the statuses it published."""
     counting = CountingOpens(backend)
-    sampler = Sampler(counting, SampleHistory(100), interval_s=0.1, process_interval_s=0.1)
+    sampler = Sampler(counting, SampleRing(100), interval_s=0.1, process_interval_s=0.1)
     published: list[BackendStatus] = []
     sampler.add_status_listener(published.append)
     yield sampler, counting, published

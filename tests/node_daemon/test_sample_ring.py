@@ -2,15 +2,15 @@ from __future__ import annotations
 
 import threading
 
-from node_daemon.sampling.history import HistoryEntry, SampleHistory
+from node_daemon.sampling.sample_ring import RingEntry, SampleRing
 
 
-def entry(tick: int) -> HistoryEntry:
-    return HistoryEntry(timestamp_unix_ms=1000 * tick, tick=tick, payload=bytes([tick]))
+def entry(tick: int) -> RingEntry:
+    return RingEntry(timestamp_unix_ms=1000 * tick, tick=tick, payload=bytes([tick]))
 
 
 def test_bounded_oldest_dropped() -> None:
-    history = SampleHistory(3)
+    history = SampleRing(3)
     for tick in range(1, 6):
         history.append(entry(tick))
     replay, latest = history.since(0)
@@ -19,7 +19,7 @@ def test_bounded_oldest_dropped() -> None:
 
 
 def test_since_returns_only_newer() -> None:
-    history = SampleHistory(10)
+    history = SampleRing(10)
     for tick in range(1, 6):
         history.append(entry(tick))
     replay, _ = history.since(3000)
@@ -27,7 +27,7 @@ def test_since_returns_only_newer() -> None:
 
 
 def test_wait_after_wakes_on_append() -> None:
-    history = SampleHistory(10)
+    history = SampleRing(10)
     history.append(entry(1))
     appender = threading.Timer(0.05, history.append, args=(entry(2),))
     appender.start()
@@ -37,7 +37,7 @@ def test_wait_after_wakes_on_append() -> None:
 
 
 def test_close_wakes_waiters_with_nothing() -> None:
-    history = SampleHistory(10)
+    history = SampleRing(10)
     closer = threading.Timer(0.05, history.close)
     closer.start()
     assert history.wait_after(0, timeout_s=10) == []
@@ -46,7 +46,7 @@ def test_close_wakes_waiters_with_nothing() -> None:
 
 
 def test_wait_after_returns_everything_missed_in_order() -> None:
-    history = SampleHistory(100)
+    history = SampleRing(100)
     for tick in range(1, 51):
         history.append(entry(tick))
     assert [e.tick for e in history.wait_after(47, timeout_s=0)] == [48, 49, 50]

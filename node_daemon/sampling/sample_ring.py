@@ -13,19 +13,19 @@ from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
-class HistoryEntry:
+class RingEntry:
     timestamp_unix_ms: int
     tick: int
     payload: bytes
 
 
-class SampleHistory:
+class SampleRing:
     """A bounded, thread-safe ring of the latest batches, oldest first."""
 
     def __init__(self, capacity: int) -> None:
         if capacity < 1:
             raise ValueError("history capacity must be at least 1 batch")
-        self._entries: deque[HistoryEntry] = deque(maxlen=capacity)
+        self._entries: deque[RingEntry] = deque(maxlen=capacity)
         self._changed = threading.Condition()
         self._closed = False
 
@@ -37,7 +37,7 @@ class SampleHistory:
         with self._changed:
             return len(self._entries)
 
-    def append(self, entry: HistoryEntry) -> None:
+    def append(self, entry: RingEntry) -> None:
         with self._changed:
             self._entries.append(entry)
             self._changed.notify_all()
@@ -46,13 +46,13 @@ class SampleHistory:
         with self._changed:
             return self._entries[-1].tick if self._entries else 0
 
-    def since(self, timestamp_unix_ms: int) -> tuple[list[HistoryEntry], int]:
+    def since(self, timestamp_unix_ms: int) -> tuple[list[RingEntry], int]:
         """Entries newer than the timestamp, and the latest tick, read atomically."""
         with self._changed:
             newer = [e for e in self._entries if e.timestamp_unix_ms > timestamp_unix_ms]
             return newer, self._entries[-1].tick if self._entries else 0
 
-    def wait_after(self, tick: int, timeout_s: float) -> list[HistoryEntry]:
+    def wait_after(self, tick: int, timeout_s: float) -> list[RingEntry]:
         """Entries after `tick`, waiting up to timeout_s for one; [] on timeout or close."""
         with self._changed:
             self._changed.wait_for(lambda: self._closed or self._newest_tick() > tick, timeout_s)
