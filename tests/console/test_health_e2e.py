@@ -4,7 +4,7 @@ own answers and refusals."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -56,25 +56,17 @@ def target(start_daemon: DaemonFactory, tmp_path: Path) -> str:
 
 
 @pytest.fixture
-def open_console(qtbot) -> Iterator[Callable[[str, str], MainWindow]]:  # type: ignore[no-untyped-def]
-    windows: list[MainWindow] = []
-
+def open_console(qtbot, start_window) -> Callable[[str, str], MainWindow]:  # type: ignore[no-untyped-def]
     def open_(target: str, user: str) -> MainWindow:
-        window = MainWindow(ConsoleSession([target], security=LinkSecurity(token=TOKENS[user])))
-        qtbot.addWidget(window)
-        window.resize(1400, 900)
-        window.session.start()
-        window.show()
-        windows.append(window)
+        session = ConsoleSession([target], security=LinkSecurity(token=TOKENS[user]))
+        window = start_window(session, size=(1400, 900))
         node = window.session.fleet.node(target)
         qtbot.waitUntil(lambda: judged(node, 1, HealthState.NEEDS_RESET), timeout=20_000)
         qtbot.waitUntil(lambda: judged(node, 3, HealthState.NEEDS_INSPECTION), timeout=20_000)
         assert node.state is LinkState.CONNECTED and node.identity is not None
         return window
 
-    yield open_
-    for window in windows:
-        window.session.stop()
+    return open_
 
 
 def condition(node: NodeRecord, gpu: int) -> GpuCondition | None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import csv
 import io
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -67,21 +67,12 @@ def pki(tmp_path: Path) -> Pki:
 
 
 @pytest.fixture
-def open_console(qtbot) -> Iterator[Callable[..., MainWindow]]:
-    windows: list[MainWindow] = []
-
+def open_console(start_window) -> Callable[..., MainWindow]:  # type: ignore[no-untyped-def]
     def open_(targets: list[str], security: LinkSecurity) -> MainWindow:
-        window = MainWindow(ConsoleSession(targets, security=security, profile="test"))
-        qtbot.addWidget(window)
-        window.resize(1400, 900)
-        window.session.start()
-        window.show()
-        windows.append(window)
-        return window
+        session = ConsoleSession(targets, security=security, profile="test")
+        return start_window(session, size=(1400, 900))
 
-    yield open_
-    for window in windows:
-        window.session.stop()
+    return open_
 
 
 def tls_daemon(start_daemon: DaemonFactory, pki: Pki, mutual: bool = False, **kw) -> NodeDaemon:  # type: ignore[no-untyped-def]

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -23,35 +23,21 @@ from console.settings import Profile, SettingsError, load_settings
 from console.token_command import TokenCommandError, run_token_command
 from gpufleet.policy import Role
 from node_daemon.auth.settings import AuthSettings
-from tests.certs import Authority, write
 from tests.console.conftest import MemoryKeyring
-from tests.console.test_security_e2e import TOKENS, USERS, Pki, connected, tls_daemon
+from tests.console.test_security_e2e import TOKENS, USERS, Pki, connected, pki, tls_daemon
+
+__all__ = ["pki"]  # a fixture, used by name
 
 BAD = "gft_" + "x" * 43  # a token no daemon knows
 
 
 @pytest.fixture
-def pki(tmp_path: Path) -> Pki:
-    ca = Authority()
-    (tmp_path / "ca.crt").write_bytes(ca.pem)
-    server = write(tmp_path, "server", ca.issue("localhost", server=True))
-    return Pki(tmp_path / "ca.crt", server, write(tmp_path, "ada", ca.issue("ada")))
-
-
-@pytest.fixture
-def open_console(qtbot) -> Iterator[Callable[[str, LinkSecurity], MainWindow]]:  # type: ignore[no-untyped-def]
-    windows: list[MainWindow] = []
-
+def open_console(start_window) -> Callable[[str, LinkSecurity], MainWindow]:  # type: ignore[no-untyped-def]
     def open_(target: str, security: LinkSecurity) -> MainWindow:
-        window = MainWindow(ConsoleSession([target], security=security, profile="prod"))
-        qtbot.addWidget(window)
-        window.session.start()
-        windows.append(window)
-        return window
+        session = ConsoleSession([target], security=security, profile="prod")
+        return start_window(session, show=False)
 
-    yield open_
-    for window in windows:
-        window.session.stop()
+    return open_
 
 
 def script(path: Path, body: str) -> Path:
