@@ -15,7 +15,7 @@ from PySide6.QtWidgets import (
 from console.fleet.alert_rows import AlertRow
 from console.qt.alert_model import ALERT_ROLE, AlertFilterProxy, AlertTableModel
 from console.views.alerts.alert_menu import alert_row_menu
-from console.views.common.keyboard_menus import open_menus_from_keyboard
+from console.views.common.keyboard_menus import open_menus_from_keyboard, pop_up_menu
 from console.views.common.row_table_panel import RowPanel, bar_over_table, set_up_row_table
 
 
@@ -101,8 +101,7 @@ class AlertPanel(RowPanel):
         if row.isValid():
             self.table.setCurrentIndex(row)
             menu = self.row_menu(row)
-            menu.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
-            menu.popup(self.table.viewport().mapToGlobal(where))
+            pop_up_menu(menu, self.table, where)
 
     def _on_table_double_clicked(self, index: QModelIndex) -> None:
         alert: AlertRow = index.data(ALERT_ROLE)

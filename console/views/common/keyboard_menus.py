@@ -4,14 +4,14 @@ Qt turns the Menu key into a context-menu event only where the platform does
 (xcb does, offscreen does not) and Shift+F10 nowhere on Linux, and it places a
 keyboard menu in the middle of the view, not at the row the keyboard is on.
 `open_menus_from_keyboard` makes both keys ask a view with a custom context menu
-for the menu of its current row, at that row.
+for the menu of its current row, at that row; `pop_up_menu` shows the menu.
 """
 
 from __future__ import annotations
 
-from PySide6.QtCore import QEvent, QObject, Qt
+from PySide6.QtCore import QEvent, QObject, QPoint, Qt
 from PySide6.QtGui import QKeyEvent
-from PySide6.QtWidgets import QAbstractItemView
+from PySide6.QtWidgets import QAbstractItemView, QAbstractScrollArea, QMenu
 
 
 def is_menu_key(event: QKeyEvent) -> bool:
@@ -44,3 +44,10 @@ def open_menus_from_keyboard(view: QAbstractItemView) -> None:
     """Let Menu and Shift+F10 open `view`'s custom context menu at its current row."""
     view.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
     view.installEventFilter(_MenuKeys(view))
+
+
+def pop_up_menu(menu: QMenu, view: QAbstractScrollArea, pos: QPoint) -> None:
+    """Show `menu` at `pos` of `view`'s viewport (where customContextMenuRequested says);
+    it is deleted once closed, so menus opened again and again do not pile up."""
+    menu.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+    menu.popup(view.viewport().mapToGlobal(pos))

@@ -19,7 +19,7 @@ from PySide6.QtWidgets import (
 
 from console.qt.people_model import PeopleListModel
 from console.views.common.drag_image import CompactDragList
-from console.views.common.keyboard_menus import open_menus_from_keyboard
+from console.views.common.keyboard_menus import open_menus_from_keyboard, pop_up_menu
 from console.views.common.row_table_panel import RowPanel
 
 HINT = (
@@ -81,5 +81,4 @@ class PeoplePanel(RowPanel):
         if not index.isValid():
             return
         menu = self.person_menu(str(index.data()))
-        menu.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
-        menu.popup(self.list.viewport().mapToGlobal(pos))
+        pop_up_menu(menu, self.list, pos)

@@ -28,7 +28,7 @@ from console.qt.reservation_model import (
     ReservationFilterProxy,
     ReservationTableModel,
 )
-from console.views.common.keyboard_menus import open_menus_from_keyboard
+from console.views.common.keyboard_menus import open_menus_from_keyboard, pop_up_menu
 from console.views.common.row_table_panel import RowPanel, bar_over_table, set_up_row_table
 
 
@@ -168,5 +168,4 @@ class ReservationsPanel(RowPanel):
         self.table.setCurrentIndex(index)
         reservation = self.model.line(self.proxy.mapToSource(index).row()).reservation
         menu = self.row_menu(reservation)
-        menu.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
-        menu.popup(self.table.viewport().mapToGlobal(pos))
+        pop_up_menu(menu, self.table, pos)

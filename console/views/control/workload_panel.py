@@ -6,7 +6,7 @@ click) cancels it, assigns it to a GPU chosen in a list, or shows its output.
 
 from __future__ import annotations
 
-from PySide6.QtCore import QModelIndex, QPoint, Qt, Signal
+from PySide6.QtCore import QModelIndex, QPoint, Signal
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QCheckBox,
@@ -20,7 +20,7 @@ from PySide6.QtWidgets import (
 from console.fleet.control import WorkloadRow, WorkloadState
 from console.qt.workload_model import WORKLOAD_ROLE, WorkloadFilterProxy, WorkloadTableModel
 from console.views.common.drag_image import CompactDragTable
-from console.views.common.keyboard_menus import open_menus_from_keyboard
+from console.views.common.keyboard_menus import open_menus_from_keyboard, pop_up_menu
 from console.views.common.row_table_panel import RowPanel, bar_over_table, set_up_row_table
 
 HINT = (
@@ -156,8 +156,7 @@ class WorkloadPanel(RowPanel):
             return
         self.table.selectRow(index.row())
         menu = self.row_menu(index.data(WORKLOAD_ROLE))
-        menu.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
-        menu.popup(self.table.viewport().mapToGlobal(pos))
+        pop_up_menu(menu, self.table, pos)
 
     def _on_table_double_clicked(self, index: QModelIndex) -> None:
         workload: WorkloadRow = index.data(WORKLOAD_ROLE)
