@@ -14,7 +14,6 @@ from typing import Any
 from PySide6.QtCore import (
     QModelIndex,
     QPersistentModelIndex,
-    QSortFilterProxyModel,
     Qt,
     QTimer,
     Signal,
@@ -311,13 +310,10 @@ class AlertFilterProxy(SortKeyProxy):
     def __init__(self) -> None:
         super().__init__()
         self.show_cleared = False
-        self.setFilterCaseSensitivity(Qt.CaseSensitivity.CaseInsensitive)
-        self.setFilterKeyColumn(-1)
 
     def set_show_cleared(self, show: bool) -> None:
-        self.beginFilterChange()  # Qt 6.10: invalidateFilter() is deprecated
-        self.show_cleared = show
-        self.endFilterChange(QSortFilterProxyModel.Direction.Rows)
+        with self._filter_change():
+            self.show_cleared = show
 
     def filterAcceptsRow(self, source_row: int, source_parent: Index) -> bool:
         source = self.sourceModel()

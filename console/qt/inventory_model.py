@@ -8,7 +8,6 @@ from typing import Any
 from PySide6.QtCore import (
     QModelIndex,
     QPersistentModelIndex,
-    QSortFilterProxyModel,
     Qt,
     Signal,
 )
@@ -28,7 +27,7 @@ from console.fleet.inventory import (
 )
 from console.fleet.model import Change, FleetModel
 from console.fleet.updates import NodeInfo
-from console.qt.row_table import RowTableModel
+from console.qt.row_table import RowTableModel, SortKeyProxy
 
 Index = QModelIndex | QPersistentModelIndex
 DRIFT_ROLE = int(Qt.ItemDataRole.UserRole) + 1  # bool: the value differs from the majority
@@ -183,13 +182,8 @@ class InventoryTableModel(RowTableModel):
         return None if text else NOT_REPORTED
 
 
-class InventoryFilterProxy(QSortFilterProxyModel):
+class InventoryFilterProxy(SortKeyProxy):
     """Free-text filter over every column; sorts versions and names naturally."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.setFilterCaseSensitivity(Qt.CaseSensitivity.CaseInsensitive)
-        self.setFilterKeyColumn(-1)
 
     def lessThan(self, left: Index, right: Index) -> bool:
         return bool(left.data(SORT_ROLE) < right.data(SORT_ROLE))

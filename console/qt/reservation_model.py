@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from PySide6.QtCore import QModelIndex, QObject, QPersistentModelIndex, QSortFilterProxyModel, Qt
+from PySide6.QtCore import QModelIndex, QObject, QPersistentModelIndex, Qt
 
 from console.fleet.model import Change, FleetModel
 from console.fleet.placement import clock_text, gpus_text
@@ -110,9 +110,8 @@ class ReservationFilterProxy(SortKeyProxy):
         self.setSortRole(SORT_ROLE)
 
     def set_text(self, text: str) -> None:
-        self.beginFilterChange()  # Qt 6.10: invalidateFilter() is deprecated
-        self._text = text
-        self.endFilterChange(QSortFilterProxyModel.Direction.Rows)
+        with self._filter_change():
+            self._text = text
 
     def filterAcceptsRow(self, source_row: int, source_parent: Index) -> bool:
         model = self.sourceModel()

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from PySide6.QtCore import (
@@ -49,6 +50,15 @@ class SortKeyProxy(QSortFilterProxyModel):
         super().__init__()
         self.setFilterCaseSensitivity(Qt.CaseSensitivity.CaseInsensitive)
         self.setFilterKeyColumn(-1)
+
+    @contextmanager
+    def _filter_change(self) -> Iterator[None]:
+        """Change what filterAcceptsRow reads inside; the rows are filtered again after."""
+        self.beginFilterChange()  # Qt 6.10: invalidateFilter() is deprecated
+        try:
+            yield
+        finally:
+            self.endFilterChange(QSortFilterProxyModel.Direction.Rows)
 
     def lessThan(self, left: Index, right: Index) -> bool:
         a, b = left.data(SORT_ROLE), right.data(SORT_ROLE)

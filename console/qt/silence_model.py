@@ -16,7 +16,6 @@ from PySide6.QtCore import (
     QModelIndex,
     QObject,
     QPersistentModelIndex,
-    QSortFilterProxyModel,
     Qt,
     QTimer,
     Signal,
@@ -208,9 +207,8 @@ class SilenceFilterProxy(SortKeyProxy):
         self._clock = clock
 
     def set_show_expired(self, show: bool) -> None:
-        self.beginFilterChange()  # Qt 6.10: invalidateFilter() is deprecated
-        self.show_expired = show
-        self.endFilterChange(QSortFilterProxyModel.Direction.Rows)
+        with self._filter_change():
+            self.show_expired = show
 
     def filterAcceptsRow(self, source_row: int, source_parent: Index) -> bool:
         group: SilenceGroup = (

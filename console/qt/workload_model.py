@@ -10,7 +10,6 @@ from PySide6.QtCore import (
     QMimeData,
     QModelIndex,
     QPersistentModelIndex,
-    QSortFilterProxyModel,
     Qt,
 )
 from PySide6.QtGui import QColor
@@ -158,13 +157,10 @@ class WorkloadFilterProxy(SortKeyProxy):
     def __init__(self) -> None:
         super().__init__()
         self.show_ended = True
-        self.setFilterCaseSensitivity(Qt.CaseSensitivity.CaseInsensitive)
-        self.setFilterKeyColumn(-1)
 
     def set_show_ended(self, show: bool) -> None:
-        self.beginFilterChange()  # Qt 6.10: invalidateFilter() is deprecated
-        self.show_ended = show
-        self.endFilterChange(QSortFilterProxyModel.Direction.Rows)
+        with self._filter_change():
+            self.show_ended = show
 
     def filterAcceptsRow(self, source_row: int, source_parent: Index) -> bool:
         workload = self.sourceModel().index(source_row, 0, source_parent).data(WORKLOAD_ROLE)
