@@ -190,7 +190,7 @@ def test_readings_are_what_the_fake_serves(two_gpus: FakeNvmlState, backend: Nvm
         ecc_uncorrected_total=1,
         xids=(),
         energy_j=123_456.789,
-        # The health signals of the fake's default H100 (tests/node_daemon/test_nvml_health.py).
+        # The health signals of the fake's default H100 (tests/node_daemon/test_nvml_signals.py).
         pcie_replay_total=0,
         remapped_rows_correctable=0,
         remapped_rows_uncorrectable=0,

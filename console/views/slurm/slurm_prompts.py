@@ -19,7 +19,6 @@ from PySide6.QtWidgets import (
 
 from console.connections.slurm_actions import SlurmActions
 from console.fleet.control_requests import KillTarget
-from console.fleet.identity import Role
 from console.fleet.model import FleetModel
 from console.fleet.slurm_model import SlurmReservation
 from console.fleet.slurm_view import SlurmReserve, expand_hostlist, job_words, slurm_name
@@ -28,6 +27,7 @@ from console.qt.slurm_watch import SlurmWatch
 from console.views.common.dialog_buttons import ok_cancel_buttons
 from console.views.common.prompt_host import PromptHost
 from console.views.slurm.slurm_reserve_dialog import SlurmReserveDialog
+from gpufleet.policy import role_needed
 
 
 class DrainDialog(QDialog):
@@ -68,7 +68,7 @@ class SlurmPrompts(PromptHost):
         known = self._watch.view.nodes.get(name)
         if known is None:
             return  # not a node of this Slurm
-        refusal = self._fleet.role_refusal(target, Role.OPERATOR)
+        refusal = self._fleet.role_refusal(target, role_needed("RecordExternalAction"))
         suffix = f" ({refusal})" if refusal else ""
         if not menu.isEmpty():
             menu.addSeparator()
