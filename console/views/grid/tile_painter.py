@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from PySide6.QtCore import QModelIndex, QPoint, QRect, Qt
+from PySide6.QtCore import QModelIndex, QPoint, QRect, QSize, Qt
 from PySide6.QtGui import QBrush, QColor, QFont, QFontMetrics, QPainter, QPen, QStaticText
 
 from console.fleet.alert_rows import Severity
@@ -65,6 +65,9 @@ HEALTH_STYLES = {
 }
 DRAINED_HATCH = QBrush(QColor(255, 255, 255, 70), Qt.BrushStyle.BDiagPattern)
 
+
+BADGE, BADGE_GAP = 16, 4  # the alert's "!" disc (px) and its gap to a lost tile's word
+LOST_WORD = "LOST"
 
 # Type sizes (pt) by tile size: (small, big). Large tiles are for big screens, few nodes.
 FONT_SIZES = {"compact": (7.0, 8.0), "full": (8.0, 10.0), "large": (10.0, 14.0)}
@@ -218,7 +221,8 @@ class TilePainter:
             assert condition is not None
             middle = self._health(painter, tile, condition, tag, facts)
         alert = facts.alert
-        self._alert(painter, tile, alert, beside=middle)
+        lost = health == "lost"
+        self._alert(painter, tile, alert, beside=middle, badge=not lost)
         painter.setPen(STALE_TEXT if stale else TEXT)
         painter.setFont(self.small)
         top = Qt.AlignmentFlag.AlignTop
@@ -226,14 +230,26 @@ class TilePainter:
         if middle and alert is not None:
             room = min(room, tile.center().x() - 10 - inner.x())  # the badge moved up
         painter.drawText(inner, Qt.AlignmentFlag.AlignLeft | top, self.label_text(label, room))
-        if health == "lost":
-            painter.setFont(self.big)
-            painter.drawText(inner, Qt.AlignmentFlag.AlignCenter, "LOST")
+        if lost:
+            self._lost(painter, inner, alert)
             return
         if quiet is not None and stale:
             self._age(painter, row, inner, quiet)
             return
         self._values(painter, row, inner)
+
+    def _lost(self, painter: QPainter, inner: QRect, alert: Severity | None) -> None:
+        """LOST in the middle; with an alert, its badge beside the word, never over it."""
+        painter.setFont(self.big)
+        width = painter.fontMetrics().horizontalAdvance(LOST_WORD)
+        badge = 0 if alert is None else BADGE + BADGE_GAP
+        x = max(inner.x(), inner.center().x() + 1 - (width + badge) // 2)
+        word = QRect(x, inner.y(), width, inner.height())
+        left_middle = Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter
+        painter.drawText(word, left_middle, LOST_WORD)
+        if alert is not None:
+            at = QPoint(word.right() + 1 + BADGE_GAP, inner.center().y() + 1 - BADGE // 2)
+            self._badge(painter, QRect(at, QSize(BADGE, BADGE)), ALERT_COLORS[alert])
 
     @staticmethod
     def focus_ring(painter: QPainter, tile: QRect) -> None:
@@ -401,12 +417,18 @@ class TilePainter:
         painter.drawRect(QRect(at.x(), at.y() + 5, 9, 6))
 
     def _alert(
-        self, painter: QPainter, tile: QRect, severity: Severity | None, beside: bool = False
+        self,
+        painter: QPainter,
+        tile: QRect,
+        severity: Severity | None,
+        beside: bool = False,
+        badge: bool = True,
     ) -> None:
         """A thick coloured frame and a "!" badge: a critical GPU is impossible to miss.
 
         The badge sits in the middle of the tile, or at the top between the label and
-        the temperature when the middle line shows a reservation or workload.
+        the temperature when the middle line shows a reservation or workload; `badge`
+        False: the frame only (a lost tile puts the badge beside its word).
         """
         if severity is None:
             return
@@ -414,8 +436,13 @@ class TilePainter:
         painter.setPen(QPen(color, 4 if severity is Severity.CRITICAL else 2))
         painter.setBrush(Qt.BrushStyle.NoBrush)
         painter.drawRoundedRect(tile.adjusted(2, 2, -2, -2), 4, 4)
-        y = tile.y() + 3 if beside else tile.center().y() - 8
-        badge = QRect(tile.center().x() - 8, y, 16, 16)
+        if badge:
+            y = tile.y() + 3 if beside else tile.center().y() - BADGE // 2
+            at = QPoint(tile.center().x() - BADGE // 2, y)
+            self._badge(painter, QRect(at, QSize(BADGE, BADGE)), color)
+
+    def _badge(self, painter: QPainter, badge: QRect, color: QColor) -> None:
+        """The "!" in a disc of the alert's colour."""
         painter.setPen(Qt.PenStyle.NoPen)
         painter.setBrush(color)
         painter.drawEllipse(badge)
