@@ -6,8 +6,9 @@
 
 from __future__ import annotations
 
+from console.fleet.durations import duration_text
 from console.fleet.health import GpuCondition, HealingRow, HealthReason, HealthState
-from console.fleet.placement import clock_text, duration_text
+from console.fleet.placement import clock_text
 
 # What a tile shows, short enough for a 104-pixel tile at the small font.
 TILE_TAGS = {
@@ -96,7 +97,7 @@ def drain_text(condition: GpuCondition) -> str:
 
 
 def lead_text(lead_time_s: int | None) -> str:
-    """ "usually 2h00m ahead of the failure"; "" for a fault that is no prediction."""
+    """ "usually 2 h ahead of the failure"; "" for a fault that is no prediction."""
     return (
         "" if lead_time_s is None else f"usually {duration_text(lead_time_s)} ahead of the failure"
     )

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from console.fleet.durations import duration_text
 from gpufleet import policy
 from gpufleet.policy import Role
 
@@ -94,19 +95,5 @@ def expiry_text(expires_unix_ms: int, now_unix_ms: int) -> str:
     """ "expires in 6 h", "expires in 14 min", "expired 3 min ago"."""
     left_s = (expires_unix_ms - now_unix_ms) / 1000
     if left_s <= 0:
-        return f"expired {span_text(-left_s)} ago"
-    return f"expires in {span_text(left_s)}"
-
-
-def span_text(seconds: float) -> str:
-    """A span as a person says it: "40 s", "14 min", "2 h 05 min", "6 h", "3 d 4 h"."""
-    whole = int(seconds)
-    if whole < 60:
-        return f"{whole} s"
-    minutes, hours, days = whole // 60, whole // 3600, whole // 86400
-    if hours < 1:
-        return f"{minutes} min"
-    if days < 1:
-        rest = minutes % 60
-        return f"{hours} h" if hours >= 6 or rest == 0 else f"{hours} h {rest:02d} min"
-    return f"{days} d" if hours % 24 == 0 else f"{days} d {hours % 24} h"
+        return f"expired {duration_text(-left_s)} ago"
+    return f"expires in {duration_text(left_s)}"

@@ -57,19 +57,6 @@ def clock_text(unix_ms: int, now_unix_ms: int) -> str:
     return time.strftime("%H:%M" if same_day else "%b %d %H:%M", when)
 
 
-def duration_text(seconds: float) -> str:
-    """A time left, short: "45s", "12m", "2h05m", "3d4h"."""
-    seconds = max(0, int(seconds))
-    if seconds < 60:
-        return f"{seconds}s"
-    minutes, hours, days = seconds // 60, seconds // 3600, seconds // 86400
-    if hours < 1:
-        return f"{minutes}m"
-    if days < 1:
-        return f"{hours}h{minutes % 60:02d}m"
-    return f"{days}d{hours % 24}h"
-
-
 def gib_text(value: int) -> str:
     return f"{value / GIB:.0f} GiB" if value >= GIB else f"{value / 1024**2:.0f} MiB"
 

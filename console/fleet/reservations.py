@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from typing import Final
 
 from console.fleet.control import ReservationRow
-from console.fleet.placement import clock_text, duration_text, gpus_text
+from console.fleet.durations import duration_text
+from console.fleet.placement import clock_text, gpus_text
 
 UNDO_S: Final = 8.0
 
@@ -44,13 +45,13 @@ def reservation_lines(
 
 
 def until_text(reservation: ReservationRow, now_unix_ms: int) -> str:
-    """ "18:00 (2h05m left)"."""
+    """ "18:00 (2 h 5 min left)"."""
     left = duration_text((reservation.until_unix_ms - now_unix_ms) / 1000)
     return f"{clock_text(reservation.until_unix_ms, now_unix_ms)} ({left} left)"
 
 
 def holder_text(reservation: ReservationRow, now_unix_ms: int) -> str:
-    """The GPU detail's line: 'team:ml · training run · until 18:00 (2h05m left) · by alice'."""
+    """The GPU detail's line: 'team:ml · training run · until 18:00 (2 h 5 min left) · by alice'."""
     parts = [reservation.holder]
     if reservation.reason:
         parts.append(reservation.reason)

@@ -10,13 +10,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from console.fleet.alert_rows import AlertRow, Severity
+from console.fleet.durations import duration_ms_text
 from console.fleet.silences import (
     ALERTNAME,
     GPU,
     NODE,
     SEVERITY,
     SilenceMatcher,
-    duration_text,
 )
 from gpufleet.v1.silence_globs import glob_matches
 
@@ -93,7 +93,7 @@ class SilenceDraft:
         if end <= start:
             return "the end is not after the start"
         if end - start > MAX_LENGTH_MS:
-            return f"at most 7 days long (this is {duration_text(end - start)})"
+            return f"at most 7 days long (this is {duration_ms_text(end - start)})"
         return None
 
     def request(self, now_unix_ms: int) -> SilenceRequest:

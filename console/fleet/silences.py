@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from console.fleet.alert_rows import AlertRow
+from console.fleet.durations import duration_ms_text
 from gpufleet.v1.silence_globs import glob_matches
 
 # Matcher labels the console offers (the daemon knows more: UUID, pid, its own labels).
@@ -256,25 +257,10 @@ class SilenceReminders:
         return found
 
 
-def duration_text(ms: int) -> str:
-    """A span for a person: "45 s", "12 min", "3 h 20 min", "2 d 4 h"."""
-    seconds = max(0, ms) // 1000
-    if seconds < 60:
-        return f"{seconds} s"
-    minutes = (seconds + 30) // 60 if seconds < 3600 else seconds // 60
-    if minutes < 60:
-        return f"{minutes} min"
-    hours, minutes = divmod(minutes, 60)
-    if hours < 48:
-        return f"{hours} h {minutes} min" if minutes else f"{hours} h"
-    days, hours = divmod(hours, 24)
-    return f"{days} d {hours} h" if hours else f"{days} d"
-
-
 def start_countdown(group: SilenceGroup, now_unix_ms: int) -> str:
     """ "in 2 h" for a silence not begun yet; "" once it has."""
     if group.state(now_unix_ms) is SilenceState.PENDING:
-        return f"in {duration_text(group.starts_unix_ms - now_unix_ms)}"
+        return f"in {duration_ms_text(group.starts_unix_ms - now_unix_ms)}"
     return ""
 
 
@@ -282,10 +268,10 @@ def end_countdown(group: SilenceGroup, now_unix_ms: int) -> str:
     """ "lasts 4 h" (not begun), "ends in 12 min", "ended 5 min ago"."""
     state = group.state(now_unix_ms)
     if state is SilenceState.PENDING:
-        return f"lasts {duration_text(group.ends_unix_ms - group.starts_unix_ms)}"
+        return f"lasts {duration_ms_text(group.ends_unix_ms - group.starts_unix_ms)}"
     if state is SilenceState.ACTIVE:
-        return f"ends in {duration_text(group.ends_unix_ms - now_unix_ms)}"
-    return f"ended {duration_text(now_unix_ms - group.ends_unix_ms)} ago"
+        return f"ends in {duration_ms_text(group.ends_unix_ms - now_unix_ms)}"
+    return f"ended {duration_ms_text(now_unix_ms - group.ends_unix_ms)} ago"
 
 
 def what_text(group: SilenceGroup, name_of: Mapping[str, str] | None = None) -> str:
@@ -302,5 +288,5 @@ def what_text(group: SilenceGroup, name_of: Mapping[str, str] | None = None) -> 
 
 def reminder_text(group: SilenceGroup, now_unix_ms: int, name_of: Mapping[str, str]) -> str:
     """ "Silence of gpu-node-0* throttle by erin ends in 5 min"."""
-    left = duration_text(group.ends_unix_ms - now_unix_ms)
+    left = duration_ms_text(group.ends_unix_ms - now_unix_ms)
     return f"Silence of {what_text(group, name_of)} by {group.first.created_by} ends in {left}"

@@ -22,8 +22,8 @@ from PySide6.QtGui import QColor
 
 from console.fleet.alert_rows import AlertRow, Severity
 from console.fleet.alert_values import LiveValues, live_metric, live_values
+from console.fleet.durations import duration_ms_text
 from console.fleet.model import Change, FleetModel, NodeRecord
-from console.fleet.silences import duration_text
 from console.qt.row_table import SORT_ROLE, RowTableModel, SortKeyProxy
 
 Index = QModelIndex | QPersistentModelIndex
@@ -58,7 +58,7 @@ def state_text(alert: AlertRow, now_ms: int) -> str:
     if alert.acknowledged:
         parts.append(f"ack by {alert.acknowledged_by}")
     if alert.silenced(now_ms):
-        left = duration_text((alert.silenced_until_unix_ms or 0) - now_ms)
+        left = duration_ms_text((alert.silenced_until_unix_ms or 0) - now_ms)
         by = f" by {alert.silenced_by}" if alert.silenced_by else ""
         parts.append(f"silenced{by} for {left} ({alert.silence_reason})")
     return ", ".join(parts)

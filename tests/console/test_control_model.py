@@ -15,7 +15,7 @@ from console.fleet.control import ControlBook, ReservationRow, WorkloadRow, Work
 from console.fleet.control_requests import KillTarget
 from console.fleet.model import Change, FleetModel
 from console.fleet.people import known_people
-from console.fleet.placement import can_assign, can_kill, can_reserve, duration_text
+from console.fleet.placement import can_assign, can_kill, can_reserve
 from console.fleet.process_row import ProcessRow
 from console.fleet.updates import (
     CommandResult,
@@ -315,10 +315,3 @@ def test_settings_people(tmp_path: Path) -> None:
     path.write_text("people = [1]\n")
     with pytest.raises(SettingsError, match="'people' must be a list"):
         load_settings(path)
-
-
-@pytest.mark.parametrize(
-    ("seconds", "text"), [(5, "5s"), (600, "10m"), (7500, "2h05m"), (3 * 86400 + 7200, "3d2h")]
-)
-def test_duration_text(seconds: int, text: str) -> None:
-    assert duration_text(seconds) == text

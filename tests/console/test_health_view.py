@@ -409,7 +409,7 @@ def test_detail_health_section_says_everything_the_node_does(qtbot) -> None:
         "the node places no new work on it",
         "needs reboot: Xid 79: GPU has fallen off the bus (reboot the node) · since",
         "suspect: correctable ECC errors at 40/min (watch it; plan a reset)",
-        "usually 2h00m ahead of the failure",
+        "usually 2 h ahead of the failure",
         "Xid 13, 4 times: ",
         "Xid 79, once: GPU has fallen off the bus",
         "What to do: reboot the node",

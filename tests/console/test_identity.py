@@ -11,7 +11,8 @@ import dataclasses
 from console.connections.decode import decode_caller
 from console.fleet.control_requests import KillTarget
 from console.fleet.credential_expiry import ExpiryAnnouncer, thresholds_ms
-from console.fleet.identity import Identity, expiry_text, span_text
+from console.fleet.durations import duration_text
+from console.fleet.identity import Identity, expiry_text
 from console.fleet.inventory import inventory_rows
 from console.fleet.placement import can_kill
 from console.fleet.process_row import ProcessRow
@@ -46,7 +47,7 @@ def test_a_jwt_caller_decodes_with_its_issuer_expiry_and_the_kill_policy() -> No
     assert who == Identity("alice", Role.OPERATOR, ("ml",), "jwt", NOW + 6 * HOUR + 5 * MIN,
                            True, "https://sso.example.com", "jti-7")  # fmt: skip
     assert who.describe(NOW) == (
-        "alice (operator; teams ml) by jwt from https://sso.example.com, expires in 6 h"
+        "alice (operator; teams ml) by jwt from https://sso.example.com, expires in 6 h 5 min"
     )
     assert who.describe() == "alice (operator; teams ml) by jwt from https://sso.example.com"
 
@@ -59,8 +60,9 @@ def test_a_static_token_that_does_not_expire_and_refuses_job_kills_by_default() 
 
 
 def test_spans_and_expiry_read_as_a_person_says_them() -> None:
-    assert [span_text(s) for s in (40, 14 * 60, 125 * 60, 6 * 3600 + 600, 3 * 86400 + 4 * 3600)] \
-        == ["40 s", "14 min", "2 h 05 min", "6 h", "3 d 4 h"]  # fmt: skip
+    spans = (40, 14 * 60, 125 * 60, 6 * 3600 + 600, 3 * 86400 + 4 * 3600)
+    words = ["40 s", "14 min", "2 h 5 min", "6 h 10 min", "3 d 4 h"]
+    assert [duration_text(s) for s in spans] == words
     assert expiry_text(NOW + 14 * MIN, NOW) == "expires in 14 min"
     assert expiry_text(NOW - 3 * MIN, NOW) == "expired 3 min ago"
 

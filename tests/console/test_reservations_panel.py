@@ -54,7 +54,7 @@ def test_a_release_names_what_is_freed_and_what_stays() -> None:
     assert not part.whole and part.kept == (0,) and part.request_gpus == (3,)
     question = part.question(NOW)
     assert question.startswith("Release GPU 3 of node-a, reserved for team:ml until ")
-    assert "(2h00m left), training run?" in question
+    assert "(2 h left), training run?" in question
     assert question.endswith("GPU 0 of node-a stay reserved for team:ml.")
     whole = release_of(reservation(), "node-a")
     assert whole.whole and whole.gpus == (0, 3) and whole.request_gpus == ()

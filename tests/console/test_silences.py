@@ -9,6 +9,7 @@ import pytest
 from console.connections.decode import decode_event, decode_reply, decode_silence, decode_silences
 from console.fleet.alert_rows import AlertRow, Severity
 from console.fleet.alerts import EventRow
+from console.fleet.durations import duration_ms_text
 from console.fleet.model import FleetModel
 from console.fleet.silence_draft import MAX_LENGTH_MS, SilenceDraft, matching_targets
 from console.fleet.silences import (
@@ -20,7 +21,6 @@ from console.fleet.silences import (
     SilenceRow,
     SilenceState,
     alert_labels,
-    duration_text,
     end_countdown,
     group_silences,
     matchers_text,
@@ -136,7 +136,7 @@ def test_it_counts_the_firing_alerts_the_daemons_say_it_silences() -> None:
 
 def test_countdowns_and_durations_for_a_person() -> None:
     spans = (45_000, 12 * MINUTE_MS, 200 * MINUTE_MS, 50 * 60 * MINUTE_MS)
-    assert [duration_text(ms) for ms in spans] == ["45 s", "12 min", "3 h 20 min", "2 d 2 h"]
+    assert [duration_ms_text(ms) for ms in spans] == ["45 s", "12 min", "3 h 20 min", "2 d 2 h"]
     (group,) = group_silences([silence(starts_unix_ms=T0 + 2 * 60 * MINUTE_MS,
                                        ends_unix_ms=T0 + 3 * 60 * MINUTE_MS)])  # fmt: skip
     assert (start_countdown(group, T0), end_countdown(group, T0)) == ("in 2 h", "lasts 1 h")

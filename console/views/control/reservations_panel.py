@@ -61,7 +61,7 @@ class ReservationsPanel(RowPanel):
         self.table.setModel(self.proxy)
         set_up_row_table(self.table)
         self.table.setSortingEnabled(True)
-        self.table.setWordWrap(False)  # one line a reservation: "23:06 (1h29m left)"
+        self.table.setWordWrap(False)  # one line a reservation: "23:06 (1 h 29 min left)"
         self.table.sortByColumn(UNTIL_COLUMN, Qt.SortOrder.AscendingOrder)  # next to end first
         open_menus_from_keyboard(self.table)
         layout = bar_over_table(self, [(self.filter, 1), self.release], self.table)

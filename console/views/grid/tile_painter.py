@@ -12,9 +12,9 @@ from PySide6.QtGui import QBrush, QColor, QFont, QFontMetrics, QPainter, QPen, Q
 
 from console.fleet.alert_rows import Severity
 from console.fleet.columns import Row, coloured_by, value
+from console.fleet.durations import duration_text
 from console.fleet.health import GpuCondition, HealthState
 from console.fleet.health_words import tile_tag
-from console.fleet.placement import duration_text
 from console.fleet.staleness import Quiet
 from console.fleet.updates import LinkState
 from console.qt import roles
@@ -355,7 +355,7 @@ class TilePainter:
         self._stripe(painter, tile)
         self._lock(painter, QPoint(line.x(), line.y() + 2))
         seconds = (reservation.until_unix_ms - time.time() * 1000) / 1000
-        remaining = _compact_duration(seconds) + (" ▶" if workload is not None else "")
+        remaining = duration_text(seconds, compact=True) + (" ▶" if workload is not None else "")
         painter.setPen(RESERVED)
         metrics = painter.fontMetrics()
         painter.drawText(line, right | middle, remaining)
@@ -483,10 +483,3 @@ def _node_status(state: LinkState, quiet: Quiet | None) -> str:
     if quiet is not None and quiet.not_responding:
         return f"not responding: no data {age_text(quiet.silent_s)}"
     return "" if state is LinkState.CONNECTED else f"  [{state.value}]"
-
-
-def _compact_duration(seconds: float) -> str:
-    """Time left as short as a tile needs: "45m", "4h", "3d" (the menu says exactly)."""
-    if seconds < 3600:
-        return duration_text(seconds)
-    return f"{int(seconds // 3600)}h" if seconds < 86400 else f"{int(seconds // 86400)}d"
