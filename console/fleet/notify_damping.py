@@ -48,6 +48,11 @@ class FlapTracker:
     def flapping(self, key: FlapKey) -> bool:
         return key in self._flapping
 
+    def count(self, key: FlapKey) -> int:
+        """Raises of the condition within the window, as of its latest raise."""
+        raises = self._keys.get(key)
+        return len(raises.times) if raises is not None else 0
+
     def settled(self, now_s: float) -> list[tuple[FlapKey, AlertUid]]:
         """Flapping conditions not raised for a whole window: no longer flapping.
 

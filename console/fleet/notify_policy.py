@@ -15,9 +15,15 @@ tile and in the alert table whatever this decides; it decides only popups.
 - Budget: at most `budget_per_hour` non-critical notifications in any hour; what
   is held back beyond that is summed up in one summary, at most every 15 min.
 
-Criticals skip the hold, flap damping, the group window and the budget: they pop
-in the call that brought them, with sound (criticals of one rule arriving in one
-frame are one notification).
+Criticals skip the hold, the group window and the budget: the first of a condition
+pops in the call that brought it, with sound (criticals of one rule arriving in one
+frame are one notification). Criticals are damped too, sooner: a condition that
+turns critical again within the flap window (a GPU lost, back, lost again) pops one
+critical "flapping" notice at once, in place of a second popup; later repeats only
+update that notice's count, in place and silently (`Decisions.update`). Once the
+condition has gone a whole window without turning critical, the notice is withdrawn,
+and an alert of it still firing pops once as the critical it is. A new condition
+(another rule, GPU or node) or a higher severity is news and pops at once.
 """
 
 from __future__ import annotations
@@ -37,6 +43,7 @@ POPUP_KINDS = frozenset({"alert_raised", "alert_changed"})
 WITHDRAW_KINDS = frozenset({"alert_cleared", "alert_acknowledged", "alert_silenced"})
 SUMMARY_UID: AlertUid = ("", "notice-summary")
 MAX_ANCHORS = 1000  # notices remembered for a late click on them
+CRITICAL_FLAP_COUNT = 2  # a condition critical twice within the flap window flaps
 
 
 class NoticeKind(enum.Enum):
@@ -68,11 +75,22 @@ class Notice:
 class Decisions:
     show: list[Notice] = field(default_factory=list)
     withdraw: list[Notice] = field(default_factory=list)
+    # Shown already, in new words (a flapping critical's count): replace in place, no sound.
+    update: list[Notice] = field(default_factory=list)
 
     def __iadd__(self, other: Decisions) -> Decisions:
         self.show += other.show
         self.withdraw += other.withdraw
+        self.update += other.update
         return self
+
+
+@dataclass
+class _CriticalFlap:
+    """A flapping critical's notice: per condition, its first alert and its raises in the window."""
+
+    notice: Notice
+    flaps: dict[FlapKey, tuple[AlertRow, int]]
 
 
 @dataclass
@@ -95,6 +113,11 @@ class NotifyPolicy:
         self._held: dict[AlertUid, float] = {}  # warnings in their hold -> when due
         self._buckets: dict[tuple[NoticeKind, str], _Bucket] = {}
         self._flaps = FlapTracker(settings.flap_count, settings.flap_window_s)
+        # Criticals: the second time a condition turns critical within the window it flaps.
+        critical_count = CRITICAL_FLAP_COUNT if settings.flap_count else 0
+        self._critical_flaps = FlapTracker(critical_count, settings.flap_window_s)
+        self._critical_flap_of: dict[FlapKey, AlertUid] = {}  # condition -> its flap notice
+        self._critical_flap_notices: dict[AlertUid, _CriticalFlap] = {}
         self._budget = PopupBudget(settings.budget_per_hour, settings.summary_every_s)
         # Shown and not withdrawn: notices of alerts, indexed by alert; flapping ones apart.
         self._open: dict[AlertUid, Notice] = {}
@@ -121,7 +144,7 @@ class NotifyPolicy:
                 if event.kind == "alert_cleared":
                     self._shown.pop(alert.uid, None)  # a cleared alert never fires again
                 decisions.withdraw += self._withdrawable(alert.uid, now_s)
-        decisions.show += self._critical_notices(list(criticals.values()))
+        decisions += self._critical_notices(list(criticals.values()), now_s)
         decisions += self.tick(now_s)
         return decisions
 
@@ -130,6 +153,7 @@ class NotifyPolicy:
         decisions = Decisions()
         self._release_held(now_s)
         decisions.withdraw += self._release_settled(now_s)
+        decisions += self._release_settled_criticals(now_s)
         for key, bucket in list(self._buckets.items()):
             if bucket.flush_s <= now_s:
                 del self._buckets[key]
@@ -152,13 +176,14 @@ class NotifyPolicy:
         flaps = self._flaps.raised(key, alert.uid, now_s) if kind == "alert_raised" else None
         if not self._eligible(alert, now_s):
             # A flap is news even when its latest raise has cleared by the time we hear of it
-            # (a critical's every raise popped: its flapping is no news).
+            # (not a critical's: one that cleared before it was judged never popped, and is
+            # counted by the criticals' own flap tracker only when it did).
             critical = alert.severity is Severity.CRITICAL
             if flaps is not None and not critical and self._may_pop(alert, now_s):
                 self._bucket(NoticeKind.FLAPPING, alert, now_s).alerts[alert.uid] = flaps
         elif alert.severity is Severity.CRITICAL:
             self._held.pop(alert.uid, None)
-            criticals[alert.uid] = alert
+            criticals[alert.uid] = alert  # once a frame: a raise and a change are one onset
         elif flaps is not None:
             self._bucket(NoticeKind.FLAPPING, alert, now_s).alerts[alert.uid] = flaps
         elif not self._flaps.flapping(key):
@@ -234,13 +259,71 @@ class NotifyPolicy:
             return []
         return [self._opened(notice)]
 
-    def _critical_notices(self, criticals: list[AlertRow]) -> list[Notice]:
-        by_rule: dict[str, list[AlertRow]] = {}
+    def _critical_notices(self, criticals: list[AlertRow], now_s: float) -> Decisions:
+        """Each condition's first critical pops; one critical again within the window flaps."""
+        decisions, by_rule = Decisions(), dict[str, list[AlertRow]]()
+        started: list[tuple[AlertRow, int]] = []  # conditions flapping from this frame on
         for alert in criticals:
+            key: FlapKey = (alert.target, alert.key)
+            count = self._critical_flaps.raised(key, alert.uid, now_s)
+            if count is not None:
+                started.append((alert, count))
+            elif key in self._critical_flap_of:
+                decisions.update += self._count_critical_flap(key)
+            else:
+                by_rule.setdefault(popup_rule(alert), []).append(alert)
+        notices = [self._alert_notice(self._in_order(alerts)) for alerts in by_rule.values()]
+        self._mark_shown(criticals)  # a flapping one too: its changes are no news
+        decisions.show += [self._opened(notice) for notice in notices]
+        by_flap_rule: dict[str, list[tuple[AlertRow, int]]] = {}
+        for alert, count in started:
+            by_flap_rule.setdefault(popup_rule(alert), []).append((alert, count))
+        for flaps in by_flap_rule.values():
+            decisions.show.append(self._open_critical_flap(flaps))
+        return decisions
+
+    def _open_critical_flap(self, flaps: list[tuple[AlertRow, int]]) -> Notice:
+        order = {a.uid: i for i, a in enumerate(self._in_order(a for a, _ in flaps))}
+        flaps.sort(key=lambda flap: order[flap[0].uid])
+        notice = self._flap_notice(flaps)
+        self._critical_flap_notices[notice.uid] = _CriticalFlap(
+            notice, {(a.target, a.key): (a, count) for a, count in flaps}
+        )
+        for alert, _ in flaps:
+            self._critical_flap_of[(alert.target, alert.key)] = notice.uid
+        return self._opened(notice)
+
+    def _count_critical_flap(self, key: FlapKey) -> list[Notice]:
+        """One more time critical: the flap notice says so, in place (no new popup)."""
+        flap = self._critical_flap_notices[self._critical_flap_of[key]]
+        first, _ = flap.flaps[key]
+        flap.flaps[key] = (first, self._critical_flaps.count(key))
+        notice = self._flap_notice(list(flap.flaps.values()), flap.notice.uid)
+        flap.notice = notice
+        return [notice]
+
+    def _release_settled_criticals(self, now_s: float) -> Decisions:
+        """Flapping criticals calm for a whole window: the notice goes; one still firing pops."""
+        decisions, steady = Decisions(), list[AlertRow]()
+        for key, uid in self._critical_flaps.settled(now_s):
+            notice_uid = self._critical_flap_of.pop(key, None)
+            flap = self._critical_flap_notices.get(notice_uid) if notice_uid else None
+            if flap is None:
+                continue
+            del flap.flaps[key]
+            if not flap.flaps:
+                del self._critical_flap_notices[flap.notice.uid]
+                decisions.withdraw.append(flap.notice)
+            alert = self._current(uid)
+            critical = alert is not None and alert.severity is Severity.CRITICAL
+            if critical and alert is not None and alert.firing and self._may_pop(alert, now_s):
+                steady.append(alert)
+        by_rule: dict[str, list[AlertRow]] = {}
+        for alert in steady:
             by_rule.setdefault(popup_rule(alert), []).append(alert)
         notices = [self._alert_notice(self._in_order(alerts)) for alerts in by_rule.values()]
-        self._mark_shown(criticals)
-        return [self._opened(notice) for notice in notices]
+        decisions.show += [self._opened(notice) for notice in notices]
+        return decisions
 
     def _summary(self, now_s: float) -> Notice | None:
         held_back = self._budget.summary_due(now_s)
@@ -286,11 +369,13 @@ class NotifyPolicy:
             words.group_body(alerts, self._name_of), tuple(alerts),
         )  # fmt: skip
 
-    def _flap_notice(self, flaps: list[tuple[AlertRow, int]]) -> Notice:
+    def _flap_notice(
+        self, flaps: list[tuple[AlertRow, int]], uid: AlertUid | None = None
+    ) -> Notice:
         severity = max(a.severity for a, _ in flaps)
         window_s = self._settings.flap_window_s
         return Notice(
-            self._new_uid(flaps[0][0]), NoticeKind.FLAPPING, severity,
+            uid or self._new_uid(flaps[0][0]), NoticeKind.FLAPPING, severity,
             words.flap_headline(severity, flaps, window_s, self._name_of),
             words.flap_body(flaps, window_s, self._name_of), tuple(a for a, _ in flaps),
         )  # fmt: skip
@@ -310,7 +395,8 @@ class NotifyPolicy:
 
     def _opened(self, notice: Notice) -> Notice:
         if notice.kind is NoticeKind.FLAPPING:
-            self._flap_notices[notice.uid] = notice
+            if notice.severity is not Severity.CRITICAL:  # criticals' are kept apart
+                self._flap_notices[notice.uid] = notice
         elif notice.kind is not NoticeKind.SUMMARY:  # the summary is never withdrawn
             self._open[notice.uid] = notice
             for alert in notice.alerts:

@@ -6,6 +6,7 @@
     hold_s = 10            # a warning that clears within this after raising does not pop
     flap_count = 3         # raised this many times ...
     flap_window_min = 10   # ... within this many minutes: one "flapping" popup, then quiet
+                           # (a critical: critical twice within it; 0 flap_count: no damping)
     group_s = 3            # popups of one rule due within this become one
     budget_per_hour = 10   # non-critical popups an hour; beyond, one summary
 
@@ -71,8 +72,10 @@ class NotifySettings:
         quiet = ", ".join(f"{rule} (pops at {level.label})" for rule, level in self.popup)
         flap = (f"flapping after {self.flap_count} raises in {self.flap_window_s / 60:g} min"
                 if self.flap_count else "no flap damping")  # fmt: skip
+        crit = (f" (critical again within {self.flap_window_s / 60:g} min: one flapping notice)"
+                if self.flap_count else "")  # fmt: skip
         return (
-            f"criticals always; warnings after {self.hold_s:g} s, grouped over "
+            f"criticals at once{crit}; warnings after {self.hold_s:g} s, grouped over "
             f"{self.group_s:g} s, {flap}, at most {self.budget_per_hour} an hour; "
             f"quieter: {quiet or 'none'}"
         )

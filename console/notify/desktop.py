@@ -10,7 +10,9 @@ alert and sent back as replaces_id) instead of piling up a new one. A second
 ``show()`` while the first Notify is still unanswered is held and sent when the
 answer (and so the id) arrives; only the latest one is kept. A notice that stands
 for several alerts (``show_notice``: grouped, flapping, the budget's summary) is
-kept by its own id the same way.
+kept by its own id the same way. ``update_notice`` words a notice on show anew, in
+place and without sound (a flapping critical's count); it never brings back one the
+user closed or that was withdrawn.
 
 The spec: https://specifications.freedesktop.org/notification-spec/latest/
 """
@@ -60,8 +62,8 @@ CALL_TIMEOUT_MS = 5000  # bounds how long an unanswered Notify holds the next up
 OWNER_TIMEOUT_MS = 250  # the bus daemon answers in microseconds; this bounds pathology
 
 AlertUid = tuple[str, str]  # an alert's, or a notice's (node, "notice-N")
-# What a notification says: severity, headline, body.
-_Message = tuple[Severity, str, str]
+# What a notification says: severity, headline, body; and whether it may sound.
+_Message = tuple[Severity, str, str, bool]
 # What to do once the Notify in flight for an alert is answered: show this, withdraw, nothing.
 _Next = _Message | Literal["withdraw"] | None
 
@@ -104,12 +106,18 @@ class DesktopNotifier(QObject):
 
     def show(self, alert: AlertRow, node_name: str) -> None:
         """Show `alert`, replacing the notification shown for it before, if any."""
-        message = (alert.severity, text.headline(alert, node_name), text.body(alert))
+        message = (alert.severity, text.headline(alert, node_name), text.body(alert), True)
         self._show(alert.uid, message)
 
     def show_notice(self, notice: Notice) -> None:
         """Show a notice of several alerts (or none), in its own words."""
-        self._show(notice.uid, (notice.severity, notice.headline, notice.body))
+        self._show(notice.uid, (notice.severity, notice.headline, notice.body, True))
+
+    def update_notice(self, notice: Notice) -> None:
+        """New words for a notice still on show: replaced in place, silently; else nothing."""
+        on_show = notice.uid in self._ids or notice.uid in self._in_flight
+        if on_show and self._in_flight.get(notice.uid) != "withdraw":
+            self._show(notice.uid, (notice.severity, notice.headline, notice.body, False))
 
     def withdraw(self, alert: AlertRow) -> None:
         """Close the notification of a cleared or acknowledged alert, if we showed one."""
@@ -146,7 +154,7 @@ class DesktopNotifier(QObject):
         self._watch(reply, functools.partial(self._on_notify_finished, uid))
 
     def _notify_arguments(self, uid: AlertUid, message: _Message) -> list[Any]:
-        severity, headline, body = message
+        severity, headline, body, sound = message
         return [
             APP_NAME,
             dbus_types.uint32(self._ids.get(uid, 0)),  # replaces_id
@@ -154,17 +162,17 @@ class DesktopNotifier(QObject):
             headline,
             body,
             list(ACTIONS),
-            self._hints(severity),
+            self._hints(severity, sound),
             NEVER_EXPIRE if severity is Severity.CRITICAL else SERVER_DEFAULT_EXPIRY,
         ]
 
-    def _hints(self, severity: Severity) -> dict[str, Any]:
+    def _hints(self, severity: Severity, sound: bool = True) -> dict[str, Any]:
         hints: dict[str, Any] = {
             "urgency": dbus_types.byte(URGENCY.get(severity, 1)),
             "category": CATEGORY,
             "desktop-entry": DESKTOP_ENTRY,
         }
-        if self.muted:
+        if self.muted or not sound:
             hints["suppress-sound"] = True
         elif severity is Severity.CRITICAL:
             hints["sound-name"] = CRITICAL_SOUND

@@ -6,7 +6,9 @@ available of the other channels: the desktop's notification server, else the
 system tray (on Linux the tray goes to the same server, so both would pop up
 twice). Critical ones make a sound unless muted: the notification server's, or
 a beep where the channel plays none. A notice is withdrawn from the desktop
-when every alert it stands for is cleared, acknowledged or silenced.
+when every alert it stands for is cleared, acknowledged or silenced; one the
+policy words anew (a flapping critical's count) is replaced in place, without
+sound. `noticeWithdrawn` and `noticeUpdated` say so to the in-window toast.
 
 Driven by the frame pump, never by a timer of its own: `on_events_arrived`
 with each frame's new events, and `tick` once a frame, so a held popup is
@@ -44,6 +46,8 @@ class AlertNotifier(QObject):
     activated = Signal(str, str)  # target, alert id: "open that GPU"
     notified = Signal(object)  # AlertRow, after it was shown (each alert of a notice)
     noticeShown = Signal(object)  # Notice, after it was shown
+    noticeUpdated = Signal(object)  # Notice, shown before, in new words (same uid)
+    noticeWithdrawn = Signal(object)  # Notice, after it was withdrawn
 
     def __init__(
         self,
@@ -87,6 +91,8 @@ class AlertNotifier(QObject):
     def _carry_out(self, decisions: Decisions) -> None:
         for notice in decisions.withdraw:
             self._withdraw(notice)
+        for notice in decisions.update:
+            self._update(notice)
         for notice in decisions.show:
             self._popup(notice)
 
@@ -128,6 +134,15 @@ class AlertNotifier(QObject):
                     withdraw(notice.anchor)
             elif (withdraw_notice := getattr(sink, "withdraw_notice", None)) is not None:
                 withdraw_notice(notice)
+        self.noticeWithdrawn.emit(notice)
+
+    def _update(self, notice: Notice) -> None:
+        """New words for a notice on show: in place where the channel can, never a new popup."""
+        for sink in self._sinks:
+            update_notice = getattr(sink, "update_notice", None)
+            if sink.available and update_notice is not None:
+                update_notice(notice)
+        self.noticeUpdated.emit(notice)
 
     def _stand_in(self, notice: Notice) -> AlertRow:
         """The toast shows an alert: the notice's first one, in the notice's words."""

@@ -51,12 +51,16 @@ class DesktopLike(Sink):
         super().__init__()
         self.notices: list[Notice] = []
         self.withdrawn: list[tuple[str, str]] = []
+        self.updated: list[Notice] = []
 
     def show_notice(self, notice: Notice) -> None:
         self.notices.append(notice)
 
     def withdraw(self, alert: AlertRow) -> None:
         self.withdrawn.append(alert.uid)
+
+    def update_notice(self, notice: Notice) -> None:
+        self.updated.append(notice)
 
     def withdraw_notice(self, notice: Notice) -> None:
         self.withdrawn.append(notice.uid)
@@ -225,3 +229,31 @@ def test_a_reminder_reaches_the_desktop_without_sound_and_not_the_tray() -> None
     tray = Harness()
     tray.notifier.remind("Silence ending", "…")
     assert tray.sink.shown == [] and tray.beeps == 0
+
+
+def test_a_flapping_critical_is_one_popup_then_updates_in_place_without_sound() -> None:
+    h = Harness(DesktopLike())
+    sink = h.sink
+    assert isinstance(sink, DesktopLike)
+    updated: list[Notice] = []
+    withdrawn: list[Notice] = []
+    h.notifier.noticeUpdated.connect(updated.append)
+    h.notifier.noticeWithdrawn.connect(withdrawn.append)
+    for number in range(1, 5):  # lost 15 s, back 15 s, four times
+        lost = alert(Severity.CRITICAL, gpu=1, id=f"lost-{number}", key="gpu_lost/gpu1",
+                     rule="gpu_lost", summary="GPU 1 is lost")  # fmt: skip
+        h.send("alert_raised", lost)
+        h.after(15)
+        h.send("alert_cleared", replace(lost, firing=False))
+        h.after(15)
+    assert [a.uid for a in sink.shown] == [(TARGET, "lost-1")]  # the first outage
+    [flapping] = sink.notices  # the second: one notice, said at once
+    assert flapping.kind is NoticeKind.FLAPPING and flapping.severity is Severity.CRITICAL
+    assert [n.uid for n in sink.updated] == [flapping.uid] * 2  # the third and fourth
+    assert sink.updated[-1].headline.endswith("GPU lost flapping, 4 times in 10 min")
+    assert updated == sink.updated
+    assert [title for _, title in h.toasts] == [
+        "CRITICAL · n:1 GPU 1", flapping.headline,
+    ]  # fmt: skip
+    assert [n.uid for n in withdrawn] == [(TARGET, "lost-1")]  # the first, when it cleared
+    assert h.beeps == 0  # the desktop plays the sound (twice), the notifier none

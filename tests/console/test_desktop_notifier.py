@@ -25,6 +25,7 @@ from PySide6.QtDBus import QDBusConnection
 from PySide6.QtWidgets import QSystemTrayIcon
 
 from console.fleet.alert_rows import AlertRow, Severity
+from console.fleet.notify_policy import Notice, NoticeKind
 from console.notify import text
 from console.notify.desktop import DesktopNotifier
 from console.notify.tray import TrayNotifier
@@ -220,6 +221,33 @@ def test_updates_before_the_reply_are_held_and_the_latest_replaces(qtbot, notifi
     notifier.withdraw(make_alert())  # goes out after anything still held
     qtbot.waitUntil(lambda: len(server.calls("CloseNotification")) == 1, timeout=3000)
     assert len(server.calls("Notify")) == 2  # 88 °C was never sent
+
+
+def test_a_notice_updated_in_place_is_silent_and_never_brought_back(
+    qtbot, notifier, server
+) -> None:
+    """A flapping critical's count: new words for the notice on show, replaced without sound;
+    once withdrawn, an update shows nothing."""
+    words = ("CRITICAL · gpu-node-02 GPU 1: GPU lost flapping, {} times in 10 min", "lost again")
+    notice = Notice(("10.0.0.2:50051", "notice-1"), NoticeKind.FLAPPING, Severity.CRITICAL,
+                    words[0].format(2), words[1], (make_alert(),))  # fmt: skip
+    notifier.update_notice(notice)  # not on show: nothing
+    notifier.show_notice(notice)
+    qtbot.waitUntil(lambda: notifier.notification_id(notice) is not None, timeout=3000)
+    notification_id = notifier.notification_id(notice)
+    notifier.update_notice(replace(notice, headline=words[0].format(3)))
+    qtbot.waitUntil(lambda: len(server.calls("Notify")) == 2, timeout=3000)
+    first, update = (notify_arguments(call) for call in server.calls("Notify"))
+    assert first["replaces_id"] == 0 and "sound-name" in first["hints"]
+    assert update["replaces_id"] == notification_id
+    assert update["summary"] == words[0].format(3)
+    assert "sound-name" not in update["hints"]
+    assert update["hints"]["suppress-sound"] == {"type": "b", "value": True}
+    assert update["hints"]["urgency"] == {"type": "y", "value": 2}
+    notifier.withdraw_notice(notice)
+    notifier.update_notice(replace(notice, headline=words[0].format(4)))
+    qtbot.waitUntil(lambda: len(server.calls("CloseNotification")) == 1, timeout=3000)
+    assert len(server.calls("Notify")) == 2
 
 
 def test_withdraw_before_the_reply_closes_once_the_id_is_known(qtbot, notifier, server) -> None:

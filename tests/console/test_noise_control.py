@@ -32,7 +32,7 @@ from console.notify.desktop import DesktopNotifier
 from console.qt.alert_notifier import AlertNotifier
 from gpufleet.v1.gpu_metrics import TEMP_GPU_C, THROTTLE_REASONS, UTIL_GPU_PCT
 from node_daemon.alerts.engine import AlertEngine
-from node_daemon.backends.readings import GpuReading, GpuStatic
+from node_daemon.backends.readings import GpuReading, GpuStatic, lost_reading
 from node_daemon.journal.event_journal import EventJournal
 from tests.console.desktop_bus import dunst_count, dunst_on, skip_unless_dunst_can_run
 from tests.console.test_desktop_notifier import bus, private_bus  # noqa: F401 (fixtures)
@@ -102,6 +102,11 @@ class BusMonitor:
             if calls:
                 calls[-1].append(line.strip())
         return calls
+
+    def replaces_ids(self) -> list[int]:
+        """Each Notify's replaces_id: 0 for a new notification, else the one it replaces."""
+        return [int(next(line for line in call if line.startswith("uint32 ")).split()[1])
+                for call in self.calls()]  # fmt: skip
 
     def summaries(self) -> list[str]:
         """The summary (headline) of each Notify: its third string argument."""
@@ -186,3 +191,77 @@ def test_minutes_of_flapping_on_8_gpus_are_one_notification_and_the_critical_pop
     popped_s = shown_at[shown.index(critical)]
     assert 0 < popped_s - critical.anchor.started_unix_ms / 1000 <= 1 / FRAMES_PER_S
     assert beeps == []  # the desktop plays the sound, not a beep besides
+
+
+LOST_GPU, LOST_PERIOD_S, LOST_FOR_S = 1, 30, 15  # lost 15 s, back 15 s, again and again
+
+
+def lost_or_not(gpu: int, t_s: int) -> GpuReading:
+    if gpu == LOST_GPU and t_s % LOST_PERIOD_S < LOST_FOR_S:
+        return lost_reading(gpu)
+    return GpuReading.of(gpu, {TEMP_GPU_C: 60.0, UTIL_GPU_PCT: 90.0})
+
+
+def test_a_gpu_lost_and_back_every_30_s_for_10_minutes_is_two_popups_on_dunst(
+    qtbot, tmp_path: Path, dunst: None, request: pytest.FixtureRequest
+) -> None:
+    """Issue #33: 9 critical popups in 256 s, each with a sound. Now: the first outage pops,
+    the second brings one "flapping" notice, and every later one only updates its count,
+    in place (replaces_id set) and without sound."""
+    address: str = request.getfixturevalue("private_bus")
+    connection: QDBusConnection = request.getfixturevalue("bus")
+    monitor = BusMonitor(address)
+    clock = Clock(1_800_000_000.0)
+    journal = EventJournal(tmp_path / "journal.sqlite3")
+    engine = AlertEngine(journal, clock=clock)
+    engine.set_gpu_facts([GpuStatic(i, f"GPU-{i}", "NVIDIA H100 80GB HBM3") for i in range(GPUS)])
+    fleet = FleetModel()
+    fleet.add_node(TARGET)
+    desktop = DesktopNotifier(connection)
+    notifier = AlertNotifier(fleet, lambda _a, _t: None, [desktop], lambda: None, clock=clock)
+    shown: list[Notice] = []
+    notifier.noticeShown.connect(shown.append)
+    try:
+        qtbot.waitUntil(lambda: desktop.available, timeout=5000)
+        last_seq = 0
+        for t_s in range(10 * 60):
+            engine.evaluate([lost_or_not(gpu, t_s) for gpu in range(GPUS)], {})
+            events = journal.events_after(last_seq)
+            last_seq = events[-1].seq if events else last_seq
+            fleet.apply_all(decode_event(TARGET, e) for e in events)
+            for frame in range(FRAMES_PER_S):
+                clock.now += 1 / FRAMES_PER_S
+                if frame == 0:
+                    notifier.on_events_arrived(fleet.take_new_events())
+                notifier.tick()
+            QCoreApplication.processEvents()  # D-Bus replies, as the GUI's event loop would
+        marker = Notice(("", "marker"), NoticeKind.SUMMARY, Severity.INFO, "marker", "", ())
+        desktop.show_notice(marker)
+        qtbot.waitUntil(lambda: "marker" in monitor.summaries(), timeout=5000)
+        calls, summaries = monitor.calls()[:-1], monitor.summaries()[:-1]
+        replaces = monitor.replaces_ids()[:-1]
+        on_dunst = dunst_count(connection) - 1  # less the marker
+    finally:
+        monitor.close()
+        journal.close()
+        desktop.deleteLater()
+
+    outages = [e for e in fleet.alerts.events()
+               if e.kind == "alert_raised" and e.alert and e.alert.rule == "gpu_lost"]  # fmt: skip
+    assert len(outages) == 20  # the old rule: 20 critical popups, each with a sound
+    sent = list(zip(summaries, replaces, strict=True))
+    popups = [summary for summary, replaced in sent if not replaced]
+    assert popups == [
+        f"CRITICAL · {TARGET} GPU 1: GPU lost",
+        f"CRITICAL · {TARGET} GPU 1: GPU lost flapping, 2 times in 10 min",
+    ]
+    assert [n.kind for n in shown] == [NoticeKind.ALERT, NoticeKind.FLAPPING]
+    sounding = [c for c in calls if any('"sound-name"' in line for line in c)]
+    assert len(sounding) == 2  # the two popups; the count's updates are silent
+    updates = [c for c, replaced in zip(calls, replaces, strict=True) if replaced]
+    # 18 more outages; one that comes while the last Notify is unanswered (the loop runs
+    # far faster than the bus answers) is folded into the next: only the newest words go.
+    assert 1 <= len(updates) <= 18
+    assert all(any('"suppress-sound"' in line for line in c) for c in updates)
+    assert summaries[-1] == f"CRITICAL · {TARGET} GPU 1: GPU lost flapping, 20 times in 10 min"
+    assert on_dunst == 1  # the flapping notice; the first outage's was withdrawn when it ended

@@ -140,16 +140,118 @@ def test_a_warning_shown_then_cleared_is_withdrawn() -> None:
 # -- criticals ---------------------------------------------------------------------
 
 
-def test_criticals_pop_at_once_whatever_the_budget_and_flaps() -> None:
+def test_criticals_pop_at_once_whatever_the_budget() -> None:
     fleet = Fleet(replace(NotifySettings(), budget_per_hour=0))
-    for number in range(1, 6):  # a critical that flaps: every raise pops, in its own frame
-        critical = replace(throttle(NODE3, 1, number=number), severity=Severity.CRITICAL)
+    for gpu in range(5):  # five conditions, each critical once: each pops in its own frame
+        critical = replace(throttle(NODE3, gpu), severity=Severity.CRITICAL)
         decisions = fleet.raise_(critical)
-        assert [n.severity for n in decisions.show] == [Severity.CRITICAL]
-        fleet.run(2)
-        fleet.clear(critical)
+        assert [(n.kind, n.severity) for n in decisions.show] == [
+            (NoticeKind.ALERT, Severity.CRITICAL)
+        ]
         fleet.run(2)
     assert len(fleet.shown) == 5
+
+
+def gpu_lost(target: str, gpu: int, number: int) -> AlertRow:
+    return replace(throttle(target, gpu, number=number), rule="gpu_lost", key=f"gpu_lost/gpu{gpu}",
+                   severity=Severity.CRITICAL, summary=f"GPU {gpu} lost")  # fmt: skip
+
+
+def lose_and_find(fleet: Fleet, target: str, gpu: int, times: int, period_s: float = 30,
+                  first: int = 1) -> list[Decisions]:  # fmt: skip
+    """The GPU lost, back half a period later, lost again a period after: `times` outages."""
+    raised = []
+    for number in range(first, first + times):
+        alert = gpu_lost(target, gpu, number)
+        raised.append(fleet.raise_(alert))
+        fleet.run(period_s / 2)
+        fleet.clear(alert)
+        fleet.run(period_s / 2)
+    return raised
+
+
+def test_a_critical_flapping_every_30_s_for_10_minutes_pops_twice() -> None:
+    """Issue #33: a GPU lost and back every 30 s gave a critical popup (with sound) each time."""
+    fleet = Fleet()
+    raised = lose_and_find(fleet, NODE3, 1, times=20)  # 10 minutes
+    first, flapping = fleet.shown
+    assert (first.kind, first.severity, first.uid) == (
+        NoticeKind.ALERT, Severity.CRITICAL, (NODE3, "a-1-1"),
+    )  # fmt: skip
+    # The second outage, at once: one "flapping" notice in place of a second popup.
+    assert raised[1].show == [flapping]
+    assert (flapping.kind, flapping.severity) == (NoticeKind.FLAPPING, Severity.CRITICAL)
+    assert flapping.headline == "CRITICAL · gpu-node-03 GPU 1: GPU lost flapping, 2 times in 10 min"
+    # Every later outage only counts, in the same notice (same uid: replaced in place).
+    updates = [n for d in raised[2:] for n in d.update]
+    assert [n.uid for n in updates] == [flapping.uid] * 18
+    assert updates[-1].headline == (
+        "CRITICAL · gpu-node-03 GPU 1: GPU lost flapping, 20 times in 10 min"
+    )
+    assert all(d.show == [] for d in raised[2:])
+    assert fleet.withdrawn == [first]  # the first outage's popup went when it cleared
+    # Calm for a whole window (the GPU stays back): the flapping notice goes, nothing pops.
+    fleet.run(10 * 60)
+    assert fleet.withdrawn == [first, updates[-1]] and len(fleet.shown) == 2
+
+
+def test_a_flapping_critical_that_stays_critical_pops_once_it_settles() -> None:
+    fleet = Fleet()
+    lose_and_find(fleet, NODE3, 1, times=3)
+    lost = gpu_lost(NODE3, 1, 4)
+    assert fleet.raise_(lost).show == []  # flapping still: counted, no popup
+    fleet.run(9 * 60)
+    assert [n.kind for n in fleet.shown] == [NoticeKind.ALERT, NoticeKind.FLAPPING]
+    fleet.run(61)  # ten minutes without another outage: lost for good, and said so once
+    assert [n.kind for n in fleet.shown] == [NoticeKind.ALERT, NoticeKind.FLAPPING,
+                                             NoticeKind.ALERT]  # fmt: skip
+    assert fleet.shown[-1].uid == lost.uid and fleet.shown[-1].severity is Severity.CRITICAL
+    assert fleet.withdrawn[-1].kind is NoticeKind.FLAPPING
+    fleet.clear(lost)
+    assert fleet.withdrawn[-1].uid == lost.uid
+
+
+def test_a_new_condition_beside_a_flapping_critical_pops_at_once() -> None:
+    fleet = Fleet()
+    lose_and_find(fleet, NODE3, 1, times=4)
+    shown = len(fleet.shown)
+    other_gpu = fleet.raise_(gpu_lost(NODE3, 2, 1))  # another GPU: another condition
+    assert [(n.kind, n.severity) for n in other_gpu.show] == [(NoticeKind.ALERT, Severity.CRITICAL)]
+    rma = replace(gpu_lost(NODE3, 1, 9), rule="gpu_health", key="gpu_health/gpu1",
+                  summary="GPU 1 needs inspection (RMA)")  # fmt: skip
+    tagged = fleet.raise_(rma)  # the node tags the flapping GPU for RMA: news, it pops
+    assert [n.uid for n in tagged.show] == [rma.uid]
+    assert len(fleet.shown) == shown + 2
+
+
+def test_a_flapping_warning_that_turns_critical_pops_at_once() -> None:
+    fleet = Fleet()
+    flap(fleet, NODE3, 2, times=4, up_s=2, down_s=30)  # a flapping warning: one notice
+    assert [n.kind for n in fleet.shown] == [NoticeKind.FLAPPING]
+    hot = replace(throttle(NODE3, 2, number=5), severity=Severity.CRITICAL)
+    assert [n.severity for n in fleet.raise_(hot).show] == [Severity.CRITICAL]  # higher: news
+
+
+def test_critical_flap_damping_is_off_with_flap_damping() -> None:
+    fleet = Fleet(parse_notify_settings({"flap_count": 0}, "t"))
+    lose_and_find(fleet, NODE3, 1, times=4)
+    assert [n.kind for n in fleet.shown] == [NoticeKind.ALERT] * 4
+
+
+def test_gpus_that_start_flapping_in_one_frame_share_one_critical_flap_notice() -> None:
+    fleet = Fleet()
+    for number in (1, 2, 3):
+        lost = [gpu_lost(NODE3, gpu, number) for gpu in (3, 0)]
+        fleet.raise_(*lost)
+        fleet.run(15)
+        fleet.clear(*lost)
+        fleet.run(15)
+    first, flapping = fleet.shown
+    assert first.headline == "CRITICAL · gpu-node-03: 2 GPUs lost"
+    assert flapping.headline == (
+        "CRITICAL · gpu-node-03: GPU lost flapping on 2 GPUs, 2 times each in 10 min"
+    )
+    assert flapping.anchor is not None and flapping.anchor.gpu_index == 0
 
 
 def test_a_held_warning_that_escalates_pops_at_once_as_critical() -> None:
