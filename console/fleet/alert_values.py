@@ -25,9 +25,7 @@ RULE_METRICS: Final[dict[str, GpuMetric[Any]]] = {
     "gpu_temp": TEMP_GPU_C,
     "memory_temp": TEMP_MEM_C,
     "power": POWER_W,
-    # The trend's value is the time left to the line (unit "s"), not a temperature:
-    # the unit check below keeps its own value.
-    "temp_trend": TEMP_GPU_C,
+    # temp_trend is not here: its value is a rate (°C/min), the daemon's own.
 }
 
 

@@ -65,8 +65,11 @@ def state_text(alert: AlertRow, now_ms: int) -> str:
 
 
 def number_text(value: float | None, unit: str) -> str:
-    """ "98 °C", "712 W"; "" when there is no value."""
-    return "" if value is None else f"{value:.0f} {unit}".strip()
+    """ "98 °C", "712 W", "512 MiB/min", a small rate to a tenth: "2.4 °C/min"; "" for none."""
+    if value is None:
+        return ""
+    digits = 1 if "/" in unit and abs(value) < 10 else 0
+    return f"{value:.{digits}f} {unit}".strip()
 
 
 def value_text(alert: AlertRow, value: float | None = None) -> str:

@@ -261,6 +261,9 @@ class IdleDetector:
         return f"reserved for {gpu.reserved_for}"
 
 
+TREND_UNIT = "°C/min"  # temp_trend's value: how fast the temperature rises
+
+
 class TrendDetector:
     """Prediction: where the temperature is heading crosses the critical line soon.
 
@@ -292,9 +295,11 @@ class TrendDetector:
                 f"GPU {gpu.index} heading for {critical:.0f} °C: {value:.0f} °C, rising "
                 f"{slope:.1f} °C/min, crosses in about {max(1, round(eta_s / 60))} min"
             )
+            # The value is the rule's own measure, the rate of rise (its peak the fastest
+            # rise); the time left is in the summary.
             yield Finding(
                 gpu_key(self.rule, gpu.index), self.rule, Severity.WARNING, gpu.index,
-                eta_s, "s", summary,
+                round(slope, 1), TREND_UNIT, summary,
             )  # fmt: skip
 
     def _window(self, gpu: GpuTick) -> list[tuple[float, float]] | None:

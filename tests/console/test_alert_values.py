@@ -1,4 +1,4 @@
-"""An alert's Now and Peak from the console's sample ring, without Qt."""
+"""An alert's Now and Peak from the console's sample ring, and how they read."""
 
 from __future__ import annotations
 
@@ -11,7 +11,9 @@ from console.fleet.alert_values import RULE_METRICS, live_metric, live_values
 from console.fleet.columns import COLUMN_COUNT, column, shown
 from console.fleet.model import FleetModel, NodeRecord
 from console.fleet.updates import InventoryUpdate, SamplesUpdate
+from console.qt.alert_model import peak_text, value_text
 from gpufleet.v1.gpu_metrics import POWER_W, TEMP_GPU_C, TEMP_MEM_C
+from node_daemon.alerts.detectors import TREND_UNIT
 from tests.console.hand_fed import gpus_of, simulated_node
 
 TARGET = "127.0.0.1:1"
@@ -66,12 +68,26 @@ def test_a_cleared_alerts_peak_ends_at_its_clearing() -> None:
 
 
 def test_a_unit_that_is_not_the_metrics_keeps_the_daemons_value() -> None:
-    # temp_trend's value is the time left to the critical line, in seconds.
+    # temp_trend's value is how fast the temperature rises: a rate, not a temperature.
     node = node_with([(10.0, 92.0)])
-    trend = alert("temp_trend", "s", value=240.0, peak_value=300.0)
-    assert live_metric(trend) is None
+    trend = alert("temp_trend", TREND_UNIT, value=2.4, peak_value=3.1)
+    assert "temp_trend" not in RULE_METRICS and live_metric(trend) is None
     found = live_values(trend, node)
-    assert (found.now, found.peak, found.live) == (240.0, 300.0, False)
+    assert (found.now, found.peak, found.live) == (2.4, 3.1, False)
+
+
+def test_now_and_peak_show_in_the_rules_own_unit() -> None:
+    """temp_trend showed seconds ("240 s") in Now and Peak: a rate shows as one, to a tenth."""
+    trend = alert("temp_trend", TREND_UNIT, value=2.4, peak_value=3.1)
+    found = live_values(trend, node_with([(10.0, 92.0)]))
+    assert (value_text(trend, found.now), peak_text(trend, found.peak)) == (
+        "2.4 °C/min",
+        "3.1 °C/min",
+    )
+    hot = alert(value=88.4)
+    assert (value_text(hot), peak_text(hot, 90.0)) == ("88 °C", "90 °C")  # whole degrees
+    leak = alert("memory_leak", "MiB/min", value=512.3)
+    assert value_text(leak) == "512 MiB/min"
 
 
 def test_rules_without_a_metric_node_alerts_and_missing_samples_keep_the_daemons_value() -> None:
