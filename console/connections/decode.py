@@ -21,7 +21,7 @@ from console.fleet.alert_rows import AlertRow, Severity
 from console.fleet.alerts import EventRow
 from console.fleet.audit import METHOD_PREFIX, AuditRow
 from console.fleet.columns import COLUMN_COUNT, FIELD_SCALES
-from console.fleet.control import ReservationRow, WorkloadRow, WorkloadState
+from console.fleet.control import ReservationRow, WorkloadRow
 from console.fleet.health import MigInstanceRow
 from console.fleet.health_words import event_sentence
 from console.fleet.history_range import TierReach
@@ -46,6 +46,7 @@ from console.fleet.updates import (
 from console.fleet.usage import NodeKpis, NodeUsage, UsageRow
 from gpufleet.client.words import event_kind_word, kill_outcome_word, known_word, seconds
 from gpufleet.policy import Role
+from gpufleet.states import WorkloadState
 from gpufleet.v1 import node_pb2 as pb
 
 

@@ -10,27 +10,10 @@ ended workload back into a running one.
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-
-class WorkloadState(enum.Enum):
-    QUEUED = "queued"
-    RUNNING = "running"
-    FINISHED = "finished"
-    FAILED = "failed"
-    CANCELLED = "cancelled"
-    TIMED_OUT = "timed out"  # stopped at its time limit
-
-    @property
-    def ended(self) -> bool:
-        return self not in (WorkloadState.QUEUED, WorkloadState.RUNNING)
-
-    @property
-    def rank(self) -> int:
-        """How far along its life a workload is: records never move back."""
-        return {WorkloadState.QUEUED: 0, WorkloadState.RUNNING: 1}.get(self, 2)
+from gpufleet.states import WorkloadState
 
 
 @dataclass(frozen=True)

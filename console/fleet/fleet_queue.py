@@ -18,8 +18,9 @@ import re
 from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
-from console.fleet.control import WorkloadRow, WorkloadState
+from console.fleet.control import WorkloadRow
 from console.fleet.move_proof import move_refusal, submitter_words
+from gpufleet.states import WorkloadState
 
 SEPARATOR = "/"
 _KEY = re.compile(r"move:(?P<host>[^/@]+)/(?P<id>[^/@]+)@(?P<queued>\d+)")

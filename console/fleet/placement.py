@@ -21,13 +21,14 @@ from collections.abc import Collection, Iterable
 from dataclasses import dataclass, replace
 
 from console.fleet.columns import shown
-from console.fleet.control import WorkloadRow, WorkloadState
+from console.fleet.control import WorkloadRow
 from console.fleet.control_requests import KillTarget
 from console.fleet.identity import job_kill_refusal
 from console.fleet.model import FleetModel, NodeRecord
 from console.fleet.updates import LinkState
 from gpufleet import policy
 from gpufleet.policy import is_team, role_needed
+from gpufleet.states import WorkloadState
 from gpufleet.v1.gpu_metrics import MEM_TOTAL_BYTES, MEM_USED_BYTES
 
 GIB = 1024**3

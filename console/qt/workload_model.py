@@ -14,12 +14,13 @@ from PySide6.QtCore import (
 )
 from PySide6.QtGui import QColor
 
-from console.fleet.control import WorkloadRow, WorkloadState
+from console.fleet.control import WorkloadRow
 from console.fleet.fleet_queue import qualified_id
 from console.fleet.model import Change, FleetModel
 from console.fleet.placement import gib_text
 from console.qt.mime import WORKLOAD_MIME, workload_mime
 from console.qt.row_table import SORT_ROLE, RowTableModel, SortKeyProxy
+from gpufleet.states import WorkloadState
 
 Index = QModelIndex | QPersistentModelIndex
 COLUMNS = ("Node", "ID", "Name", "Owner", "GPUs", "Min memory", "State", "On GPUs", "Since",

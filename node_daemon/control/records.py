@@ -12,22 +12,10 @@ proto3 `optional` fields it becomes.
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-
-class WorkloadState(enum.Enum):
-    QUEUED = "queued"
-    RUNNING = "running"
-    FINISHED = "finished"
-    FAILED = "failed"
-    CANCELLED = "cancelled"
-    TIMED_OUT = "timed out"  # stopped at its time limit, as Slurm's TIMEOUT
-
-    @property
-    def ended(self) -> bool:
-        return self not in (WorkloadState.QUEUED, WorkloadState.RUNNING)
+from gpufleet.states import WorkloadState
 
 
 @dataclass(frozen=True)

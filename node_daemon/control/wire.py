@@ -13,9 +13,10 @@ from typing import Any
 
 from google.protobuf.message import Message
 
+from gpufleet.states import WorkloadState
 from gpufleet.v1 import node_pb2 as pb
 from node_daemon.control.limits import within_limits
-from node_daemon.control.records import Reservation, Workload, WorkloadRequest, WorkloadState
+from node_daemon.control.records import Reservation, Workload, WorkloadRequest
 
 _STATES = {
     WorkloadState.QUEUED: pb.WORKLOAD_STATE_QUEUED,

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Protocol
 
+from gpufleet.states import WorkloadState
 from gpufleet.v1 import node_pb2 as pb
 from node_daemon.backends.procinfo import process_start_time_unix_ms
 from node_daemon.backends.readings import GpuReading, GpuStatic, ProcessReading
@@ -42,7 +43,7 @@ from node_daemon.control.limits import check_request
 from node_daemon.control.listing import check_queue_room
 from node_daemon.control.placement import GpuFacts, refusal
 from node_daemon.control.queue_policy import Waiting, plan_queue
-from node_daemon.control.records import Workload, WorkloadRequest, WorkloadState
+from node_daemon.control.records import Workload, WorkloadRequest
 from node_daemon.control.reservations import ReservationLedger
 from node_daemon.control.settings import WorkloadSettings
 from node_daemon.control.wire import workload_body, workload_from_body, workload_message

@@ -18,10 +18,11 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import fields, replace
 
+from gpufleet.states import WorkloadState
 from node_daemon.backends.readings import ProcessReading
 from node_daemon.control.kill import KillOutcome
 from node_daemon.control.kill_service import KillRefused, ProcessKiller
-from node_daemon.control.records import Workload, WorkloadRequest, WorkloadState
+from node_daemon.control.records import Workload, WorkloadRequest
 from node_daemon.control.workloads import WorkloadManager
 from node_daemon.errors import DomainError
 from node_daemon.healing.memory import HealingMemory, LeakWarning

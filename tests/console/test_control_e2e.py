@@ -18,7 +18,7 @@ from PySide6.QtCore import QMimeData, QPoint, QPointF, Qt
 from PySide6.QtGui import QDragEnterEvent, QDragMoveEvent, QDropEvent
 from PySide6.QtWidgets import QMessageBox, QWidget
 
-from console.fleet.control import WorkloadRow, WorkloadState
+from console.fleet.control import WorkloadRow
 from console.fleet.updates import KillReport, LinkState
 from console.main_window import MainWindow
 from console.qt import roles
@@ -27,6 +27,7 @@ from console.views.control.output_dialog import OutputDialog
 from console.views.control.reserve_dialog import ReserveDialog
 from console.views.control.submit_dialog import SubmitDialog
 from console.views.detail.kill_dialog import KillDialog
+from gpufleet.states import WorkloadState
 from gpufleet.v1 import node_pb2 as pb
 from gpufleet.v1 import node_pb2_grpc as pb_grpc
 from node_daemon.control.settings import WorkloadSettings

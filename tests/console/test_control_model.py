@@ -11,7 +11,7 @@ import pytest
 
 from console.connections.decode import decode_event, decode_reply, decode_workload
 from console.fleet.columns import COLUMN_COUNT, column
-from console.fleet.control import ControlBook, ReservationRow, WorkloadRow, WorkloadState
+from console.fleet.control import ControlBook, ReservationRow, WorkloadRow
 from console.fleet.control_requests import KillTarget
 from console.fleet.model import Change, FleetModel
 from console.fleet.people import known_people
@@ -27,6 +27,7 @@ from console.fleet.updates import (
     SamplesUpdate,
 )
 from console.settings import SettingsError, load_settings
+from gpufleet.states import WorkloadState
 from gpufleet.v1 import node_pb2 as pb
 from gpufleet.v1.gpu_metrics import (
     MEM_TOTAL_BYTES,

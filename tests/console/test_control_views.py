@@ -9,7 +9,6 @@ from PySide6.QtCore import QDateTime, QPoint, QPointF, Qt
 from PySide6.QtGui import QDragEnterEvent, QDragLeaveEvent, QDragMoveEvent, QDropEvent
 from PySide6.QtWidgets import QDialog, QDialogButtonBox
 
-from console.fleet.control import WorkloadState
 from console.fleet.control_requests import KillTarget
 from console.fleet.placement import can_kill
 from console.fleet.process_row import ProcessRow
@@ -24,6 +23,7 @@ from console.views.detail.kill_dialog import KillDialog
 from console.views.detail.kill_zone import KillZone
 from console.views.grid.fleet_grid import FleetGrid
 from console.views.grid.tile_painter import RESERVED
+from gpufleet.states import WorkloadState
 from tests.console.test_control_model import NOW, A, fleet_with, report, reservation, workload
 
 SLEEPER = ProcessRow(4242, "alice", "sleep 300", 8 << 30, NOW - 5000, None, "41000")

@@ -18,12 +18,13 @@ import pytest
 
 from console.connections.decode import decode_workload
 from console.connections.workload_move import Move, StepFailed, move_workload, repair_move
-from console.fleet.control import WorkloadRow, WorkloadState
+from console.fleet.control import WorkloadRow
 from console.fleet.fleet_queue import interrupted_moves, qualified_id, split_qualified
 from console.fleet.updates import LinkState
 from console.qt.workload_model import COLUMNS, WorkloadTableModel
 from console.session import ConsoleSession
 from console.views.control.submit_dialog import SubmitDialog
+from gpufleet.states import WorkloadState
 from gpufleet.v1 import node_pb2 as pb
 from gpufleet.v1 import node_pb2_grpc as pb_grpc
 from tests.conftest import DaemonFactory, wait_for

@@ -23,11 +23,12 @@ from pytestqt.qtbot import QtBot
 from console.connections.decode import decode_workload
 from console.connections.security import LinkSecurity
 from console.connections.workload_move import Move, StepFailed, move_workload
-from console.fleet.control import WorkloadRow, WorkloadState
+from console.fleet.control import WorkloadRow
 from console.fleet.fleet_queue import interrupted_moves, move_key, unproven_moves
 from console.fleet.updates import CommandResult
 from console.session import ConsoleSession
 from gpufleet.policy import Role
+from gpufleet.states import WorkloadState
 from gpufleet.v1 import node_pb2 as pb
 from gpufleet.v1 import node_pb2_grpc as pb_grpc
 from node_daemon.auth.identity import User

@@ -11,7 +11,7 @@ import pytest
 from PySide6.QtWidgets import QDialogButtonBox
 
 from console.connections.security import LinkSecurity
-from console.fleet.control import WorkloadRow, WorkloadState
+from console.fleet.control import WorkloadRow
 from console.fleet.health import GpuCondition, HealthState
 from console.fleet.model import NodeRecord
 from console.fleet.placement import gpu_refusal
@@ -20,6 +20,7 @@ from console.main_window import MainWindow
 from console.qt import roles
 from console.session import ConsoleSession
 from gpufleet.policy import Role as DaemonRole
+from gpufleet.states import WorkloadState
 from node_daemon.auth.identity import User
 from node_daemon.auth.settings import AuthSettings
 from node_daemon.auth.tokens import new_token, token_hash

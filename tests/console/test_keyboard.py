@@ -27,7 +27,6 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from console.fleet.control import WorkloadState
 from console.fleet.control_requests import KillTarget
 from console.fleet.placement import Verdict
 from console.fleet.silence_draft import SilenceDraft
@@ -43,6 +42,7 @@ from console.views.control.submit_dialog import SubmitDialog
 from console.views.detail.kill_dialog import KillDialog
 from console.views.grid.tile_painter import FOCUS_RING
 from console.views.window.shortcuts_dialog import WINDOW_KEYS, ShortcutsDialog
+from gpufleet.states import WorkloadState
 from gpufleet.v1 import node_pb2 as pb
 from node_daemon.backends.simulated import SimulatedBackend
 from node_daemon.backends.simulated.scenario import Scenario, ScenarioEvent

@@ -30,7 +30,6 @@ from PySide6.QtCore import QRectF, QTimer
 from PySide6.QtGui import QDrag, QGuiApplication, QImage, QPainter, QPalette
 from PySide6.QtWidgets import QApplication, QDialog, QMenu, QMessageBox, QPushButton, QWidget
 
-from console.fleet.control import WorkloadState
 from console.fleet.updates import KillReport
 from console.main_window import MainWindow
 from console.views.alerts.new_silence_dialog import NewSilenceDialog
@@ -42,6 +41,7 @@ from console.views.detail.kill_dialog import KillDialog
 from console.views.plots.gpu_plots import MIN_PLOT_HEIGHT
 from console.views.window.wall_mode import WallMode
 from console.views.window.window_looks import WindowLooks
+from gpufleet.states import WorkloadState
 from gpufleet.v1 import node_pb2 as pb
 from node_daemon.backends.simulated import SimulatedBackend
 from node_daemon.backends.simulated.scenario import Scenario, ScenarioEvent

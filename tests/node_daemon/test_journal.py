@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from gpufleet.states import WorkloadState
 from gpufleet.v1 import node_pb2 as pb
 from node_daemon.control import wire
-from node_daemon.control.records import WorkloadState
 from node_daemon.control.reservations import KIND as RESERVATION
 from node_daemon.control.reservations import ReservationLedger
 from node_daemon.journal import event_journal as journal_module

@@ -19,11 +19,12 @@ from pathlib import Path
 
 import pytest
 
+from gpufleet.states import WorkloadState
 from node_daemon.backends.procinfo import process_start_time_unix_ms
 from node_daemon.backends.readings import GpuReading, GpuStatic
 from node_daemon.control.launcher import DirectLauncher, Launched, LaunchSpec, WorkloadFiles
 from node_daemon.control.launcher_choice import choose_launcher
-from node_daemon.control.records import WorkloadRequest, WorkloadState
+from node_daemon.control.records import WorkloadRequest
 from node_daemon.control.reservations import ReservationLedger
 from node_daemon.control.settings import parse_workload_settings
 from node_daemon.control.systemd_launcher import (

@@ -16,12 +16,13 @@ from pathlib import Path
 import grpc
 import pytest
 
+from gpufleet.states import WorkloadState
 from gpufleet.v1 import node_pb2 as pb
 from gpufleet.v1 import node_pb2_grpc as pb_grpc
 from node_daemon.backends.procinfo import process_start_time_unix_ms
 from node_daemon.backends.readings import GpuReading, GpuStatic
 from node_daemon.control.launcher import LaunchSpec, WorkloadFiles, find_runner, launch
-from node_daemon.control.records import Workload, WorkloadRequest, WorkloadState
+from node_daemon.control.records import Workload, WorkloadRequest
 from node_daemon.control.reservations import ReservationLedger
 from node_daemon.control.workloads import KIND, LAUNCH_KIND, NodeView, WorkloadManager
 from node_daemon.journal.event_journal import EventJournal, JournalError, StoredRecord

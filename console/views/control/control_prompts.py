@@ -15,7 +15,7 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QMessageBox, QWidget
 
 from console.connections.control_actions import ControlActions
-from console.fleet.control import ReservationRow, WorkloadRow, WorkloadState
+from console.fleet.control import ReservationRow, WorkloadRow
 from console.fleet.control_requests import KillTarget
 from console.fleet.model import FleetModel
 from console.fleet.placement import Verdict, can_kill, gpus_text
@@ -26,6 +26,7 @@ from console.views.control.reserve_dialog import ReserveDialog
 from console.views.control.submit_dialog import SubmitDialog
 from console.views.detail.kill_dialog import KillDialog
 from gpufleet.policy import role_needed
+from gpufleet.states import WorkloadState
 
 
 class ControlPrompts(PromptHost):

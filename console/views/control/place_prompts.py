@@ -15,7 +15,7 @@ from collections.abc import Callable, Collection, Sequence
 from PySide6.QtCore import QMimeData, Signal
 from PySide6.QtWidgets import QMessageBox, QWidget
 
-from console.fleet.control import ReservationRow, WorkloadRow, WorkloadState
+from console.fleet.control import ReservationRow, WorkloadRow
 from console.fleet.model import FleetModel
 from console.fleet.placement import Place, clock_text, gpus_text
 from console.fleet.updates import LinkState
@@ -24,6 +24,7 @@ from console.qt.mime import holder_mime, workload_mime
 from console.views.common.choice_dialog import ChoiceDialog
 from console.views.common.prompt_host import PromptHost
 from console.views.control.control_prompts import ControlPrompts
+from gpufleet.states import WorkloadState
 
 
 class PlacePrompts(PromptHost):

@@ -17,11 +17,12 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from console.fleet.control import WorkloadRow, WorkloadState
+from console.fleet.control import WorkloadRow
 from console.qt.workload_model import WORKLOAD_ROLE, WorkloadFilterProxy, WorkloadTableModel
 from console.views.common.drag_image import CompactDragTable
 from console.views.common.keyboard_menus import open_menus_from_keyboard, pop_up_menu
 from console.views.common.row_table_panel import RowPanel, bar_over_table, set_up_row_table
+from gpufleet.states import WorkloadState
 
 HINT = (
     "Drag a queued workload onto a GPU tile to start it there, on any node: dropped on "
