@@ -10,6 +10,7 @@ from PySide6.QtCore import QModelIndex, QPoint, Signal
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QCheckBox,
+    QHeaderView,
     QLabel,
     QLineEdit,
     QMenu,
@@ -18,7 +19,12 @@ from PySide6.QtWidgets import (
 )
 
 from console.fleet.control import WorkloadRow
-from console.qt.workload_model import WORKLOAD_ROLE, WorkloadFilterProxy, WorkloadTableModel
+from console.qt.workload_model import (
+    COLUMNS,
+    WORKLOAD_ROLE,
+    WorkloadFilterProxy,
+    WorkloadTableModel,
+)
 from console.views.common.drag_image import CompactDragTable
 from console.views.common.keyboard_menus import open_menus_from_keyboard, pop_up_menu
 from console.views.common.row_table_panel import RowPanel, bar_over_table, set_up_row_table
@@ -28,6 +34,11 @@ HINT = (
     "Drag a queued workload onto a GPU tile to start it there, on any node: dropped on "
     "another node's GPU it moves there (or: Menu key, Assign to GPU…)."
 )
+# The reason a workload waits is the sentence to read: it takes the room the short
+# columns leave. The command is cut to this width (whole in the row's tooltip).
+WAIT_COLUMN = COLUMNS.index("Waiting because")
+COMMAND_COLUMN = COLUMNS.index("Command")
+COMMAND_WIDTH = 180  # px
 
 
 class WorkloadPanel(RowPanel):
@@ -54,6 +65,7 @@ class WorkloadPanel(RowPanel):
         self._kept: tuple[str, str] | None = None  # selection across a model reset
         self._build()
         self._wire()
+        self._fit_columns()
         self._on_selection_changed()
 
     def _build(self) -> None:
@@ -61,6 +73,11 @@ class WorkloadPanel(RowPanel):
         self.table.setModel(self.proxy)
         self.table.setSortingEnabled(False)  # the model's order is the queue's order
         set_up_row_table(self.table)
+        header = self.table.horizontalHeader()
+        header.setStretchLastSection(False)
+        header.setSectionResizeMode(WAIT_COLUMN, QHeaderView.ResizeMode.Stretch)
+        header.resizeSection(COMMAND_COLUMN, COMMAND_WIDTH)
+        self.table.setWordWrap(False)  # one line a workload; a cut cell ends in "…"
         self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
         self.table.setDragEnabled(True)
         self.table.setDragDropMode(QAbstractItemView.DragDropMode.DragOnly)
@@ -105,7 +122,14 @@ class WorkloadPanel(RowPanel):
     def _on_model_reset(self) -> None:
         if self._kept is not None:
             self.select(*self._kept)
+        self._fit_columns()
         self._on_selection_changed()
+
+    def _fit_columns(self) -> None:
+        """The short columns as wide as their cells, so the reason keeps the rest."""
+        for column in range(len(COLUMNS)):
+            if column not in (WAIT_COLUMN, COMMAND_COLUMN):
+                self.table.resizeColumnToContents(column)
 
     def set_action_refusal(self, refusal: str) -> None:
         """Offer submit and cancel only where our role allows them; say why not."""
