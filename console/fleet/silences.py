@@ -9,12 +9,12 @@ one silence on each; `SilenceBook.groups()` puts them back together as one row
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from console.fleet.alert_rows import AlertRow
 from console.fleet.durations import duration_ms_text
+from gpufleet.states import SilenceState, silence_state
 from gpufleet.v1.silence_globs import glob_matches
 
 # Matcher labels the console offers (the daemon knows more: UUID, pid, its own labels).
@@ -50,12 +50,6 @@ def alert_labels(alert: AlertRow, node_name: str) -> dict[str, str]:
     return labels
 
 
-class SilenceState(enum.Enum):
-    PENDING = "pending"  # a maintenance window not yet begun
-    ACTIVE = "active"
-    EXPIRED = "expired"
-
-
 @dataclass(frozen=True)
 class SilenceRow:
     target: str  # the node's HOST:PORT
@@ -74,11 +68,7 @@ class SilenceRow:
         return self.target, self.id
 
     def state(self, now_unix_ms: int) -> SilenceState:
-        if now_unix_ms >= self.ends_unix_ms:
-            return SilenceState.EXPIRED
-        if now_unix_ms < self.starts_unix_ms:
-            return SilenceState.PENDING
-        return SilenceState.ACTIVE
+        return silence_state(self.starts_unix_ms, self.ends_unix_ms, now_unix_ms)
 
     def pattern(self, label: str) -> str | None:
         return next((m.pattern for m in self.matchers if m.label == label), None)

@@ -28,7 +28,6 @@ from console.fleet.silences import (
     MINUTE_MS,
     SilenceGroup,
     SilenceReminders,
-    SilenceState,
     end_countdown,
     matchers_text,
     reminder_text,
@@ -36,6 +35,7 @@ from console.fleet.silences import (
 )
 from console.fleet.updates import LinkState
 from console.qt.row_table import SORT_ROLE, RowTableModel, SortKeyProxy
+from gpufleet.states import SilenceState
 
 Index = QModelIndex | QPersistentModelIndex
 COLUMNS = ("Matchers", "Nodes", "Starts", "Ends", "Author", "Comment", "State", "Silencing")

@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import fields, replace
 from typing import Any, TypeVar, cast
 
+from gpufleet.states import SilenceState
 from gpufleet.v1 import node_pb2 as pb
 from gpufleet.v1.gpu_metrics import TEMP_GPU_C, TEMP_MEM_C
 from node_daemon.alerts.alertmanager import rfc3339
@@ -55,7 +56,6 @@ from node_daemon.alerts.silence_wire import silence_message
 from node_daemon.alerts.silences import (
     AlertSilence,
     Silence,
-    SilenceState,
     check_matchers,
     check_text,
     check_window,

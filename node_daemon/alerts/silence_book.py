@@ -14,9 +14,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from gpufleet.states import SilenceState
 from gpufleet.v1 import node_pb2 as pb
 from node_daemon.alerts.silence_wire import silence_message, silence_record
-from node_daemon.alerts.silences import Silence, SilenceState
+from node_daemon.alerts.silences import Silence
 from node_daemon.journal.event_journal import EventJournal, StoredRecord
 
 KIND = "silence"

@@ -20,12 +20,12 @@ daemon and Alertmanager agree on what a silence covers.
 
 from __future__ import annotations
 
-import enum
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property
 
+from gpufleet.states import SilenceState, silence_state
 from gpufleet.v1.silence_globs import glob_matches, glob_regex, is_glob
 from node_daemon.alerts.alertmanager import rfc3339
 from node_daemon.alerts.am_silences import AmMatcher, AmSilence
@@ -48,12 +48,6 @@ LABELS_OF_EVERY_ALERT = frozenset({"node", "alertname", "severity"})
 
 class BadSilence(Invalid):
     """The silence asked for is malformed: the message names the field and the rule."""
-
-
-class SilenceState(enum.Enum):
-    PENDING = "pending"
-    ACTIVE = "active"
-    EXPIRED = "expired"
 
 
 @dataclass(frozen=True)
@@ -93,11 +87,7 @@ class Silence:
     expired_by: str = ""
 
     def state(self, now_unix_ms: int) -> SilenceState:
-        if now_unix_ms >= self.ends_unix_ms:
-            return SilenceState.EXPIRED
-        if now_unix_ms < self.starts_unix_ms:
-            return SilenceState.PENDING
-        return SilenceState.ACTIVE
+        return silence_state(self.starts_unix_ms, self.ends_unix_ms, now_unix_ms)
 
     def matches(self, labels: Mapping[str, str]) -> bool:
         """True when every matcher matches `labels` (an alert's Alertmanager labels)."""

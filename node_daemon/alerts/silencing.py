@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
+from gpufleet.states import SilenceState
 from gpufleet.v1 import node_pb2 as pb
 from node_daemon.alerts.alertmanager import alert_labels, rfc3339
 from node_daemon.alerts.am_silences import AmSilence
@@ -23,7 +24,6 @@ from node_daemon.alerts.silence_book import SilenceBook
 from node_daemon.alerts.silences import (
     AlertSilence,
     Silence,
-    SilenceState,
     alert_silence_to_alertmanager,
     to_alertmanager,
 )

@@ -19,7 +19,6 @@ from console.fleet.silences import (
     SilenceMatcher,
     SilenceReminders,
     SilenceRow,
-    SilenceState,
     alert_labels,
     end_countdown,
     group_silences,
@@ -28,6 +27,7 @@ from console.fleet.silences import (
     start_countdown,
 )
 from console.fleet.updates import CommandResult, EventUpdate, QueryResult
+from gpufleet.states import SilenceState
 from gpufleet.v1 import node_pb2 as pb
 from gpufleet.v1.silence_globs import glob_matches
 

@@ -16,11 +16,12 @@ import pytest
 from PySide6.QtWidgets import QMessageBox
 
 from console.fleet.alert_rows import AlertRow
-from console.fleet.silences import SilenceGroup, SilenceState
+from console.fleet.silences import SilenceGroup
 from console.fleet.updates import LinkState
 from console.main_window import MainWindow
 from console.session import ConsoleSession
 from console.views.alerts.new_silence_dialog import NewSilenceDialog
+from gpufleet.states import SilenceState
 from node_daemon.backends.simulated import SimulatedBackend
 from node_daemon.backends.simulated.scenario import Scenario, ScenarioEvent
 from tests.conftest import DaemonFactory

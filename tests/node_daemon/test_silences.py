@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from gpufleet.states import SilenceState
 from node_daemon.alerts.alertmanager import alert_labels
 from node_daemon.alerts.am_silences import AmMatcher
 from node_daemon.alerts.model import AlertRecord, Severity
@@ -17,7 +18,6 @@ from node_daemon.alerts.silences import (
     BadSilence,
     Matcher,
     Silence,
-    SilenceState,
     alert_silence_to_alertmanager,
     check_matchers,
     check_text,
