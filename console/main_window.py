@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QRect, Qt
 from PySide6.QtGui import QCloseEvent, QResizeEvent
 from PySide6.QtWidgets import QDockWidget, QMainWindow, QSplitter, QTabWidget, QWidget
 
+from console.fleet.alert_rows import AlertRow
 from console.fleet.node_names import name_nodes
 from console.fleet.notify_settings import NotifySettings
 from console.fleet.updates import CommandResult
@@ -70,7 +71,13 @@ class MainWindow(QMainWindow):
                                self.alerts.mute, self.grid_part.search.focus)  # fmt: skip
 
     def _compose(self) -> None:
-        self.alerts.toast.set_anchor(self.grid_part.fleet_scroll)  # over tiles, not rows
+        # Over tiles, not rows; and off the tiles of the GPU (or node) it is about, which
+        # move with a scroll, a resize or a new layout (a frame's news may sort them anew).
+        toast, scroll = self.alerts.toast, self.grid_part.fleet_scroll
+        toast.set_anchor(scroll, self._tiles_of)
+        for bar in (scroll.verticalScrollBar(), scroll.horizontalScrollBar()):
+            bar.valueChanged.connect(toast.place)
+        self.session.pump.fleetChanged.connect(self._place_toast)
         splitter = QSplitter(Qt.Orientation.Horizontal)
         splitter.setObjectName("mainSplitter")  # remembered by name (console/qt/ui_state.py)
         splitter.addWidget(self.grid_part.fleet_scroll)
@@ -122,9 +129,17 @@ class MainWindow(QMainWindow):
 
     def resizeEvent(self, event: QResizeEvent) -> None:
         super().resizeEvent(event)
-        toast = self.alerts.toast
-        if toast.isVisible() and toast.alert is not None:
-            toast.show_alert(toast.alert, toast.title.text())
+    def _tiles_of(self, alert: AlertRow) -> list[QRect]:
+        """Where the alert's GPU (or its node, for a node's alert) is, in this window."""
+        grid = self.grid
+        return [QRect(grid.mapTo(self, r.topLeft()), r.size())
+                for r in grid.rects_of(alert.target, alert.gpu_index)]  # fmt: skip
+
+    def _place_toast(self, *_frame: object) -> None:
+        if self.alerts.toast.isVisible():
+            self.alerts.toast.place()
+
+        self._place_toast()
 
     def closeEvent(self, event: QCloseEvent) -> None:
         self.session.stop()

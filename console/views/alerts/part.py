@@ -86,6 +86,10 @@ class AlertsPart(QObject):
         # A toast, a notification or an alert row opens its GPU.
         self.alert_panel.gpuRequested.connect(frame.open_gpu)
         self.toast.clicked.connect(self.open_alert)
+        # The toast follows its notice as the desktop's does: reworded, withdrawn.
+        self.notifier.noticeShown.connect(self.toast.on_notice_shown)
+        self.notifier.noticeUpdated.connect(self.toast.on_notice_updated)
+        self.notifier.noticeWithdrawn.connect(self.toast.on_notice_withdrawn)
         self.notifier.activated.connect(self.open_alert)
         for sink in self.sinks:
             activated = getattr(sink, "activated", None)

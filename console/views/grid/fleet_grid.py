@@ -238,6 +238,18 @@ class FleetGrid(QWidget):
         where = self._where.get((node, gpu)) if node is not None else None
         return self._blocks[where[0]].tiles[where[1]] if where else None
 
+    def rects_of(self, target: str, gpu: int | None) -> list[QRect]:
+        """Where a GPU's tile is, or with no GPU the whole node: its block (header and
+        tiles) where the grid shows nodes, else each of its tiles. Empty: not laid out."""
+        if gpu is not None:
+            return [tile] if (tile := self.tile_rect(target, gpu)) is not None else []
+        node = self._model.node_row(target)
+        if node is None:
+            return []
+        blocks = [b.rect for b in self._blocks if b.group.node_row == node]
+        return blocks or [self._blocks[b].tiles[t] for (row, _), (b, t) in self._where.items()
+                          if row == node]  # fmt: skip
+
     # -- behaviour -------------------------------------------------------------
 
     def set_color_by(self, mode: str) -> None:
