@@ -26,6 +26,7 @@ from console.views.detail.part import DetailPart
 from console.views.grid.part import GridPart
 from console.views.reports.part import ReportsPart
 from console.views.slurm.part import SlurmPart
+from console.views.window.file_menu import FileMenu
 from console.views.window.window_keys import WindowKeys
 
 MESSAGE_MS = 10_000
@@ -66,6 +67,7 @@ class MainWindow(QMainWindow):
         summary.alertsRequested.connect(self.alerts.show_alerts)
         summary.nodesRequested.connect(self._on_nodes_requested)
         self._compose()
+        self.file_menu = FileMenu(self)  # File, Quit (Ctrl+Q): as closing the window
         # Keyboard: the window's shortcuts (F1 lists them with every other key).
         self.keys = WindowKeys(self, self.grid, self.tabs, self.detail.process_table,
                                self.alerts.mute, self.grid_part.search.focus)  # fmt: skip

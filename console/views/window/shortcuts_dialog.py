@@ -36,6 +36,7 @@ SECTIONS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
         ("Ctrl+Shift+W", "wall display: full screen, large type, nothing to change "
                          "(again: leave; Esc does not)"),
         ("Tab, Shift+Tab", "move between the grid, the detail, the tabs and their controls"),
+        ("Ctrl+Q", "quit the console (File, Quit: as closing the window)"),
     )),
     ("Fleet grid", (
         ("← →", "previous or next GPU of the node (or group)"),
