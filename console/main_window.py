@@ -129,8 +129,6 @@ class MainWindow(QMainWindow):
         outcome = result.message if result.ok else f"failed: {result.message}"
         self.show_message(f"{result.what}: {outcome}")
 
-    def resizeEvent(self, event: QResizeEvent) -> None:
-        super().resizeEvent(event)
     def _tiles_of(self, alert: AlertRow) -> list[QRect]:
         """Where the alert's GPU (or its node, for a node's alert) is, in this window."""
         grid = self.grid
@@ -141,6 +139,8 @@ class MainWindow(QMainWindow):
         if self.alerts.toast.isVisible():
             self.alerts.toast.place()
 
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        super().resizeEvent(event)
         self._place_toast()
 
     def closeEvent(self, event: QCloseEvent) -> None:
