@@ -148,6 +148,28 @@ def test_range_buttons_change_the_visible_time_and_say_what_the_ring_holds(qtbot
     assert x_range(plots) == pytest.approx((END_S - 7 * 86400, END_S))
 
 
+def test_the_source_note_sits_above_the_plots_never_over_a_curve(qtbot, panel) -> None:
+    plots = panel.plots
+    plots.show_series(filled_ring(), 0)
+    plots.grab()
+    first = plots.plot_item(UTIL_GPU_PCT)
+    top_without = first.geometry().top()
+    qtbot.mouseClick(panel.bar.presets[3600.0], Qt.MouseButton.LeftButton)
+    assert plots.note.isVisible()
+    plots.grab()  # laid out and painted as shown
+    note = plots.note.sceneBoundingRect()
+    areas = [plots.plot_item(m).getViewBox().sceneBoundingRect() for m in plots.curves]
+    assert not any(note.intersects(area) for area in areas), (note, areas)
+    assert note.bottom() <= first.getViewBox().sceneBoundingRect().top()  # above, not beside
+    assert plots.sceneRect().contains(note)  # all of it in sight
+    heights = [plots.plot_item(m).geometry().height() for m in plots.curves]
+    assert all(h >= MIN_PLOT_HEIGHT for h in heights), heights  # room made, nothing squeezed
+    qtbot.mouseClick(panel.bar.presets[900.0], Qt.MouseButton.LeftButton)
+    plots.grab()
+    assert not plots.note.isVisible()
+    assert first.geometry().top() == top_without  # no note: its row takes no room
+
+
 def test_custom_range_from_the_dialog(qtbot, panel) -> None:
     plots = panel.plots
     plots.show_series(filled_ring(), 0)

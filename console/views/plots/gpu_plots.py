@@ -49,6 +49,7 @@ HEADROOM = {Limit.POWER_LIMIT: 1.05}
 MIN_PLOT_HEIGHT = 90
 TIME_AXIS_HEIGHT = 30
 SPACING = 4
+NOTE_ROW = 0  # the layout's row of the source note, above the first plot (never over a curve)
 
 
 class GpuPlots(pg.GraphicsLayoutWidget):
@@ -74,6 +75,11 @@ class GpuPlots(pg.GraphicsLayoutWidget):
         self.history_note: str | None = None  # where the older part came from, as last drawn
         self.ci.layout.setSpacing(SPACING)
         self.ci.setContentsMargins(SPACING, SPACING, SPACING, SPACING)
+        # The note's own row above the plots: where the older part came from, or what the
+        # console cannot reach. Hidden (no room taken) while there is nothing to say.
+        self._note_row = pg.GraphicsWidget()
+        self._note_row.setVisible(False)
+        self.ci.addItem(self._note_row, row=NOTE_ROW, col=0)
         for row, metric in enumerate(PLOTTED):
             plot = self._add_plot(row, metric)
             # Width 1: a cosmetic pen draws without stroking, several times faster.
@@ -88,15 +94,16 @@ class GpuPlots(pg.GraphicsLayoutWidget):
             self._plots[metric] = plot
             self._thresholds[metric] = PlotThresholds(plot, metric)
             self._thresholds[metric].show(thresholds(metric))
-        self.setMinimumHeight(
+        self._plots_height = (
             len(PLOTTED) * (MIN_PLOT_HEIGHT + SPACING) + TIME_AXIS_HEIGHT + 2 * SPACING
         )
+        self.setMinimumHeight(self._plots_height)
         boxes = [plot.getViewBox() for plot in self._plots.values()]
         self._boxes = boxes
         self.note = pg.TextItem(color="#e2e8f0", fill=pg.mkBrush(45, 55, 72, 220), anchor=(0, 0))
-        self.note.setParentItem(boxes[0])  # in the box's own pixels: the top-left corner
-        self.note.setPos(4, 2)
+        self.note.setParentItem(self._note_row)  # level with the plots' left axes
         self.note.setVisible(False)
+        self._note_shown: str | None = None  # the note's text as laid out (None: no note row)
         self.crosshair = Crosshair(boxes, self._readings, self._span_s)
         for box in boxes:
             box.sigRangeChangedManually.connect(
@@ -114,7 +121,7 @@ class GpuPlots(pg.GraphicsLayoutWidget):
     def _add_plot(self, row: int, metric: GpuMetric[Any]) -> pg.PlotItem:
         last = row == len(PLOTTED) - 1
         plot = self.addPlot(
-            row=row, col=0, viewBox=PlotViewBox(),
+            row=NOTE_ROW + 1 + row, col=0, viewBox=PlotViewBox(),
             axisItems={"bottom": time_axis(), "left": SparseAxis()},
         )  # fmt: skip
         how = shown(metric)
@@ -225,9 +232,20 @@ class GpuPlots(pg.GraphicsLayoutWidget):
 
     def _show_note(self, start: float) -> None:
         note = self.history_note or coverage_note(start, self._now(), self._reach_s)
+        if note == self._note_shown:
+            return  # most frames: nothing changed, nothing to lay out
+        self._note_shown = note
         self.note.setVisible(note is not None)
+        self._note_row.setVisible(note is not None)
+        extra = 0
         if note is not None:
             self.note.setText(note)
+            extra = math.ceil(self.note.textItem.boundingRect().height())
+            self._note_row.setMinimumHeight(extra)
+            self._note_row.setMaximumHeight(extra)
+            extra += SPACING
+        # The plots keep their least height under the note: the panel scrolls instead.
+        self.setMinimumHeight(self._plots_height + extra)
 
     # The range bar's and the menu's requests ------------------------------------------
 
