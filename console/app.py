@@ -15,6 +15,7 @@ from console.connections.prometheus_range import PrometheusSource
 from console.connections.security import LinkSecurity
 from console.fleet.notify_settings import NotifySettings
 from console.main_window import MainWindow
+from console.notify import leftovers
 from console.notify.desktop import DesktopNotifier
 from console.notify.tray import TrayNotifier
 from console.qt.alert_notifier import NotificationSink
@@ -70,7 +71,9 @@ def build_window(
         slurm=slurm[0] if slurm else None, slurm_token=slurm[1] if slurm else None,
     )  # fmt: skip
     # Desktop notifications first; the tray only where no notification server runs.
-    sinks: list[NotificationSink] = [DesktopNotifier(), TrayNotifier()]
+    # Each keeps a record of what it shows: a later start closes what a dead one left.
+    sinks: list[NotificationSink] = [DesktopNotifier(record=leftovers.default_directory()),
+                                     TrayNotifier()]  # fmt: skip
     window = MainWindow(session, sinks=sinks, notify=notify)
     window.resize(1600, 900)  # the first start's size; a saved layout replaces it
     # Theme, wall mode, the View menu and the remembered layout (saved on close).

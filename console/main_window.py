@@ -144,5 +144,6 @@ class MainWindow(QMainWindow):
         self._place_toast()
 
     def closeEvent(self, event: QCloseEvent) -> None:
+        self.alerts.withdraw_all()  # no notification of ours outlives the console
         self.session.stop()
         super().closeEvent(event)

@@ -2,8 +2,10 @@
 
 Every D-Bus call here is asynchronous: ``show()`` and ``withdraw()`` send and return,
 and the replies come back through ``QDBusPendingCallWatcher`` on the GUI thread. The
-one exception is ``available`` asked before the start-up queries were answered: it
-then waits for the bus daemon's reply, at most ``OWNER_TIMEOUT_MS``.
+exceptions: ``available`` asked before the start-up queries were answered waits for
+the bus daemon's reply, at most ``OWNER_TIMEOUT_MS``; with a record directory, the
+start asks the bus daemon its id and the server's unique name the same way; and
+``withdraw_all`` on quit waits for its calls.
 
 An alert that is shown again replaces its notification (the server's id is kept per
 alert and sent back as replaces_id) instead of piling up a new one. A second
@@ -14,6 +16,13 @@ kept by its own id the same way. ``update_notice`` words a notice on show anew, 
 place and without sound (a flapping critical's count); it never brings back one the
 user closed or that was withdrawn.
 
+On quit, ``withdraw_all`` closes every notification this console has on show
+(CloseNotification), waiting for the server to have the calls. The spec offers no
+way to find notifications a console left behind when it could not quit cleanly;
+given a record directory, each console keeps its ids on disk and a later start on
+the same bus closes what ended consoles left with the same server
+(console/notify/leftovers.py).
+
 The spec: https://specifications.freedesktop.org/notification-spec/latest/
 """
 
@@ -22,10 +31,12 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, Literal
 
 from PySide6.QtCore import SLOT, QObject, Signal, Slot
 from PySide6.QtDBus import (
+    QDBus,
     QDBusConnection,
     QDBusError,
     QDBusMessage,
@@ -37,6 +48,7 @@ from PySide6.QtDBus import (
 from console.fleet.alert_rows import AlertRow, Severity
 from console.fleet.notify_policy import Notice
 from console.notify import dbus_types, text
+from console.notify.leftovers import NotificationRecord
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +72,7 @@ ICONS = {
 }
 CALL_TIMEOUT_MS = 5000  # bounds how long an unanswered Notify holds the next update back
 OWNER_TIMEOUT_MS = 250  # the bus daemon answers in microseconds; this bounds pathology
+QUIT_TIMEOUT_MS = 1000  # each call on quit: the server answers in milliseconds
 
 AlertUid = tuple[str, str]  # an alert's, or a notice's (node, "notice-N")
 # What a notification says: severity, headline, body; and whether it may sound.
@@ -74,7 +87,14 @@ class DesktopNotifier(QObject):
     activated = Signal(str, str)  # (target, alert id): the user clicked the notification
     available_changed = Signal(bool)
 
-    def __init__(self, bus: QDBusConnection | None = None, parent: QObject | None = None) -> None:
+    def __init__(
+        self,
+        bus: QDBusConnection | None = None,
+        parent: QObject | None = None,
+        record: Path | None = None,
+    ) -> None:
+        """`record`: the directory where consoles keep what they have on show (none: no
+        record, and nothing an earlier console left is closed)."""
         super().__init__(parent)
         self.setObjectName("desktop-notifier")
         self.muted = False  # no sound hint (and suppress-sound) while True
@@ -82,6 +102,12 @@ class DesktopNotifier(QObject):
         self._ids: dict[AlertUid, int] = {}  # alert -> the server's notification id
         self._alerts: dict[int, AlertUid] = {}
         self._in_flight: dict[AlertUid, _Next] = {}  # alerts whose Notify is unanswered
+        self._notify_calls: dict[AlertUid, QDBusPendingCall] = {}  # those Notify calls
+        self._servers: dict[int, str] = {}  # notification id -> the server's unique name
+        self._record = NotificationRecord(record) if record is not None else None
+        self._bus_id = ""
+        self._server_name = ""  # the server's unique name (":1.7"), where a record needs it
+        self._quitting = False
         self._has_owner = False
         self._activatable = False
         self._queries: dict[str, QDBusPendingCall] = {}  # start-up questions to the bus
@@ -126,6 +152,24 @@ class DesktopNotifier(QObject):
     def withdraw_notice(self, notice: Notice) -> None:
         self._withdraw(notice.uid)
 
+    def withdraw_all(self) -> int:
+        """On quit: close every notification on show, and wait (each call at most
+        QUIT_TIMEOUT_MS) until the server has them. Returns how many were closed."""
+        self._quitting = True  # answers still to come are not remembered again
+        for uid, call in list(self._notify_calls.items()):
+            call.waitForFinished()
+            if not call.isError():
+                self._remember(uid, int(call.reply().arguments()[0]))
+        self._in_flight.clear()
+        self._notify_calls.clear()
+        closes = [self._close_call(self._forget(uid)) for uid in list(self._ids)]
+        for call in closes:
+            call.waitForFinished()
+            self._succeeded("CloseNotification", call)
+        if self._record is not None:
+            self._record.remove()
+        return len(closes)
+
     def notification_id(self, alert: AlertRow | Notice) -> int | None:
         """The server's id of the notification showing `alert` (or a notice), if one is shown."""
         return self._ids.get(alert.uid)
@@ -133,7 +177,7 @@ class DesktopNotifier(QObject):
     # -- sending -------------------------------------------------------------
 
     def _show(self, uid: AlertUid, message: _Message) -> None:
-        if not (self._bus.isConnected() and self._types_ok):
+        if not (self._bus.isConnected() and self._types_ok) or self._quitting:
             return
         if uid in self._in_flight:
             self._in_flight[uid] = message
@@ -150,7 +194,7 @@ class DesktopNotifier(QObject):
         call = QDBusMessage.createMethodCall(SERVICE, PATH, INTERFACE, "Notify")
         call.setArguments(self._notify_arguments(uid, message))
         self._in_flight[uid] = None
-        reply = self._bus.asyncCall(call, CALL_TIMEOUT_MS)
+        reply = self._notify_calls[uid] = self._bus.asyncCall(call, CALL_TIMEOUT_MS)
         self._watch(reply, functools.partial(self._on_notify_finished, uid))
 
     def _notify_arguments(self, uid: AlertUid, message: _Message) -> list[Any]:
@@ -182,9 +226,13 @@ class DesktopNotifier(QObject):
         notification_id = self._forget(uid)
         if notification_id is None:
             return
+        self._watch(self._close_call(notification_id), self._on_close_finished)
+
+    def _close_call(self, notification_id: int | None) -> QDBusPendingCall:
         message = QDBusMessage.createMethodCall(SERVICE, PATH, INTERFACE, "CloseNotification")
-        message.setArguments([dbus_types.uint32(notification_id)])
-        self._watch(self._bus.asyncCall(message, CALL_TIMEOUT_MS), self._on_close_finished)
+        message.setArguments([dbus_types.uint32(notification_id or 0)])
+        timeout = QUIT_TIMEOUT_MS if self._quitting else CALL_TIMEOUT_MS
+        return self._bus.asyncCall(message, timeout)
 
     def _watch(self, call: QDBusPendingCall, handler: Callable[[QDBusPendingCall], None]) -> None:
         watcher = QDBusPendingCallWatcher(call, self)
@@ -198,6 +246,9 @@ class DesktopNotifier(QObject):
         handler(watcher)
 
     def _on_notify_finished(self, uid: AlertUid, call: QDBusPendingCall) -> None:
+        if self._quitting:
+            return  # withdraw_all has taken care of it
+        self._notify_calls.pop(uid, None)
         queued = self._in_flight.pop(uid, None)
         if self._succeeded("Notify", call):
             self._remember(uid, int(call.reply().arguments()[0]))
@@ -226,12 +277,48 @@ class DesktopNotifier(QObject):
         self._forget(uid)
         self._ids[uid] = notification_id
         self._alerts[notification_id] = uid
+        self._servers[notification_id] = self._server_name
+        self._write_record()
 
     def _forget(self, uid: AlertUid) -> int | None:
         notification_id = self._ids.pop(uid, None)
         if notification_id is not None:
             self._alerts.pop(notification_id, None)
+            self._servers.pop(notification_id, None)
+            self._write_record()
         return notification_id
+
+    def _write_record(self) -> None:
+        if self._record is not None and not self._quitting:
+            self._record.write(self._bus_id, sorted((s, n) for n, s in self._servers.items()))
+
+    # -- what an earlier console left -----------------------------------------
+
+    def _close_leftovers(self) -> None:
+        """Once the bus's id and the server's unique name are known: close what consoles
+        that ended without withdrawing left with this same server."""
+        if self._record is None:
+            return
+        record = self._record
+        bus_id = self._bus_call("GetId")
+        if bus_id is None:
+            return
+        self._bus_id = bus_id
+        self._server_name = self._bus_call("GetNameOwner", SERVICE) or ""
+        left = record.leftovers(bus_id, self._server_name) if self._server_name else []
+        for notification_id in left:
+            self._watch(self._close_call(notification_id), self._on_close_finished)
+        if left:
+            log.info("closed %d notification(s) an earlier console left on the desktop", len(left))
+
+    def _bus_call(self, member: str, *args: Any) -> str | None:
+        """A quick question to the bus daemon (it answers in microseconds); None: no answer."""
+        message = QDBusMessage.createMethodCall(BUS_SERVICE, BUS_PATH, BUS_SERVICE, member)
+        message.setArguments(list(args))
+        reply = self._bus.call(message, QDBus.CallMode.Block, OWNER_TIMEOUT_MS)
+        if reply.type() != QDBusMessage.MessageType.ReplyMessage:
+            return None  # GetNameOwner: no server now, nothing of it to close
+        return str(reply.arguments()[0])
 
     # -- the server ----------------------------------------------------------
 
@@ -253,6 +340,7 @@ class DesktopNotifier(QObject):
                 log.warning("cannot listen to %s.%s: %s", INTERFACE, signal, self._bus.lastError())
         self._ask_bus("NameHasOwner", SERVICE)
         self._ask_bus("ListActivatableNames")
+        self._close_leftovers()
 
     def _ask_bus(self, member: str, *args: Any) -> None:
         message = QDBusMessage.createMethodCall(BUS_SERVICE, BUS_PATH, BUS_SERVICE, member)
@@ -280,9 +368,12 @@ class DesktopNotifier(QObject):
     @Slot(str, str, str)
     def _on_server_owner_changed(self, _name: str, _old_owner: str, new_owner: str) -> None:
         self._queries.pop("NameHasOwner", None)  # this news is newer than that answer
+        self._server_name = new_owner
         if not new_owner:  # the server went away, and its notifications with it
             self._ids.clear()
             self._alerts.clear()
+            self._servers.clear()
+            self._write_record()
         self._set_server(has_owner=bool(new_owner), activatable=self._activatable)
 
     @Slot(QDBusMessage)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import logging
+import os
 import shutil
 import subprocess
 import sys
@@ -26,9 +27,11 @@ from PySide6.QtWidgets import QSystemTrayIcon
 
 from console.fleet.alert_rows import AlertRow, Severity
 from console.fleet.notify_policy import Notice, NoticeKind
+from console.main_window import MainWindow
 from console.notify import text
 from console.notify.desktop import DesktopNotifier
 from console.notify.tray import TrayNotifier
+from console.session import ConsoleSession
 from tests.console.desktop_bus import (
     NOT_TESTED,
     dunst_count,
@@ -361,4 +364,130 @@ def test_dunst_shows_replaces_and_closes_our_notifications(qtbot, caplog, privat
         desktop.withdraw(alert)  # held until dunst has answered the replacement
         qtbot.waitUntil(lambda: dunst_count(bus) == 0, timeout=3000)
         assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+        desktop.deleteLater()
+
+
+# -- quitting, and what an earlier console left (issue #33) ------------------------
+
+CONSOLE_SCRIPT = """
+import sys, time
+from pathlib import Path
+from PySide6.QtCore import QCoreApplication
+from PySide6.QtDBus import QDBusConnection
+from console.notify.desktop import DesktopNotifier
+from tests.console.test_desktop_notifier import make_alert
+
+app = QCoreApplication([])
+bus = QDBusConnection.connectToBus(sys.argv[1], "console")
+desktop = DesktopNotifier(bus, record=Path(sys.argv[2]))
+alert = make_alert(id=sys.argv[3], summary=sys.argv[3])
+desktop.show(alert, "gpu-node-02")
+while desktop.notification_id(alert) is None:
+    app.processEvents()
+    time.sleep(0.01)
+print("shown", flush=True)
+while True:
+    app.processEvents()
+    time.sleep(0.05)
+"""
+
+
+def start_console(address: str, record: Path, alert_id: str) -> subprocess.Popen[str]:
+    """Another console process with a critical notification on show."""
+    process = subprocess.Popen([sys.executable, "-c", CONSOLE_SCRIPT, address, str(record),
+                                alert_id], stdout=subprocess.PIPE, text=True,
+                               cwd=Path(__file__).parents[2])  # fmt: skip
+    assert read_line(process, 20.0, "the other console") == "shown"
+    return process
+
+
+def test_quitting_withdraws_every_notification_the_console_raised(
+    qtbot, private_bus, bus, tmp_path: Path
+) -> None:
+    """The previous run's critical was still on the desktop after a restart: quitting now
+    closes each one (CloseNotification) on dunst, and the record goes with them."""
+    skip_unless_dunst_can_run(("dunst", "Xvfb"), "dunst xvfb")
+    record = tmp_path / "notifications"
+    with xvfb(quiet=True) as display, dunst_on(private_bus, display):
+        desktop = DesktopNotifier(bus, record=record)
+        qtbot.waitUntil(lambda: desktop.available, timeout=5000)
+        for gpu in range(3):  # criticals: dunst keeps them until closed
+            shown(qtbot, desktop, make_alert(id=f"a-{gpu}", gpu_index=gpu))
+        desktop.show(make_alert(id="a-3", gpu_index=3), "gpu-node-02")  # unanswered: closed too
+        qtbot.waitUntil(lambda: dunst_count(bus) >= 3, timeout=3000)
+        assert len(json.loads((record / f"{os.getpid()}.json").read_text())["notifications"]) >= 3
+        assert desktop.withdraw_all() == 4
+        assert dunst_count(bus) == 0  # at once: withdraw_all waited for dunst
+        assert list(record.glob("*.json")) == []
+        desktop.show(make_alert(id="a-9", gpu_index=9), "gpu-node-02")  # after quit: nothing
+        qtbot.wait(200)
+        assert dunst_count(bus) == 0
+        desktop.deleteLater()
+
+
+def test_a_start_closes_what_a_killed_console_left_and_not_a_running_ones(
+    qtbot, private_bus, bus, tmp_path: Path
+) -> None:
+    """A console killed (no quit) left its critical; the next start closes it, where the
+    same dunst still runs. Another console still running keeps its own."""
+    skip_unless_dunst_can_run(("dunst", "Xvfb"), "dunst xvfb")
+    record = tmp_path / "notifications"
+    with xvfb(quiet=True) as display, dunst_on(private_bus, display):
+        killed = start_console(private_bus, record, "killed")
+        running = start_console(private_bus, record, "running")
+        try:
+            qtbot.waitUntil(lambda: dunst_count(bus) == 2, timeout=5000)
+            killed.kill()  # SIGKILL: no chance to withdraw anything
+            killed.wait(timeout=10)
+            assert len(list(record.glob("*.json"))) == 2
+            desktop = DesktopNotifier(bus, record=record)  # the next start
+            qtbot.waitUntil(lambda: dunst_count(bus) == 1, timeout=3000)
+            qtbot.wait(300)
+            assert dunst_count(bus) == 1  # the running console's is left alone
+            assert [p.stem for p in record.glob("*.json")] == [str(running.pid)]
+            desktop.deleteLater()
+        finally:
+            for process in (killed, running):
+                stop(process)
+
+
+def test_a_restarted_server_is_not_asked_to_close_an_earlier_servers_ids(
+    qtbot, private_bus, bus, tmp_path: Path
+) -> None:
+    """Ids count from 1 again in a new server: another program's notification may hold
+    the number a dead console recorded. Those ids are dropped, never closed."""
+    skip_unless_dunst_can_run(("dunst", "Xvfb"), "dunst xvfb")
+    record = tmp_path / "notifications"
+    with xvfb(quiet=True) as display:
+        with dunst_on(private_bus, display):
+            killed = start_console(private_bus, record, "killed")
+            killed.kill()
+            stop(killed)
+        with dunst_on(private_bus, display):  # a new dunst: ids from 1 again
+            other = DesktopNotifier(bus)  # another program's notification, id 1
+            qtbot.waitUntil(lambda: other.available, timeout=5000)
+            shown(qtbot, other, make_alert(id="someone-elses", summary="someone else's"))
+            desktop = DesktopNotifier(bus, record=record)
+            qtbot.wait(300)
+            assert dunst_count(bus) == 1  # left alone
+            assert list(record.glob("*.json")) == []  # the dead console's record is gone
+            desktop.deleteLater()
+            other.deleteLater()
+
+
+def test_closing_the_window_withdraws_the_consoles_notifications(
+    qtbot, private_bus, bus, tmp_path: Path
+) -> None:
+    """Quit (the window's close, as File > Quit does) takes the critical off dunst."""
+    skip_unless_dunst_can_run(("dunst", "Xvfb"), "dunst xvfb")
+    with xvfb(quiet=True) as display, dunst_on(private_bus, display):
+        desktop = DesktopNotifier(bus, record=tmp_path / "notifications")
+        window = MainWindow(ConsoleSession([]), sinks=[desktop])
+        qtbot.addWidget(window)
+        window.show()
+        qtbot.waitUntil(lambda: desktop.available, timeout=5000)
+        shown(qtbot, desktop, make_alert())
+        qtbot.waitUntil(lambda: dunst_count(bus) == 1, timeout=3000)
+        window.close()
+        assert dunst_count(bus) == 0
         desktop.deleteLater()

@@ -107,6 +107,13 @@ class AlertsPart(QObject):
         self.credential_reminder.noticeDue.connect(self._on_credential_notice_due)
         self.mute.toggled.connect(self._on_mute_toggled)
 
+    def withdraw_all(self) -> None:
+        """On quit: the desktop notifications this console raised go with it."""
+        for sink in self.sinks:
+            withdraw_all = getattr(sink, "withdraw_all", None)
+            if sink.available and withdraw_all is not None:
+                withdraw_all()
+
     def tabs(self) -> list[tuple[QWidget, str]]:
         return [(self.alerts_tab, "Alerts"), (self.event_log, "Events")]
 
