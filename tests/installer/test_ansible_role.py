@@ -37,8 +37,9 @@ from pathlib import Path
 import pytest
 
 from tests.certs import Authority, write
+from tests.installer.built_packages import BuiltPackages, at_version, deb_field
 from tests.installer.containers import Container, booted, run_in
-from tests.installer.tools import INSTALLER, ROOT
+from tests.installer.tools import INSTALLER
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
@@ -50,8 +51,6 @@ VENV_PYTHON = "/opt/gpufleet/venv/bin/python"
 TOKEN = "gft_ansible-role-test-token"
 RECAP = re.compile(r"^(\S+)\s+:\s+ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)",
                    re.MULTILINE)  # fmt: skip
-SKIP_DIRS = shutil.ignore_patterns(".git", ".venv", ".tools", "build", "dist", "*.egg-info",
-                                   "__pycache__", ".*_cache")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -80,42 +79,16 @@ def ansible_playbook() -> Path:
 
 
 @pytest.fixture(scope="module")
-def packages(tmp_path_factory: pytest.TempPathFactory) -> Packages:
-    """This tree's .deb (make package's script, in a copy) and the same one a version up."""
-    if shutil.which("dpkg-deb") is None:
-        pytest.skip("!!! dpkg-deb NOT INSTALLED: the Ansible role is NOT TRIED !!!")
-    staging = tmp_path_factory.mktemp("package") / "tree"
-    shutil.copytree(ROOT, staging, ignore=SKIP_DIRS)
-    # gzip, not xz: the same package to dpkg, for 2 s of CPU instead of 40 (build-deb.sh).
-    subprocess.run([str(staging / "installer" / "package.sh")], cwd=staging, check=True,
-                   timeout=600, stdout=subprocess.DEVNULL,
-                   env={**os.environ, "DEB_COMPRESSION": "gzip"})  # fmt: skip
-    dist = staging / "dist"
-    (old,) = dist.glob("gpufleet-daemon_*.deb")
+def packages(built_packages: BuiltPackages, tmp_path_factory: pytest.TempPathFactory) -> Packages:
+    """This tree's .deb (as make package builds it; conftest, once) and the same a version up."""
+    old = built_packages.deb
+    if old is None:
+        pytest.skip(f"!!! {built_packages.deb_missing} NOT INSTALLED: the Ansible role is NOT "
+                    "TRIED !!!")  # fmt: skip
     old_version = deb_field(old, "Version")
     new_version = f"{old_version}+rollout1"  # dpkg orders it after old_version
-    return Packages(old, old_version, bump(old, new_version, dist / "bumped"), new_version)
-
-
-def bump(deb: Path, version: str, work: Path) -> Path:
-    """The same package at another version: unpacked, its control Version changed, rebuilt.
-
-    Quicker than building the venv again (build-deb.sh --version), and the same to dpkg.
-    """
-    tree = work / "tree"
-    work.mkdir()
-    subprocess.run(["dpkg-deb", "-R", str(deb), str(tree)], check=True, timeout=120)
-    control = tree / "DEBIAN" / "control"
-    control.write_text(re.sub(r"(?m)^Version: .*$", f"Version: {version}", control.read_text()))
-    new = work / f"gpufleet-daemon_{version}_amd64.deb"
-    subprocess.run(["dpkg-deb", "-Zgzip", "-z1", "--root-owner-group", "-b", str(tree), str(new)],
-                   check=True, timeout=300, stdout=subprocess.DEVNULL)  # fmt: skip
-    return new
-
-
-def deb_field(deb: Path, field: str) -> str:
-    return subprocess.run(["dpkg-deb", "-f", str(deb), field], capture_output=True, text=True,
-                          check=True).stdout.strip()  # fmt: skip
+    bumped = at_version(old, new_version, tmp_path_factory.mktemp("bumped") / "work")
+    return Packages(old, old_version, bumped, new_version)
 
 
 @pytest.fixture()

@@ -36,6 +36,7 @@ from pathlib import Path
 import pytest
 
 from tests.fake_nvml.fixture import build_fake_nvml
+from tests.installer.built_packages import SKIP_DIRS, BuiltPackages, at_version, deb_field
 from tests.installer.tools import ROOT
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
@@ -74,8 +75,6 @@ EXPECTED = {
     "deb_purge_rc": "0", "deb_config_removed": "yes", "deb_state_removed": "yes",
     "deb_user_removed": "yes", "deb_opt_removed": "yes", "finished": "yes",
 }  # fmt: skip
-SKIP_DIRS = shutil.ignore_patterns(".git", ".venv", ".tools", "build", "dist", "*.egg-info",
-                                   "__pycache__", ".*_cache")  # fmt: skip
 
 
 def require_container_tools() -> None:
@@ -99,32 +98,16 @@ def offline_wheels(directory: Path, staging: Path) -> None:
                    check=True, timeout=600)  # fmt: skip
 
 
-def debian_packages(wheels: Path, directory: Path) -> None:
-    """gpufleet-daemon as build-deb.sh makes it from the offline wheels, and the next version.
+def debian_packages(built: Path, directory: Path) -> None:
+    """gpufleet-daemon as build-deb.sh makes it (`built`: conftest's, once), and the next version.
 
     The next one is the same package repacked with a later version: what an upgrade
     runs (prerm upgrade, unpack, postinst configure OLD) does not depend on its contents.
     """
     directory.mkdir()
-    wheel = next(wheels.glob("gpufleet-*-py3-none-any.whl"))
-    env = {**os.environ, "PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(wheels),
-           "DEB_COMPRESSION": "gzip"}  # fmt: skip
-    env.pop("VIRTUAL_ENV", None)
-    subprocess.run([str(ROOT / "installer/deb/build-deb.sh"), str(wheel), str(directory)],
-                   env=env, check=True, timeout=600, stdout=subprocess.DEVNULL)  # fmt: skip
-    first = next(directory.glob("gpufleet-daemon_*.deb"))
-    unpacked = directory / "next"
-    subprocess.run(["dpkg-deb", "-R", str(first), str(unpacked)], check=True, timeout=300)
-    control = unpacked / "DEBIAN" / "control"
-    version = next(line.split()[1] for line in control.read_text().splitlines()
-                   if line.startswith("Version:"))  # fmt: skip
-    control.write_text(control.read_text().replace(f"Version: {version}\n",
-                                                   f"Version: {version}+upgrade1\n"))  # fmt: skip
-    subprocess.run(["dpkg-deb", "--root-owner-group", "-Zgzip", "--build", str(unpacked),
-                    str(directory / "next.deb")], check=True, timeout=300,
-                   stdout=subprocess.DEVNULL)  # fmt: skip
-    shutil.rmtree(unpacked)
-    first.rename(directory / "first.deb")
+    shutil.copy2(built, directory / "first.deb")
+    version = deb_field(built, "Version")
+    at_version(built, f"{version}+upgrade1", directory / "next").rename(directory / "next.deb")
 
 
 def unit_directory(directory: Path) -> Path:
@@ -167,14 +150,17 @@ def results(shared: Path) -> dict[str, str]:
     return dict(line.split(" ", 2)[1:] for line in lines if line.startswith("RESULT "))
 
 
-def test_install_start_upgrade_uninstall_under_systemd(tmp_path: Path) -> None:
+def test_install_start_upgrade_uninstall_under_systemd(
+    tmp_path: Path, built_packages: BuiltPackages
+) -> None:
     require_container_tools()
+    assert built_packages.deb is not None, built_packages.deb_missing  # unshare is here
     shared = tmp_path / "gf"
     shared.mkdir()
     (shared / "checkout").write_text(CHECKOUT_IN_CONTAINER)
     offline_wheels(shared / "wheels", tmp_path / "staging")
     build_fake_nvml(shared / "fakenvml")
-    debian_packages(shared / "wheels", shared / "deb")
+    debian_packages(built_packages.deb, shared / "deb")
     (tmp_path / "overlay").mkdir()
     output = boot(shared, unit_directory(tmp_path / "units"), tmp_path / "overlay")
     found = results(shared)

@@ -10,7 +10,6 @@ its cache and PIP_* options): tens of seconds, hence `slow`.
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 import tarfile
@@ -26,14 +25,12 @@ import node_daemon
 from gpufleet.v1 import node_pb2 as pb
 from gpufleet.v1 import node_pb2_grpc as pb_grpc
 from tests.daemon_process import DaemonProcess
+from tests.installer.built_packages import BuiltPackages, clean_env
 from tests.installer.tools import ROOT
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 VERSION = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
-# What a checkout holds besides the sources; the build must not need (or see) it.
-SKIP_DIRS = shutil.ignore_patterns(".git", ".venv", ".tools", "build", "dist", "*.egg-info",
-                                   "__pycache__", ".*_cache")  # fmt: skip
 # Modules generated from node.proto (protos/generate.sh) and files read at run time.
 IN_WHEEL = (
     "gpufleet/v1/node_pb2.py", "gpufleet/v1/node_pb2_grpc.py", "gpufleet/v1/node_pb2.pyi",
@@ -42,22 +39,10 @@ IN_WHEEL = (
 )  # fmt: skip
 
 
-def clean_env() -> dict[str, str]:
-    """This process's environment minus what would let the checkout or this venv leak in."""
-    return {k: v for k, v in os.environ.items()
-            if k not in ("VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME")}  # fmt: skip
-
-
-@pytest.fixture(scope="module")
-def packages(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    """The sdist and the wheel, built as installer/package.sh builds them, from a copy."""
-    top = tmp_path_factory.mktemp("packages")
-    shutil.copytree(ROOT, top / "src", ignore=SKIP_DIRS)
-    subprocess.run([sys.executable, "-m", "build", "--outdir", str(top / "dist"), str(top / "src")],
-                   check=True, capture_output=True, timeout=600, env=clean_env())  # fmt: skip
-    return top / "dist" / f"gpufleet-{VERSION}.tar.gz", top / "dist" / (
-        f"gpufleet-{VERSION}-py3-none-any.whl"
-    )
+@pytest.fixture
+def packages(built_packages: BuiltPackages) -> tuple[Path, Path]:
+    """The sdist and the wheel, as installer/package.sh builds them (conftest, once)."""
+    return built_packages.sdist, built_packages.wheel
 
 
 def fresh_venv(where: Path, requirement: str) -> Path:
@@ -148,19 +133,15 @@ def test_wheel_console_extra_finds_its_resources_in_a_fresh_venv(
 
 
 def test_debian_package_holds_a_venv_made_for_its_final_path(
-    packages: tuple[Path, Path], tmp_path: Path
+    built_packages: BuiltPackages, tmp_path: Path
 ) -> None:
     """Where no container boots (tests/installer/test_in_container.py installs it), this at
     least shows what the .deb carries: a venv whose scripts name /opt/gpufleet/venv, the
     installer's own unit, rule and config, byte for byte, and the Python it needs."""
-    for tool in ("dpkg-deb", "unshare"):
-        if shutil.which(tool) is None:
-            pytest.skip(f"!!! {tool} NOT INSTALLED: the Debian package is NOT BUILT !!!")
-    # gzip: the same tree, without xz's 40 s of CPU.
-    subprocess.run([str(ROOT / "installer/deb/build-deb.sh"), str(packages[1]), str(tmp_path)],
-                   check=True, capture_output=True, timeout=600,
-                   env={**clean_env(), "DEB_COMPRESSION": "gzip"})  # fmt: skip
-    (deb,) = tmp_path.glob("gpufleet-daemon_*.deb")
+    deb = built_packages.deb
+    if deb is None:
+        pytest.skip(f"!!! {built_packages.deb_missing} NOT INSTALLED: the Debian package is "
+                    "NOT BUILT !!!")  # fmt: skip
     assert deb.name == f"gpufleet-daemon_{VERSION}_{deb.name.rsplit('_', 1)[1]}"
     subprocess.run(["dpkg-deb", "-x", str(deb), str(tmp_path / "root")], check=True, timeout=300)
     root = tmp_path / "root"
