@@ -11,6 +11,7 @@ import getpass
 
 from console.terminal import health, queue, silences
 from console.terminal.common import (
+    ONE_NODE_FAILED,
     Row,
     act,
     add_end,
@@ -36,23 +37,33 @@ from gpufleet.client.words import SEVERITY_NAMES, alert_firing, kill_outcome_wor
 def add_terminal_commands(subparsers: argparse._SubParsersAction) -> None:
     """Registered through the `gpufleet.commands` entry points (console/cli.py's neighbours)."""
     command(subparsers, "status", "reachability, GPUs, hottest GPU and alerts of each node",
-            run_status)  # fmt: skip
-    command(subparsers, "ps", "processes on the nodes' GPUs", run_ps)
-    alerts = command(subparsers, "alerts", "firing alerts of the nodes", run_alerts)
+            run_status, done="every node reachable and no critical alert firing",
+            failed="a node refused or failed the request, or a critical alert fires")  # fmt: skip
+    command(subparsers, "ps", "processes on the nodes' GPUs", run_ps,
+            done="every node answered")  # fmt: skip
+    alerts = command(subparsers, "alerts", "firing alerts of the nodes", run_alerts,
+                     done="every node answered")  # fmt: skip
     alerts.add_argument("--all", action="store_true", help="cleared alerts too")
-    ack = command(subparsers, "ack", "acknowledge an alert on a node", run_ack, None)
+    ack = command(subparsers, "ack", "acknowledge an alert on a node", run_ack, None,
+                  done="acknowledged", failed=ONE_NODE_FAILED)  # fmt: skip
     ack.add_argument("alert_id", metavar="ALERT_ID", help="e.g. a-42 (from `gpufleet alerts`)")
     ack.add_argument("--comment", default="", help="what is being done about it")
     silences.add_commands(subparsers)
     _add_reserve(subparsers)
-    release = command(subparsers, "release", "end a reservation early", run_release, None)
-    release.add_argument("reservation_id", metavar="RESERVATION_ID")
+    release = command(subparsers, "release", "end a reservation early", run_release, None,
+                      done="released", failed=ONE_NODE_FAILED)  # fmt: skip
+    release.add_argument("reservation_id", metavar="RESERVATION_ID",
+                         help="e.g. r-3 (as `gpufleet reserve` printed it)")  # fmt: skip
     release.add_argument("--gpu", type=int, action="append", default=[], dest="gpus",
                          metavar="GPU", help="release only this GPU of it (repeat for more); "
                          "the others stay reserved (default: the whole reservation)")  # fmt: skip
-    kill = command(subparsers, "kill", "stop a process on a GPU (TERM, then KILL)", run_kill, None)
-    kill.add_argument("gpu", type=int, metavar="GPU")
-    kill.add_argument("pid", type=int, metavar="PID")
+    kill = command(subparsers, "kill", "stop a process on a GPU (TERM, then KILL)", run_kill, None,
+                   done="the process ended",
+                   failed="the node refused or failed it (wrong role, no such process, "
+                   "a pid reused since --start-time-ms)")  # fmt: skip
+    kill.add_argument("gpu", type=int, metavar="GPU", help="the GPU's index on the node")
+    kill.add_argument("pid", type=int, metavar="PID",
+                      help="the process's id on the node (from `gpufleet ps`)")  # fmt: skip
     kill.add_argument("--start-time-ms", type=int, metavar="MS",
                       help="the process's start_time_unix_ms as `ps --json` showed it; "
                       "another process that got the same pid since is refused "
@@ -235,7 +246,7 @@ def _reservation_row(link: NodeLink, r: pb.Reservation, verb: str) -> Row:
 
 def _add_reserve(subparsers: argparse._SubParsersAction) -> None:
     reserve = command(subparsers, "reserve", "reserve GPUs of a node for a user or team",
-                      run_reserve, None)  # fmt: skip
+                      run_reserve, None, done="reserved", failed=ONE_NODE_FAILED)  # fmt: skip
     reserve.add_argument("--gpu", type=int, action="append", required=True, metavar="N",
                          help="a GPU index; repeat for more")  # fmt: skip
     reserve.add_argument("--holder", required=True, help="a user, or team:NAME")

@@ -30,13 +30,20 @@ from console.terminal.table import format_table, local_time
 from gpufleet.client import calls
 from gpufleet.client import messages as pb
 
-EXIT_CODES = (
-    "Exit codes: 0 done, 1 a node refused or failed (status: a critical alert fires; health: "
-    "a GPU needs a reset, reboot or inspection), 2 a usage error (an unknown or ambiguous "
-    "NODE), 3 a node could not be reached."
-)
+# What codes 2, 3 and 130 mean for every command; 0 and 1 each command says itself.
+USAGE_WORDS = "a usage error (bad arguments or settings, no nodes, an unknown or ambiguous node)"
+UNREACHABLE_WORDS = "a node could not be reached (wins over 1)"
+INTERRUPTED_WORDS = "interrupted (^C)"
+ONE_NODE_FAILED = "the node refused or failed it (wrong token or role, an unknown id)"
 NODE_HELP = "the node: its host name (as `gpufleet status` shows it) or HOST:PORT"
 Row = dict[str, Any]
+
+
+def exit_codes_text(done: str, failed: str) -> str:
+    """The command's exit codes, as its --help lists them: what 0 and 1 mean for it."""
+    codes = ((0, done), (1, failed), (2, USAGE_WORDS), (3, UNREACHABLE_WORDS),
+             (130, INTERRUPTED_WORDS))  # fmt: skip
+    return "Exit codes: " + "; ".join(f"{code} {words}" for code, words in codes) + "."
 
 
 def command(
@@ -45,10 +52,19 @@ def command(
     help_: str,
     run: Callable[[argparse.Namespace], int],
     node_flag: str | None = "--node",
+    *,
+    done: str = "done",
+    failed: str = "a node refused or failed the request",
+    description: str = "",
 ) -> argparse.ArgumentParser:
-    """A subcommand; `node_flag` None takes one NODE argument (`target`) instead of flags."""
+    """A subcommand; `node_flag` None takes one NODE argument (`target`) instead of flags.
+
+    Its --help says what it does (`description`, else `help_`) and its exit codes, 0
+    (`done`) and 1 (`failed`) in its own words.
+    """
+    what = description or f"{help_[0].upper()}{help_[1:]}."
     parser: argparse.ArgumentParser = subparsers.add_parser(
-        name, help=help_, description=f"{help_[0].upper()}{help_[1:]}. {EXIT_CODES}"
+        name, help=help_, description=f"{what} {exit_codes_text(done, failed)}"
     )
     if node_flag is None:
         parser.add_argument("target", metavar="NODE", help=NODE_HELP)

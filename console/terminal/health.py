@@ -10,7 +10,16 @@ from __future__ import annotations
 
 import argparse
 
-from console.terminal.common import Row, act, command, errors, print_json, report, where
+from console.terminal.common import (
+    ONE_NODE_FAILED,
+    Row,
+    act,
+    command,
+    errors,
+    print_json,
+    report,
+    where,
+)
 from console.terminal.fleet_calls import EXIT_FAILED, EXIT_OK, on_fleet
 from console.terminal.link import NodeLink, UsageProblem
 from console.terminal.nodes import choose_nodes
@@ -25,16 +34,21 @@ NEEDS_A_PERSON = frozenset({"needs_reset", "needs_reboot", "needs_inspection"})
 
 def add_commands(subparsers: argparse._SubParsersAction) -> None:
     health = command(subparsers, "health", "each GPU's health state, reasons and drain",
-                     run_health)  # fmt: skip
+                     run_health,
+                     done="every node answered and no GPU needs a reset, reboot or inspection",
+                     failed="a node refused or failed the request, or a GPU needs a reset, "
+                     "reboot or inspection")  # fmt: skip
     health.add_argument("--problems", action="store_true",
                         help="only GPUs that are not healthy, or are drained")  # fmt: skip
     drain = command(subparsers, "drain", "take a GPU out of placement (no new work)",
-                    run_drain, None)  # fmt: skip
-    drain.add_argument("gpu", type=int, metavar="GPU")
+                    run_drain, None, done="drained", failed=ONE_NODE_FAILED)  # fmt: skip
+    drain.add_argument("gpu", type=int, metavar="GPU", help="the GPU's index on the node")
     drain.add_argument("--reason", required=True, help="what is wrong with the GPU")
     undrain = command(subparsers, "undrain", "return a drained GPU to placement", run_undrain,
-                      None)  # fmt: skip
-    undrain.add_argument("gpu", type=int, metavar="GPU")
+                      None, done="returned to placement",
+                      failed="the node refused or failed it (a role below operator, a GPU "
+                      "not drained)")  # fmt: skip
+    undrain.add_argument("gpu", type=int, metavar="GPU", help="the GPU's index on the node")
 
 
 def state_name(state: int) -> str:

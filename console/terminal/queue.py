@@ -61,11 +61,14 @@ def parse_limit(text: str) -> int:
 
 
 def add_commands(subparsers: argparse._SubParsersAction) -> None:
-    queue = command(subparsers, "queue", "the fleet's workload queue, as one", run_queue)
+    queue = command(subparsers, "queue", "the fleet's workload queue, as one", run_queue,
+                    done="every node answered")  # fmt: skip
     queue.add_argument("--all", action="store_true", help="ended workloads too")
     _add_submit(subparsers)
     move = command(subparsers, "move", "move a queued workload to another node", run_move,
-                   "--to")  # fmt: skip
+                   "--to", done="moved (one copy, on the target)",
+                   failed="a node refused or failed a step; the workload stays where it was "
+                   "or, started on the target, only there")  # fmt: skip
     move.add_argument("workload", metavar="NODE/ID", help="e.g. gpu-node-03/w-12")
     move.add_argument("--gpu", type=int, action="append", default=[], dest="gpus",
                       metavar="N", help="start it on this GPU of the target (repeat for more; "
@@ -73,13 +76,13 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _add_submit(subparsers: argparse._SubParsersAction) -> None:
-    submit = command(subparsers, "submit", "queue a workload on a node of the fleet", run_submit)
-    submit.description = (
-        "Queue a command on a node's workload queue: the --node you name, else the profile's "
-        "node with the most GPUs free now. It waits there until an operator assigns it GPUs "
-        "(drag and drop, --assign) or, with --auto, until the fair queue starts it. "
-        + (submit.description or "").split(". ", 1)[-1]
-    )
+    submit = command(
+        subparsers, "submit", "queue a workload on a node of the fleet", run_submit,
+        done="queued", failed="no node took it (each refused or failed)",
+        description="Queue a command on a node's workload queue: the --node you name, else the "
+        "profile's node with the most GPUs free now. It waits there until an operator assigns "
+        "it GPUs (drag and drop, --assign) or, with --auto, until the fair queue starts it.",
+    )  # fmt: skip
     add_workload_arguments(submit)
     arg = submit.add_argument
     arg("--priority", type=int, default=0, help="higher runs first (default 0)")

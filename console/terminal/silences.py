@@ -38,7 +38,7 @@ from gpufleet.client.security import LinkSecurity
 
 def add_commands(subparsers: argparse._SubParsersAction) -> None:
     silence = command(subparsers, "silence", "keep matching alerts quiet on the matching nodes",
-                      run_silence, "--at")  # fmt: skip
+                      run_silence, "--at", done="silenced on every matching node")  # fmt: skip
     arg = silence.add_argument
     arg("--node", dest="node_pattern", default="", metavar="PAT",
         help="node (host name) pattern, exact or glob: gpu-node-0*")  # fmt: skip
@@ -51,10 +51,12 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     add_end(silence)
     arg("--comment", required=True, help="why these alerts may stay quiet")
     listing = command(subparsers, "silences", "pending and active silences of the nodes",
-                      run_silences)  # fmt: skip
+                      run_silences, done="every node answered")  # fmt: skip
     listing.add_argument("--all", action="store_true", help="expired ones too (newest first)")
     unsilence = command(subparsers, "unsilence", "end a silence now (it stays listed, expired)",
-                        run_unsilence, None)  # fmt: skip
+                        run_unsilence, None, done="ended",
+                        failed="the node refused or failed it (wrong role, unknown id, "
+                        "a silence already expired)")  # fmt: skip
     unsilence.add_argument("silence_id", metavar="SILENCE_ID",
                            help="e.g. s-7 (from `gpufleet silences`)")  # fmt: skip
     unsilence.add_argument("--everywhere", action="store_true",

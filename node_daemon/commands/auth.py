@@ -15,20 +15,35 @@ JOURNAL_FILE = "journal.sqlite3"
 
 
 def add_auth_commands(subparsers: argparse._SubParsersAction) -> None:
-    token = subparsers.add_parser("token", help="create access tokens").add_subparsers(
-        dest="token_command", required=True, metavar="new|keygen|issue"
-    )
-    new = token.add_parser("new", help="a new token for a user; prints it once, and its config")
-    new.add_argument("--user", required=True)
-    new.add_argument("--role", choices=["viewer", "operator", "admin"], default="viewer")
+    token = subparsers.add_parser(
+        "token", help="create access tokens",
+        description="Create access tokens: `new` a random token checked by its hash in the "
+        "daemon's config, `keygen` a signing key for JWTs, `issue` a signed JWT.",
+    ).add_subparsers(dest="token_command", required=True, metavar="new|keygen|issue")  # fmt: skip
+    new = token.add_parser(
+        "new", help="a new token for a user; prints it once, and its config",
+        description="Make a random token for a user and print it once, with the "
+        "[[auth.users]] entry (its SHA-256 only) to add to the daemon's config. "
+        "Exit codes: 0 printed; 2 a usage error (bad arguments).",
+    )  # fmt: skip
+    new.add_argument("--user", required=True, help="the user's name, as the daemon logs it")
+    new.add_argument("--role", choices=["viewer", "operator", "admin"], default="viewer",
+                     help="what the token may do (default viewer)")  # fmt: skip
     new.add_argument("--team", action="append", default=[], help="a team of the user; repeat")
     new.add_argument("--expires", metavar="YYYY-MM-DD", help="last day the token works")
     new.set_defaults(run=run_token_new)
     add_token_subcommands(token)
-    audit = subparsers.add_parser("audit", help="check the audit log").add_subparsers(
-        dest="audit_command", required=True, metavar="verify"
-    )
-    check = audit.add_parser("verify", help="find edited, deleted or reordered audit records")
+    audit = subparsers.add_parser(
+        "audit", help="check the audit log",
+        description="Check a daemon's audit log (`verify`: its hash chain and anchors).",
+    ).add_subparsers(dest="audit_command", required=True, metavar="verify")  # fmt: skip
+    check = audit.add_parser(
+        "verify", help="find edited, deleted or reordered audit records",
+        description="Walk the audit log's hash chain and check it against the journal's "
+        "anchor and any heads given. Exit codes: 0 the chain is intact; 1 a record was "
+        "edited, deleted or reordered (each printed as TAMPERED); 2 a usage error (bad "
+        "arguments, no audit log there, a file that is no audit log).",
+    )  # fmt: skip
     where = check.add_mutually_exclusive_group(required=True)
     where.add_argument("--state-dir", type=Path, help="the daemon's state directory")
     where.add_argument("--file", type=Path, help="an audit.sqlite3 file (e.g. a backup)")

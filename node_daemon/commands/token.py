@@ -32,17 +32,28 @@ DURATION = re.compile(r"(\d+)([smhdw])")
 
 def add_token_subcommands(token: argparse._SubParsersAction) -> None:
     """keygen and issue, under the `token` command of node_daemon/commands/auth.py."""
-    keygen = token.add_parser("keygen", help="a signing key pair and the JWKS with its public key")
+    keygen = token.add_parser(
+        "keygen", help="a signing key pair and the JWKS with its public key",
+        description="Make a signing key pair: the private key (0600) for `token issue`, its "
+        "public key added to jwks.json for the nodes' [auth] jwks_file. Exit codes: 0 "
+        "written; 2 a usage error (bad arguments, an unwritable --out, a kid already there).",
+    )  # fmt: skip
     keygen.add_argument("--out", type=Path, required=True, metavar="DIR",
                         help="where to write KID.private.pem (0600) and jwks.json")  # fmt: skip
-    keygen.add_argument("--alg", choices=["EdDSA", "ES256"], default="EdDSA")
+    keygen.add_argument("--alg", choices=["EdDSA", "ES256"], default="EdDSA",
+                        help="the signature algorithm (default EdDSA: Ed25519)")  # fmt: skip
     keygen.add_argument("--kid", help="key id (default: the key's RFC 7638 thumbprint)")
     keygen.set_defaults(run=run_keygen)
-    issue = token.add_parser("issue", help="a signed token (JWT) for a user; printed on stdout")
+    issue = token.add_parser(
+        "issue", help="a signed token (JWT) for a user; printed on stdout",
+        description="Sign a JWT for a user with a key from `token keygen` and print it. "
+        "Exit codes: 0 printed; 2 a usage error (bad arguments, a key that cannot sign).",
+    )  # fmt: skip
     arg = issue.add_argument
     arg("--key", type=Path, required=True, metavar="PRIVATE.pem", help="from token keygen")
     arg("--user", required=True, help="the sub claim")
-    arg("--role", required=True, choices=["viewer", "operator", "admin"])
+    arg("--role", required=True, choices=["viewer", "operator", "admin"],
+        help="the role claim: what the token may do")  # fmt: skip
     arg("--groups", action="append", default=[], metavar="TEAM[,TEAM]", help="teams; repeatable")
     arg("--expires", required=True, type=duration_s, metavar="30d",
         help="lifetime: a number with s, m, h, d or w (e.g. 12h, 30d)")  # fmt: skip

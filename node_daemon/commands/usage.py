@@ -44,7 +44,9 @@ def add_usage_command(subparsers: argparse._SubParsersAction) -> None:
         "usage",
         help="GPU-hours, energy, reservations and cost by user, team, node, day or Slurm account",
         description="Ask a node daemon for its usage report (QueryUsage), or, with "
-        "`usage import`, add history from before gpufleet to a node's usage store.",
+        "`usage import`, add history from before gpufleet to a node's usage store. "
+        "Exit codes: 0 the report; 1 the node refused or failed the query, or could not be "
+        "reached; 2 a usage error (no or several --node, an unreadable --ca).",
     )
     arg = parser.add_argument
     # Appended, not stored: a second --node must not silently replace the first.
@@ -72,14 +74,18 @@ def _add_import_command(subparsers: argparse._SubParsersAction) -> None:
         description="Add usage history to the usage store in a node's state directory. "
         f"CSV columns: {','.join(CSV_COLUMNS)}; a CSV file already imported is refused. "
         f"sacct output (any column order, with its header) from: {SACCT_EXPORT_COMMAND}; "
-        "stored per job, so a job in overlapping exports is counted once.",
+        "stored per job, so a job in overlapping exports is counted once. "
+        "Exit codes: 0 imported; 1 the file or the store could not be read or written, or "
+        "the CSV was imported before; 2 a usage error (bad arguments).",
     )
     arg = parser.add_argument
     arg("--state-dir", type=Path, required=True, metavar="DIR",
         help=f"the daemon's state directory (holds {USAGE_FILE})")  # fmt: skip
     source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument("--csv", dest="csv_file", type=Path, metavar="FILE")
-    source.add_argument("--sacct", dest="sacct_file", type=Path, metavar="FILE")
+    source.add_argument("--csv", dest="csv_file", type=Path, metavar="FILE",
+                        help="usage history in gpufleet's CSV (the columns above)")  # fmt: skip
+    source.add_argument("--sacct", dest="sacct_file", type=Path, metavar="FILE",
+                        help="Slurm's `sacct -P` output, with its header")  # fmt: skip
     arg("--timezone", type=_zone, metavar="NAME",
         help="zone of sacct's times, e.g. Europe/Berlin (default: this machine's)")  # fmt: skip
     parser.set_defaults(run=run_import)

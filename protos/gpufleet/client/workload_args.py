@@ -31,7 +31,12 @@ def add_workload_arguments(parser: argparse.ArgumentParser) -> None:
     arg("--env", action="append", default=[], metavar="KEY=VALUE", help="environment; repeat")
     arg("--auto", action="store_true", help="let the fair queue start it when GPUs fit")
     arg("--assign", metavar="GPU[,GPU...]", help="start it at once on these GPU indices")
-    arg("argv", nargs=argparse.REMAINDER, metavar="-- COMMAND [ARGS...]")
+    arg(
+        "argv",
+        nargs=argparse.REMAINDER,
+        metavar="-- COMMAND [ARGS...]",
+        help="the command to run and its arguments, after --",
+    )
 
 
 def workload_argv(args: argparse.Namespace) -> list[str]:
