@@ -36,7 +36,6 @@ from typing import Any, Literal
 
 from PySide6.QtCore import SLOT, QObject, Signal, Slot
 from PySide6.QtDBus import (
-    QDBus,
     QDBusConnection,
     QDBusError,
     QDBusMessage,
@@ -45,10 +44,11 @@ from PySide6.QtDBus import (
     QDBusServiceWatcher,
 )
 
-from console.fleet.alert_rows import AlertRow, Severity
+from console.fleet.alert_rows import AlertRow
 from console.fleet.notify_policy import Notice
 from console.notify import dbus_types, text
 from console.notify.leftovers import NotificationRecord
+from gpufleet.v1.alert_severity import Severity
 
 log = logging.getLogger(__name__)
 
@@ -296,29 +296,41 @@ class DesktopNotifier(QObject):
 
     def _close_leftovers(self) -> None:
         """Once the bus's id and the server's unique name are known: close what consoles
-        that ended without withdrawing left with this same server."""
-        if self._record is None:
-            return
-        record = self._record
-        bus_id = self._bus_call("GetId")
+        that ended without withdrawing left with this same server. Asked without
+        blocking, as every other question to the bus: the GUI thread never waits on it."""
+        if self._record is not None:
+            self._ask_bus_then("GetId", (), self._on_bus_id)
+
+    def _on_bus_id(self, bus_id: str | None) -> None:
         if bus_id is None:
             return
         self._bus_id = bus_id
-        self._server_name = self._bus_call("GetNameOwner", SERVICE) or ""
-        left = record.leftovers(bus_id, self._server_name) if self._server_name else []
+        self._ask_bus_then("GetNameOwner", (SERVICE,), self._on_leftovers_server)
+
+    def _on_leftovers_server(self, owner: str | None) -> None:
+        if self._record is None or self._quitting:
+            return
+        # No owner: no server now, nothing of it to close.
+        self._server_name = self._server_name or owner or ""
+        left = self._record.leftovers(self._bus_id, owner) if owner else []
         for notification_id in left:
             self._watch(self._close_call(notification_id), self._on_close_finished)
         if left:
             log.info("closed %d notification(s) an earlier console left on the desktop", len(left))
 
-    def _bus_call(self, member: str, *args: Any) -> str | None:
-        """A quick question to the bus daemon (it answers in microseconds); None: no answer."""
+    def _ask_bus_then(
+        self, member: str, args: tuple[Any, ...], then: Callable[[str | None], None]
+    ) -> None:
+        """A question to the bus daemon, answered later to `then` (None: no answer)."""
         message = QDBusMessage.createMethodCall(BUS_SERVICE, BUS_PATH, BUS_SERVICE, member)
         message.setArguments(list(args))
-        reply = self._bus.call(message, QDBus.CallMode.Block, OWNER_TIMEOUT_MS)
-        if reply.type() != QDBusMessage.MessageType.ReplyMessage:
-            return None  # GetNameOwner: no server now, nothing of it to close
-        return str(reply.arguments()[0])
+
+        def answered(call: QDBusPendingCall) -> None:
+            reply = call.reply()
+            ok = reply.type() == QDBusMessage.MessageType.ReplyMessage and reply.arguments()
+            then(str(reply.arguments()[0]) if ok else None)
+
+        self._watch(self._bus.asyncCall(message, OWNER_TIMEOUT_MS), answered)
 
     # -- the server ----------------------------------------------------------
 
