@@ -4,16 +4,28 @@ that changes the fleet (menus, buttons, drags), Esc keeps it, its shortcut leave
 from __future__ import annotations
 
 import argparse
+import re
 
 import pytest
 from PySide6.QtCore import QPoint, Qt
-from PySide6.QtGui import QDragEnterEvent
+from PySide6.QtGui import QDragEnterEvent, QFont, QFontMetrics
 from PySide6.QtTest import QTest
-from PySide6.QtWidgets import QApplication, QMenu
+from PySide6.QtWidgets import QApplication, QHeaderView, QMainWindow, QMenu, QStyle
 
 from console.cli import add_console_command
+from console.main_window import MainWindow
 from console.qt import roles
-from console.views.window.wall_mode import LARGE_TYPE, MARKER_TEXT, SHORTCUT, WallMode, mutates
+from console.session import ConsoleSession
+from console.views.common.theme import DARK
+from console.views.window.looks import apply_to_app
+from console.views.window.wall_mode import (
+    LARGE_TYPE,
+    LEAVE_HINT,
+    MARKER_TEXT,
+    SHORTCUT,
+    WallMode,
+    mutates,
+)
 from console.views.window.window_looks import WindowLooks
 from gpufleet.v1 import node_pb2 as pb
 from node_daemon.backends.simulated import SimulatedBackend
@@ -165,4 +177,71 @@ def test_a_window_built_in_wall_mode_starts_full_screen(qtbot) -> None:  # type:
     finally:
         window.session.stop()
         wall.set_on(False)
+        apply_to_app(DARK)
+
+
+# -- the header cells and the hint, in a window fed by nothing -----------------------------
+
+LARGE_PT = float(re.search(r"font-size: (\d+)pt", LARGE_TYPE).group(1))  # type: ignore[union-attr]
+PADDING = 3  # the themes' QHeaderView::section padding, each side
+
+
+def clipped_header_cells(window: QMainWindow) -> list[tuple[str, str, int, int]]:
+    """(table, header text, width, width its text needs in wall mode's type) of every cell
+    whose text does not fit (a stretching section takes what the table has left: not counted)."""
+    font = QFont(window.font())
+    font.setPointSizeF(LARGE_PT)
+    metrics = QFontMetrics(font)
+    found = []
+    for header in window.findChildren(QHeaderView):
+        if header.orientation() is not Qt.Orientation.Horizontal:
+            continue
+        model = header.model()
+        for section in range(header.count()):
+            stretches = header.sectionResizeMode(section) is QHeaderView.ResizeMode.Stretch or (
+                section == header.count() - 1 and header.stretchLastSection()
+            )
+            if header.isSectionHidden(section) or stretches:
+                continue
+            text = str(model.headerData(section, Qt.Orientation.Horizontal) or "")
+            needs = metrics.horizontalAdvance(text) + 2 * PADDING
+            if header.isSortIndicatorShown() and header.sortIndicatorSection() == section:
+                style = header.style()  # the arrow beside the text, not over it
+                needs += style.pixelMetric(QStyle.PixelMetric.PM_HeaderMarkSize, None, header)
+                needs += style.pixelMetric(QStyle.PixelMetric.PM_HeaderMargin, None, header)
+            if needs > header.sectionSize(section):
+                table = header.parent().objectName() if header.parent() else "?"
+                found.append((table, text, header.sectionSize(section), needs))
+    return found
+
+
+def header_widths(window: QMainWindow) -> list[list[int]]:
+    return [[h.sectionSize(s) for s in range(h.count())]
+            for h in window.findChildren(QHeaderView)]  # fmt: skip
+
+
+def test_wall_mode_fits_every_header_cell_and_its_hint_leaves_with_it(qtbot) -> None:  # type: ignore[no-untyped-def]
+    session = ConsoleSession(["127.0.0.1:9"])  # nothing listens: no daemon needed here
+    window = MainWindow(session)
+    qtbot.addWidget(window)
+    looks = WindowLooks(window, "wall-headers", "dark")
+    window.resize(1366, 768)
+    window.show()
+    qtbot.waitExposed(window)
+    try:
+        before = header_widths(window)
+        assert clipped_header_cells(window)  # the desk's widths are too narrow for 13 pt
+        looks.menu.wall.trigger()
+        assert looks.wall.on
+        assert clipped_header_cells(window) == []
+        window.activateWindow()
+        QTest.keyClick(window, Qt.Key.Key_Escape)
+        assert window.statusBar().currentMessage() == LEAVE_HINT  # Esc: how to leave
+        looks.menu.wall.trigger()
+        assert not looks.wall.on
+        assert window.statusBar().currentMessage() == ""  # left: the hint is gone at once
+        assert header_widths(window) == before  # the desk's widths again
+    finally:
+        looks.wall.set_on(False)
+        session.stop()
         apply_to_app(DARK)

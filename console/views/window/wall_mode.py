@@ -11,8 +11,11 @@ mode is on:
 - every drop is refused (no target takes a drag), the kill zone is hidden;
 - the window is full screen, its type larger, and a red "WALL MODE" marker
   sits in the status bar saying how to leave;
+- every table's header cell is widened where the larger type would not fit it
+  (and given back its width on leaving);
 - Esc does nothing to it: only the View menu's entry or its shortcut
-  (Ctrl+Shift+W) leaves, back to the window state it had before.
+  (Ctrl+Shift+W) leaves, back to the window state it had before; the status
+  bar's hint that says so goes with it.
 
 The filter watches the whole application only while wall mode is on (it sees
 every event, so it costs nothing the rest of the time).
@@ -24,12 +27,21 @@ import weakref
 
 from PySide6.QtCore import QEvent, QObject, Qt, QTimer, Signal
 from PySide6.QtGui import QActionEvent, QKeyEvent
-from PySide6.QtWidgets import QAbstractButton, QApplication, QLabel, QMainWindow, QMenu, QWidget
+from PySide6.QtWidgets import (
+    QAbstractButton,
+    QApplication,
+    QHeaderView,
+    QLabel,
+    QMainWindow,
+    QMenu,
+    QWidget,
+)
 
 from console.views.window.looks import Looks
 
 SHORTCUT = "Ctrl+Shift+W"
 MARKER_TEXT = "WALL MODE · view only"
+LEAVE_HINT = f"Wall mode: {SHORTCUT} leaves it"  # the status bar's answer to Esc
 # The first word(s) of every menu entry and button that changes the fleet.
 MUTATING = ("kill", "assign", "reserve", "release", "drain", "return to placement",
             "mark repaired", "silence", "new silence", "unsilence", "expire", "acknowledge",
@@ -71,6 +83,8 @@ class WallMode(QObject):
         window.statusBar().addWidget(self.marker)
         self._state_before = window.windowState()
         self._hidden: list[weakref.ref[QWidget]] = []
+        # Header sections widened for the large type: (header, section, width before).
+        self._widened: list[tuple[weakref.ref[QHeaderView], int, int]] = []
 
     def set_on(self, on: bool) -> None:
         if on == self.on:
@@ -84,11 +98,16 @@ class WallMode(QObject):
             app.installEventFilter(self)
             self._hide_mutating_buttons()
             self._looks.set_extra("wall", LARGE_TYPE)
+            self._fit_headers()
             # Last: the larger type and the marker resize the layout first.
             self._window.setWindowState(self._state_before | Qt.WindowState.WindowFullScreen)
         else:
             app.removeEventFilter(self)
             self._looks.set_extra("wall", "")
+            self._unfit_headers()
+            status = self._window.statusBar()
+            if status.currentMessage() == LEAVE_HINT:
+                status.clearMessage()  # it told how to leave: left, it has nothing to say
             self._window.setWindowState(self._state_before & ~Qt.WindowState.WindowFullScreen)
             for ref in self._hidden:
                 widget = ref()
@@ -96,6 +115,36 @@ class WallMode(QObject):
                     widget.setVisible(True)
             self._hidden.clear()
         self.toggled.emit(on)
+
+    def _fit_headers(self) -> None:
+        """Widen each header cell the large type would clip: a header's sections keep
+        the widths they had (the default, or fitted to the smaller type) when its font
+        grows, and Qt then cuts their text or draws the sort arrow over it."""
+        for header in self._window.findChildren(QHeaderView):
+            if header.orientation() is not Qt.Orientation.Horizontal:
+                continue
+            last = header.count() - 1
+            for section in range(header.count()):
+                mode = header.sectionResizeMode(section)
+                if header.isSectionHidden(section) or mode in (
+                    QHeaderView.ResizeMode.Stretch,
+                    QHeaderView.ResizeMode.ResizeToContents,  # Qt refits these itself
+                ):
+                    continue
+                if section == last and header.stretchLastSection():
+                    continue
+                width, wanted = header.sectionSize(section), header.sectionSizeHint(section)
+                if wanted > width:
+                    self._widened.append((weakref.ref(header), section, width))
+                    header.resizeSection(section, wanted)
+
+    def _unfit_headers(self) -> None:
+        """The widths the header cells had before wall mode."""
+        for ref, section, width in reversed(self._widened):
+            header = ref()
+            if header is not None and section < header.count():
+                header.resizeSection(section, width)
+        self._widened.clear()
 
     def _hide_mutating_buttons(self) -> None:
         buttons = self._window.findChildren(QAbstractButton)
@@ -132,5 +181,5 @@ class WallMode(QObject):
             and watched is self._window
         ):
             # Esc never leaves full screen here (Qt's does not either): say what does.
-            self._window.statusBar().showMessage(f"Wall mode: {SHORTCUT} leaves it", 5000)
+            self._window.statusBar().showMessage(LEAVE_HINT, 5000)
         return False
