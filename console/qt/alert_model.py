@@ -18,13 +18,13 @@ from PySide6.QtCore import (
     QTimer,
     Signal,
 )
-from PySide6.QtGui import QColor
 
 from console.fleet.alert_rows import AlertRow, Severity
 from console.fleet.alert_values import LiveValues, live_metric, live_values
 from console.fleet.durations import duration_ms_text
 from console.fleet.model import Change, FleetModel, NodeRecord
 from console.qt.row_table import SORT_ROLE, RowTableModel, SortKeyProxy
+from console.qt.status_inks import Ink, colour
 
 Index = QModelIndex | QPersistentModelIndex
 COLUMNS = ("Severity", "Node", "GPU", "Rule", "Now", "Peak", "Since", "State", "Summary")
@@ -33,10 +33,10 @@ ALERT_ROLE = int(Qt.ItemDataRole.UserRole) + 1
 REFRESH_MS = 250
 # More rows added or removed than this (or a quarter of the table) at once: a reset.
 RESET_OVER_ROWS = 64
-SEVERITY_COLORS = {
-    Severity.CRITICAL: QColor("#c53030"),
-    Severity.WARNING: QColor("#b7791f"),
-    Severity.INFO: QColor("#2b6cb0"),
+SEVERITY_INKS = {  # the theme's colours (console/qt/status_inks.py)
+    Severity.CRITICAL: Ink.CRITICAL,
+    Severity.WARNING: Ink.WARNING,
+    Severity.INFO: Ink.INFO,
 }
 
 
@@ -247,7 +247,7 @@ class AlertTableModel(RowTableModel):
         if role == Qt.ItemDataRole.DisplayRole:
             return self._text(alert, index.column())
         if role == Qt.ItemDataRole.ForegroundRole and index.column() == 0:
-            return SEVERITY_COLORS.get(alert.severity)
+            return colour(SEVERITY_INKS.get(alert.severity))
         if role == Qt.ItemDataRole.ToolTipRole:
             return self._tooltip(alert, index.column())
         return None

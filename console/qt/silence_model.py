@@ -35,6 +35,7 @@ from console.fleet.silences import (
 )
 from console.fleet.updates import LinkState
 from console.qt.row_table import SORT_ROLE, RowTableModel, SortKeyProxy
+from console.qt.status_inks import Ink, colour
 from gpufleet.states import SilenceState
 
 Index = QModelIndex | QPersistentModelIndex
@@ -47,10 +48,10 @@ TICK_MS = 1000
 ENDING_SOON_MS = 10 * MINUTE_MS
 ENDING_SOON_COLOR = QColor("#fbd38d")
 ENDING_SOON_TEXT = QColor("#1a202c")  # dark on amber, in the light theme and the dark
-STATE_COLORS = {
-    SilenceState.ACTIVE: QColor("#2f855a"),
-    SilenceState.PENDING: QColor("#2b6cb0"),
-    SilenceState.EXPIRED: QColor("#718096"),
+STATE_INKS = {  # the theme's colours (console/qt/status_inks.py)
+    SilenceState.ACTIVE: Ink.GOOD,
+    SilenceState.PENDING: Ink.INFO,
+    SilenceState.EXPIRED: Ink.MUTED,
 }
 NAMES_SHOWN = 3
 
@@ -153,7 +154,7 @@ class SilenceTableModel(RowTableModel):
         if role == Qt.ItemDataRole.ForegroundRole:
             if ending_soon:
                 return ENDING_SOON_TEXT
-            return STATE_COLORS[group.state(now)] if column == STATE else None
+            return colour(STATE_INKS[group.state(now)]) if column == STATE else None
         if role == Qt.ItemDataRole.ToolTipRole:
             return self._tooltip(group, now)
         return None

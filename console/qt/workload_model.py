@@ -12,7 +12,6 @@ from PySide6.QtCore import (
     QPersistentModelIndex,
     Qt,
 )
-from PySide6.QtGui import QColor
 
 from console.fleet.control import WorkloadRow
 from console.fleet.fleet_queue import qualified_id
@@ -20,6 +19,7 @@ from console.fleet.model import Change, FleetModel
 from console.fleet.placement import gib_text
 from console.qt.mime import WORKLOAD_MIME, workload_mime
 from console.qt.row_table import SORT_ROLE, RowTableModel, SortKeyProxy
+from console.qt.status_inks import Ink, colour
 from gpufleet.states import WorkloadState
 
 Index = QModelIndex | QPersistentModelIndex
@@ -27,12 +27,12 @@ COLUMNS = ("Node", "ID", "Name", "Owner", "GPUs", "Min memory", "State", "On GPU
            "Priority", "Time limit", "Waiting because", "Command")  # fmt: skip
 STATE_COLUMN = COLUMNS.index("State")
 WORKLOAD_ROLE = int(Qt.ItemDataRole.UserRole) + 1
-STATE_COLORS = {
-    WorkloadState.QUEUED: QColor("#63b3ed"),
-    WorkloadState.RUNNING: QColor("#48bb78"),
-    WorkloadState.FAILED: QColor("#f56565"),
-    WorkloadState.CANCELLED: QColor("#a0aec0"),
-    WorkloadState.TIMED_OUT: QColor("#f6ad55"),
+STATE_INKS = {  # the theme's colours (console/qt/status_inks.py)
+    WorkloadState.QUEUED: Ink.INFO,
+    WorkloadState.RUNNING: Ink.GOOD,
+    WorkloadState.FAILED: Ink.CRITICAL,
+    WorkloadState.CANCELLED: Ink.MUTED,
+    WorkloadState.TIMED_OUT: Ink.WARNING,
 }
 
 
@@ -117,7 +117,7 @@ class WorkloadTableModel(RowTableModel):
         if role == SORT_ROLE:
             return self._sort_key(w, index.column())
         if role == Qt.ItemDataRole.ForegroundRole and index.column() == STATE_COLUMN:
-            return STATE_COLORS.get(w.state)
+            return colour(STATE_INKS.get(w.state))
         if role == Qt.ItemDataRole.ToolTipRole:
             lines = [" ".join(w.argv), w.detail, w.wait_reason]
             if w.moved_from:

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
+from console.qt import status_inks
+from console.qt.status_inks import Ink
 from console.settings import THEME_CHOICES as CHOICES
 
 STYLES: Final = Path(__file__).resolve().parents[3] / "resources" / "styles"
@@ -43,12 +45,22 @@ class Theme:
     link: str
     plot_background: str
     plot_foreground: str  # axes, tick labels, titles
+    alternate_base: str  # every other row of a table (the stylesheet's)
+    # Status words, drawn on the window, a table's rows and its alternate rows
+    # (console/qt/status_inks.py: severities, workload, silence and health states).
+    critical: str
+    warning: str
+    info: str
+    good: str
+    muted: str
+    attention: str
 
     def stylesheet(self) -> str:
         return (STYLES / f"{self.name}.qss").read_text(encoding="utf-8")
 
     def color_pairs(self) -> dict[str, tuple[str, str]]:
-        """(text, background) of every pair the palette and the plots show text in."""
+        """(text, background) of every pair the palette, the plots and the status words
+        (on the window, the rows and every other row) show text in."""
         return {
             "window text": (self.text, self.window),
             "base text": (self.text, self.base),
@@ -57,7 +69,20 @@ class Theme:
             "tooltip": (self.tooltip_text, self.tooltip),
             "link": (self.link, self.base),
             "plot labels": (self.plot_foreground, self.plot_background),
+            **{
+                f"{ink.value} on {where}": (colour, background)
+                for ink, colour in self.inks().items()
+                for where, background in (
+                    ("window", self.window),
+                    ("base", self.base),
+                    ("alternate rows", self.alternate_base),
+                )
+            },
         }
+
+    def inks(self) -> dict[Ink, str]:
+        """The status words' colours, by ink."""
+        return {ink: getattr(self, ink.value) for ink in Ink}
 
 
 DARK: Final = Theme(
@@ -75,6 +100,13 @@ DARK: Final = Theme(
     link="#90cdf4",
     plot_background="#1a1d23",
     plot_foreground="#cbd5e0",
+    alternate_base="#262b33",
+    critical="#fc8181",
+    warning="#f6c343",
+    info="#63b3ed",
+    good="#68d391",
+    muted="#a0aec0",
+    attention="#f687b3",
 )
 LIGHT: Final = Theme(
     name="light",
@@ -90,10 +122,19 @@ LIGHT: Final = Theme(
     link="#2b6cb0",
     plot_background="#ffffff",
     plot_foreground="#2d3748",
+    alternate_base="#f1f4f8",
+    # The warning's amber was #b7791f (3.4:1 on the window): darker, it reads.
+    critical="#c53030",
+    warning="#975a16",
+    info="#2b6cb0",
+    good="#276749",
+    muted="#4a5568",
+    attention="#b83280",
 )
 THEMES: Final = {theme.name: theme for theme in (DARK, LIGHT)}
 
 _current: Theme = DARK
+status_inks.use(DARK.inks())
 
 
 def check_choice(choice: str, where: str = "theme") -> str:
@@ -118,6 +159,7 @@ def current() -> Theme:
 def set_current(theme: Theme) -> None:
     global _current
     _current = theme
+    status_inks.use(theme.inks())  # the tables' status words follow the theme
 
 
 def contrast(foreground: str, background: str) -> float:

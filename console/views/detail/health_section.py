@@ -14,25 +14,33 @@ from PySide6.QtWidgets import QFrame, QLabel, QScrollArea, QWidget
 
 from console.fleet.health import HealthState
 from console.fleet.health_report import Part
+from console.qt.status_inks import Ink
+from console.views.common import theme
 
 MAX_HEIGHT = 170
 _INDENT = "&nbsp;" * 4
 # The state's word, coloured as the tile's tag is.
-_STATE_COLORS = {
-    HealthState.HEALTHY: "#48bb78",
-    HealthState.DEGRADED: "#dd6b20",
-    HealthState.SUSPECT: "#dd6b20",
-    HealthState.NEEDS_RESET: "#d53f8c",
-    HealthState.NEEDS_REBOOT: "#d53f8c",
-    HealthState.NEEDS_INSPECTION: "#d53f8c",
+# (The theme's inks: readable on the detail's window in both themes.)
+STATE_INKS = {
+    HealthState.HEALTHY: Ink.GOOD,
+    HealthState.DEGRADED: Ink.WARNING,
+    HealthState.SUSPECT: Ink.WARNING,
+    HealthState.NEEDS_RESET: Ink.ATTENTION,
+    HealthState.NEEDS_REBOOT: Ink.ATTENTION,
+    HealthState.NEEDS_INSPECTION: Ink.ATTENTION,
 }
+
+
+def _ink(ink: Ink) -> str:
+    """The shown theme's colour for a status word (#rrggbb)."""
+    return theme.current().inks()[ink]
 
 
 def _line_html(line: str) -> str:
     """An indented line (an Xid's advice) reads as a note under the line above it."""
     if line.startswith("    "):
         note = html.escape(line.strip())
-        return f'<span style="color:#a0aec0">{_INDENT}{note}</span>'
+        return f'<span style="color:{_ink(Ink.MUTED)}">{_INDENT}{note}</span>'
     return html.escape(line)
 
 
@@ -41,7 +49,7 @@ def report_html(parts: list[Part], state: HealthState | None) -> str:
     for i, part in enumerate(parts):
         lines = [_line_html(line) for line in part.lines]
         if i == 0 and state is not None and lines:
-            color = _STATE_COLORS[state]
+            color = _ink(STATE_INKS[state])
             lines[0] = f'<span style="color:{color}; font-weight:bold">{lines[0]}</span>'
         body = "<br>".join(lines)
         blocks.append(f"<b>{html.escape(part.heading)}</b><br>{body}")
