@@ -49,12 +49,13 @@ from PySide6.QtCore import QEvent, QObject
 from results import stats_ms
 
 from console.app import qt_application
-from console.fleet.alert_rows import AlertRow, Severity
+from console.fleet.alert_rows import AlertRow
 from console.fleet.columns import column
 from console.fleet.model import FleetModel
 from console.fleet.updates import EventUpdate, LinkState, Update
 from console.main_window import MainWindow
 from console.session import ConsoleSession
+from gpufleet.v1.alert_severity import Severity
 from gpufleet.v1.gpu_metrics import TEMP_GPU_C
 
 TARGET_P99_S = 1.5

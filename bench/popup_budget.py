@@ -44,12 +44,13 @@ from machine import code_version, run_header
 from popup_budget_replay import GPUS, ReplayNode
 from results import parse_with_outputs, write_outputs
 
-from console.fleet.alert_rows import AlertRow, Severity
+from console.fleet.alert_rows import AlertRow
 from console.fleet.alerts import EventRow
 from console.fleet.model import FleetModel
 from console.fleet.notify_policy import Notice
 from console.fleet.notify_settings import NotifySettings, parse_notify_settings
 from console.qt.alert_notifier import AlertNotifier
+from gpufleet.v1.alert_severity import Severity
 
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent

@@ -17,7 +17,7 @@ import numpy as np
 from google.protobuf.message import Message
 
 from console.connections.decode_health import decode_condition, decode_healing, decode_signals
-from console.fleet.alert_rows import AlertRow, Severity
+from console.fleet.alert_rows import AlertRow
 from console.fleet.alerts import EventRow
 from console.fleet.audit import METHOD_PREFIX, AuditRow
 from console.fleet.columns import COLUMN_COUNT, FIELD_SCALES
@@ -48,6 +48,7 @@ from gpufleet.client.words import event_kind_word, kill_outcome_word, known_word
 from gpufleet.policy import Role
 from gpufleet.states import WorkloadState
 from gpufleet.v1 import node_pb2 as pb
+from gpufleet.v1.alert_severity import Severity
 
 
 def _process(p: pb.GpuProcess) -> ProcessRow:

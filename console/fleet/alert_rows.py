@@ -1,4 +1,4 @@
-"""An alert and its severity as the console holds them: plain data, no Qt.
+"""An alert as the console holds it: plain data, no Qt (its Severity is gpufleet.v1's).
 
 Beneath alerts.py (which keeps the events and the book) and silences.py (which
 matches alerts), so that neither needs the other's module for the record.
@@ -6,18 +6,9 @@ matches alerts), so that neither needs the other's module for the record.
 
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass
 
-
-class Severity(enum.IntEnum):
-    INFO = 1
-    WARNING = 2
-    CRITICAL = 3
-
-    @property
-    def label(self) -> str:
-        return self.name.lower()
+from gpufleet.v1.alert_severity import Severity
 
 
 @dataclass(frozen=True)

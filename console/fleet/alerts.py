@@ -10,10 +10,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from console.fleet.alert_rows import AlertRow, Severity
+from console.fleet.alert_rows import AlertRow
 from console.fleet.control import ReservationRow, WorkloadRow
 from console.fleet.health import GpuCondition, HealingRow
 from console.fleet.silences import SilenceRow
+from gpufleet.v1.alert_severity import Severity
 
 
 @dataclass(frozen=True)

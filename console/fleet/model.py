@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from console.fleet.alert_rows import AlertRow, Severity
+from console.fleet.alert_rows import AlertRow
 from console.fleet.alerts import AlertBook, EventRow
 from console.fleet.columns import COLUMN_COUNT, Row, value
 from console.fleet.control import ControlBook, ReservationRow, WorkloadRow
@@ -43,6 +43,7 @@ from console.fleet.updates import (
     Update,
 )
 from gpufleet.policy import Role
+from gpufleet.v1.alert_severity import Severity
 from gpufleet.v1.gpu_metrics import GpuMetric
 
 # About 17 minutes at the default 1 s tick: enough for the 10-minute plots.

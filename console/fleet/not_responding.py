@@ -19,10 +19,11 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 
-from console.fleet.alert_rows import AlertRow, Severity
+from console.fleet.alert_rows import AlertRow
 from console.fleet.alerts import EventRow
 from console.fleet.staleness import Quiet
 from console.fleet.updates import LinkState
+from gpufleet.v1.alert_severity import Severity
 
 RULE = "node_not_responding"
 LOCAL_ID_PREFIX = "console-stale"

@@ -11,8 +11,9 @@ import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 
-from console.fleet.alert_rows import AlertRow, Severity
+from console.fleet.alert_rows import AlertRow
 from console.fleet.notify_settings import throttle_reasons
+from gpufleet.v1.alert_severity import Severity
 
 # Rule names as the daemon's detectors (and the console) spell them, in words for a person.
 RULE_LABELS = {

@@ -34,10 +34,11 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from console.fleet import notice_words as words
-from console.fleet.alert_rows import AlertRow, Severity
+from console.fleet.alert_rows import AlertRow
 from console.fleet.alerts import EventRow
 from console.fleet.notify_damping import AlertUid, FlapKey, FlapTracker, PopupBudget
 from console.fleet.notify_settings import NotifySettings, popup_rule
+from gpufleet.v1.alert_severity import Severity
 
 POPUP_KINDS = frozenset({"alert_raised", "alert_changed"})
 WITHDRAW_KINDS = frozenset({"alert_cleared", "alert_acknowledged", "alert_silenced"})

@@ -19,7 +19,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from console.fleet.alert_rows import AlertRow, Severity
+from console.fleet.alert_rows import AlertRow
+from gpufleet.v1.alert_severity import Severity
 
 # The daemon's rules (node_daemon/alerts), the console's own, and one refinement:
 # `throttle_software` is the throttle rule when every reason is a software one.

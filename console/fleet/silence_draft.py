@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from console.fleet.alert_rows import AlertRow, Severity
+from console.fleet.alert_rows import AlertRow
 from console.fleet.durations import duration_ms_text
 from console.fleet.silences import (
     ALERTNAME,
@@ -18,6 +18,7 @@ from console.fleet.silences import (
     SEVERITY,
     SilenceMatcher,
 )
+from gpufleet.v1.alert_severity import Severity
 from gpufleet.v1.silence_globs import glob_matches
 
 MAX_LENGTH_MS = 7 * 24 * 3_600_000  # the daemon's limit, after the start

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from console.fleet.alert_rows import AlertRow, Severity
+from console.fleet.alert_rows import AlertRow
 from console.fleet.alerts import EventRow
 from console.fleet.control import ReservationRow, WorkloadRow
 from console.fleet.health import NO_SIGNALS, GpuCondition, HealthSignals, MigInstanceRow
@@ -20,6 +20,7 @@ from console.fleet.history_range import TierReach
 from console.fleet.identity import Identity
 from console.fleet.process_row import ProcessRow
 from console.fleet.silences import SilenceRow
+from gpufleet.v1.alert_severity import Severity
 
 
 class LinkState(enum.Enum):

@@ -9,8 +9,9 @@ from PySide6.QtCore import QObject, Signal
 from PySide6.QtGui import QIcon
 from PySide6.QtWidgets import QSystemTrayIcon
 
-from console.fleet.alert_rows import AlertRow, Severity
+from console.fleet.alert_rows import AlertRow
 from console.notify import text
+from gpufleet.v1.alert_severity import Severity
 
 log = logging.getLogger(__name__)
 

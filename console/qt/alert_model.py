@@ -19,12 +19,13 @@ from PySide6.QtCore import (
     Signal,
 )
 
-from console.fleet.alert_rows import AlertRow, Severity
+from console.fleet.alert_rows import AlertRow
 from console.fleet.alert_values import LiveValues, live_metric, live_values
 from console.fleet.durations import duration_ms_text
 from console.fleet.model import Change, FleetModel, NodeRecord
 from console.qt.row_table import SORT_ROLE, RowTableModel, SortKeyProxy
 from console.qt.status_inks import Ink, colour
+from gpufleet.v1.alert_severity import Severity
 
 Index = QModelIndex | QPersistentModelIndex
 COLUMNS = ("Severity", "Node", "GPU", "Rule", "Now", "Peak", "Since", "State", "Summary")

@@ -24,11 +24,12 @@ from typing import Protocol
 
 from PySide6.QtCore import QObject, Signal
 
-from console.fleet.alert_rows import AlertRow, Severity
+from console.fleet.alert_rows import AlertRow
 from console.fleet.alerts import EventRow
 from console.fleet.model import FleetModel
 from console.fleet.notify_policy import Decisions, Notice, NoticeKind, NotifyPolicy
 from console.fleet.notify_settings import NotifySettings
+from gpufleet.v1.alert_severity import Severity
 
 
 class NotificationSink(Protocol):

@@ -7,12 +7,12 @@ from typing import Any
 
 from PySide6.QtCore import QAbstractItemModel, QModelIndex, QPersistentModelIndex, Qt
 
-from console.fleet.alert_rows import Severity
 from console.fleet.model import Change, FleetModel, NodeRecord
 from console.fleet.staleness import Quiet
 from console.fleet.updates import GpuSnapshot
 from console.qt import roles
 from gpufleet.policy import Role
+from gpufleet.v1.alert_severity import Severity
 
 Index = QModelIndex | QPersistentModelIndex
 

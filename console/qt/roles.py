@@ -7,10 +7,10 @@ from typing import Any, NamedTuple
 from PySide6.QtCore import QModelIndex, QPersistentModelIndex, Qt
 
 from console.fleet import columns
-from console.fleet.alert_rows import Severity
 from console.fleet.columns import Row
 from console.fleet.control import ReservationRow, WorkloadRow
 from console.fleet.health import GpuCondition
+from gpufleet.v1.alert_severity import Severity
 from gpufleet.v1.gpu_metrics import GpuMetric
 
 ROLE_BASE = int(Qt.ItemDataRole.UserRole)

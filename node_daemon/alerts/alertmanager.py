@@ -58,6 +58,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
+from gpufleet.v1.alert_severity import Severity
 from node_daemon.alerts.am_client import AmClient, AmError, AmTransport
 from node_daemon.alerts.am_payloads import (
     WATCHDOG_ALERTNAME,
@@ -75,7 +76,7 @@ from node_daemon.alerts.am_settings import (
     validate_node_labels,
 )
 from node_daemon.alerts.am_silences import AmSilence, plan_silences
-from node_daemon.alerts.model import AlertRecord, Severity
+from node_daemon.alerts.model import AlertRecord
 
 __all__ = [
     "ALERT_LABELS", "ENDS_AFTER_RESENDS", "THREAD_NAME", "WATCHDOG_ALERTNAME",

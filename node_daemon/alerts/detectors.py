@@ -12,6 +12,7 @@ from collections import defaultdict, deque
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
+from gpufleet.v1.alert_severity import Severity
 from gpufleet.v1.gpu_metrics import (
     ECC_CORRECTED_TOTAL,
     ECC_UNCORRECTED_TOTAL,
@@ -23,7 +24,6 @@ from gpufleet.v1.gpu_metrics import (
 )
 from gpufleet.v1.throttle_reasons import SLOWING, reason_words
 from node_daemon.alerts.findings import Finding, Gate, GpuTick, gpu_key
-from node_daemon.alerts.model import Severity
 from node_daemon.alerts.rules import (
     EccSettings,
     IdleSettings,

@@ -23,6 +23,7 @@ from typing import Any, TypeVar, cast
 
 from gpufleet.states import SilenceState
 from gpufleet.v1 import node_pb2 as pb
+from gpufleet.v1.alert_severity import Severity
 from gpufleet.v1.gpu_metrics import TEMP_GPU_C, TEMP_MEM_C
 from node_daemon.alerts.alertmanager import rfc3339
 from node_daemon.alerts.am_silences import AmSilence
@@ -37,7 +38,7 @@ from node_daemon.alerts.detectors import (
 )
 from node_daemon.alerts.findings import Finding, GpuTick
 from node_daemon.alerts.health_detector import HealthDetector
-from node_daemon.alerts.model import AlertRecord, Severity
+from node_daemon.alerts.model import AlertRecord
 from node_daemon.alerts.occurrence_detectors import LeakDetector, XidDetector
 from node_daemon.alerts.rules import (
     AlertSettings,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from node_daemon.alerts.model import Severity
+from gpufleet.v1.alert_severity import Severity
 from node_daemon.backends.readings import GpuReading, GpuStatic, ProcessReading
 from node_daemon.health.model import GpuCondition
 

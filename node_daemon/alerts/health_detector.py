@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from gpufleet.v1.alert_severity import Severity
 from node_daemon.alerts.findings import Finding, GpuTick, gpu_key
-from node_daemon.alerts.model import Severity
 from node_daemon.alerts.rules import GpuHealthAlertSettings
 from node_daemon.health.model import HealthReason, HealthState
 

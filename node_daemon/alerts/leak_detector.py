@@ -36,9 +36,9 @@ from collections import deque
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
+from gpufleet.v1.alert_severity import Severity
 from gpufleet.v1.gpu_metrics import MEM_TOTAL_BYTES, MEM_USED_BYTES
 from node_daemon.alerts.findings import Finding, GpuTick, gpu_key
-from node_daemon.alerts.model import Severity
 from node_daemon.alerts.rules import LeakSettings
 from node_daemon.backends.readings import ProcessReading
 

@@ -2,18 +2,9 @@
 
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass
 
-
-class Severity(enum.IntEnum):
-    INFO = 1
-    WARNING = 2
-    CRITICAL = 3
-
-    @property
-    def label(self) -> str:
-        return self.name.lower()
+from gpufleet.v1.alert_severity import Severity
 
 
 @dataclass

@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from gpufleet.v1.alert_severity import Severity
 from node_daemon.alerts.findings import Finding, GpuTick, gpu_key
 from node_daemon.alerts.leak_detector import LeakDetector
-from node_daemon.alerts.model import Severity
 from node_daemon.alerts.rules import XidSettings
 from node_daemon.alerts.xid import Action, is_critical, xid_action, xid_summary
 

@@ -7,7 +7,8 @@ from typing import Any
 from google.protobuf.message import Message
 
 from gpufleet.v1 import node_pb2 as pb
-from node_daemon.alerts.model import AlertRecord, Severity
+from gpufleet.v1.alert_severity import Severity
+from node_daemon.alerts.model import AlertRecord
 
 _OPTIONAL = (
     "gpu_index", "pid", "value", "cleared_unix_ms", "acknowledged_unix_ms",

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from console.fleet.alert_rows import AlertRow, Severity
+from console.fleet.alert_rows import AlertRow
 from console.fleet.alerts import EventRow
 from console.fleet.model import FleetModel
 from console.fleet.notify_policy import Notice, NoticeKind
 from console.fleet.notify_settings import NotifySettings
 from console.qt.alert_model import value_text
 from console.qt.alert_notifier import AlertNotifier
+from gpufleet.v1.alert_severity import Severity
 
 TARGET = "n:1"
 T0 = 1_800_000_000.0

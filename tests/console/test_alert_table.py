@@ -11,12 +11,13 @@ import dataclasses
 
 from PySide6.QtCore import QItemSelectionModel
 
-from console.fleet.alert_rows import AlertRow, Severity
+from console.fleet.alert_rows import AlertRow
 from console.fleet.alerts import AlertBook, EventRow
 from console.fleet.model import FleetModel
 from console.fleet.updates import AlertsUpdate
 from console.qt.alert_model import ALERT_ROLE, AlertTableModel
 from console.views.alerts.alert_panel import AlertPanel
+from gpufleet.v1.alert_severity import Severity
 
 A, B = "127.0.0.1:1", "127.0.0.1:2"
 T0 = 1_800_000_000_000

@@ -6,12 +6,13 @@ import dataclasses
 
 import numpy as np
 
-from console.fleet.alert_rows import AlertRow, Severity
+from console.fleet.alert_rows import AlertRow
 from console.fleet.alert_values import RULE_METRICS, live_metric, live_values
 from console.fleet.columns import COLUMN_COUNT, column, shown
 from console.fleet.model import FleetModel, NodeRecord
 from console.fleet.updates import InventoryUpdate, SamplesUpdate
 from console.qt.alert_model import peak_text, value_text
+from gpufleet.v1.alert_severity import Severity
 from gpufleet.v1.gpu_metrics import POWER_W, TEMP_GPU_C, TEMP_MEM_C
 from node_daemon.alerts.detectors import TREND_UNIT
 from tests.console.hand_fed import gpus_of, simulated_node

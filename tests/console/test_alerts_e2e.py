@@ -9,11 +9,12 @@ from pathlib import Path
 import pytest
 from PySide6.QtCore import QItemSelectionModel, Qt
 
-from console.fleet.alert_rows import AlertRow, Severity
+from console.fleet.alert_rows import AlertRow
 from console.fleet.updates import LinkState
 from console.main_window import MainWindow
 from console.qt import roles
 from console.session import ConsoleSession
+from gpufleet.v1.alert_severity import Severity
 from tests.conftest import wait_for
 from tests.console.desktop_bus import RecordingSink
 from tests.console.test_connections import Console

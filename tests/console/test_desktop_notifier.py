@@ -25,13 +25,14 @@ import pytest
 from PySide6.QtDBus import QDBusConnection
 from PySide6.QtWidgets import QSystemTrayIcon
 
-from console.fleet.alert_rows import AlertRow, Severity
+from console.fleet.alert_rows import AlertRow
 from console.fleet.notify_policy import Notice, NoticeKind
 from console.main_window import MainWindow
 from console.notify import text
 from console.notify.desktop import DesktopNotifier
 from console.notify.tray import TrayNotifier
 from console.session import ConsoleSession
+from gpufleet.v1.alert_severity import Severity
 from tests.console.desktop_bus import (
     NOT_TESTED,
     dunst_count,

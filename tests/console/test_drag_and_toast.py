@@ -14,7 +14,7 @@ from PySide6.QtCore import QPoint, QRect, QSize
 from PySide6.QtGui import QImage
 from PySide6.QtWidgets import QAbstractItemView, QApplication, QWidget
 
-from console.fleet.alert_rows import AlertRow, Severity
+from console.fleet.alert_rows import AlertRow
 from console.fleet.alerts import EventRow
 from console.fleet.model import FleetModel
 from console.fleet.not_responding import is_local
@@ -32,6 +32,7 @@ from console.views.common.drag_image import (
 )
 from console.views.control.people_panel import PeoplePanel
 from console.views.detail.process_table import ProcessTable
+from gpufleet.v1.alert_severity import Severity
 from tests.console.hand_fed import gpus_of, node_up, samples, simulated_node
 
 LONG = "python train.py --config configs/llama-8b-sft.yaml --epochs 40 --lr 3e-5 " * 4

@@ -16,7 +16,6 @@ import pytest
 
 from console.connections.decode import decode_inventory
 from console.connections.prometheus_range import PrometheusSource, decode_range, range_query
-from console.fleet.alert_rows import Severity
 from console.fleet.history_loader import LOADING, HistoryAsk, HistoryLoader, Wanted
 from console.fleet.history_range import (
     DAEMON,
@@ -31,6 +30,7 @@ from console.fleet.history_range import (
 from console.fleet.updates import AlertLine, QueryResult
 from console.settings import SettingsError, load_settings
 from gpufleet.v1 import node_pb2 as pb
+from gpufleet.v1.alert_severity import Severity
 from gpufleet.v1.gpu_metrics import MEM_USED_BYTES, TEMP_GPU_C
 
 NOW = 1_790_000_000.0

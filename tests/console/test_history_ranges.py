@@ -25,7 +25,6 @@ import numpy as np
 import pytest
 
 from console.connections.prometheus_range import PrometheusSource
-from console.fleet.alert_rows import Severity
 from console.fleet.history_loader import LOADING
 from console.fleet.updates import AlertLine, LinkState
 from console.main_window import MainWindow
@@ -34,6 +33,7 @@ from console.views.plots.gpu_plots import GpuPlots
 from console.views.plots.plot_thresholds import thresholds
 from gpufleet.v1 import node_pb2 as pb
 from gpufleet.v1 import node_pb2_grpc as pb_grpc
+from gpufleet.v1.alert_severity import Severity
 from gpufleet.v1.gpu_metrics import POWER_W, TEMP_GPU_C, UTIL_GPU_PCT
 from node_daemon.alerts.rules import AlertSettings, ThresholdSettings
 from node_daemon.backends.simulated import SimulatedBackend

@@ -25,11 +25,12 @@ from PySide6.QtCore import QCoreApplication
 from PySide6.QtDBus import QDBusConnection
 
 from console.connections.decode import decode_event
-from console.fleet.alert_rows import AlertRow, Severity
+from console.fleet.alert_rows import AlertRow
 from console.fleet.model import FleetModel
 from console.fleet.notify_policy import Notice, NoticeKind
 from console.notify.desktop import DesktopNotifier
 from console.qt.alert_notifier import AlertNotifier
+from gpufleet.v1.alert_severity import Severity
 from gpufleet.v1.gpu_metrics import TEMP_GPU_C, THROTTLE_REASONS, UTIL_GPU_PCT
 from node_daemon.alerts.engine import AlertEngine
 from node_daemon.backends.readings import GpuReading, GpuStatic, lost_reading

@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from console.fleet.alert_rows import AlertRow, Severity
+from console.fleet.alert_rows import AlertRow
 from console.fleet.alerts import AlertBook, EventRow
 from console.fleet.notify_policy import Decisions, NoticeKind, NotifyPolicy
 from console.fleet.notify_settings import (
@@ -16,6 +16,7 @@ from console.fleet.notify_settings import (
     parse_notify_settings,
 )
 from console.settings import SettingsError, load_settings
+from gpufleet.v1.alert_severity import Severity
 
 T0 = 1_800_000_000.0
 NAMES = {"10.0.0.3:50051": "gpu-node-03", "10.0.0.4:50051": "gpu-node-04",

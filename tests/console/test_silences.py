@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 
 from console.connections.decode import decode_event, decode_reply, decode_silence, decode_silences
-from console.fleet.alert_rows import AlertRow, Severity
+from console.fleet.alert_rows import AlertRow
 from console.fleet.alerts import EventRow
 from console.fleet.durations import duration_ms_text
 from console.fleet.model import FleetModel
@@ -29,6 +29,7 @@ from console.fleet.silences import (
 from console.fleet.updates import CommandResult, EventUpdate, QueryResult
 from gpufleet.states import SilenceState
 from gpufleet.v1 import node_pb2 as pb
+from gpufleet.v1.alert_severity import Severity
 from gpufleet.v1.silence_globs import glob_matches
 
 A, B = "10.0.0.1:50051", "10.0.0.2:50051"

@@ -17,7 +17,7 @@ from PySide6.QtWidgets import QApplication, QMessageBox, QWidget
 
 from console.connections.actions import SilenceActions
 from console.connections.manager import ConnectionManager, UpdateInbox
-from console.fleet.alert_rows import AlertRow, Severity
+from console.fleet.alert_rows import AlertRow
 from console.fleet.columns import COLUMN_COUNT, column
 from console.fleet.identity import Identity
 from console.fleet.model import Change, FleetModel
@@ -52,6 +52,7 @@ from console.views.alerts.silence_panel import SilencePanel
 from console.views.alerts.silence_prompts import SilencePrompts
 from console.views.alerts.toast import Toast
 from gpufleet.policy import Role
+from gpufleet.v1.alert_severity import Severity
 from gpufleet.v1.gpu_metrics import TEMP_GPU_C
 
 A, B, C = "127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3"

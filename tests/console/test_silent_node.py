@@ -34,7 +34,7 @@ from PySide6.QtWidgets import QApplication
 
 from console.connections.node_link import NodeLink
 from console.connections.security import LinkSecurity, open_channel
-from console.fleet.alert_rows import AlertRow, Severity
+from console.fleet.alert_rows import AlertRow
 from console.fleet.model import FleetModel
 from console.fleet.not_responding import RULE, is_local
 from console.fleet.staleness import Quiet
@@ -43,6 +43,7 @@ from console.main_window import MainWindow
 from console.notify.desktop import DesktopNotifier
 from console.qt import roles
 from console.session import ConsoleSession
+from gpufleet.v1.alert_severity import Severity
 from tests.console.desktop_bus import (
     RecordingSink,
     dunst_count,

@@ -11,7 +11,7 @@ from dataclasses import replace
 import pytest
 
 from console.connections.heartbeat import BEAT_S, STALL_S, NetHeartbeat
-from console.fleet.alert_rows import AlertRow, Severity
+from console.fleet.alert_rows import AlertRow
 from console.fleet.alerts import EventRow
 from console.fleet.model import Change, FleetModel
 from console.fleet.not_responding import RULE, NotRespondingAlarm, is_local
@@ -24,6 +24,7 @@ from console.fleet.updates import (
     LinkUpdate,
 )
 from console.qt.event_model import COLUMNS, EventLogModel
+from gpufleet.v1.alert_severity import Severity
 from tests.console.test_fleet_model import TARGET, info, samples
 
 OTHER = "127.0.0.1:2"

@@ -13,7 +13,6 @@ import pytest
 from PySide6.QtCore import QModelIndex, QPoint, QRect, QSize
 from PySide6.QtGui import QColor, QImage, QPainter
 
-from console.fleet.alert_rows import Severity
 from console.fleet.updates import LinkState
 from console.qt import roles
 from console.views.grid.grid_layout import (
@@ -24,6 +23,7 @@ from console.views.grid.grid_layout import (
     Metrics,
 )
 from console.views.grid.tile_painter import ALERT_COLORS, BLOCK_FILL, TEXT, TilePainter
+from gpufleet.v1.alert_severity import Severity
 
 BADGE_RED = ALERT_COLORS[Severity.CRITICAL]
 

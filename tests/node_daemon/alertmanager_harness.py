@@ -24,9 +24,10 @@ from typing import Any
 
 import pytest
 
+from gpufleet.v1.alert_severity import Severity
 from node_daemon.alerts.alertmanager import AlertmanagerPusher
 from node_daemon.alerts.am_settings import AlertmanagerSettings
-from node_daemon.alerts.model import AlertRecord, Severity
+from node_daemon.alerts.model import AlertRecord
 from tests.conftest import wait_for
 from tests.tools import free_port
 

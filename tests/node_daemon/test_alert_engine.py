@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from gpufleet.v1 import node_pb2 as pb
+from gpufleet.v1.alert_severity import Severity
 from node_daemon.alerts.engine import AlertEngine, AlertNotFiring, BadAlertRequest, UnknownAlert
-from node_daemon.alerts.model import Severity
 from node_daemon.alerts.rules import AlertSettings, IdleSettings, LeakSettings
 from node_daemon.backends.simulated import SimulatedBackend
 from node_daemon.backends.simulated.scenario import Scenario, ScenarioEvent

@@ -6,6 +6,7 @@ from dataclasses import replace
 
 import pytest
 
+from gpufleet.v1.alert_severity import Severity
 from gpufleet.v1.gpu_metrics import TEMP_GPU_C
 from node_daemon.alerts.detectors import (
     EccDetector,
@@ -17,7 +18,6 @@ from node_daemon.alerts.detectors import (
     TrendDetector,
 )
 from node_daemon.alerts.findings import GpuTick
-from node_daemon.alerts.model import Severity
 from node_daemon.alerts.occurrence_detectors import XidDetector
 from node_daemon.alerts.rules import (
     AlertSettings,

@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
+from gpufleet.v1.alert_severity import Severity
 from node_daemon.alerts.alertmanager import THREAD_NAME, AlertmanagerPusher
-from node_daemon.alerts.model import Severity
 from node_daemon.backends.simulated import SimulatedBackend
 from node_daemon.backends.simulated.scenario import Scenario, ScenarioEvent
 from node_daemon.errors import ConfigError

@@ -16,10 +16,10 @@ from pathlib import Path
 import bcrypt
 import pytest
 
+from gpufleet.v1.alert_severity import Severity
 from node_daemon.alerts.alertmanager import WATCHDOG_ALERTNAME, AlertmanagerPusher
 from node_daemon.alerts.am_settings import AlertmanagerSettings, BasicAuth, BearerToken
 from node_daemon.alerts.am_silences import parse_rfc3339_ms
-from node_daemon.alerts.model import Severity
 from node_daemon.backends.simulated import SimulatedBackend
 from node_daemon.backends.simulated.scenario import Scenario, ScenarioEvent
 from tests.certs import Authority, write

@@ -15,8 +15,9 @@ from pathlib import Path
 import pytest
 
 from gpufleet.v1 import node_pb2 as pb
+from gpufleet.v1.alert_severity import Severity
 from gpufleet.v1.gpu_metrics import POWER_LIMIT_W as POWER_LIMIT
-from node_daemon.alerts.model import AlertRecord, Severity
+from node_daemon.alerts.model import AlertRecord
 from node_daemon.auth.audit import AuditLog
 from node_daemon.backends.readings import GpuReading, GpuStatic, ProcessReading
 from node_daemon.backends.simulated.backend import SimulatedBackend

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from gpufleet.v1 import node_pb2 as pb
+from gpufleet.v1.alert_severity import Severity
 from node_daemon.alerts.findings import GpuTick
 from node_daemon.alerts.health_detector import HealthDetector
-from node_daemon.alerts.model import Severity
 from node_daemon.alerts.rules import GpuHealthAlertSettings
 from node_daemon.backends.readings import GpuHealth, GpuReading, GpuStatic
 from node_daemon.backends.simulated import SimulatedBackend

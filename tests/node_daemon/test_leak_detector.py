@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
+from gpufleet.v1.alert_severity import Severity
 from node_daemon.alerts.engine import AlertEngine
 from node_daemon.alerts.findings import Finding, GpuTick
-from node_daemon.alerts.model import Severity
 from node_daemon.alerts.occurrence_detectors import LeakDetector
 from node_daemon.alerts.rules import AlertSettings, LeakSettings, parse_alert_settings
 from node_daemon.backends.readings import GpuReading, GpuStatic, ProcessReading

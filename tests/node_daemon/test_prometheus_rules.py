@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from gpufleet.v1.alert_severity import Severity
 from node_daemon.alerts.alertmanager import AlertmanagerPusher
-from node_daemon.alerts.model import Severity
 from tests.conftest import wait_for
 from tests.node_daemon.alertmanager_harness import (
     EXPECTED_LABELS,

@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Any
 
 from gpufleet.v1 import node_pb2 as pb
+from gpufleet.v1.alert_severity import Severity
 from gpufleet.v1.gpu_metrics import ECC_CORRECTED_TOTAL, TEMP_GPU_C, GpuMetric
 from node_daemon.alerts.engine import AlertEngine
-from node_daemon.alerts.model import Severity
 from node_daemon.alerts.rules import AlertSettings, EccSettings
 from node_daemon.backends.readings import GpuReading
 from node_daemon.journal.event_journal import EventJournal

@@ -10,9 +10,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gpufleet.states import SilenceState
+from gpufleet.v1.alert_severity import Severity
 from node_daemon.alerts.alertmanager import alert_labels
 from node_daemon.alerts.am_silences import AmMatcher
-from node_daemon.alerts.model import AlertRecord, Severity
+from node_daemon.alerts.model import AlertRecord
 from node_daemon.alerts.silences import (
     MAX_MATCHERS,
     BadSilence,

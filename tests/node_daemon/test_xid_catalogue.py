@@ -7,6 +7,7 @@ from collections.abc import Callable
 import pytest
 
 from gpufleet.v1 import node_pb2 as pb
+from gpufleet.v1.alert_severity import Severity
 from gpufleet.v1.xid_catalogue import (
     XID_CATALOGUE,
     Action,
@@ -18,7 +19,6 @@ from gpufleet.v1.xid_catalogue import (
 from node_daemon.alerts.alertmanager import AlertmanagerPusher
 from node_daemon.alerts.am_payloads import alert_annotations
 from node_daemon.alerts.findings import GpuTick
-from node_daemon.alerts.model import Severity
 from node_daemon.alerts.occurrence_detectors import XidDetector
 from node_daemon.alerts.rules import XidSettings, parse_alert_settings
 from node_daemon.alerts.xid import critical_by_default

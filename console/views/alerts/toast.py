@@ -22,8 +22,9 @@ from PySide6.QtCore import QPoint, QRect, QTimer, Signal
 from PySide6.QtGui import QMouseEvent
 from PySide6.QtWidgets import QFrame, QLabel, QVBoxLayout, QWidget
 
-from console.fleet.alert_rows import AlertRow, Severity
+from console.fleet.alert_rows import AlertRow
 from console.fleet.notify_policy import Notice
+from gpufleet.v1.alert_severity import Severity
 
 SHOW_MS = 8000
 MARGIN = 16

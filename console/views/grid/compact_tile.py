@@ -17,12 +17,12 @@ from typing import Any, Protocol
 from PySide6.QtCore import QRect, Qt
 from PySide6.QtGui import QColor, QFont, QPainter, QPen, QStaticText
 
-from console.fleet.alert_rows import Severity
 from console.fleet.columns import Row, value
 from console.fleet.health import GpuCondition
 from console.fleet.health_words import tile_tag
 from console.fleet.updates import LinkState
 from console.qt.roles import TileData
+from gpufleet.v1.alert_severity import Severity
 from gpufleet.v1.gpu_metrics import GpuMetric
 
 # What the full painter read of the GPU's node: stale, its link.

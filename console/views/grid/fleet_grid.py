@@ -40,7 +40,6 @@ from PySide6.QtGui import (
 from PySide6.QtWidgets import QApplication, QMenu, QScrollArea, QSizePolicy, QToolTip, QWidget
 
 from console.fleet import columns
-from console.fleet.alert_rows import Severity
 from console.fleet.health_words import condition_tooltip
 from console.fleet.placement import Place
 from console.fleet.staleness import Quiet
@@ -68,6 +67,7 @@ from console.views.grid.grid_layout import (
 )
 from console.views.grid.tile_menu import tile_menu
 from console.views.grid.tile_painter import TilePainter
+from gpufleet.v1.alert_severity import Severity
 from gpufleet.v1.gpu_metrics import TEMP_GPU_C, UTIL_GPU_PCT, ColourScale
 
 # A sorted grid re-sorts at most this often: tiles that move faster than a person can

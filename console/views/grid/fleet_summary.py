@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from PySide6.QtCore import QTimer, Signal
 from PySide6.QtWidgets import QHBoxLayout, QToolButton, QWidget
 
-from console.fleet.alert_rows import Severity
 from console.fleet.columns import column
 from console.fleet.model import Change, FleetModel, NodeRecord
 from console.fleet.updates import LinkState
+from gpufleet.v1.alert_severity import Severity
 from gpufleet.v1.gpu_metrics import TEMP_GPU_C
 
 # Nodes named in "N down: a, b, …" before the rest is only counted.

@@ -10,7 +10,6 @@ from typing import Any
 from PySide6.QtCore import QModelIndex, QPoint, QRect, QSize, Qt
 from PySide6.QtGui import QBrush, QColor, QFont, QFontMetrics, QPainter, QPen, QStaticText
 
-from console.fleet.alert_rows import Severity
 from console.fleet.columns import Row, coloured_by, value
 from console.fleet.durations import duration_text
 from console.fleet.health import GpuCondition, HealthState
@@ -21,6 +20,7 @@ from console.qt import roles
 from console.views.grid.compact_tile import CompactStyle, CompactTile
 from console.views.grid.grid_layout import DEFAULT, Metrics
 from console.views.grid.tile_colors import LOST, STOPS, scale_color
+from gpufleet.v1.alert_severity import Severity
 from gpufleet.v1.gpu_metrics import (
     MEM_TOTAL_BYTES,
     MEM_USED_BYTES,

@@ -15,9 +15,9 @@ from typing import Any, Final
 
 import pyqtgraph as pg
 
-from console.fleet.alert_rows import Severity
 from console.fleet.columns import shown
 from console.fleet.updates import AlertLine
+from gpufleet.v1.alert_severity import Severity
 from gpufleet.v1.gpu_metrics import TEMP_GPU_C, GpuMetric
 
 COLOURS: Final = {
