@@ -2,7 +2,8 @@
 
 Live, the plots follow the newest sample and show the last `span_s`; paused,
 they hold a fixed [start, end] (chosen with Custom…, or left by a zoom or a
-pan) while samples keep arriving in the ring. No Qt here: the plot view asks
+pan: `by_hand`, which the range bar says aloud) while samples keep arriving in
+the ring. No Qt here: the plot view asks
 `visible(now)` each frame and renders what it says.
 """
 
@@ -42,6 +43,7 @@ class TimeWindow:
         self.live = True
         self.held: tuple[float, float] | None = None  # what a paused view shows
         self.custom: tuple[float, float] | None = None  # the range Custom… chose
+        self.by_hand = False  # held where a zoom or a pan left it (not Paused, not Custom…)
 
     def visible(self, now_s: float) -> tuple[float, float]:
         """(start, end) in epoch seconds to show when the newest time is `now_s`."""
@@ -67,11 +69,16 @@ class TimeWindow:
             self.hold(*self.visible(now_s))
 
     def hold(self, start_s: float, end_s: float) -> None:
-        """Show [start, end] until Live or a preset (a zoom or a pan lands here)."""
-        self.live, self.held = False, (start_s, end_s)
+        """Show [start, end] until Live or a preset."""
+        self.live, self.held, self.by_hand = False, (start_s, end_s), False
+
+    def move_by_hand(self, start_s: float, end_s: float) -> None:
+        """A zoom or a pan: hold [start, end], and remember that a hand put it there."""
+        self.hold(start_s, end_s)
+        self.by_hand = True
 
     def go_live(self) -> None:
-        self.live, self.held = True, None
+        self.live, self.held, self.by_hand = True, None, False
 
     def reset_zoom(self) -> None:
         """Back to the chosen range: the Custom… one if any, else the live preset."""

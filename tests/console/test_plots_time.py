@@ -32,6 +32,7 @@ from console.views.plots.gpu_plots import MIN_PLOT_HEIGHT, GpuPlots
 from console.views.plots.plot_axes import nice_step
 from console.views.plots.plot_panel import PlotPanel
 from console.views.plots.plot_readout import value_at
+from console.views.plots.time_range_bar import MOVED_IN_CUSTOM, PAUSED_BY_ZOOM
 from gpufleet.v1 import node_pb2 as pb
 from gpufleet.v1.gpu_metrics import MEM_USED_BYTES, POWER_W, TEMP_GPU_C, UTIL_GPU_PCT
 
@@ -209,11 +210,12 @@ def test_pause_freezes_the_view_while_samples_arrive_and_live_jumps_to_now(qtbot
 # Zoom, pan, menu ----------------------------------------------------------------------
 
 
-def wheel(widget, at: QPoint, notches: int) -> None:
+def wheel(
+    widget, at: QPoint, notches: int, keys: Qt.KeyboardModifier = Qt.KeyboardModifier.NoModifier
+) -> None:
     event = QWheelEvent(
         QPointF(at), QPointF(widget.mapToGlobal(at)), QPoint(0, 0), QPoint(0, 120 * notches),
-        Qt.MouseButton.NoButton, Qt.KeyboardModifier.NoModifier, Qt.ScrollPhase.NoScrollPhase,
-        False,
+        Qt.MouseButton.NoButton, keys, Qt.ScrollPhase.NoScrollPhase, False,
     )  # fmt: skip
     QApplication.sendEvent(widget, event)
 
@@ -224,25 +226,57 @@ def view_point(plots: GpuPlots, t: float, y: float) -> QPoint:
     return plots.mapFromScene(box.mapViewToScene(QPointF(t, y)))
 
 
-def test_the_wheel_zooms_time_around_the_cursor_and_pauses(qtbot, panel) -> None:
+def test_the_wheel_over_a_plot_scrolls_the_panel_and_leaves_time_alone(qtbot, panel) -> None:
+    plots = panel.plots
+    plots.show_series(filled_ring(), 0)
+    panel.resize(700, 300)  # shorter than the plots: the panel scrolls
+    page = panel.scroll_area.verticalScrollBar()
+    qtbot.waitUntil(lambda: page.maximum() > 0, timeout=2000)
+    assert page.value() == 0
+    before = x_range(plots)
+    wheel(plots.viewport(), view_point(plots, END_S - 300, 65.0), -2)  # over a curve, down
+    assert page.value() > 0  # the page moved, as any page does under the wheel
+    assert x_range(plots) == pytest.approx(before)  # time did not
+    assert plots.window.live and panel.bar.live.text() == "● Live"
+    assert not panel.bar.paused_note.isVisible()
+
+
+def test_ctrl_wheel_zooms_time_around_the_cursor_and_says_it_paused(qtbot, panel) -> None:
     plots = panel.plots
     plots.show_series(filled_ring(), 0)
     util_y = plots.plot_item(UTIL_GPU_PCT).getViewBox().viewRange()[1]
     cursor_t = END_S - 300
     at = view_point(plots, cursor_t, 65.0)
-    wheel(plots.viewport(), at, 2)
+    assert not panel.bar.paused_note.isVisible()
+    wheel(plots.viewport(), at, 2, Qt.KeyboardModifier.ControlModifier)
     start, end = x_range(plots)
     assert end - start < 900 * 0.8  # zoomed in
     assert start < cursor_t < end
     # Around the cursor: the time under it keeps its place.
     assert (cursor_t - start) / (end - start) == pytest.approx(600 / 900, abs=0.02)
     assert not plots.window.live and panel.bar.live.text() == "❚❚ Paused"
+    # Said in words under the range bar, not only by the button's face.
+    assert panel.bar.paused_note.isVisible() and panel.bar.paused_note.text() == PAUSED_BY_ZOOM
     assert plots.plot_item(UTIL_GPU_PCT).getViewBox().viewRange()[1] == util_y  # y stays 0-100
     assert x_range(plots) == pytest.approx(
         tuple(plots.plot_item(POWER_W).getViewBox().viewRange()[0])
     )  # every plot follows
     plots.reset_zoom()  # what a double click and the menu's Reset zoom do
     assert plots.window.live and x_range(plots) == pytest.approx((END_S - 900, END_S))
+    assert not panel.bar.paused_note.isVisible()
+
+
+def test_a_pause_asked_for_by_name_needs_no_note(qtbot, panel) -> None:
+    plots = panel.plots
+    plots.show_series(filled_ring(), 0)
+    qtbot.mouseClick(panel.bar.live, Qt.MouseButton.LeftButton)  # Paused, by its button
+    assert not plots.window.live and not panel.bar.paused_note.isVisible()
+    plots.choose_custom(END_S - 600, END_S - 60)
+    assert not panel.bar.paused_note.isVisible()
+    wheel(plots.viewport(), view_point(plots, END_S - 300, 65.0), 1,
+          Qt.KeyboardModifier.ControlModifier)  # fmt: skip
+    assert panel.bar.paused_note.isVisible()
+    assert panel.bar.paused_note.text() == MOVED_IN_CUSTOM
 
 
 def test_a_drag_pans_time_and_a_double_click_goes_back_to_live(qtbot, panel) -> None:
@@ -257,7 +291,7 @@ def test_a_drag_pans_time_and_a_double_click_goes_back_to_live(qtbot, panel) -> 
     first, last = x_range(plots)
     assert last - first == pytest.approx(900)  # a pan keeps the span
     assert last == pytest.approx(END_S - 100, abs=10)  # dragged right: earlier times
-    assert not plots.window.live
+    assert not plots.window.live and panel.bar.paused_note.isVisible()
     QTest.mouseDClick(plots.viewport(), Qt.MouseButton.LeftButton, pos=end)
     qtbot.waitUntil(lambda: plots.window.live, timeout=2000)
     assert x_range(plots) == pytest.approx((END_S - 900, END_S))

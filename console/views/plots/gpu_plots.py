@@ -5,8 +5,10 @@ memory, temperature, power), titled "Label (unit)"; its y axis fixed (`axis`),
 ending at the GPU's capacity (`axis_limit`), or autoscaled to the visible time.
 The time axis is shared and local; its range is the TimeWindow's: live (the
 last N minutes up to the newest sample) or paused (a held range, left by a
-zoom, a pan or Custom…). The wheel zooms time around the cursor, a drag pans
-it, and either pauses; a double click or Live returns.
+zoom, a pan or Custom…). The wheel is the page's: it scrolls the panel around
+the plots, as over any page; Ctrl+wheel zooms time around the cursor and a drag
+pans it. Either pauses, and the range bar says so; a double click or Live
+returns.
 Curves are created once; a refresh only calls setData on the ring's arrays,
 and none while paused (the view holds what it showed). NaN values (not
 available, or the daemon away) become gaps in the curves.
@@ -21,9 +23,9 @@ from typing import Any
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QEvent, QPoint, Qt, Signal
-from PySide6.QtGui import QMouseEvent
-from PySide6.QtWidgets import QWidget
+from PySide6.QtCore import QEvent, QPoint, QPointF, Qt, Signal
+from PySide6.QtGui import QMouseEvent, QWheelEvent
+from PySide6.QtWidgets import QAbstractScrollArea, QApplication, QWidget
 
 from console.fleet.columns import PLOTTED, capacity, column, shown
 from console.fleet.history_range import HistorySlice, merge
@@ -277,7 +279,7 @@ class GpuPlots(pg.GraphicsLayoutWidget):
         if not mask[0]:
             return
         start, end = box.viewRange()[0]
-        self.window.hold(float(start), float(end))
+        self.window.move_by_hand(float(start), float(end))
         if self.history is not None:
             self._draw()  # the range moved: older data may be needed (or be held already)
         else:
@@ -318,6 +320,34 @@ class GpuPlots(pg.GraphicsLayoutWidget):
             box.sceneBoundingRect().contains(at) for box in self._boxes
         ):
             self.reset_zoom()
+
+    def wheelEvent(self, event: QWheelEvent) -> None:
+        """Ctrl+wheel zooms time; the plain wheel scrolls the page, as over any page.
+
+        A zoom pauses the live view: never to be done by a scroll meant for the panel.
+        The plain wheel goes to the scroll areas around the plots, nearest first, until
+        one moves (PlotPanel's, then the detail's): what Qt's own propagation does for
+        a real wheel, done here so that every wheel event, sent or real, takes that way.
+        """
+        if event.modifiers() & Qt.KeyboardModifier.ControlModifier:
+            super().wheelEvent(event)
+            return
+        event.ignore()
+        at = event.position().toPoint()
+        area = self.parentWidget()
+        while area is not None:
+            if isinstance(area, QAbstractScrollArea):
+                page = area.viewport()
+                passed = QWheelEvent(
+                    QPointF(self.viewport().mapTo(page, at)), event.globalPosition(),
+                    event.pixelDelta(), event.angleDelta(), event.buttons(), event.modifiers(),
+                    event.phase(), event.inverted(), event.source(),
+                )  # fmt: skip
+                QApplication.sendEvent(page, passed)
+                if passed.isAccepted():
+                    event.accept()
+                    return
+            area = area.parentWidget()
 
     def leaveEvent(self, event: QEvent) -> None:
         self.crosshair.hide()

@@ -2,8 +2,9 @@
 
 pyqtgraph's own menu offers "X axis: min/max" in raw epoch seconds and
 options that fight the console's axes; this box asks its owner for a menu
-instead (right click). The wheel zooms x
-around the cursor and a drag pans x (y is the plot's: fixed or autoscaled).
+instead (right click). A wheel event that reaches it zooms x around the cursor
+(GpuPlots lets only Ctrl+wheel through: the plain wheel scrolls the page) and a
+drag pans x (y is the plot's: fixed or autoscaled).
 """
 
 from __future__ import annotations

@@ -1,15 +1,20 @@
 """TimeRangeBar: above the GPU plots, "Last 5 min … 7 d", "Custom…" and Live/Paused.
 
 It only asks (signals); the plots own the TimeWindow and call `show_window`
-whenever it changes, so a zoom that pauses the plots flips the button here too.
+whenever it changes, so a zoom that pauses the plots flips the button here too,
+and a line under the buttons says that the zoom (or pan) paused them and how
+to follow again.
 """
 
 from __future__ import annotations
 
 from PySide6.QtCore import Signal
-from PySide6.QtWidgets import QButtonGroup, QHBoxLayout, QLabel, QToolButton, QWidget
+from PySide6.QtWidgets import QButtonGroup, QHBoxLayout, QLabel, QToolButton, QVBoxLayout, QWidget
 
 from console.fleet.time_range import PRESETS, TimeWindow
+
+PAUSED_BY_ZOOM = "❚❚ Paused by your zoom or pan: double-click a plot or press Live to follow again"
+MOVED_IN_CUSTOM = "Zoomed or panned in the Custom… range: double-click a plot to go back to it"
 
 
 class TimeRangeBar(QWidget):
@@ -20,9 +25,12 @@ class TimeRangeBar(QWidget):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("timeRangeBar")
-        layout = QHBoxLayout(self)
-        layout.setContentsMargins(0, 0, 0, 0)
+        lines = QVBoxLayout(self)
+        lines.setContentsMargins(0, 0, 0, 0)
+        lines.setSpacing(2)
+        layout = QHBoxLayout()
         layout.setSpacing(2)
+        lines.addLayout(layout)
         layout.addWidget(QLabel("Last"))
         self.group = QButtonGroup(self)
         self.presets: dict[float, QToolButton] = {}
@@ -43,6 +51,15 @@ class TimeRangeBar(QWidget):
         self.live.setObjectName("liveButton")
         self.live.clicked.connect(self.liveToggled)
         layout.addWidget(self.live)
+        # Shown only while a zoom or a pan holds the view: a pause nobody asked for by name.
+        self.paused_note = QLabel()
+        self.paused_note.setObjectName("pausedByZoom")
+        self.paused_note.setWordWrap(True)
+        bold = self.paused_note.font()
+        bold.setBold(True)
+        self.paused_note.setFont(bold)
+        self.paused_note.setVisible(False)
+        lines.addWidget(self.paused_note)
 
     def _button(self, text: str, checkable: bool) -> QToolButton:
         button = QToolButton()
@@ -67,3 +84,7 @@ class TimeRangeBar(QWidget):
             if window.live
             else "Frozen while samples keep arriving; click to jump back to now"
         )
+        by_hand = window.by_hand and not window.live
+        if by_hand:
+            self.paused_note.setText(MOVED_IN_CUSTOM if window.custom else PAUSED_BY_ZOOM)
+        self.paused_note.setVisible(by_hand)
