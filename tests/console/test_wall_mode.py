@@ -245,3 +245,33 @@ def test_wall_mode_fits_every_header_cell_and_its_hint_leaves_with_it(qtbot) -> 
         looks.wall.set_on(False)
         session.stop()
         apply_to_app(DARK)
+
+
+def test_the_gpu_title_wraps_in_wall_mode_rather_than_being_cut(qtbot) -> None:  # type: ignore[no-untyped-def]
+    from tests.console.test_plots_time import TARGET, feed
+
+    session = ConsoleSession([TARGET])
+    session.connections.start()  # dialing no node: fed by hand
+    window = MainWindow(session)
+    qtbot.addWidget(window)
+    looks = WindowLooks(window, "wall-title", "dark")
+    feed(window)
+    window.resize(1366, 768)
+    window.show()
+    window.grid.select(TARGET, 3)
+    title = window.detail.title
+    try:
+        looks.wall.set_on(True)
+        window.setWindowState(Qt.WindowState.WindowNoState)  # offscreen: no real full screen
+        window.resize(1366, 768)
+        window.grab()  # laid out in the large type
+        metrics = QFontMetrics(title.font())
+        assert title.font().pointSizeF() == 18.0
+        assert title.visibleRegion().boundingRect().width() >= title.width()  # none past the edge
+        assert metrics.horizontalAdvance(title.text()) > title.contentsRect().width()  # too long
+        # ... so it takes a second line: every word of it in sight.
+        assert title.contentsRect().height() >= 2 * metrics.lineSpacing()
+    finally:
+        looks.wall.set_on(False)
+        session.stop()
+        apply_to_app(DARK)

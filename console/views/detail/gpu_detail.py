@@ -60,6 +60,7 @@ class GpuDetailPanel(QWidget):
         self.process_menu_extras: list[Callable[[QMenu, KillTarget], None]] = []
         self.title = QLabel("Click a GPU tile to see it here.")
         self.title.setObjectName("detailTitle")
+        self.title.setWordWrap(True)  # wall mode's large type: a second line, never cut
         self.facts = QLabel("")
         self.facts.setObjectName("detailFacts")
         self.facts.setWordWrap(True)
