@@ -11,7 +11,7 @@ and energy are the meter's, split in the same shares.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from node_daemon.usage.accounted import AccountedJob
@@ -56,14 +56,17 @@ def cost_of(piece: Piece, prices: Prices) -> Cost:
 JobTime = dict[tuple[str, str], dict[tuple[str, str], float]]
 
 
-def job_time(jobs: Iterable[AccountedJob], days: Sequence[str] | None, node_model: str) -> JobTime:
-    """GPU-seconds per (day, user), per (account, model), of the days asked (None: all)."""
-    wanted = set(days) if days is not None else None
+def job_time(
+    jobs: Iterable[AccountedJob], wanted: Callable[[str], bool] | None, node_model: str
+) -> JobTime:
+    """GPU-seconds per (day, user), per (account, model), of the days `wanted` says yes to
+    (None: all). A test of the day, not a list of days: a period from the first day there
+    is to 9999-12-31 would be millions of them."""
     out: JobTime = {}
     for job in jobs:
         model = job.gpu_type or node_model
         for day, seconds in job.day_gpu_seconds():
-            if wanted is None or day in wanted:
+            if wanted is None or wanted(day):
                 by_account = out.setdefault((day, job.user), {})
                 key = (job.account, model)
                 by_account[key] = by_account.get(key, 0.0) + seconds

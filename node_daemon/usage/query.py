@@ -40,7 +40,8 @@ class UsagePeriod:
             return dt.datetime.combine(day, dt.time(), dt.UTC).timestamp()
 
         first = midnight(dt.date.fromisoformat(self.first)) if self.first else None
-        return first, midnight(dt.date.fromisoformat(self.last) + dt.timedelta(days=1))
+        # A day later in seconds, not in dates: the day after 9999-12-31 is no date.
+        return first, midnight(dt.date.fromisoformat(self.last)) + 86_400.0
 
 
 def parse_day(text: str, what: str) -> str:
@@ -150,17 +151,8 @@ def query_usage(
 
 def _pieces(store: UsageStore, period: UsagePeriod, node_model: str) -> list[Piece]:
     jobs = store.jobs(*period.unix_range())
-    first = period.first or min((utc_day(j.start_unix) for j in jobs), default=period.last)
-    days = [d.isoformat() for d in _days(dt.date.fromisoformat(first), period.last)]
     metered = store.user_usage(period.first, period.last)
-    return pieces(metered, job_time(jobs, days, node_model), node_model)
-
-
-def _days(first: dt.date, last: str) -> Iterable[dt.date]:
-    day, end = first, dt.date.fromisoformat(last)
-    while day <= end:
-        yield day
-        day += dt.timedelta(days=1)
+    return pieces(metered, job_time(jobs, period.contains, node_model), node_model)
 
 
 @dataclass

@@ -135,6 +135,18 @@ def test_kpis_over_the_whole_period(store: UsageStore) -> None:
     assert kpis.wait_p90_s == pytest.approx(37.0)
 
 
+def test_the_ends_of_the_calendar_are_a_period_like_any_other(store: UsageStore) -> None:
+    # 9999-12-31 has no next day (it raised "date value out of range": UNKNOWN), and
+    # a period from year 1 must not make a list of its days (test_fuzz found both ends).
+    whole = query(store, pb.USAGE_GROUPING_USER, from_day="2024-01-01", to_day="2024-12-31")
+    widest = query(store, pb.USAGE_GROUPING_USER, from_day="0001-01-01", to_day="9999-12-31")
+    assert whole.rows and list(widest.rows) == list(whole.rows)
+    assert (
+        query(store, pb.USAGE_GROUPING_DAY, to_day="9999-12-31").rows
+        == query(store, pb.USAGE_GROUPING_DAY, from_day="2024-06-01", to_day="2024-06-30").rows
+    )
+
+
 def test_an_empty_period_answers_zeros(store: UsageStore) -> None:
     response = query(store, pb.USAGE_GROUPING_USER, from_day="2023-01-01", to_day="2023-01-31")
     assert not response.rows
