@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import subprocess
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -129,19 +129,59 @@ def dunst(private_bus: str) -> Iterator[None]:  # noqa: F811
         yield
 
 
+class EngineToDunst:
+    """The daemon's real alert engine on a fake clock, its journal's events decoded into a
+    fleet model as a console's link does, and a DesktopNotifier on the private bus with
+    dunst, the bus watched by a BusMonitor. `play` runs simulated seconds."""
+
+    def __init__(self, tmp_path: Path, address: str, connection: QDBusConnection) -> None:
+        self.monitor = BusMonitor(address)
+        self.clock = Clock(1_800_000_000.0)
+        self.journal = EventJournal(tmp_path / "journal.sqlite3")
+        self.engine = AlertEngine(self.journal, clock=self.clock)
+        self.engine.set_gpu_facts(
+            [GpuStatic(i, f"GPU-{i}", "NVIDIA H100 80GB HBM3") for i in range(GPUS)]
+        )
+        self.fleet = FleetModel()
+        self.fleet.add_node(TARGET)
+        self.desktop = DesktopNotifier(connection)
+
+    def play(
+        self, notifier: AlertNotifier, seconds: int, readings: Callable[[int, int], GpuReading]
+    ) -> None:
+        """`seconds` of the daemon judging `readings(gpu, second)`, the console's frames
+        between (the events reach the notifier in the first frame after each second)."""
+        last_seq = 0
+        for t_s in range(seconds):
+            self.engine.evaluate([readings(gpu, t_s) for gpu in range(GPUS)], {})
+            events = self.journal.events_after(last_seq)
+            last_seq = events[-1].seq if events else last_seq
+            self.fleet.apply_all(decode_event(TARGET, e) for e in events)
+            for frame in range(FRAMES_PER_S):
+                self.clock.now += 1 / FRAMES_PER_S
+                if frame == 0:
+                    notifier.on_events_arrived(self.fleet.take_new_events())
+                notifier.tick()
+            QCoreApplication.processEvents()  # D-Bus replies, as the GUI's event loop would
+
+    def flush(self, qtbot) -> None:  # type: ignore[no-untyped-def]
+        """A last notification: once the monitor has seen it, it has seen all before it."""
+        marker = Notice(("", "marker"), NoticeKind.SUMMARY, Severity.INFO, "marker", "", ())
+        self.desktop.show_notice(marker)
+        qtbot.waitUntil(lambda: "marker" in self.monitor.summaries(), timeout=5000)
+
+    def close(self) -> None:
+        self.monitor.close()
+        self.journal.close()
+        self.desktop.deleteLater()
+
+
 def test_minutes_of_flapping_on_8_gpus_are_one_notification_and_the_critical_pops(
     qtbot, tmp_path: Path, dunst: None, request: pytest.FixtureRequest
 ) -> None:
-    address: str = request.getfixturevalue("private_bus")
     connection: QDBusConnection = request.getfixturevalue("bus")
-    monitor = BusMonitor(address)
-    clock = Clock(1_800_000_000.0)
-    journal = EventJournal(tmp_path / "journal.sqlite3")
-    engine = AlertEngine(journal, clock=clock)
-    engine.set_gpu_facts([GpuStatic(i, f"GPU-{i}", "NVIDIA H100 80GB HBM3") for i in range(GPUS)])
-    fleet = FleetModel()
-    fleet.add_node(TARGET)
-    desktop = DesktopNotifier(connection)
+    rig = EngineToDunst(tmp_path, request.getfixturevalue("private_bus"), connection)
+    fleet, clock, monitor, desktop = rig.fleet, rig.clock, rig.monitor, rig.desktop
     beeps: list[int] = []
     notifier = AlertNotifier(fleet, lambda _a, _t: None, [desktop], lambda: beeps.append(1),
                              clock=clock)  # fmt: skip
@@ -151,29 +191,13 @@ def test_minutes_of_flapping_on_8_gpus_are_one_notification_and_the_critical_pop
     notifier.noticeShown.connect(lambda _notice: shown_at.append(clock.now))
     try:
         qtbot.waitUntil(lambda: desktop.available, timeout=5000)
-        last_seq = 0
-        for t_s in range(MINUTES * 60):
-            engine.evaluate([reading(gpu, t_s) for gpu in range(GPUS)], {})
-            events = journal.events_after(last_seq)
-            last_seq = events[-1].seq if events else last_seq
-            fleet.apply_all(decode_event(TARGET, e) for e in events)
-            for frame in range(FRAMES_PER_S):
-                clock.now += 1 / FRAMES_PER_S
-                if frame == 0:
-                    notifier.on_events_arrived(fleet.take_new_events())
-                notifier.tick()
-            QCoreApplication.processEvents()  # D-Bus replies, as the GUI's event loop would
+        rig.play(notifier, MINUTES * 60, reading)
         critical = next(n for n in shown if n.severity is Severity.CRITICAL)
         qtbot.waitUntil(lambda: desktop.notification_id(critical) is not None, timeout=5000)
-        # A last notification: once the monitor has seen it, it has seen all before it.
-        marker = Notice(("", "marker"), NoticeKind.SUMMARY, Severity.INFO, "marker", "", ())
-        desktop.show_notice(marker)
-        qtbot.waitUntil(lambda: "marker" in monitor.summaries(), timeout=5000)
+        rig.flush(qtbot)
         summaries = monitor.summaries()[:-1]
     finally:
-        monitor.close()
-        journal.close()
-        desktop.deleteLater()
+        rig.close()
 
     raises = [e for e in fleet.alerts.events() if e.kind == "alert_raised"]
     throttle_raises = [e for e in raises if e.alert is not None and e.alert.rule == "throttle"]
@@ -209,43 +233,21 @@ def test_a_gpu_lost_and_back_every_30_s_for_10_minutes_is_two_popups_on_dunst(
     """Issue #33: 9 critical popups in 256 s, each with a sound. Now: the first outage pops,
     the second brings one "flapping" notice, and every later one only updates its count,
     in place (replaces_id set) and without sound."""
-    address: str = request.getfixturevalue("private_bus")
     connection: QDBusConnection = request.getfixturevalue("bus")
-    monitor = BusMonitor(address)
-    clock = Clock(1_800_000_000.0)
-    journal = EventJournal(tmp_path / "journal.sqlite3")
-    engine = AlertEngine(journal, clock=clock)
-    engine.set_gpu_facts([GpuStatic(i, f"GPU-{i}", "NVIDIA H100 80GB HBM3") for i in range(GPUS)])
-    fleet = FleetModel()
-    fleet.add_node(TARGET)
-    desktop = DesktopNotifier(connection)
-    notifier = AlertNotifier(fleet, lambda _a, _t: None, [desktop], lambda: None, clock=clock)
+    rig = EngineToDunst(tmp_path, request.getfixturevalue("private_bus"), connection)
+    fleet, monitor, desktop = rig.fleet, rig.monitor, rig.desktop
+    notifier = AlertNotifier(fleet, lambda _a, _t: None, [desktop], lambda: None, clock=rig.clock)
     shown: list[Notice] = []
     notifier.noticeShown.connect(shown.append)
     try:
         qtbot.waitUntil(lambda: desktop.available, timeout=5000)
-        last_seq = 0
-        for t_s in range(10 * 60):
-            engine.evaluate([lost_or_not(gpu, t_s) for gpu in range(GPUS)], {})
-            events = journal.events_after(last_seq)
-            last_seq = events[-1].seq if events else last_seq
-            fleet.apply_all(decode_event(TARGET, e) for e in events)
-            for frame in range(FRAMES_PER_S):
-                clock.now += 1 / FRAMES_PER_S
-                if frame == 0:
-                    notifier.on_events_arrived(fleet.take_new_events())
-                notifier.tick()
-            QCoreApplication.processEvents()  # D-Bus replies, as the GUI's event loop would
-        marker = Notice(("", "marker"), NoticeKind.SUMMARY, Severity.INFO, "marker", "", ())
-        desktop.show_notice(marker)
-        qtbot.waitUntil(lambda: "marker" in monitor.summaries(), timeout=5000)
+        rig.play(notifier, 10 * 60, lost_or_not)
+        rig.flush(qtbot)
         calls, summaries = monitor.calls()[:-1], monitor.summaries()[:-1]
         replaces = monitor.replaces_ids()[:-1]
         on_dunst = dunst_count(connection) - 1  # less the marker
     finally:
-        monitor.close()
-        journal.close()
-        desktop.deleteLater()
+        rig.close()
 
     outages = [e for e in fleet.alerts.events()
                if e.kind == "alert_raised" and e.alert and e.alert.rule == "gpu_lost"]  # fmt: skip
