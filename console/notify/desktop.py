@@ -305,14 +305,22 @@ class DesktopNotifier(QObject):
         if bus_id is None:
             return
         self._bus_id = bus_id
+        self._write_record()  # what was shown before the answer, now with its bus
         self._ask_bus_then("GetNameOwner", (SERVICE,), self._on_leftovers_server)
 
     def _on_leftovers_server(self, owner: str | None) -> None:
         if self._record is None or self._quitting:
             return
-        # No owner: no server now, nothing of it to close.
-        self._server_name = self._server_name or owner or ""
-        left = self._record.leftovers(self._bus_id, owner) if owner else []
+        if not owner:
+            return  # no server now, nothing of it to close
+        self._server_name = self._server_name or owner
+        # Shown before the server's name was known: shown to this one. Recorded with it,
+        # so that a start after this console is killed can close them.
+        for notification_id, server in list(self._servers.items()):
+            if not server:
+                self._servers[notification_id] = owner
+        self._write_record()
+        left = self._record.leftovers(self._bus_id, owner)
         for notification_id in left:
             self._watch(self._close_call(notification_id), self._on_close_finished)
         if left:
