@@ -78,7 +78,7 @@ class MainWindow(QMainWindow):
         toast, scroll = self.alerts.toast, self.grid_part.fleet_scroll
         toast.set_anchor(scroll, self._tiles_of)
         for bar in (scroll.verticalScrollBar(), scroll.horizontalScrollBar()):
-            bar.valueChanged.connect(toast.place)
+            bar.valueChanged.connect(self._place_toast)  # only while one is shown
         self.session.pump.fleetChanged.connect(self._place_toast)
         splitter = QSplitter(Qt.Orientation.Horizontal)
         splitter.setObjectName("mainSplitter")  # remembered by name (console/qt/ui_state.py)
