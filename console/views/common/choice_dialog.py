@@ -1,7 +1,8 @@
 """ChoiceDialog: pick the other half of a drop from the keyboard — a GPU, a workload, a person.
 
-Focus starts in a find line: typing narrows the list (every word must appear),
-the arrow keys move in it without leaving the line, Enter takes the current
+Focus starts in a find line: typing narrows the list (every word must appear,
+or a chooser's own `find` decides: a GPU's, console/fleet/place_words.py), the
+arrow keys move in it without leaving the line, Enter takes the current
 choice. Below the list stands the verdict a drop there would get (the same
 words, from the same rules); OK is enabled only when it is accepted. With
 `free_text`, a name the list does not hold may be typed (a holder not yet in the
@@ -31,6 +32,8 @@ from console.views.common.dialog_buttons import ok_cancel_buttons
 # Keys the find line hands to the list: moving in it while typing.
 LIST_KEYS = {Qt.Key.Key_Up, Qt.Key.Key_Down, Qt.Key.Key_PageUp, Qt.Key.Key_PageDown}
 DATA_ROLE = Qt.ItemDataRole.UserRole
+# (typed text, a choice's value): does the choice stay listed?
+Find = Callable[[str, object], bool]
 
 
 class ChoiceDialog(QDialog):
@@ -43,12 +46,15 @@ class ChoiceDialog(QDialog):
         current: object | None = None,
         free_text: bool = False,
         parent: QWidget | None = None,
+        find: Find | None = None,
     ) -> None:
-        """`choices`: (label, value); `judge(value)`: the drop's verdict; `verb`: "assign"."""
+        """`choices`: (label, value); `judge(value)`: the drop's verdict; `verb`: "assign";
+        `find`: which choices typed text keeps (by default those with every word in the label).
+        """
         super().__init__(parent)
         self.setObjectName("choiceDialog")
         self.setWindowTitle(title)
-        self._judge, self._verb, self._free_text = judge, verb, free_text
+        self._judge, self._verb, self._free_text, self._find = judge, verb, free_text, find
         self.search = QLineEdit(placeholderText="type to find" + (", or a new name" * free_text))
         self.search.setObjectName("choiceSearch")
         self.list = QListWidget()
@@ -98,10 +104,9 @@ class ChoiceDialog(QDialog):
         return super().eventFilter(watched, event)
 
     def _on_search_text_changed(self, text: str) -> None:
-        words = text.lower().split()
         for row in range(self.list.count()):
             item = self.list.item(row)
-            item.setHidden(not all(w in item.text().lower() for w in words))
+            item.setHidden(not self._fits(text, item))
         current = self.list.currentItem()
         if current is None or current.isHidden():
             shown = [self.list.item(r) for r in range(self.list.count())]
@@ -109,6 +114,11 @@ class ChoiceDialog(QDialog):
             # No row current: a free name is typed, or nothing matches.
             self.list.setCurrentRow(self.list.row(first) if first is not None else -1)
         self._on_choice_changed()
+
+    def _fits(self, text: str, item: QListWidgetItem) -> bool:
+        if self._find is not None:
+            return self._find(text, item.data(DATA_ROLE))
+        return all(word in item.text().lower() for word in text.lower().split())
 
     def _on_choice_changed(self, *_args: object) -> None:
         value = self.chosen()

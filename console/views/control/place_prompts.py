@@ -5,25 +5,34 @@ tile it lands on. From a menu one of them is known, so a ChoiceDialog asks for
 the other. Every choice is judged by the grid's own TileDropRules with the MIME
 data the drag would carry, and the chosen pair goes to ControlPrompts exactly
 as the drop's signal would: the same verdicts, the same words, the same request.
+
+As a drag may drop a queued workload on any node's GPU, so the choosers offer
+every node: a workload's GPUs are its own node's first (an assign), then those
+of each other connected node we may submit on (a move there, as the drop's);
+a tile's queued workloads are its node's first, then the rest of the fleet's.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Collection, Sequence
+from typing import cast
 
 from PySide6.QtCore import QMimeData, Signal
 from PySide6.QtWidgets import QMessageBox, QWidget
 
 from console.fleet.control import ReservationRow, WorkloadRow
+from console.fleet.fleet_queue import qualified_id
 from console.fleet.model import FleetModel
+from console.fleet.place_words import place_label, place_matches
 from console.fleet.placement import Place, clock_text, gpus_text
 from console.fleet.updates import LinkState
 from console.qt.drop_rules import TileDrop, TileDropRules
 from console.qt.mime import holder_mime, workload_mime
-from console.views.common.choice_dialog import ChoiceDialog
+from console.views.common.choice_dialog import ChoiceDialog, Find
 from console.views.common.prompt_host import PromptHost
 from console.views.control.control_prompts import ControlPrompts
+from gpufleet.policy import role_needed
 from gpufleet.states import WorkloadState
 
 
@@ -48,13 +57,14 @@ class PlacePrompts(PromptHost):
     # -- from a tile: what goes there ------------------------------------------
 
     def assign_here(self, target: str, gpu: int) -> None:
-        """A tile's "Assign a queued workload here…": choose among its node's queue."""
-        queued = [w for w in self._fleet.control.workloads(target)
-                  if w.state is WorkloadState.QUEUED]  # fmt: skip
+        """A tile's "Assign a queued workload here…": its node's queue first, then the
+        fleet's (one of another node moves here)."""
+        queued = [w for w in self._fleet.control.workloads() if w.state is WorkloadState.QUEUED]
         if not queued:
-            self.message.emit(f"Nothing to assign: no workload is queued on {self._name(target)}")
+            self.message.emit("Nothing to assign: no workload is queued in the fleet")
             return
-        choices = [(f"{w.label} of {w.owner or 'nobody'} ({w.gpu_count} GPU)", w) for w in queued]
+        queued.sort(key=lambda w: w.target != target)  # its node's first
+        choices = [(self._workload_text(w, target), w) for w in queued]
         self._choose(
             f"Assign to GPU {gpu} of {self._name(target)}",
             choices,
@@ -75,12 +85,17 @@ class PlacePrompts(PromptHost):
     # -- from a row: where it goes ---------------------------------------------
 
     def assign_workload(self, workload: WorkloadRow) -> None:
-        """A workload row's "Assign to GPU…": choose one of its node's GPUs."""
+        """A workload row's "Assign to GPU…": its node's GPUs, then those of every other
+        connected node we may submit on (chosen, it moves there)."""
+        submit = role_needed("SubmitWorkload")
+        others = [n.target for n in self._fleet if n.target != workload.target
+                  and self._fleet.role_refusal(n.target, submit) is None]  # fmt: skip
         self._choose(
-            f"Assign {workload.label} to",
-            self._gpus([workload.target]),
+            f"Assign or move {workload.label} to",
+            self._gpus([workload.target, *others]),
             lambda place: self._judge(workload_mime(workload), place),  # type: ignore[arg-type]
             "assign",
+            find=self._finds_place,
         )
 
     def reserve_for(self, holder: str) -> None:
@@ -92,6 +107,7 @@ class PlacePrompts(PromptHost):
             lambda place: self._judge(holder_mime(holder), place),  # type: ignore[arg-type]
             "reserve",
             current=selection[0] if selection else None,
+            find=self._finds_place,
         )
 
     def release_for(self, holder: str) -> None:
@@ -126,6 +142,7 @@ class PlacePrompts(PromptHost):
         verb: str,
         current: object | None = None,
         free_text: bool = False,
+        find: Find | None = None,
     ) -> None:
         dialog = ChoiceDialog(
             title,
@@ -135,6 +152,7 @@ class PlacePrompts(PromptHost):
             current,
             free_text,
             self._window,
+            find,
         )
 
         def go() -> None:
@@ -161,8 +179,18 @@ class PlacePrompts(PromptHost):
         for target in targets:
             node = self._fleet.node(target)
             if node.state is LinkState.CONNECTED:
-                found += [(f"{node.name} · GPU {g}", (target, g)) for g in range(node.gpu_count)]
+                found += [(place_label(node.name, g), (target, g)) for g in range(node.gpu_count)]
         return found
+
+    def _finds_place(self, typed: str, place: object) -> bool:
+        """ "node-02 3", "gpu-node-02:3", "gpu-node-02 GPU 3": GPU 3 of gpu-node-02."""
+        target, gpu = cast(Place, place)
+        return place_matches(typed, self._name(target), gpu)
+
+    def _workload_text(self, w: WorkloadRow, here: str) -> str:
+        """ "w-3 (train) of alice (1 GPU)"; one of another node named with it, as it moves."""
+        named = w.label if w.target == here else qualified_id(self._name(w.target), w.label)
+        return f"{named} of {w.owner or 'nobody'} ({w.gpu_count} GPU)"
 
     def _reservation_text(self, r: ReservationRow, now: int) -> str:
         until = clock_text(r.until_unix_ms, now)

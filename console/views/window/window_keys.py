@@ -13,6 +13,7 @@ from PySide6.QtCore import QObject, Qt
 from PySide6.QtGui import QAction, QKeySequence, QShortcut
 from PySide6.QtWidgets import QAbstractItemView, QTabWidget, QWidget
 
+from console.views.common.scroll_into_view import scroll_into_view
 from console.views.window.shortcuts_dialog import WINDOW_KEYS, ShortcutsDialog
 
 
@@ -74,6 +75,7 @@ class WindowKeys(QObject):
 
     def _focus_processes(self) -> None:
         _focus_rows(self._processes)
+        scroll_into_view(self._processes)  # the detail scrolls: the table may be below it
 
 
 def _focus_rows(view: QAbstractItemView) -> None:
