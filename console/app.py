@@ -6,6 +6,7 @@ import logging
 import os
 import sys
 from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 
 from PySide6.QtCore import QTimer
@@ -24,6 +25,7 @@ from console.qt.qt_logging import install_qt_log_handler
 from console.session import ConsoleSession
 from console.settings import SlurmProfile
 from console.views.common.theme import DARK
+from console.views.window.first_layout import fit_to_screen
 from console.views.window.looks import apply_to_app
 from console.views.window.window_looks import WindowLooks
 
@@ -75,9 +77,9 @@ def build_window(
     sinks: list[NotificationSink] = [DesktopNotifier(record=leftovers.default_directory()),
                                      TrayNotifier()]  # fmt: skip
     window = MainWindow(session, sinks=sinks, notify=notify)
-    window.resize(1600, 900)  # the first start's size; a saved layout replaces it
-    # Theme, wall mode, the View menu and the remembered layout (saved on close).
-    WindowLooks(window, profile, theme, wall)  # a child of the window: find it by type
+    # Theme, wall mode, the View menu and the remembered layout (saved on close); with
+    # none saved, the first start's layout for this screen. A child: find it by type.
+    WindowLooks(window, profile, theme, wall, first_start=partial(fit_to_screen, window))
     session.start()
     return window
 

@@ -9,14 +9,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from PySide6.QtCore import QRect, Qt
-from PySide6.QtGui import QCloseEvent, QResizeEvent
-from PySide6.QtWidgets import QDockWidget, QMainWindow, QSplitter, QTabWidget, QWidget
+from PySide6.QtCore import QRect, Qt, QTimer
+from PySide6.QtGui import QCloseEvent, QResizeEvent, QShowEvent
+from PySide6.QtWidgets import QDockWidget, QMainWindow, QTabWidget, QWidget
 
 from console.fleet.alert_rows import AlertRow
 from console.fleet.node_names import name_nodes
 from console.fleet.notify_settings import NotifySettings
 from console.fleet.updates import CommandResult
+from console.qt import ui_state
 from console.qt.access_watcher import AccessWatcher
 from console.qt.alert_notifier import NotificationSink
 from console.session import ConsoleSession
@@ -27,10 +28,10 @@ from console.views.grid.part import GridPart
 from console.views.reports.part import ReportsPart
 from console.views.slurm.part import SlurmPart
 from console.views.window.file_menu import FileMenu
+from console.views.window.first_layout import share_out
 from console.views.window.window_keys import WindowKeys
 
 MESSAGE_MS = 10_000
-DOCK_HEIGHT = 210
 
 
 class MainWindow(QMainWindow):
@@ -66,6 +67,7 @@ class MainWindow(QMainWindow):
         summary = self.grid_part.summary
         summary.alertsRequested.connect(self.alerts.show_alerts)
         summary.nodesRequested.connect(self._on_nodes_requested)
+        self._shared_out = False  # the docks' first sizes (showEvent)
         self._compose()
         self.file_menu = FileMenu(self)  # File, Quit (Ctrl+Q): as closing the window
         # Keyboard: the window's shortcuts (F1 lists them with every other key).
@@ -80,14 +82,17 @@ class MainWindow(QMainWindow):
         for bar in (scroll.verticalScrollBar(), scroll.horizontalScrollBar()):
             bar.valueChanged.connect(self._place_toast)  # only while one is shown
         self.session.pump.fleetChanged.connect(self._place_toast)
-        splitter = QSplitter(Qt.Orientation.Horizontal)
-        splitter.setObjectName("mainSplitter")  # remembered by name (console/qt/ui_state.py)
-        splitter.addWidget(self.grid_part.fleet_scroll)
-        splitter.addWidget(self.detail_part.detail_scroll)
-        splitter.setStretchFactor(0, 3)
-        splitter.setStretchFactor(1, 2)
-        splitter.setSizes([960, 640])
-        self.setCentralWidget(splitter)
+        self.setCentralWidget(self.grid_part.fleet_scroll)
+        # The GPU detail beside the grid, the whole height (its plots in view on a short
+        # screen); the alert list under the grid only (console/views/window/first_layout.py).
+        self.detail_dock = QDockWidget("GPU detail", self)
+        self.detail_dock.setObjectName("detailDock")  # remembered by name (ui_state.py)
+        self.detail_dock.setWidget(self.detail_part.detail_scroll)
+        self.detail_dock.setFeatures(QDockWidget.DockWidgetFeature.NoDockWidgetFeatures)
+        self.detail_dock.setTitleBarWidget(QWidget())  # its title is the GPU's name
+        self.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, self.detail_dock)
+        for corner in (Qt.Corner.TopRightCorner, Qt.Corner.BottomRightCorner):
+            self.setCorner(corner, Qt.DockWidgetArea.RightDockWidgetArea)
         self.tabs.setObjectName("bottomTabs")
         workloads: QWidget = self.control.workload_panel
         if self.slurm is not None:
@@ -99,12 +104,13 @@ class MainWindow(QMainWindow):
             self.tabs.addTab(tab, title)
         # Admin only: shown once a node takes us as admin (AccessWatcher).
         self.tabs.setTabVisible(self.tabs.indexOf(self.reports.audit_panel), False)
-        dock = QDockWidget("Alerts, events, workloads, people, inventory, usage, audit", self)
+        dock = self.alert_dock = QDockWidget(
+            "Alerts, events, workloads, people, inventory, usage, audit", self
+        )
         dock.setObjectName("alertDock")
         dock.setWidget(self.tabs)
         dock.setFeatures(QDockWidget.DockWidgetFeature.DockWidgetMovable)
         self.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, dock)
-        self.resizeDocks([dock], [DOCK_HEIGHT], Qt.Orientation.Vertical)
         toolbar = self.grid_part.toolbar()
         toolbar.addAction(self.alerts.mute)
         self.addToolBar(toolbar)
@@ -138,6 +144,19 @@ class MainWindow(QMainWindow):
     def _place_toast(self, *_frame: object) -> None:
         if self.alerts.toast.isVisible():
             self.alerts.toast.place()
+
+    def showEvent(self, event: QShowEvent) -> None:
+        super().showEvent(event)
+        if not self._shared_out and not self.property(ui_state.RESTORED):
+            # The docks' shares for this window's size, once it is laid out (before that
+            # Qt ignores resizeDocks); a remembered layout keeps its own.
+            self._shared_out = True
+            table = self.alerts.alert_panel.table
+            QTimer.singleShot(0, self, lambda: share_out(self, self.docks, table))
+
+    @property
+    def docks(self) -> tuple[QDockWidget, QDockWidget]:
+        return self.detail_dock, self.alert_dock
 
     def resizeEvent(self, event: QResizeEvent) -> None:
         super().resizeEvent(event)

@@ -31,6 +31,8 @@ log = logging.getLogger(__name__)
 VERSION = 1
 REMEMBERED_COMBOS = ("colorBy", "groupBy", "sortBy")
 TABS = "bottomTabs"
+# Set on a window whose docks and toolbars were put back: it keeps them as they were.
+RESTORED = "gpufleetLayoutRestored"
 _warned: set[Path] = set()
 
 
@@ -122,8 +124,11 @@ def restore(window: QMainWindow, state: UiState) -> None:
     is skipped, the rest still restored."""
     if state.geometry and not window.restoreGeometry(_bytes(state.geometry)):
         log.info("saved window geometry not restored (corrupt)")
-    if state.window_state and not window.restoreState(_bytes(state.window_state)):
-        log.info("saved dock and toolbar layout not restored (corrupt)")
+    if state.window_state:
+        if window.restoreState(_bytes(state.window_state)):
+            window.setProperty(RESTORED, True)
+        else:
+            log.info("saved dock and toolbar layout not restored (corrupt)")
     for splitter in window.findChildren(QSplitter):
         saved = state.splitters.get(splitter.objectName())
         if saved:

@@ -157,6 +157,7 @@ def open_console(qtbot, start_daemon, held_accounts, monkeypatch):  # type: igno
     sends is recorded in its `sent`. The application's theme is dark again afterwards.
     """
     import grpc
+    from PySide6.QtCore import Qt
 
     from console.app import build_window
     from console.fleet.updates import LinkState
@@ -177,7 +178,8 @@ def open_console(qtbot, start_daemon, held_accounts, monkeypatch):  # type: igno
         window = build_window([target], people=["alice", "team:ml"], profile="looks",
                               theme="dark")  # fmt: skip
         qtbot.addWidget(window)
-        if size is not None:  # None: the size its layout file remembers
+        if size is not None:  # None: as its layout file remembers, or a first start's
+            window.setWindowState(Qt.WindowState.WindowNoState)  # not the first maximised
             window.resize(*size)
         channel = grpc.insecure_channel(target)
         console = Console(window, target, pb_grpc.NodeServiceStub(channel))

@@ -8,6 +8,7 @@ person sees without scrolling is what lies inside the viewport.
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from PySide6.QtCore import QPoint, QRect, Qt
 from PySide6.QtGui import QFont, QFontMetrics
 from PySide6.QtTest import QTest
@@ -19,7 +20,7 @@ from console.main_window import MainWindow
 from console.qt import roles
 from console.qt.fleet_item_model import FleetItemModel
 from console.views.grid.fleet_grid import FleetGrid
-from console.views.grid.grid_layout import DEFAULT, TILE_MAX, Group, fit, tile_labels
+from console.views.grid.grid_layout import DEFAULT, TILE_MAX, Group, fit, lay_out, tile_labels
 from console.views.grid.tile_painter import TilePainter
 from gpufleet.v1.gpu_metrics import MEM_TOTAL_BYTES, MEM_USED_BYTES, TEMP_GPU_C, UTIL_GPU_PCT
 from tests.console.hand_fed import gpus_of, node_up, samples, simulated_node
@@ -180,10 +181,27 @@ def test_fleets_too_big_for_compact_tiles_scroll(qtbot) -> None:
 
 def test_fit_grows_to_the_largest_tile_and_shrinks_to_compact() -> None:
     four = fit([8] * 4, 3000, 2000)
-    assert four.tile.width() == TILE_MAX.width() and not four.compact
+    assert four.tile.height() == TILE_MAX.height() and not four.compact
     assert fit([8] * 4, 800, 480).tile.width() >= 84  # 1366x768's grid: full tiles
     assert fit([8] * 125, 1150, 800).compact
     assert fit([], 800, 600) == DEFAULT
+
+
+@pytest.mark.parametrize(
+    ("nodes", "width", "height"),
+    [(4, 2380, 1500), (2, 2380, 1500), (8, 2380, 1500), (16, 2380, 1500), (4, 1200, 700)],
+)
+def test_a_few_nodes_on_a_big_grid_fill_it(nodes: int, width: int, height: int) -> None:
+    """A 4K screen's grid (its first start's share) is filled, not a strip at the top:
+    large tiles may be squarer, up to a card a little taller than wide."""
+    metrics = fit([8] * nodes, width, height)
+    groups = [Group(f"n{i}", i, tuple((i, g) for g in range(8))) for i in range(nodes)]
+    blocks, total = lay_out(groups, width, metrics)
+    assert total <= height  # no scrolling
+    used = sum(b.rect.width() * b.rect.height() for b in blocks) / (width * height)
+    assert used >= 0.8, (metrics.tile, used)
+    tile = metrics.tile
+    assert 0.34 <= tile.height() / tile.width() <= 1.25
 
 
 # -- sorting ----------------------------------------------------------------------------

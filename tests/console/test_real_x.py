@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from PySide6.QtCore import QRectF, QTimer
+from PySide6.QtCore import QRectF, Qt, QTimer
 from PySide6.QtGui import QDrag, QGuiApplication, QImage, QPainter, QPalette
 from PySide6.QtWidgets import QApplication, QDialog, QMenu, QMessageBox, QPushButton, QWidget
 
@@ -469,12 +469,12 @@ def test_light_from_the_view_menu_and_wall_mode_from_its_shortcut(qtbot, console
 def test_the_layout_comes_back_after_a_restart(qtbot, open_console) -> None:  # type: ignore[no-untyped-def]
     first = open_console().window
     resize_by_wm(qtbot, first, 1700, 1000)
-    first.centralWidget().setSizes([1000, 700])
-    sizes = first.centralWidget().sizes()
+    first.resizeDocks([first.detail_dock], [700], Qt.Orientation.Horizontal)
+    qtbot.waitUntil(lambda: first.detail_dock.width() == 700, timeout=5000)
     first.close()
     again = open_console(size=None).window  # the same profile: its layout file
     qtbot.waitUntil(lambda: (again.width(), again.height()) == (1700, 1000), timeout=10_000)
-    assert again.centralWidget().sizes() == sizes
+    assert again.detail_dock.width() == 700
 
 
 # -- the outer run: Xvfb, openbox, this file again ------------------------------------------

@@ -84,6 +84,7 @@ class WorkloadPanel(RowPanel):
         open_menus_from_keyboard(self.table)
         hint = QLabel(HINT)
         hint.setObjectName("dragHint")
+        hint.setWordWrap(True)  # a narrow bottom dock (1366x768) wraps it, never widens
         bar = (self.filter, self.show_ended, self.submit, self.cancel, self.output)
         bar_over_table(self, bar, self.table).addWidget(hint)
 

@@ -3,7 +3,8 @@
 Tiles follow the room they have (`fit`): as large as lets every block fit the
 visible area, up to TILE_MAX, and down to a compact size for a fleet of 1,000+
 GPUs (a tile then shows its colour and one figure). Only below COMPACT_MIN does
-the grid scroll.
+the grid scroll. Large tiles may be squarer (a few nodes on a 4K screen fill the
+grid instead of a strip of it); small ones keep a flat card's shape.
 """
 
 from __future__ import annotations
@@ -20,11 +21,14 @@ COLUMNS = 4
 GROUPINGS = ("node", "Slurm job", "container")
 Member = tuple[int, int]  # (node row, GPU row) in the fleet item model
 # A tile's width and height bounds, by how much it shows (px).
-TILE_MAX = QSize(240, 132)
+TILE_MAX = QSize(480, 400)
 FULL_MIN = QSize(84, 44)  # label, temperature, middle line, utilisation (memory from 100 px)
 COMPACT_MIN = QSize(16, 11)  # colour, frame and a two-digit figure
-# Height to width: no taller than square-ish, no flatter than a strip.
+# Height to width: no taller than square-ish, no flatter than a strip; a large tile
+# (LARGE_TILE wide or more) may be taller, up to a card a little taller than wide.
 ASPECT = (0.34, 0.62)
+LARGE_TALLEST = 1.25
+LARGE_TILE = 120
 
 
 @dataclass(frozen=True)
@@ -45,6 +49,11 @@ class Metrics:
     def large(self) -> bool:
         """Room for larger type (a big screen, few nodes)."""
         return self.tile.width() >= 150 and self.tile.height() >= 72
+
+    @property
+    def wall(self) -> bool:
+        """Room for a wall's type (a few nodes filling a 4K screen: read from afar)."""
+        return self.tile.width() >= 240 and self.tile.height() >= 160
 
     def block_width(self) -> int:
         return COLUMNS * self.tile.width() + (COLUMNS - 1) * self.gap + 2 * self.pad
@@ -170,7 +179,8 @@ def _sized(counts: Sequence[int], per_row: int, width: int, height: int) -> Metr
         room = (height - block_gap) - len(rows) * (block_gap + header + pad)
         lines = sum(rows)
         tile_h = min(room // lines - gap if lines else TILE_MAX.height(), TILE_MAX.height())
-        tile_h = min(tile_h, int(tile_w * ASPECT[1]))
+        tallest = LARGE_TALLEST if tile_w >= LARGE_TILE else ASPECT[1]
+        tile_h = min(tile_h, int(tile_w * tallest))
         tile_w = min(tile_w, int(tile_h / ASPECT[0]))
         metrics = Metrics(QSize(tile_w, tile_h), *spacing)
         low = FULL_MIN if spacing is FULL_SPACING else COMPACT_MIN

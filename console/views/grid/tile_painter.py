@@ -70,7 +70,9 @@ BADGE, BADGE_GAP = 16, 4  # the alert's "!" disc (px) and its gap to a lost tile
 LOST_WORD = "LOST"
 
 # Type sizes (pt) by tile size: (small, big). Large tiles are for big screens, few nodes.
-FONT_SIZES = {"compact": (7.0, 8.0), "full": (8.0, 10.0), "large": (10.0, 14.0)}
+FONT_SIZES = {"compact": (7.0, 8.0), "full": (8.0, 10.0), "large": (10.0, 14.0),
+              "wall": (14.0, 24.0)}  # fmt: skip
+HEADER_MOST_PT = 14.0  # a block's title line is FULL_SPACING's 24 px high at every size
 
 
 def _index_data(index: QModelIndex, role: int) -> Any:
@@ -86,6 +88,7 @@ class TilePainter:
         self.big.setBold(True)
         self.tag_font = QFont(self.small)
         self.tag_font.setBold(True)
+        self.header_font = QFont(self.big)
         self._tag_widths: dict[str, int] = {}
         # Figures are few and repeat ("71°C", "45%"): laid out once, not on every paint.
         self._texts: dict[tuple[bool, str], QStaticText] = {}
@@ -103,15 +106,18 @@ class TilePainter:
     def set_metrics(self, metrics: Metrics) -> None:
         """Follow the layout's tile size: the type size and what a tile has room for."""
         self.metrics = metrics
-        tier = "compact" if metrics.compact else "large" if metrics.large else "full"
+        tier = ("compact" if metrics.compact else "wall" if metrics.wall
+                else "large" if metrics.large else "full")  # fmt: skip
         small, big = FONT_SIZES[tier]
         if self.small.pointSizeF() != small or self.big.pointSizeF() != big:
             self.small.setPointSizeF(small)
             self.big.setPointSizeF(big)
             self.tag_font.setPointSizeF(small)
+            self.header_font.setPointSizeF(min(big, HEADER_MOST_PT))
             self._tag_widths.clear()
             self._texts.clear()
             self._labels.clear()
+            self._headers.clear()  # elided in the old type size
             self.compact.forget_figures()
 
     # -- blocks ----------------------------------------------------------------
@@ -151,7 +157,7 @@ class TilePainter:
 
     def _header_text(self, painter: QPainter, rect: QRect, x: int, text: str) -> None:
         painter.setPen(QColor("#e2e8f0"))
-        painter.setFont(self.small if self.metrics.compact else self.big)
+        painter.setFont(self.small if self.metrics.compact else self.header_font)
         area = QRect(x, rect.y() + 1, rect.right() - x - self.metrics.pad, self.metrics.header_h)
         key = (text, area.width(), self.metrics.compact)
         elided = self._headers.get(key)

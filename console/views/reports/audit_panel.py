@@ -84,6 +84,7 @@ class AuditPanel(CsvExportPanel):
         self.table.horizontalHeader().setStretchLastSection(True)
         self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
         self.locked.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.locked.setWordWrap(True)
         self.log_page = self._log_page()
         self.pages.addWidget(self.locked)
         self.pages.addWidget(self.log_page)
@@ -93,16 +94,22 @@ class AuditPanel(CsvExportPanel):
 
     def _log_page(self) -> QWidget:
         page = QWidget()
-        bar = QHBoxLayout()
-        for widget in (self.user, self.action, self.node, self.since_on, self.since,
-                       self.until_on, self.until, self.refresh, self.export):  # fmt: skip
-            bar.addWidget(widget)
+        # Two short rows, not one long one: the bottom dock stays narrow enough for the
+        # GPU detail beside it on a 1366x768 screen (console/views/window/first_layout.py).
+        bar, when = QHBoxLayout(), QHBoxLayout()
+        for asked in (self.user, self.action, self.node, self.refresh, self.export):
+            bar.addWidget(asked)
+        for bound in (self.since_on, self.since, self.until_on, self.until):
+            when.addWidget(bound)
+        when.addStretch(1)
+        self.status.setWordWrap(True)
         under = QHBoxLayout()
         under.addWidget(self.search, 1)
         under.addWidget(self.status, 2)
         layout = QVBoxLayout(page)
         layout.setContentsMargins(4, 4, 4, 4)
         layout.addLayout(bar)
+        layout.addLayout(when)
         layout.addWidget(self.table)
         layout.addLayout(under)
         return page

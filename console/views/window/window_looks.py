@@ -10,6 +10,7 @@ and wins at the next start.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from PySide6.QtCore import QEvent, QObject
 from PySide6.QtWidgets import QMainWindow
@@ -27,8 +28,14 @@ PRESET_SPANS = {preset.span_s for preset in PRESETS}
 
 class WindowLooks(QObject):
     def __init__(
-        self, window: QMainWindow, profile: str = "", theme: str = "auto", wall: bool = False
+        self,
+        window: QMainWindow,
+        profile: str = "",
+        theme: str = "auto",
+        wall: bool = False,
+        first_start: Callable[[], object] | None = None,
     ) -> None:
+        """`first_start` lays the window out where no layout was saved (before wall mode)."""
         super().__init__(window)
         self.setObjectName("gpufleet-window-looks")
         self._window = window
@@ -39,6 +46,8 @@ class WindowLooks(QObject):
         self.wall = WallMode(window, self.looks)
         self.menu = ViewMenu(window, self.looks, self.wall)
         self._restore()
+        if first_start is not None and not self.saved.geometry:
+            first_start()
         window.installEventFilter(self)
         if wall:
             self.wall.set_on(True)
