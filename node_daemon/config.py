@@ -21,6 +21,7 @@ from node_daemon.errors import ConfigError
 from node_daemon.healing.settings import HealingSettings, parse_healing_settings
 from node_daemon.health.settings import HealthSettings, parse_health_settings
 from node_daemon.history.settings import HistorySettings, parse_history_settings
+from node_daemon.listen import ListenAddressError, parse_listen_address
 from node_daemon.usage.settings import UsageSettings, parse_usage_settings
 
 __all__ = ["OPTIONS", "ConfigError", "DaemonConfig", "load_config_file", "validate"]
@@ -46,6 +47,8 @@ class DaemonConfig:
     model: str | None = None
     scenario: Path | None = None
     sim_speed: float = 1.0
+    # A demo node (`--demo`, simulated only): node_daemon/control/accounts.py, own_account.
+    demo: bool = False
     sample_interval_s: float = 1.0
     process_interval_s: float = 3.0
     history_seconds: int = 3600
@@ -82,6 +85,9 @@ OPTIONS: dict[str, str] = {
     "model": "simulated GPU model: h100, a100 or l40s (default: chosen by seed)",
     "scenario": "TOML file of scripted events for the simulated backend",
     "sim_speed": "simulated seconds per real second (demos and tests of slow physics)",
+    "demo": "a demo node, with --backend simulated on loopback only: every workload runs as "
+    "this daemon's own account under the owner's name (alice, root, team:ml...), the node "
+    "starts with a simulated day of history, and its workloads end when it stops",
     "sample_interval_s": "seconds between sweeps of all GPUs (0.1 .. 60)",
     "process_interval_s": "seconds between reads of the GPU process lists (expensive in NVML)",
     "history_seconds": "how much sample history to keep in memory (at least 3600)",
@@ -240,11 +246,33 @@ def validate(config: DaemonConfig, source: str = "options") -> DaemonConfig:
     for ok, key, expected in checks:
         if not ok:
             raise ConfigError(f"{source}: {key} must be {expected}, got {getattr(config, key)!r}")
+    _check_demo(config, source)
     try:
         alertmanager_settings(config)  # the URLs of flags and [daemon] too
     except ConfigError as exc:
         raise ConfigError(f"{source}: {exc}") from None
     return config
+
+
+def _check_demo(config: DaemonConfig, source: str) -> None:
+    """A demo node runs anyone's workload as its own account: only simulated, only loopback."""
+    if not config.demo:
+        return
+    if config.backend != "simulated":
+        raise ConfigError(
+            f"{source}: --demo is for a simulated node only (--backend simulated), not backend "
+            f"{config.backend!r}: a demo node runs every owner's workload as its own account, "
+            "which a server with real GPUs must never do"
+        )
+    try:
+        loopback = parse_listen_address(config.listen).is_loopback
+    except ListenAddressError:
+        return  # the daemon's start says what is wrong with the address
+    if not loopback:
+        raise ConfigError(
+            f"{source}: --demo listens on loopback only (127.0.0.1:PORT), not {config.listen}: "
+            "a demo node runs every owner's workload as its own account"
+        )
 
 
 def alertmanager_settings(config: DaemonConfig) -> AlertmanagerSettings:

@@ -36,6 +36,7 @@ from node_daemon.health.assessor import HealthAssessor
 from node_daemon.health.boot import current_boot_id
 from node_daemon.health.events import health_events
 from node_daemon.health.model import GpuCondition
+from node_daemon.history.demo_day import seed_demo_day
 from node_daemon.history.query import tier_messages
 from node_daemon.history.store import FILE_SCHEMA as HISTORY_SCHEMA
 from node_daemon.history.store import HISTORY_FILE, HistoryStore
@@ -143,9 +144,16 @@ class NodeDaemon:
             self.journal, resolve_state_dir(config) / "workloads", self.reservations,
             self._node_view, self._teams_of,
             hooks=backend if hasattr(backend, "attach_process") else None,  # type: ignore[arg-type]
-            settings=config.workloads,
+            settings=config.workloads, demo=config.demo,
         )  # fmt: skip
         self.usage_store = UsageStore(resolve_state_dir(config) / USAGE_FILE)
+        if config.demo and config.history.enabled:  # validate: only a simulated node
+            seed_demo_day(
+                resolve_state_dir(config) / HISTORY_FILE,
+                config.history,
+                round(config.sample_interval_s * 1000),
+                {"gpu_count": config.gpus, "seed": config.seed, "model": config.model},
+            )
         # Every tick on disk, downsampled (docs/daemon.md, History); None where it is off.
         self.history_store = (
             HistoryStore(resolve_state_dir(config) / HISTORY_FILE, config.history,
@@ -244,6 +252,7 @@ class NodeDaemon:
         servicer = NodeServicer(
             self.sampler, self.history, backend.kind, int(time.time() * 1000),
             self.config.hostname, self.slurm, self._alert_thresholds, self._history_tiers,
+            demo=self.config.demo,
         )  # fmt: skip
         alert_servicer = AlertServicer(self.alerts, self.journal)
         control = ControlServicer(self.killer, self.reservations, self.workloads, self._teams_of)
@@ -421,6 +430,8 @@ class NodeDaemon:
         self._executor.shutdown(wait=False, cancel_futures=True)
         self.sampler.stop()
         self.healer.stop()  # after the sampler: no tick hands it more work
+        if self.config.demo:  # after the sampler: no tick starts one meanwhile
+            self.workloads.end_all()
         self.usage.close()  # after the sampler: its last sweep is billed too
         self.sacct.stop()  # before its store closes
         self.usage_store.close()

@@ -51,6 +51,7 @@ def add_daemon_command(subparsers: argparse._SubParsersAction) -> None:
     arg("--seed", type=int, help=OPTIONS["seed"])
     arg("--model", choices=["h100", "a100", "l40s"], help=OPTIONS["model"])
     arg("--scenario", type=Path, metavar="FILE", help=OPTIONS["scenario"])
+    arg("--demo", action="store_true", default=None, help=OPTIONS["demo"])
     arg("--sim-speed", type=float, metavar="FACTOR", help=OPTIONS["sim_speed"])
     arg("--listen", metavar="HOST:PORT", help=OPTIONS["listen"] + " (default 127.0.0.1:50051)")
     arg("--interval", type=float, dest="sample_interval_s", metavar="SECONDS",

@@ -10,6 +10,12 @@ Only a daemon that may switch users (root, or CAP_SETUID and CAP_SETGID) runs
 other people's workloads. One without that privilege, a personal or demo
 daemon, runs only the workloads of the account it runs as: that account *is*
 the owner then, not a stand-in for it.
+
+A demo node (`gpufleet daemon --demo`, simulated GPUs on loopback only) is the
+one exception: it has no real users to run as, so every workload runs as the
+daemon's own account (`own_account`, root included when the demo runs as root)
+and keeps its owner's name (alice, root, nobody, team:ml) in every record. The
+host's accounts are never looked up or touched.
 """
 
 from __future__ import annotations
@@ -95,6 +101,20 @@ def check_account(name: str, may_switch: bool | None = None) -> Account:
             f"processes as {name!r} (it needs root, or CAP_SETUID and CAP_SETGID)"
         )
     return Account(name, entry.pw_uid, entry.pw_gid, entry.pw_dir, entry.pw_shell or "/bin/sh")
+
+
+def own_account() -> Account:
+    """The daemon's own account: a demo node's stand-in for every owner.
+
+    A uid without a passwd entry (a container's) is named by its number.
+    """
+    uid = os.geteuid()
+    try:
+        entry = pwd.getpwuid(uid)
+    except KeyError:
+        home = os.environ.get("HOME", "/")
+        return Account(str(uid), uid, os.getegid(), home, "/bin/sh")
+    return Account(entry.pw_name, uid, entry.pw_gid, entry.pw_dir, entry.pw_shell or "/bin/sh")
 
 
 def login_environment(account: Account, declared: Mapping[str, str]) -> dict[str, str]:

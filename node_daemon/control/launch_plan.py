@@ -10,6 +10,7 @@ from node_daemon.control.accounts import (
     check_account,
     daemon_may_switch_users,
     login_environment,
+    own_account,
     working_directory,
 )
 from node_daemon.control.launcher import LaunchSpec
@@ -27,17 +28,22 @@ def launch_spec(
     facts: Mapping[int, GpuStatic],
     settings: WorkloadSettings,
     may_switch: bool | None = None,
+    demo: bool = False,
 ) -> LaunchSpec:
     """The runner's spec for `workload` on `gpus`; CannotStart saying why not.
 
     `may_switch`: whether the launcher starts processes as other accounts
-    (None: whether the daemon itself may).
+    (None: whether the daemon itself may). `demo`: a demo node's, run as the
+    daemon's own account whoever the owner is (node_daemon.control.accounts).
     """
     uuids = [gpu_uuid(gpu, facts) for gpu in gpus]
-    try:
-        account = check_account(workload.run_as or workload.owner, may_switch)
-    except NoAccount as exc:
-        raise CannotStart(f"workload {workload.id} cannot start: {exc}") from exc
+    if demo:
+        account, may_switch = own_account(), False
+    else:
+        try:
+            account = check_account(workload.run_as or workload.owner, may_switch)
+        except NoAccount as exc:
+            raise CannotStart(f"workload {workload.id} cannot start: {exc}") from exc
     env = login_environment(account, workload.env)
     # Set last: a declared variable cannot point the workload at other GPUs.
     env["CUDA_VISIBLE_DEVICES"] = ",".join(uuids)

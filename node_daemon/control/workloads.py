@@ -21,9 +21,11 @@ a transient systemd unit of its own, or the daemon's own child.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import stat
+import subprocess
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -35,9 +37,16 @@ from gpufleet.states import WorkloadState
 from gpufleet.v1 import node_pb2 as pb
 from node_daemon.backends.procinfo import process_start_time_unix_ms
 from node_daemon.backends.readings import GpuReading, GpuStatic, ProcessReading
-from node_daemon.control.accounts import account_name, check_account
+from node_daemon.control.accounts import account_name, check_account, own_account
 from node_daemon.control.launch_plan import CannotStart, launch_spec
-from node_daemon.control.launcher import KILL, TERM, Launched, Launcher, WorkloadFiles
+from node_daemon.control.launcher import (
+    KILL,
+    TERM,
+    DirectLauncher,
+    Launched,
+    Launcher,
+    WorkloadFiles,
+)
 from node_daemon.control.launcher_choice import choose_launcher
 from node_daemon.control.limits import check_request
 from node_daemon.control.listing import check_queue_room
@@ -106,11 +115,20 @@ class WorkloadManager:
         clock: Callable[[], float] = time.time,
         settings: WorkloadSettings | None = None,
         launcher: Launcher | None = None,
+        demo: bool = False,
     ) -> None:
+        """`demo`: a demo node's (`gpufleet daemon --demo`): every workload runs as the
+        daemon's own account under its owner's name, and `end_all` ends them at stop."""
+        self._demo = demo
         self._journal, self._root, self._ledger, self._node = journal, root, ledger, node
         self._teams_of, self._hooks, self._clock = teams_of, hooks, clock
         self._settings = settings or WorkloadSettings()
-        self.launcher = launcher or choose_launcher(self._settings.launcher, journal.journal_id)
+        # A demo node's workloads are its own children, whatever the host offers: they end
+        # with it (end_all), and systemd would refuse its own account anyway.
+        chosen = DirectLauncher() if demo else None
+        self.launcher = (
+            launcher or chosen or choose_launcher(self._settings.launcher, journal.journal_id)
+        )
         _make_private(root)
         self._lock = threading.RLock()
         self._workloads: dict[str, Workload] = {}
@@ -256,8 +274,7 @@ class WorkloadManager:
             again = self._same_key(request, owner)
             if again is not None:
                 return again
-        run_as = account_name(owner, submitter or actor, self._settings.accounts)
-        check_account(run_as, self.launcher.switches_users)
+        run_as, how = self._account_for(owner, submitter or actor)
         with self._lock:
             again = self._same_key(request, owner)  # a twin may have won the race
             if again is not None:
@@ -273,14 +290,21 @@ class WorkloadManager:
             )  # fmt: skip
             check_queue_room(list(self._workloads.values()), workload)
             moved = f"; moved from {request.moved_from}" if request.moved_from else ""
-            self._write(
-                pb.EVENT_KIND_WORKLOAD_QUEUED, workload, actor, f"queued (runs as {run_as}){moved}"
-            )
+            self._write(pb.EVENT_KIND_WORKLOAD_QUEUED, workload, actor, f"queued ({how}){moved}")
             self._next += 1
             self._workloads[workload.id] = workload
             if workload.idempotency_key:
                 self._by_key[workload.idempotency_key] = workload.id
             return workload
+
+    def _account_for(self, owner: str, submitter: str) -> tuple[str, str]:
+        """The account a workload of `owner` runs as, and how its queued event says so."""
+        if self._demo:
+            run_as = own_account().name
+            return run_as, f"demo node: runs as its own account {run_as} for {owner}"
+        run_as = account_name(owner, submitter, self._settings.accounts)
+        check_account(run_as, self.launcher.switches_users)
+        return run_as, f"runs as {run_as}"
 
     def _time_limit(self, request: WorkloadRequest) -> int:
         if not -MAX_PRIORITY <= request.priority <= MAX_PRIORITY:
@@ -369,7 +393,7 @@ class WorkloadManager:
         """Intent, launch, commit. Any failure leaves nothing running and the workload queued."""
         try:
             spec = launch_spec(workload, gpus, self._node().gpus, self._settings,
-                               self.launcher.switches_users)  # fmt: skip
+                               self.launcher.switches_users, self._demo)  # fmt: skip
         except CannotStart as exc:
             raise WorkloadConflict(str(exc)) from exc
         intended = replace(
@@ -399,6 +423,26 @@ class WorkloadManager:
         self._workloads[workload.id] = running
         self._launched[workload.id] = launched
         return running
+
+    def end_all(self, grace_s: float = CANCEL_GRACE_S) -> None:
+        """A demo node's stop: TERM every running workload, KILL what is left after
+        `grace_s`, and record each as cancelled. A real node never calls it: its
+        workloads outlive the daemon and are re-adopted at its next start."""
+        with self._lock:
+            running = list(self._launched.items())
+            for workload_id, launched in running:
+                self._cancelling[workload_id] = self._clock()
+                _signal_quietly(self.launcher, launched, TERM)
+            deadline = time.monotonic() + grace_s
+            for workload_id, launched in running:
+                if not _wait_ended(self.launcher, launched, deadline):
+                    _signal_quietly(self.launcher, launched, KILL)
+                    _wait_ended(self.launcher, launched, time.monotonic() + grace_s)
+                files = WorkloadFiles(self._root, workload_id)
+                self._finish(self._workloads[workload_id],
+                             self.launcher.exit_code(files, launched),
+                             "the demo node stopped")  # fmt: skip
+                self.launcher.release(launched)
 
     # -- every tick ----------------------------------------------------------------
 
@@ -455,7 +499,8 @@ class WorkloadManager:
         memory = workload.min_free_memory_bytes or DEFAULT_SIM_MEMORY
         started = process_start_time_unix_ms(shown) or self._now_ms()
         command = " ".join(workload.argv)
-        user = workload.run_as or workload.owner
+        # A demo node's simulated GPUs show the owner it stands in for, not its own account.
+        user = workload.owner if self._demo else workload.run_as or workload.owner
         for gpu in workload.gpu_indices:
             self._hooks.attach_process(gpu, shown, user, command, memory, started)
         self._attached[workload.id] = shown
@@ -568,6 +613,27 @@ class WorkloadManager:
             KIND, workload.id, not workload.state.ended, event.time_unix_ms, workload_body(workload)
         )
         self._journal.record([event], records=[record, *extra])
+
+
+def _signal_quietly(launcher: Launcher, launched: Launched, signum: int) -> None:
+    try:
+        launcher.signal(launched, signum)
+    except (OSError, ValueError) as exc:
+        log.error("cannot signal workload process %d: %s", launched.pid, exc)
+
+
+def _wait_ended(launcher: Launcher, launched: Launched, deadline: float) -> bool:
+    """Whether the workload ended by `deadline` (time.monotonic)."""
+    while launcher.still_running(launched):
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return False
+        if launched.popen is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                launched.popen.wait(left)
+        else:
+            time.sleep(min(0.05, left))  # a re-adopted runner is no child: no wait to block on
+    return True
 
 
 MANUAL_WAIT = "waits for an operator to assign it GPUs (not auto-placed)"

@@ -36,7 +36,10 @@ class NodeServicer:
         slurm: SlurmWatcher | None = None,
         thresholds: Callable[[], Sequence[pb.AlertThreshold]] | None = None,
         history_tiers: Callable[[], Sequence[pb.HistoryTier]] | None = None,
+        demo: bool = False,
     ) -> None:
+        """`demo`: a demo node's (Inventory.demo)."""
+        self._demo = demo
         self._sampler, self._history, self._backend = sampler, history, backend
         # The alert lines in force (a reload changes them) and the on-disk history's tiers.
         self._thresholds, self._history_tiers = thresholds, history_tiers
@@ -58,6 +61,7 @@ class NodeServicer:
             sample_interval_ms=round(self._sampler.interval_s * 1000),
             history_seconds=round(self._history.capacity * self._sampler.interval_s),
             daemon_started_unix_ms=self._started_unix_ms,
+            demo=self._demo,
         )
         slurm = self._slurm.state if self._slurm else None
         if slurm is not None:

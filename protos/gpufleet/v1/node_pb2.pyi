@@ -378,6 +378,7 @@ class Inventory(_message.Message):
     SLURM_REASON_FIELD_NUMBER: _builtins.int
     ALERT_THRESHOLDS_FIELD_NUMBER: _builtins.int
     HISTORY_TIERS_FIELD_NUMBER: _builtins.int
+    DEMO_FIELD_NUMBER: _builtins.int
     hostname: _builtins.str
     driver_version: _builtins.str
     cuda_version: _builtins.str
@@ -398,6 +399,11 @@ class Inventory(_message.Message):
     it (e.g. "idle", "mixed", "drained", "draining") and the reason an admin gave.
     """
     slurm_reason: _builtins.str
+    demo: _builtins.bool
+    """A demo node (`gpufleet daemon --demo`: simulated GPUs, loopback only). It runs
+    every workload as its own account under the owner's name (root included),
+    which a real node never does, and ends its workloads when it stops.
+    """
     @_builtins.property
     def gpus(self) -> _containers.RepeatedCompositeFieldContainer[Global___GpuInfo]: ...
     @_builtins.property
@@ -428,10 +434,11 @@ class Inventory(_message.Message):
         slurm_reason: _builtins.str | None = ...,
         alert_thresholds: _abc.Iterable[Global___AlertThreshold] | None = ...,
         history_tiers: _abc.Iterable[Global___HistoryTier] | None = ...,
+        demo: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_cuda_version", b"_cuda_version", "_driver_version", b"_driver_version", "_slurm_reason", b"_slurm_reason", "_slurm_state", b"_slurm_state", "cuda_version", b"cuda_version", "driver_version", b"driver_version", "slurm_reason", b"slurm_reason", "slurm_state", b"slurm_state"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_cuda_version", b"_cuda_version", "_driver_version", b"_driver_version", "_slurm_reason", b"_slurm_reason", "_slurm_state", b"_slurm_state", "alert_thresholds", b"alert_thresholds", "backend", b"backend", "backend_detail", b"backend_detail", "backend_state", b"backend_state", "cuda_version", b"cuda_version", "daemon_started_unix_ms", b"daemon_started_unix_ms", "daemon_version", b"daemon_version", "driver_version", b"driver_version", "gpus", b"gpus", "history_seconds", b"history_seconds", "history_tiers", b"history_tiers", "hostname", b"hostname", "sample_interval_ms", b"sample_interval_ms", "slurm_reason", b"slurm_reason", "slurm_state", b"slurm_state"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_cuda_version", b"_cuda_version", "_driver_version", b"_driver_version", "_slurm_reason", b"_slurm_reason", "_slurm_state", b"_slurm_state", "alert_thresholds", b"alert_thresholds", "backend", b"backend", "backend_detail", b"backend_detail", "backend_state", b"backend_state", "cuda_version", b"cuda_version", "daemon_started_unix_ms", b"daemon_started_unix_ms", "daemon_version", b"daemon_version", "demo", b"demo", "driver_version", b"driver_version", "gpus", b"gpus", "history_seconds", b"history_seconds", "history_tiers", b"history_tiers", "hostname", b"hostname", "sample_interval_ms", b"sample_interval_ms", "slurm_reason", b"slurm_reason", "slurm_state", b"slurm_state"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__cuda_version: _TypeAlias = _typing.Literal["cuda_version"]  # noqa: Y015
     _WhichOneofArgType__cuda_version: _TypeAlias = _typing.Literal["_cuda_version", b"_cuda_version"]  # noqa: Y015
