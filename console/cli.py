@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import signal
 import sys
 from pathlib import Path
 
@@ -41,7 +42,12 @@ def add_demo_command(subparsers: argparse._SubParsersAction) -> None:
         "demo",
         help="start simulated GPU servers and the console",
         description="Start N simulated GPU servers (daemon processes on loopback, 8 GPUs "
-        "each) and the console connected to them. Closing the window stops them.",
+        "each) and the console connected to them. Each starts with a day of history, demo "
+        "users' running and queued workloads and reservations; gpu-node-02 plays an incident. "
+        "The terminal commands reach them through the profile 'demo' (e.g. `gpufleet alerts "
+        "--profile demo`); any owner works (alice, bob, root), as the demo's own account. "
+        "Closing the window (or SIGTERM, ^C) stops the nodes and every workload they started, "
+        "and removes the profile.",
     )
     parser.add_argument("--nodes", type=int, default=4, help="simulated servers (default 4)")
     parser.add_argument("--gpus", type=int, default=8, help="GPUs per server (default 8)")
@@ -201,15 +207,34 @@ def run_demo_command(args: argparse.Namespace) -> int:
     if _needs_display(args.screenshot, "demo") or not _import_qt_or_explain():
         return 2
     from console.app import run_console
+    from console.connections.security import LinkSecurity
     from console.demo_fleet import DemoFleet, DemoFleetError
+    from console.demo_seed import DEMO_PEOPLE
 
+    # Until the window's loop watches signals (_on_demo_ready): a SIGTERM still ends the demo
+    # through the `with`, never around it.
+    signal.signal(signal.SIGTERM, _exit_on_signal)
     with DemoFleet(nodes=args.nodes, gpus=args.gpus) as fleet:
         try:
             targets = fleet.start()
         except DemoFleetError as exc:
             print(f"gpufleet demo: {exc}", file=sys.stderr)
             return 1
-        return run_console(targets, screenshot=args.screenshot, on_ready=_select_first_gpu)
+        print(fleet.first_message(), flush=True)
+        return run_console(targets, screenshot=args.screenshot, on_ready=_on_demo_ready,
+                           security=LinkSecurity(token=fleet.token),
+                           people=DEMO_PEOPLE)  # fmt: skip
+
+
+def _exit_on_signal(signum: int, _frame: object) -> None:
+    raise SystemExit(128 + signum)
+
+
+def _on_demo_ready(window: object) -> None:
+    from console.quit_on_signals import quit_on_signals
+
+    quit_on_signals()
+    _select_first_gpu(window)
 
 
 def _select_first_gpu(window: object) -> None:

@@ -18,6 +18,9 @@ theme = "auto"                    # "dark", "light", or "auto": the desktop's ch
 popup = { throttle_software = "critical", xid = "critical" }
 budget_per_hour = 10
 
+While `gpufleet demo` runs, its nodes are the profile "demo", from a file of
+its own beside this one (console/demo_profile.py).
+
 Tokens are never written here: `gpufleet console login --profile prod` puts
 them in the system keyring (console/credentials.py).
 
@@ -38,6 +41,7 @@ from typing import Any
 import platformdirs
 
 from console.connections.addresses import is_loopback_host
+from console.demo_profile import DEMO_PROFILE, read_demo_profile
 from console.fleet.notify_settings import NotifySettings, NotifySettingsError, parse_notify_settings
 
 DEFAULT_PROFILE = "default"
@@ -111,6 +115,8 @@ class ConsoleSettings:
     path: Path | None = None
     notify: NotifySettings = field(default_factory=NotifySettings)
     theme: str = "auto"
+    # Profiles named but not usable now, and why (a demo that has ended: demo_profile.py).
+    unusable: Mapping[str, str] = field(default_factory=dict)
 
     def profile(self, name: str | None = None) -> Profile:
         """The profile asked for, else the default one, else the top-level nodes.
@@ -122,10 +128,13 @@ class ConsoleSettings:
         if chosen is None or (chosen == DEFAULT_PROFILE and chosen not in self.profiles):
             return Profile(chosen or DEFAULT_PROFILE, self.nodes, self.people, notify=self.notify,
                            theme=self.theme)  # fmt: skip
+        if chosen not in self.profiles and chosen in self.unusable:
+            raise SettingsError(self.unusable[chosen])
         if chosen not in self.profiles:
             known = ", ".join(sorted(self.profiles)) or "none"
             where = self.path or default_settings_path()
-            raise SettingsError(f"no profile {chosen!r} in {where} (profiles: {known})")
+            hint = "; `gpufleet demo` writes it while it runs" if chosen == DEMO_PROFILE else ""
+            raise SettingsError(f"no profile {chosen!r} in {where} (profiles: {known}){hint}")
         return self.profiles[chosen]
 
 
@@ -142,7 +151,9 @@ def load_settings(path: Path | None = None) -> ConsoleSettings:
     except FileNotFoundError:
         if explicit:
             raise SettingsError(f"console settings {path} do not exist") from None
-        return ConsoleSettings(path=path)
+        profiles: dict[str, Profile] = {}
+        unusable = _add_demo_profile(profiles, ())
+        return ConsoleSettings(path=path, profiles=profiles, unusable=unusable)
     except tomllib.TOMLDecodeError as exc:
         raise SettingsError(f"console settings {path} are not valid TOML: {exc}") from exc
     if "token" in data:
@@ -155,8 +166,27 @@ def load_settings(path: Path | None = None) -> ConsoleSettings:
     notify = _notify(data, path)
     profiles = _profiles(data.get("profiles", {}), path, people)
     theme = _theme(data, path)
+    unusable = _add_demo_profile(profiles, people)
     profiles = {name: replace(p, notify=notify, theme=theme) for name, p in profiles.items()}
-    return ConsoleSettings(nodes, people, default, profiles, path, notify, theme)
+    return ConsoleSettings(nodes, people, default, profiles, path, notify, theme, unusable)
+
+
+def _add_demo_profile(profiles: dict[str, Profile], people: tuple[str, ...]) -> dict[str, str]:
+    """The running demo's profile into `profiles` (the file's own `demo` wins); else why not.
+
+    A demo that has ended or a damaged file makes only that profile unusable,
+    never the settings: every other profile still works.
+    """
+    found = read_demo_profile()
+    if found is None or DEMO_PROFILE in profiles:
+        return {}
+    if found.table is None:
+        return {DEMO_PROFILE: found.unusable}
+    try:
+        profiles[DEMO_PROFILE] = _profile(DEMO_PROFILE, found.table, found.path, people)
+    except SettingsError as exc:
+        return {DEMO_PROFILE: f"{exc}; remove it, or start `gpufleet demo` again"}
+    return {}
 
 
 def _theme(data: Mapping[str, Any], path: Path) -> str:
