@@ -132,7 +132,7 @@ _PATH_KEYS = {"scenario", "ready_file", "state_dir"}
 _NUMBER = (int, float)
 _TYPES: dict[str, tuple[type, ...]] = {
     "listen": (str,), "backend": (str,), "gpus": (int,), "seed": (int,), "model": (str,),
-    "scenario": (str,), "sim_speed": _NUMBER, "sample_interval_s": _NUMBER,
+    "scenario": (str,), "sim_speed": _NUMBER, "demo": (bool,), "sample_interval_s": _NUMBER,
     "process_interval_s": _NUMBER, "history_seconds": (int,), "max_streams": (int,),
     "max_streams_per_client": (int,),
     "insecure": (bool,), "ready_file": (str,), "hostname": (str,), "state_dir": (str,),
