@@ -303,11 +303,21 @@ class FleetModel:
         """How long the node has been quiet, as of the last check; None: it is not."""
         return self._quiet.get(target)
 
+    def name_on(self, target: str, fallback: str) -> str:
+        """Our name on the node, as its WhoAmI gave it ("local" without authentication):
+        what the console records about a node itself names us as the node's own records
+        do. `fallback` (the console's login name) until the node has said."""
+        node = self._nodes.get(target)
+        return node.identity.user if node is not None and node.identity is not None else fallback
+
     def acknowledge_local(self, alert: AlertRow, actor: str) -> bool:
-        """Acknowledge one of the console's own alerts here; False: not ours, ask the node."""
+        """Acknowledge one of the console's own alerts here; False: not ours, ask the node.
+
+        Recorded as by our name on the alert's node (name_on), `actor` until it is known.
+        """
         if not is_local(alert):
             return False
-        event = self._alarm.acknowledge(alert, actor)
+        event = self._alarm.acknowledge(alert, self.name_on(alert.target, actor))
         if event is not None:
             self._add_local_event(event)
         return True
@@ -316,7 +326,7 @@ class FleetModel:
         """Silence one of the console's own alerts here; False: not ours, ask the node."""
         if not is_local(alert):
             return False
-        event = self._alarm.silence(alert, duration_s, actor, reason)
+        event = self._alarm.silence(alert, duration_s, self.name_on(alert.target, actor), reason)
         if event is not None:
             self._add_local_event(event)
         return True

@@ -6,7 +6,7 @@ import contextvars
 from dataclasses import dataclass
 
 from gpufleet import policy
-from gpufleet.policy import Role
+from gpufleet.policy import LOCAL_USER, Role
 
 
 @dataclass(frozen=True)
@@ -41,8 +41,8 @@ class Caller:
         return policy.may_act_for(self.role, self.user, self.teams, owner)
 
 
-# Without authentication (a loopback demo) every caller is a local admin.
-LOCAL_ADMIN = Caller("local", Role.ADMIN, (), "none")
+# Without authentication (a loopback demo) every caller is this one local admin.
+LOCAL_ADMIN = Caller(LOCAL_USER, Role.ADMIN, (), "none")
 _current: contextvars.ContextVar[Caller] = contextvars.ContextVar("gpufleet_caller")
 
 
@@ -59,9 +59,11 @@ def reset_current_caller(token: contextvars.Token[Caller]) -> None:
     _current.reset(token)
 
 
-def acting_user(requested: str) -> str:
-    """The name to record as the actor: the authenticated user, else what the caller said."""
-    caller = current_caller()
-    if caller.authenticated_by != "none":
-        return caller.user
-    return requested.strip()[:128] or "anonymous"
+def acting_user() -> str:
+    """The name every record of this call gives its actor: the caller the interceptor
+    identified (a token's or certificate's user; LOCAL_USER without authentication).
+
+    The same name WhoAmI answers and the audit log records. A request's own `actor`
+    field is never read: a caller does not choose the name it acts under.
+    """
+    return current_caller().user

@@ -65,13 +65,19 @@ def describe_target(request: Message) -> str:
 
 
 def describe_params(request: Message) -> str:
-    """The request as JSON for the audit record, with environment values left out."""
+    """The request as JSON for the audit record, with environment values and `actor` left out."""
     fields = request.DESCRIPTOR.fields_by_name
-    if "env" in fields and getattr(request, "env", None):
-        # A workload's environment may hold secrets; the audit log names the variables only.
+    hide_env = "env" in fields and bool(getattr(request, "env", None))
+    # `actor` is a name the caller claims and the daemon ignores (identity.acting_user):
+    # the record's user says who acted, and a second, chosen name must not sit beside it.
+    drop_actor = "actor" in fields and bool(getattr(request, "actor", ""))
+    if hide_env or drop_actor:
         shown = type(request)()
         shown.CopyFrom(request)
-        for name in list(shown.env):  # type: ignore[attr-defined]
+        if drop_actor:
+            shown.ClearField("actor")
+        # A workload's environment may hold secrets; the audit log names the variables only.
+        for name in list(shown.env) if hide_env else ():  # type: ignore[attr-defined]
             shown.env[name] = "(hidden)"  # type: ignore[attr-defined]
         request = shown
     return json_format.MessageToJson(request, indent=None, preserving_proto_field_name=True)[:2000]

@@ -26,6 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from gpufleet.policy import LOCAL_USER
 from node_daemon.errors import Refused
 
 CAP_SETGID, CAP_SETUID = 6, 7
@@ -53,7 +54,7 @@ def account_name(owner: str, submitter: str, accounts: Mapping[str, str]) -> str
     if owner in accounts:
         return accounts[owner]
     if owner.startswith("team:"):
-        if not submitter or submitter in ("anonymous", "local"):
+        if not submitter or submitter == LOCAL_USER:  # no one in particular: no account
             raise NoAccount(
                 f"a workload of {owner} runs as the user who submits it, and none was named; "
                 f'map the team to an account in [workloads] accounts ("{owner}" = "NAME")'

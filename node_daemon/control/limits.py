@@ -32,7 +32,9 @@ TEXT_LIMITS: Mapping[str, int] = {
     "owner": 1000,
     "holder": 1000,
     "reason": 1000,
-    "actor": 128,  # the name recorded as the actor (node_daemon.auth.identity.acting_user)
+    # A name the caller claims; ignored (the actor is the caller: identity.acting_user), but
+    # consoles still send it for older nodes, and bounded it is no way to fill a log.
+    "actor": 128,
     # "move:NODE/ID@MS" and "NODE/ID" of the console's moves; a node name is at most 253.
     "idempotency_key": 512,
     "moved_from": 512,

@@ -76,9 +76,7 @@ class AlertServicer:
         self._check_alert_request(context, request.alert_id, request.actor)
         _check_text(context, "comment", request.comment)
         try:
-            alert = self._engine.acknowledge(
-                request.alert_id, self._actor(request.actor), request.comment
-            )
+            alert = self._engine.acknowledge(request.alert_id, acting_user(), request.comment)
         except Exception as exc:
             abort_for(context, exc)
         log.info("alert %s acknowledged by %s", request.alert_id, alert.acknowledged_by)
@@ -89,7 +87,7 @@ class AlertServicer:
     ) -> pb.Alert:
         self._check_alert_request(context, request.alert_id, request.actor)
         _check_text(context, "reason", request.reason)
-        actor = self._actor(request.actor)
+        actor = acting_user()
         try:
             alert = self._engine.silence(
                 request.alert_id, request.duration_s, request.reason, actor
@@ -105,7 +103,7 @@ class AlertServicer:
         self, request: pb.CreateSilenceRequest, context: grpc.ServicerContext
     ) -> pb.Silence:
         _check_text(context, "actor", request.actor, 128)
-        actor = self._actor(request.actor)
+        actor = acting_user()
         matchers = [(m.label, m.pattern) for m in request.matchers]
         try:
             silence = self._engine.create_silence(
@@ -132,7 +130,7 @@ class AlertServicer:
                   "silence_id is required (see ListSilences)")  # fmt: skip
         _check_text(context, "silence_id", request.silence_id, 64)
         _check_text(context, "actor", request.actor, 128)
-        actor = self._actor(request.actor)
+        actor = acting_user()
         try:
             silence = self._engine.expire_silence(request.silence_id, actor)
         except Exception as exc:
@@ -146,7 +144,3 @@ class AlertServicer:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, "alert_id is required (see ListAlerts)")
         _check_text(context, "alert_id", alert_id, 64)
         _check_text(context, "actor", actor, 128)
-
-    @staticmethod
-    def _actor(actor: str) -> str:
-        return acting_user(actor)

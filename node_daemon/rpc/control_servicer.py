@@ -37,10 +37,6 @@ _OUTCOMES = {
 }
 
 
-def _actor(actor: str) -> str:
-    return acting_user(actor)
-
-
 def _require(allowed: bool, message: str) -> None:
     if not allowed:
         raise Forbidden(message)
@@ -97,7 +93,7 @@ class ControlServicer:
                 request.pid,
                 request.start_time_unix_ms,
                 request.grace_s,
-                _actor(request.actor),
+                acting_user(),
                 authorise=_may_kill,
             )
         except Exception as exc:
@@ -113,7 +109,7 @@ class ControlServicer:
                 request.holder.strip(),
                 request.until_unix_ms,
                 request.reason,
-                _actor(request.actor),
+                acting_user(),
             )
         except Exception as exc:
             abort_for(context, exc)
@@ -126,7 +122,7 @@ class ControlServicer:
         try:
             self._require_holder(self._ledger.get(request.reservation_id).holder, "release")
             released = self._ledger.release(
-                request.reservation_id, _actor(request.actor), list(request.gpu_indices)
+                request.reservation_id, acting_user(), list(request.gpu_indices)
             )
         except Exception as exc:
             abort_for(context, exc)
@@ -157,7 +153,7 @@ class ControlServicer:
             self._require_holder(request.owner or caller.user, "submit workloads")
             submitter = caller.user if caller.authenticated_by != "none" else ""
             queued = self._workloads.submit(
-                workload_request(request), _actor(request.actor), submitter, submitted_by=submitter
+                workload_request(request), acting_user(), submitter, submitted_by=submitter
             )
         except Exception as exc:
             abort_for(context, exc)
@@ -170,7 +166,7 @@ class ControlServicer:
         try:
             self._require_holder(self._workloads.get(request.workload_id).owner, "assign")
             started = self._workloads.assign(
-                request.workload_id, list(request.gpu_indices), _actor(request.actor)
+                request.workload_id, list(request.gpu_indices), acting_user()
             )
         except Exception as exc:
             abort_for(context, exc)
@@ -183,7 +179,7 @@ class ControlServicer:
         try:
             self._require_holder(self._workloads.get(request.workload_id).owner, "cancel")
             cancelled = self._workloads.cancel(
-                request.workload_id, _actor(request.actor), request.reason.strip()
+                request.workload_id, acting_user(), request.reason.strip()
             )
         except Exception as exc:
             abort_for(context, exc)

@@ -46,7 +46,7 @@ class HealthServicer:
         self, request: pb.DrainGpuRequest, context: grpc.ServicerContext
     ) -> pb.GpuCondition:
         _check_reason(context, request.reason)
-        actor, now_ms = acting_user(""), int(self._clock() * 1000)
+        actor, now_ms = acting_user(), int(self._clock() * 1000)
         try:
             if request.drain:
                 condition = self._assessor.drain(request.gpu_index, actor, request.reason, now_ms)
@@ -60,7 +60,7 @@ class HealthServicer:
         self, request: pb.ClearGpuHealthRequest, context: grpc.ServicerContext
     ) -> pb.GpuCondition:
         _check_reason(context, request.reason)
-        actor, now_ms = acting_user(""), int(self._clock() * 1000)
+        actor, now_ms = acting_user(), int(self._clock() * 1000)
         try:
             condition = self._assessor.clear(request.gpu_index, actor, request.reason, now_ms)
         except Exception as exc:

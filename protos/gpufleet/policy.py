@@ -44,6 +44,16 @@ class Role(enum.IntEnum):
             raise ValueError(f"role must be viewer, operator or admin, got {text!r}") from None
 
 
+# -- who a caller is -----------------------------------------------------------------
+
+# The one name of a caller on a node without authentication (a loopback demo): the node
+# cannot tell such callers apart, so each is this admin. WhoAmI answers it, and every
+# record of a change names it (an acknowledgement, a silence, a drain, a reservation's
+# creator, the audit log); a caller with a credential is its credential's user instead.
+# A request's `actor` field names no one: a caller never chooses the name it acts under.
+LOCAL_USER = "local"
+
+
 # -- the role each call needs --------------------------------------------------------
 
 METHOD_ROLES: dict[str, Role] = {

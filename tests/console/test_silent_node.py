@@ -43,6 +43,7 @@ from console.main_window import MainWindow
 from console.notify.desktop import DesktopNotifier
 from console.qt import roles
 from console.session import ConsoleSession
+from gpufleet.policy import LOCAL_USER
 from gpufleet.v1.alert_severity import Severity
 from tests.console.desktop_bus import (
     RecordingSink,
@@ -352,6 +353,8 @@ def test_acknowledging_the_consoles_alert_stays_in_the_console(qtbot, node, watc
     watching = watch(node.address)
     sent: list[object] = []
     watching.window.session.pump.commandFinished.connect(sent.append)
+    qtbot.waitUntil(lambda: watching.fleet.node(watching.target).identity is not None,
+                    timeout=10_000)  # fmt: skip
     assert node.proc is not None
     os.kill(node.proc.pid, signal.SIGSTOP)
     qtbot.waitUntil(lambda: watching.firing() is not None, timeout=RAISED_WITHIN_MS)
@@ -362,7 +365,9 @@ def test_acknowledging_the_consoles_alert_stays_in_the_console(qtbot, node, watc
     panel.acknowledge.click()
     alert = watching.firing()
     assert alert is not None and alert.acknowledged
-    assert alert.acknowledged_by == watching.window.session.actions.actor
+    # By our name on that node (its WhoAmI: "local" without authentication), as the node's
+    # own records name us, not the console's login name.
+    assert alert.acknowledged_by == LOCAL_USER != watching.window.session.actions.actor
     qtbot.waitUntil(lambda: any(a.uid == alert.uid for a in watching.sink.withdrawn), timeout=5000)
     os.kill(node.proc.pid, signal.SIGCONT)
     qtbot.waitUntil(lambda: watching.firing() is None, timeout=BACK_WITHIN_MS)

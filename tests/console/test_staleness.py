@@ -13,17 +13,20 @@ import pytest
 from console.connections.heartbeat import BEAT_S, STALL_S, NetHeartbeat
 from console.fleet.alert_rows import AlertRow
 from console.fleet.alerts import EventRow
+from console.fleet.identity import Identity
 from console.fleet.model import Change, FleetModel
 from console.fleet.not_responding import RULE, NotRespondingAlarm, is_local
 from console.fleet.staleness import LINK_GRACE_S, MIN_STALE_S, DataWatchdog
 from console.fleet.updates import (
     AlertsUpdate,
     EventUpdate,
+    IdentityUpdate,
     InventoryUpdate,
     LinkState,
     LinkUpdate,
 )
 from console.qt.event_model import COLUMNS, EventLogModel
+from gpufleet.policy import LOCAL_USER, Role
 from gpufleet.v1.alert_severity import Severity
 from tests.console.test_fleet_model import TARGET, info, samples
 
@@ -315,6 +318,21 @@ def test_acknowledging_the_consoles_alert_stays_in_the_console(clock: FakeClock)
     assert alert.acknowledged and alert.acknowledged_by == "otto"
     assert [e.kind for e in fleet.take_new_events()] == ["alert_acknowledged"]
     assert not fleet.acknowledge_local(daemon_alert(3), "otto")  # the node's: send it there
+
+
+def test_the_consoles_alert_names_us_as_the_node_does(clock: FakeClock) -> None:
+    """Acknowledged and silenced by our name on the node (its WhoAmI: "local" without
+    authentication), the name the node's own records give us, not the login name."""
+    fleet = streaming_fleet(clock)
+    fleet.apply(IdentityUpdate(TARGET, Identity(LOCAL_USER, Role.ADMIN, (), "none")))
+    clock.step(4.0)
+    fleet.check_staleness()
+    assert fleet.acknowledge_local(local_alert(fleet), "otto")  # otto: the login name
+    assert fleet.silence_local(local_alert(fleet), 600, "otto", "rebooting it")
+    alert = local_alert(fleet)
+    assert (alert.acknowledged_by, alert.silenced_by) == (LOCAL_USER, LOCAL_USER)
+    ours = [e.actor for e in fleet.take_new_events() if e.kind != "alert_raised"]
+    assert ours == [LOCAL_USER, LOCAL_USER]  # the acknowledgement's event, the silence's
 
 
 def test_silencing_the_consoles_alert_stays_in_the_console(clock: FakeClock) -> None:

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 import grpc
 import pytest
 
+from gpufleet.policy import LOCAL_USER
 from gpufleet.v1 import node_pb2 as pb
 from gpufleet.v1 import node_pb2_grpc as pb_grpc
 from node_daemon.backends.simulated import SimulatedBackend
@@ -60,12 +61,13 @@ def test_acknowledge_from_one_client_reaches_another(node) -> None:
         head = other.ListAlerts(pb.ListAlertsRequest(), timeout=5).last_seq
         watch = other.StreamEvents(pb.StreamEventsRequest(after_seq=head), timeout=10)
         acked = stub.AcknowledgeAlert(
-            pb.AcknowledgeAlertRequest(alert_id=alert.id, actor="erin", comment="on it"), timeout=5
+            pb.AcknowledgeAlertRequest(alert_id=alert.id, comment="on it"), timeout=5
         )
         seen = next(e for e in watch if e.kind == pb.EVENT_KIND_ALERT_ACKNOWLEDGED)
         watch.cancel()
-    assert acked.acknowledged_by == "erin" and acked.HasField("acknowledged_unix_ms")
-    assert seen.alert.id == alert.id and seen.actor == "erin" and not seen.replayed
+    # Without authentication every caller is the one local admin (gpufleet.policy.LOCAL_USER).
+    assert acked.acknowledged_by == LOCAL_USER and acked.HasField("acknowledged_unix_ms")
+    assert seen.alert.id == alert.id and seen.actor == LOCAL_USER and not seen.replayed
     assert firing(stub)["gpu_lost"].acknowledge_comment == "on it"
 
 
@@ -74,7 +76,7 @@ def test_silence_and_lift(node) -> None:
     wait_for(lambda: "gpu_lost" in firing(stub))
     alert_id = firing(stub)["gpu_lost"].id
     silenced = stub.SilenceAlert(
-        pb.SilenceAlertRequest(alert_id=alert_id, duration_s=600, reason="card swap", actor="erin"),
+        pb.SilenceAlertRequest(alert_id=alert_id, duration_s=600, reason="card swap"),
         timeout=5,
     )
     assert silenced.silence_reason == "card swap" and silenced.HasField("silenced_until_unix_ms")
@@ -127,7 +129,5 @@ def test_a_key_error_from_a_bug_is_not_answered_not_found(node, monkeypatch, cap
     assert info.value.code() == grpc.StatusCode.UNKNOWN, info.value.details()
     assert any(r.exc_info and r.exc_info[0] is KeyError for r in caplog.records)
     monkeypatch.undo()
-    acked = stub.AcknowledgeAlert(
-        pb.AcknowledgeAlertRequest(alert_id=alert_id, actor="erin"), timeout=5
-    )
-    assert acked.acknowledged_by == "erin"
+    acked = stub.AcknowledgeAlert(pb.AcknowledgeAlertRequest(alert_id=alert_id), timeout=5)
+    assert acked.acknowledged_by == LOCAL_USER

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 import grpc
 import pytest
 
+from gpufleet.policy import LOCAL_USER
 from gpufleet.v1 import node_pb2 as pb
 from gpufleet.v1 import node_pb2_grpc as pb_grpc
 from gpufleet.v1.gpu_metrics import UTIL_GPU_PCT
@@ -37,7 +38,7 @@ def node(start_daemon: DaemonFactory) -> Iterator[tuple[NodeDaemon, pb_grpc.Node
 
 
 def submit(stub, argv, owner="alice", gpus=1, **extra) -> pb.Workload:  # type: ignore[no-untyped-def]
-    request = pb.SubmitWorkloadRequest(argv=argv, owner=owner, gpu_count=gpus, actor=owner, **extra)
+    request = pb.SubmitWorkloadRequest(argv=argv, owner=owner, gpu_count=gpus, **extra)
     return stub.SubmitWorkload(request, timeout=5)
 
 
@@ -78,7 +79,7 @@ def has_exited(pid: int) -> bool:
 
 def kill(stub, gpu: int, process: pb.GpuProcess, grace_s: int = 5, start=None):  # type: ignore[no-untyped-def]
     request = pb.KillProcessRequest(
-        gpu_index=gpu, pid=process.pid, grace_s=grace_s, actor="erin",
+        gpu_index=gpu, pid=process.pid, grace_s=grace_s,
         start_time_unix_ms=process.start_time_unix_ms if start is None else start,
     )  # fmt: skip
     return stub.KillProcess(request, timeout=30)
@@ -91,7 +92,7 @@ def test_kill_a_sleeper_on_a_gpu(node) -> None:
     assert reply.outcome == pb.KILL_OUTCOME_TERMINATED and "sleep 300" in reply.detail
     assert has_exited(process.pid)  # really gone
     events = daemon.journal.events_after(0)
-    assert any(e.kind == pb.EVENT_KIND_PROCESS_KILLED and e.actor == "erin" for e in events)
+    assert any(e.kind == pb.EVENT_KIND_PROCESS_KILLED and e.actor == LOCAL_USER for e in events)
 
 
 def test_a_process_ignoring_term_is_killed_after_the_grace(node) -> None:
@@ -146,7 +147,7 @@ def in_an_hour() -> int:
 def test_reservations_conflict_release_and_only_the_holder_may_use_them(node) -> None:
     _, stub = node
     request = pb.ReserveRequest(gpu_indices=[1, 2], holder="alice", until_unix_ms=in_an_hour(),
-                                reason="paper deadline", actor="admin")  # fmt: skip
+                                reason="paper deadline")  # fmt: skip
     held = stub.Reserve(request, timeout=5)
     assert held.active and list(held.gpu_indices) == [1, 2]
     with pytest.raises(grpc.RpcError) as info:

@@ -15,6 +15,7 @@ from pathlib import Path
 import grpc
 import pytest
 
+from gpufleet.policy import LOCAL_USER
 from gpufleet.v1 import node_pb2 as pb
 from gpufleet.v1 import node_pb2_grpc as pb_grpc
 from node_daemon.server import NodeDaemon
@@ -40,14 +41,12 @@ def _reserve(
 ) -> pb.Reservation:
     until = int((time.time() + 3600) * 1000)
     request = pb.ReserveRequest(gpu_indices=gpus, holder=holder, until_unix_ms=until,
-                                reason="paper deadline", actor="admin")  # fmt: skip
+                                reason="paper deadline")  # fmt: skip
     return stub.Reserve(request, timeout=5)
 
 
 def _release(stub: pb_grpc.NodeServiceStub, reservation_id: str, *gpus: int) -> pb.Reservation:
-    request = pb.ReleaseReservationRequest(
-        reservation_id=reservation_id, actor="erin", gpu_indices=list(gpus)
-    )
+    request = pb.ReleaseReservationRequest(reservation_id=reservation_id, gpu_indices=list(gpus))
     return stub.ReleaseReservation(request, timeout=5)
 
 
@@ -116,8 +115,10 @@ def test_the_event_tells_every_console_and_the_audit_names_the_gpus(node: Node) 
         events.cancel()
     assert released.reservation.id == held.id and released.reservation.active
     assert list(released.reservation.gpu_indices) == [1]
-    assert released.actor == "erin"
-    assert released.summary.startswith("GPU 0, 2 released by erin; GPU 1 reserved for alice")
+    assert released.actor == LOCAL_USER
+    assert released.summary.startswith(
+        f"GPU 0, 2 released by {LOCAL_USER}; GPU 1 reserved for alice"
+    )
 
     audit = stub.QueryAudit(pb.QueryAuditRequest(method="ReleaseReservation"), timeout=5)
     (record,) = [r for r in audit.records if r.result == "OK"]

@@ -11,7 +11,7 @@ from pathlib import Path
 import grpc
 import pytest
 
-from gpufleet.policy import Role
+from gpufleet.policy import LOCAL_USER, Role
 from gpufleet.v1 import node_pb2 as pb
 from gpufleet.v1 import node_pb2_grpc as pb_grpc
 from node_daemon.auth.audit import verify
@@ -84,21 +84,21 @@ def test_two_clients_share_silences_and_the_events_carry_them(node: Node) -> Non
         other = pb_grpc.NodeServiceStub(other_channel)
         head = other.ListAlerts(pb.ListAlertsRequest(), timeout=5).last_seq
         watch = other.StreamEvents(pb.StreamEventsRequest(after_seq=head), timeout=20)
-        made = create(stub, ("node", "gpu-node-0*"), ("gpu", "1"), actor="erin")
+        made = create(stub, ("node", "gpu-node-0*"), ("gpu", "1"))
         created = next_of(watch, pb.EVENT_KIND_SILENCE_CREATED)
         silenced = next_of(watch, pb.EVENT_KIND_ALERT_SILENCED)
         assert listed(other) == [made.id]
-        ended = other.ExpireSilence(pb.ExpireSilenceRequest(silence_id=made.id, actor="bob"),
-                                    timeout=5)  # fmt: skip
+        ended = other.ExpireSilence(pb.ExpireSilenceRequest(silence_id=made.id), timeout=5)
         expired = next_of(watch, pb.EVENT_KIND_SILENCE_EXPIRED)
         unsilenced = next_of(watch, pb.EVENT_KIND_ALERT_UNSILENCED)
         watch.cancel()
-    assert made.id == "s-1" and made.created_by == "erin" and made.comment == "swapping GPU 1"
+    assert made.id == "s-1" and made.created_by == LOCAL_USER and made.comment == "swapping GPU 1"
     assert made.ends_unix_ms - made.starts_unix_ms == 3_600_000
-    assert created.silence == made and created.actor == "erin"
+    assert created.silence == made and created.actor == LOCAL_USER
     assert silenced.alert.rule == "gpu_lost" and silenced.alert.silence_id == "s-1"
     assert silenced.alert.silenced_until_unix_ms == made.ends_unix_ms
-    assert ended.expired_by == "bob" and expired.silence == ended and expired.actor == "bob"
+    assert ended.expired_by == LOCAL_USER and expired.silence == ended
+    assert expired.actor == LOCAL_USER
     assert unsilenced.alert.silence_id == "" and not unsilenced.alert.HasField(
         "silenced_until_unix_ms"
     )
@@ -108,7 +108,7 @@ def test_two_clients_share_silences_and_the_events_carry_them(node: Node) -> Non
         stub.ExpireSilence(pb.ExpireSilenceRequest(silence_id="s-1"), timeout=5)
     assert info.value.code() == Code.FAILED_PRECONDITION
     assert "silence s-1 already expired at " in info.value.details()
-    assert "(ended by bob)" in info.value.details()
+    assert f"(ended by {LOCAL_USER})" in info.value.details()
 
 
 def test_listing_live_by_end_then_expired_newest_first(node: Node) -> None:

@@ -1745,7 +1745,9 @@ class Event(_message.Message):
     gpu_index: _builtins.int
     summary: _builtins.str
     actor: _builtins.str
-    """Who caused it (acknowledge, silence); empty for the daemon's own events."""
+    """Who caused it (acknowledge, silence): the caller as WhoAmI names it;
+    empty for the daemon's own events.
+    """
     replayed: _builtins.bool
     journal_id: _builtins.str
     @_builtins.property
@@ -1828,7 +1830,10 @@ class AcknowledgeAlertRequest(_message.Message):
     alert_id: _builtins.str
     comment: _builtins.str
     actor: _builtins.str
-    """Who acknowledges; until tokens identify callers, the caller says."""
+    """Ignored: the node records the caller it identified (WhoAmI's user; "local"
+    without authentication), never a name the caller claims. Consoles still send
+    their login name here, for older nodes.
+    """
     def __init__(
         self,
         *,
@@ -1858,6 +1863,10 @@ class SilenceAlertRequest(_message.Message):
     reason: _builtins.str
     """Required when silencing: why it may stay quiet."""
     actor: _builtins.str
+    """Ignored: the node records the caller it identified (WhoAmI's user; "local"
+    without authentication), never a name the caller claims. Consoles still send
+    their login name here, for older nodes.
+    """
     def __init__(
         self,
         *,
@@ -1971,6 +1980,10 @@ class CreateSilenceRequest(_message.Message):
     comment: _builtins.str
     """Required: why these alerts may stay quiet."""
     actor: _builtins.str
+    """Ignored: the node records the caller it identified (WhoAmI's user; "local"
+    without authentication), never a name the caller claims. Consoles still send
+    their login name here, for older nodes.
+    """
     @_builtins.property
     def matchers(self) -> _containers.RepeatedCompositeFieldContainer[Global___SilenceMatcher]: ...
     def __init__(
@@ -2044,6 +2057,10 @@ class ExpireSilenceRequest(_message.Message):
     ACTOR_FIELD_NUMBER: _builtins.int
     silence_id: _builtins.str
     actor: _builtins.str
+    """Ignored: the node records the caller it identified (WhoAmI's user; "local"
+    without authentication), never a name the caller claims. Consoles still send
+    their login name here, for older nodes.
+    """
     def __init__(
         self,
         *,
@@ -2076,6 +2093,10 @@ class KillProcessRequest(_message.Message):
     grace_s: _builtins.int
     """Seconds between TERM and KILL (default 10, at most 300)."""
     actor: _builtins.str
+    """Ignored: the node records the caller it identified (WhoAmI's user; "local"
+    without authentication), never a name the caller claims. Consoles still send
+    their login name here, for older nodes.
+    """
     def __init__(
         self,
         *,
@@ -2176,6 +2197,10 @@ class ReserveRequest(_message.Message):
     until_unix_ms: _builtins.int
     reason: _builtins.str
     actor: _builtins.str
+    """Ignored: the node records the caller it identified (WhoAmI's user; "local"
+    without authentication), never a name the caller claims. Consoles still send
+    their login name here, for older nodes.
+    """
     @_builtins.property
     def gpu_indices(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
     def __init__(
@@ -2204,6 +2229,10 @@ class ReleaseReservationRequest(_message.Message):
     GPU_INDICES_FIELD_NUMBER: _builtins.int
     reservation_id: _builtins.str
     actor: _builtins.str
+    """Ignored: the node records the caller it identified (WhoAmI's user; "local"
+    without authentication), never a name the caller claims. Consoles still send
+    their login name here, for older nodes.
+    """
     @_builtins.property
     def gpu_indices(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
         """Release only these GPUs of the reservation; the others stay reserved under
@@ -2476,6 +2505,10 @@ class SubmitWorkloadRequest(_message.Message):
     min_free_memory_bytes: _builtins.int
     auto_place: _builtins.bool
     actor: _builtins.str
+    """Ignored: the node records the caller it identified (WhoAmI's user; "local"
+    without authentication), never a name the caller claims. Consoles still send
+    their login name here, for older nodes.
+    """
     priority: _builtins.int
     time_limit_s: _builtins.int
     idempotency_key: _builtins.str
@@ -2522,6 +2555,10 @@ class AssignWorkloadRequest(_message.Message):
     ACTOR_FIELD_NUMBER: _builtins.int
     workload_id: _builtins.str
     actor: _builtins.str
+    """Ignored: the node records the caller it identified (WhoAmI's user; "local"
+    without authentication), never a name the caller claims. Consoles still send
+    their login name here, for older nodes.
+    """
     @_builtins.property
     def gpu_indices(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
     def __init__(
@@ -2548,6 +2585,10 @@ class CancelWorkloadRequest(_message.Message):
     REASON_FIELD_NUMBER: _builtins.int
     workload_id: _builtins.str
     actor: _builtins.str
+    """Ignored: the node records the caller it identified (WhoAmI's user; "local"
+    without authentication), never a name the caller claims. Consoles still send
+    their login name here, for older nodes.
+    """
     reason: _builtins.str
     """Why, in the caller's words (at most 1000 characters), kept with the cancel:
     in its event's summary and the audit log. A console finishing a move it did
@@ -2680,6 +2721,11 @@ class Caller(_message.Message):
     TOKEN_ISSUER_FIELD_NUMBER: _builtins.int
     TOKEN_ID_FIELD_NUMBER: _builtins.int
     user: _builtins.str
+    """The one name this node gives the caller: every record of its changes names
+    it (acknowledged_by, silenced_by, created_by, expired_by, drained_by, an
+    event's actor, the audit log's user). A credential's user; "local" where the
+    daemon runs without authentication.
+    """
     role: Global___Role.ValueType
     authenticated_by: _builtins.str
     """How the caller was identified: "token" (a static per-node token), "jwt"
