@@ -109,6 +109,8 @@ def run_console(
     if screenshot is not None:
         QTimer.singleShot(round(settle_s * 1000), lambda: _save_and_quit(window, screenshot))
     window.show()
+    if screenshot is None:  # a person's first start: the guided tour (Help has it later)
+        QTimer.singleShot(0, window, window.help_menu.first_start)
     code = app.exec()
     window.session.stop()
     return int(code)

@@ -81,6 +81,25 @@ def save(path: Path, state: UiState) -> None:
         log.warning("could not save the window layout to %s: %s", path, exc)
 
 
+def tour_seen_path() -> Path:
+    """Marks that this person has seen (or skipped) the guided tour: once per person, not
+    per profile (a second fleet's profile needs no second tour)."""
+    return Path(platformdirs.user_config_dir("gpufleet")) / "tour-seen"
+
+
+def tour_seen() -> bool:
+    return tour_seen_path().exists()
+
+
+def remember_tour_seen() -> None:
+    path = tour_seen_path()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.touch()
+    except OSError as exc:  # a read-only home: the tour shows again next time, no more
+        log.warning("could not note the guided tour as seen in %s: %s", path, exc)
+
+
 def _parse(data: Any) -> UiState:
     if not isinstance(data, dict) or data.get("version") != VERSION:
         raise ValueError("not a version 1 layout file")

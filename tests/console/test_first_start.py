@@ -102,7 +102,7 @@ def test_the_first_start_fits_the_screen_and_shows_grid_plot_and_alerts(
     # The alert list: room for five rows at least, more on a taller screen.
     table = window.alerts.alert_panel.table
     rows = table.viewport().height() // table.verticalHeader().defaultSectionSize()
-    assert table.isVisible() and rows >= MIN_ALERT_ROWS, rows
+    assert table.isVisible() and rows >= MIN_ALERT_ROWS, (rows, table.viewport().height())
     if screen.height() >= 2000:
         assert rows >= 12, rows  # a wall screen shows more than a laptop
         blocks = [block.rect for block in window.grid.blocks]

@@ -74,6 +74,12 @@ def share_out(
     layout = first_layout(window.geometry(), row_px, maximise=window.isMaximized())
     window.resizeDocks([detail], [layout.detail_width], Qt.Orientation.Horizontal)
     shown = table.viewport().height()
-    wanted = layout.alert_rows * row_px
+    # Room for a horizontal scroll bar too: wide columns on a narrow screen show one
+    # only once the rows arrive, and it must not take the fifth row.
+    bar = table.horizontalScrollBar().sizeHint().height()
+    wanted = layout.alert_rows * row_px + (0 if table.horizontalScrollBar().isVisible() else bar)
     window.resizeDocks([alerts], [alerts.height() + wanted - shown], Qt.Orientation.Vertical)
+    laid_out = window.layout()
+    if laid_out is not None:
+        laid_out.activate()  # the parts take their sizes now, not a frame later
     return layout

@@ -37,4 +37,8 @@ class ViewMenu:
         window.addAction(self.wall)
         self.wall.toggled.connect(wall.set_on)
         wall.toggled.connect(self.wall.setChecked)
-        window.menuBar().addMenu(self.menu)
+        help_menu = window.findChild(QMenu, "helpMenu")  # Help stays last
+        if help_menu is not None:
+            window.menuBar().insertMenu(help_menu.menuAction(), self.menu)
+        else:
+            window.menuBar().addMenu(self.menu)
