@@ -27,7 +27,15 @@ from console.qt.workload_model import STATE_COLUMN, WorkloadTableModel
 from console.views.common import theme as themes
 from console.views.common.theme import THEMES, Theme, contrast
 from console.views.detail.health_section import report_html
-from console.views.grid.tile_painter import HEALTH_STYLES, STALE_FILL, STALE_TEXT, TEXT
+from console.views.grid.tile_colors import STOPS, UNKNOWN, scale_color
+from console.views.grid.tile_painter import (
+    HEALTH_STYLES,
+    RESERVED_TEXT,
+    RUNNING_TEXT,
+    STALE_FILL,
+    STALE_TEXT,
+    TEXT,
+)
 from gpufleet.states import SilenceState, WorkloadState
 from tests.console.qss_pairs import pairs
 from tests.console.test_alert_table import alert, fleet_with
@@ -135,4 +143,24 @@ def test_the_tiles_own_text() -> None:
         **{f"{style} health tag": (text.name(), fill.name())
            for style, (fill, _border, text) in HEALTH_STYLES.items()},
     }  # fmt: skip
+    assert low(found) == {}
+
+
+def tile_fills() -> dict[str, str]:
+    """Every fill a tile can have: each scale's colours from end to end (blends too)."""
+    fills = {"unknown": UNKNOWN.name()}
+    for scale, stops in STOPS.items():
+        low_end, high_end = stops[0][0], stops[-1][0]
+        for step in range(101):
+            value = low_end + (high_end - low_end) * step / 100
+            fills[f"{scale.name} {value:g}"] = scale_color(value, stops).name()
+    return fills
+
+
+@pytest.mark.parametrize(
+    "ink", [TEXT, RESERVED_TEXT, RUNNING_TEXT], ids=["text", "holder", "running workload"]
+)
+def test_the_tiles_text_on_every_fill(ink) -> None:  # type: ignore[no-untyped-def]
+    """The middle line of a reserved or busy tile too (was 3.0:1 lilac, 3.4:1 green)."""
+    found = {where: (ink.name(), fill) for where, fill in tile_fills().items()}
     assert low(found) == {}

@@ -50,8 +50,11 @@ TEXT = QColor("#f7fafc")
 STALE_FILL = QColor("#4a5059")
 STALE_TEXT = QColor("#cbd5e0")  # dimmer than TEXT, still 5.5:1 on STALE_FILL (was 3.6:1)
 NOT_RESPONDING = QColor("#ff3b3b")
-RESERVED = QColor("#d6bcfa")  # lock, holder and the stripe of a reserved GPU
-RUNNING = QColor("#9ae6b4")  # a workload the daemon runs on the GPU
+RESERVED = QColor("#d6bcfa")  # the lock and the stripe of a reserved GPU
+# Text on any tile fill needs 4.5:1 (tests/console/test_text_contrast.py): the holder's
+# name and a running workload's are tinted white, no longer lilac (3.0:1) or green (3.4:1).
+RESERVED_TEXT = QColor("#f5f1ff")
+RUNNING_TEXT = QColor("#dcfce8")
 FOCUS_RING = QColor("#00e5ff")  # the tile the arrow keys are on
 # Health tags: (fill, border, text). Needs reset/reboot/inspection is a solid magenta
 # chip (apart from the alert frame's red and yellow); degraded or suspect an amber
@@ -346,13 +349,14 @@ class TilePainter:
         reservation, workload = facts.reservation, facts.workload
         if reservation is None and workload is None:
             return False
-        line = QRect(inner.x(), tile.center().y() - 7, inner.width(), 14)
         painter.setFont(self.small)
+        high = painter.fontMetrics().height()  # a wall's type is taller than 14 px
+        line = QRect(inner.x(), tile.center().y() - high // 2, inner.width(), high)
         left, right = Qt.AlignmentFlag.AlignLeft, Qt.AlignmentFlag.AlignRight
         middle = Qt.AlignmentFlag.AlignVCenter
         if reservation is None:
             assert workload is not None
-            painter.setPen(RUNNING)
+            painter.setPen(RUNNING_TEXT)
             text = painter.fontMetrics().elidedText(
                 f"▶ {workload.name or workload.id}", Qt.TextElideMode.ElideRight, line.width()
             )
@@ -362,7 +366,7 @@ class TilePainter:
         self._lock(painter, QPoint(line.x(), line.y() + 2))
         seconds = (reservation.until_unix_ms - time.time() * 1000) / 1000
         remaining = duration_text(seconds, compact=True) + (" ▶" if workload is not None else "")
-        painter.setPen(RESERVED)
+        painter.setPen(RESERVED_TEXT)
         metrics = painter.fontMetrics()
         painter.drawText(line, right | middle, remaining)
         room = line.width() - 12 - metrics.horizontalAdvance(remaining) - 4
