@@ -126,9 +126,10 @@ def describe(window: MainWindow) -> str:
 
 
 def _save_and_quit(window: MainWindow, path: Path) -> None:
-    if not window.grab().save(str(path)):
+    saved = window.grab().save(str(path))
+    if not saved:
         log.error("could not write screenshot %s", path)
     else:
         log.info("screenshot saved to %s: %s", path, describe(window))
     window.close()
-    QApplication.quit()
+    QApplication.exit(0 if saved else 1)  # a script taking screenshots learns it failed

@@ -19,7 +19,9 @@ def add_console_command(subparsers: argparse._SubParsersAction) -> None:
         "names the CA for TLS and a client certificate; the token comes from the system "
         "keyring (`gpufleet console login`), a token file, $GPUFLEET_TOKEN, or the profile's "
         "token_command (a program that prints one, e.g. an SSO helper; run again before the "
-        "token expires).",
+        "token expires). Exit codes: 0 the window was closed (or the screenshot saved); 1 the "
+        "screenshot could not be written; 2 no display, no Qt, settings, a profile or a token "
+        "that cannot be used, or no nodes to watch (the reason on stderr).",
     )
     parser.add_argument("--node", action="append", default=[], metavar="HOST:PORT",
                         help="a node daemon to watch; repeat for more")  # fmt: skip
@@ -47,13 +49,15 @@ def add_demo_command(subparsers: argparse._SubParsersAction) -> None:
         "The terminal commands reach them through the profile 'demo' (e.g. `gpufleet alerts "
         "--profile demo`); any owner works (alice, bob, root), as the demo's own account. "
         "Closing the window (or SIGTERM, ^C) stops the nodes and every workload they started, "
-        "and removes the profile.",
+        "and removes the profile. Exit codes: 0 closed (the window, File, Quit, SIGTERM or "
+        "^C) or the screenshot saved; 1 a simulated server did not start (its log on "
+        "stderr), or the screenshot could not be written; 2 no display or no Qt.",
     )
     parser.add_argument("--nodes", type=int, default=4, help="simulated servers (default 4)")
     parser.add_argument("--gpus", type=int, default=8, help="GPUs per server (default 8)")
     parser.add_argument(
         "--screenshot", type=Path, metavar="FILE",
-        help="render offscreen, save a PNG after a few seconds, exit 0",
+        help="render offscreen, save a PNG after a few seconds, exit",
     )  # fmt: skip
     parser.set_defaults(run=run_demo_command)
 
@@ -172,7 +176,9 @@ def add_login_command(commands: argparse._SubParsersAction) -> None:
         description="Read the token (from the terminal without echo, or from standard input) "
         "and keep it in the system keyring under service 'gpufleet' and the profile's name; "
         "without a keyring, in a token file only you can read. Never in the settings file. "
-        "With --node, a profile that does not exist yet is added to the settings file.",
+        "With --node, a profile that does not exist yet is added to the settings file. "
+        "Exit codes: 0 stored (where, on stdout); 2 the settings, the profile, the token read "
+        "or the keyring refused it (the reason on stderr).",
     )
     login.add_argument("--profile", dest="login_profile", metavar="NAME",
                        help="the profile (default: the settings' default profile)")  # fmt: skip

@@ -74,6 +74,10 @@ def test_help_says_what_it_does_and_describes_every_argument(command: str) -> No
         ("move", "0 moved (one copy, on the target)", "critical alert"),
         ("submit", "0 queued; 1 no node took it", "critical alert"),
         ("audit verify", "1 a record was edited, deleted or reordered", "node"),
+        ("daemon", "2 refused at start: the configuration", "critical alert"),
+        ("console", "2 no display, no Qt, settings", "critical alert"),
+        ("console login", "0 stored (where, on stdout); 2 the settings", "critical alert"),
+        ("demo", "1 a simulated server did not start", "critical alert"),
     ],
 )  # fmt: skip
 def test_each_command_lists_its_own_exit_codes(command: str, own: str, not_its: str) -> None:

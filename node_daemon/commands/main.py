@@ -43,7 +43,12 @@ def add_daemon_command(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "daemon",
         help="run the node daemon on a GPU server",
-        description="Sample this server's GPUs and serve them over gRPC (gpufleet.v1).",
+        description="Sample this server's GPUs and serve them over gRPC (gpufleet.v1). "
+        "Exit codes: 0 stopped by SIGTERM or SIGINT (systemctl stop); 2 refused at start: the "
+        "configuration, the listen address, the backend or the state directory (the reason "
+        "on stderr; the systemd unit does not restart it); with --check-config, 0 and "
+        "'FILE: OK' or 2 and the reason; 1 it failed while running (the log says why; the "
+        "unit restarts it).",
     )
     arg = parser.add_argument
     arg("--backend", choices=["auto", "nvml", "simulated"], help=OPTIONS["backend"])

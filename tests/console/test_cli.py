@@ -59,6 +59,17 @@ def test_console_uses_the_notify_settings_of_its_file(tmp_path: Path) -> None:
     assert "xid (pops at critical)" in result.stderr
 
 
+def test_a_screenshot_that_cannot_be_written_exits_1(tmp_path: Path) -> None:
+    settings = tmp_path / "console.toml"
+    settings.write_text('nodes = ["127.0.0.1:1"]\n')
+    nowhere = tmp_path / "no-such-directory" / "x.png"
+    result = run("console", "--config", str(settings), "--screenshot", str(nowhere),
+                 env=NO_KEYRING)  # fmt: skip
+    assert result.returncode == 1, result.stderr[-3000:]
+    assert f"could not write screenshot {nowhere}" in result.stderr
+    assert not nowhere.parent.exists()
+
+
 def test_console_refuses_a_bad_notify_setting(tmp_path: Path) -> None:
     settings = tmp_path / "console.toml"
     settings.write_text('nodes = ["127.0.0.1:1"]\n[notify]\npopup = { throttle = "never" }\n')
