@@ -15,7 +15,7 @@ from console.fleet.alert_rows import AlertRow
 from console.fleet.alerts import AlertBook, EventRow
 from console.fleet.model import FleetModel
 from console.fleet.updates import AlertsUpdate
-from console.qt.alert_model import ALERT_ROLE, AlertTableModel
+from console.qt.alert_model import ALERT_ROLE, COLUMNS, AlertTableModel
 from console.views.alerts.alert_panel import AlertPanel
 from gpufleet.v1.alert_severity import Severity
 
@@ -168,3 +168,26 @@ def test_the_consoles_own_cleared_alerts_are_bounded_too(qtbot) -> None:
     assert {a.id for a in book.alerts()} == {"local-2", "local-3"}
     book.replace_node_alerts(A, [alert(A, "a-1")], "j", 0)  # a listing keeps the local ones
     assert {a.id for a in book.alerts()} == {"local-2", "local-3", "a-1"}
+
+
+def test_columns_are_narrow_then_fitted_to_the_first_alerts_once(qtbot) -> None:
+    """Nine columns of Qt's 100 px wanted a horizontal scroll bar beside the GPU detail on a
+    1366x768 screen; the first alerts fit them, and a person's widths stay after that."""
+    fleet = fleet_with({A: []})
+    model = AlertTableModel(fleet)
+    panel = AlertPanel(model)
+    qtbot.addWidget(panel)
+    panel.resize(840, 300)
+    panel.show()
+    header = panel.table.horizontalHeader()
+    last = model.columnCount() - 1
+    assert all(header.sectionSize(c) <= 72 for c in range(last))
+    qtbot.waitUntil(lambda: not panel.table.horizontalScrollBar().isVisible(), timeout=3000)
+    put(fleet, {A: [alert(A, "a-1", rule="gpu_temperature_critical")]})
+    model.refresh()
+    rule = COLUMNS.index("Rule")
+    assert header.sectionSize(rule) > 72  # the rule's name whole
+    header.resizeSection(rule, 90)  # a person narrows it
+    put(fleet, {A: [alert(A, "a-1"), alert(A, "a-2", rule="x" * 60)]})
+    model.refresh()
+    assert header.sectionSize(rule) == 90

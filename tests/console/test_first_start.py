@@ -103,6 +103,7 @@ def test_the_first_start_fits_the_screen_and_shows_grid_plot_and_alerts(
     table = window.alerts.alert_panel.table
     rows = table.viewport().height() // table.verticalHeader().defaultSectionSize()
     assert table.isVisible() and rows >= MIN_ALERT_ROWS, (rows, table.viewport().height())
+    assert not table.horizontalScrollBar().isVisible()  # every column beside the detail
     if screen.height() >= 2000:
         assert rows >= 12, rows  # a wall screen shows more than a laptop
         blocks = [block.rect for block in window.grid.blocks]

@@ -18,6 +18,8 @@ from console.views.alerts.alert_menu import alert_row_menu
 from console.views.common.keyboard_menus import open_menus_from_keyboard, pop_up_menu
 from console.views.common.row_table_panel import RowPanel, bar_over_table, set_up_row_table
 
+COLUMN_PX = 72
+
 
 class AlertPanel(RowPanel):
     """Views and asks; the actions themselves go to the daemon through signals."""
@@ -47,6 +49,10 @@ class AlertPanel(RowPanel):
         self.table.setSortingEnabled(True)
         self.table.sortByColumn(0, Qt.SortOrder.DescendingOrder)
         set_up_row_table(self.table)
+        # Narrow until the first alerts come: nine columns of 100 px wanted a horizontal
+        # scroll bar on a 1366x768 screen; then fitted to them, once (a person's widths stay).
+        self.table.horizontalHeader().setDefaultSectionSize(COLUMN_PX)
+        self._fitted = False
         bar_over_table(self, (self.filter, self.show_cleared, self.acknowledge, self.silence),
                        self.table)  # fmt: skip
 
@@ -59,9 +65,18 @@ class AlertPanel(RowPanel):
         self.acknowledge.clicked.connect(self._on_acknowledge_clicked)
         self.silence.clicked.connect(self._on_silence_clicked)
         self.table.doubleClicked.connect(self._on_table_double_clicked)
+        self.proxy.rowsInserted.connect(self._fit_columns_once)
+        self.proxy.modelReset.connect(self._fit_columns_once)
         # A row's menu: right click, the Menu key or Shift+F10 (console/views/alerts/alert_menu.py).
         open_menus_from_keyboard(self.table)
         self.table.customContextMenuRequested.connect(self._on_table_context_menu_requested)
+
+    def _fit_columns_once(self, *_rows: object) -> None:
+        if self._fitted or self.proxy.rowCount() == 0:
+            return
+        self._fitted = True
+        for column in range(self.proxy.columnCount() - 1):  # the summary stretches
+            self.table.resizeColumnToContents(column)
 
     def selected_alerts(self) -> list[AlertRow]:
         rows = self.table.selectionModel().selectedRows()
