@@ -8,8 +8,10 @@ run from 24 hours ago to now; they go in through the store's own API
 (`append`, `flush`), so every tier is downsampled as the sampler's ticks are.
 
 Written in bulk and coarse where no tier keeps more: a tick a minute before the
-last hour (the 10 s and 1 min tiers fold it), a tick every 10 s in the last hour
-(the raw tier's hour), about 1,700 ticks in all: a fraction of a second a node.
+last hour (the 10 s and 1 min tiers fold it), a tick every sample interval in the
+last hour (the raw tier's hour: a 15 min plot reads the raw tier, and a tick
+every 10 s there read as a gap after every point), about 5,000 ticks in all at
+1 s, a few seconds a node.
 The store's boot clock follows the stamps, so its retention counts back from now
 and sees no clock step.
 """
@@ -29,19 +31,19 @@ log = logging.getLogger(__name__)
 DAY_MS = 86_400_000
 HOUR_MS = 3_600_000
 OLD_STEP_MS = 60_000  # before the last hour: the 1 min tier's step
-RECENT_STEP_MS = 10_000  # the last hour: the 10 s tier's step
 # A commit every this many ticks: a tick makes up to 3 rows, and a store drops the oldest
 # of more than MAX_UNWRITTEN_ROWS waiting (4,000) as a full disk would.
 FLUSH_EVERY_TICKS = 500
 
 
-def demo_day_stamps(now_ms: int) -> list[int]:
-    """The seeded ticks' stamps: from 24 h before `now_ms` up to (not at) `now_ms`."""
+def demo_day_stamps(now_ms: int, raw_step_ms: int) -> list[int]:
+    """The seeded ticks' stamps: from 24 h before `now_ms` up to (not at) `now_ms`, the
+    last hour every `raw_step_ms` (the node's sample interval)."""
     start = now_ms - DAY_MS
     start -= start % OLD_STEP_MS  # whole steps, as the tiers fold them
     recent = now_ms - HOUR_MS
     old = list(range(start, recent, OLD_STEP_MS))
-    return old + list(range(old[-1] + OLD_STEP_MS, now_ms, RECENT_STEP_MS))
+    return old + list(range(old[-1] + OLD_STEP_MS, now_ms, max(1, raw_step_ms)))
 
 
 def seed_demo_day(
@@ -58,7 +60,7 @@ def seed_demo_day(
     (gpu_count, seed, model) for the node's own GPUs.
     """
     now_ms = int(time.time() * 1000) if now_ms is None else now_ms
-    stamps = demo_day_stamps(now_ms)
+    stamps = demo_day_stamps(now_ms, raw_step_ms)
     clock = _StampClock(stamps[0])
     store = HistoryStore(path, settings, raw_step_ms, boot_clock=clock.seconds)
     try:
