@@ -53,6 +53,12 @@ def seen(pid: int) -> Seen | None:
     return Seen(pid, int(fields[1]), int(fields[3]), fields[0], uids)
 
 
+def alive(pid: int) -> bool:
+    """`pid` runs: it exists and is no zombie (nor dying)."""
+    process = seen(pid)
+    return process is not None and process.state not in "ZX"
+
+
 def processes_of(uid: int) -> list[Seen]:
     """Every process that runs as `uid` (real, effective or saved), zombies included."""
     found = []

@@ -27,15 +27,10 @@ from tests import accounts
 from tests.accounts import SKIP_REASON, account_exists, can_create_accounts
 from tests.conftest import wait_for
 from tests.daemon_process import DaemonProcess
-from tests.own_processes import descends_from_us, processes_of, seen
+from tests.own_processes import alive, descends_from_us, processes_of, seen
 
 pytestmark = pytest.mark.skipif(not can_create_accounts(), reason=SKIP_REASON)
 _NUMBERS = itertools.count()
-
-
-def alive(pid: int) -> bool:
-    process = seen(pid)
-    return process is not None and process.state not in "ZX"
 
 
 def running_as(uid: int, command: bytes) -> list[int]:

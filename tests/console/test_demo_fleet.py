@@ -27,6 +27,7 @@ from gpufleet.client.blocking import NodeClient
 from gpufleet.client.security import LinkSecurity
 from node_daemon.server import NodeDaemon
 from tests.conftest import DaemonFactory, wait_for
+from tests.own_processes import alive
 
 DAY_MS = 86_400_000
 
@@ -154,19 +155,11 @@ def _children(pid: int) -> list[str]:
     return Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
 
 
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state not in ("Z", "X")
-
-
 def _in_groups(groups: set[int]) -> list[int]:
     """Every live process of /proc whose process group is one of `groups`."""
     found = []
     for entry in Path("/proc").iterdir():
-        if entry.name.isdigit() and _alive(int(entry.name)):
+        if entry.name.isdigit() and alive(int(entry.name)):
             try:
                 if os.getpgid(int(entry.name)) in groups:
                     found.append(int(entry.name))
@@ -185,7 +178,7 @@ def test_stop_ends_daemons_workloads_and_the_profile(isolated_config: Path) -> N
         assert demo_profile_path().exists()
     finally:
         fleet.stop()
-    assert not [pid for pid in daemons | workloads if _alive(pid)]
+    assert not [pid for pid in daemons | workloads if alive(pid)]
     assert not _in_groups(groups)
     assert not demo_profile_path().exists()
     code, _, err = gpufleet(isolated_config.parent, "queue", "--profile", "demo")
@@ -219,6 +212,6 @@ def test_sigterm_to_gpufleet_demo_ends_all_it_started(tmp_path: Path) -> None:
             demo.wait()
     assert b"--profile demo" in out
     assert not (tmp_path / "never.png").exists(), "the window ran to its screenshot"
-    assert not [pid for pid in daemons | workloads if _alive(pid)]
+    assert not [pid for pid in daemons | workloads if alive(pid)]
     assert not _in_groups(groups)
     assert not profile.exists()

@@ -25,6 +25,7 @@ from gpufleet.policy import Role
 from node_daemon.auth.settings import AuthSettings
 from tests.console.conftest import MemoryKeyring
 from tests.console.test_security_e2e import TOKENS, USERS, Pki, connected, pki, tls_daemon
+from tests.own_processes import alive
 
 __all__ = ["pki"]  # a fixture, used by name
 
@@ -110,17 +111,9 @@ time.sleep(300)""")  # fmt: skip
     assert str(raised.value) == f"token_command {command} gave no token within 2 s: stopped it"
     pid = int(child_pid.read_text())
     deadline = time.monotonic() + 10
-    while _alive(pid) and time.monotonic() < deadline:  # a zombie until its reaper runs
+    while alive(pid) and time.monotonic() < deadline:  # a zombie until its reaper runs
         time.sleep(0.05)
-    assert not _alive(pid), "the command's own child outlived the timeout"
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0]
-    except FileNotFoundError:
-        return False
-    return state != "Z"
+    assert not alive(pid), "the command's own child outlived the timeout"
 
 
 @pytest.mark.parametrize(

@@ -22,6 +22,7 @@ from node_daemon.history.store import HistoryStore
 from node_daemon.journal.event_journal import EventJournal
 from node_daemon.server import JOURNAL_FILE
 from tests.conftest import DaemonFactory, wait_for
+from tests.own_processes import alive
 
 
 def daemon_refuses(tmp_path: Path, *flags: str) -> str:
@@ -74,7 +75,7 @@ def test_any_owner_runs_as_the_daemons_account_and_ends_with_it(
     children = [int(Path(f"/proc/{w.pid}/task/{w.pid}/children").read_text()) for w in started]
     assert all(_uid(pid) == os.geteuid() for pid in children)
     daemon.stop(grace_s=0.5)
-    gone = [pid for pid in [w.pid for w in started] + children if _alive(pid)]
+    gone = [pid for pid in [w.pid for w in started] + children if alive(pid)]
     assert not gone
     assert daemon.config.state_dir is not None
     journal = EventJournal(daemon.config.state_dir / JOURNAL_FILE)  # as the next start reads it
@@ -134,11 +135,3 @@ def test_the_last_hour_is_seeded_every_sample_so_short_plots_have_no_gaps(
 def _uid(pid: int) -> int:
     status = Path(f"/proc/{pid}/status").read_text()
     return int(next(line for line in status.splitlines() if line.startswith("Uid:")).split()[2])
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state not in ("Z", "X")
