@@ -61,12 +61,13 @@ from tests.console.test_control_views import SLEEPER as SLEEPER_ROW
 from tests.console.test_control_views import grid_of
 from tests.console.xserver import xvfb
 
-pytestmark = [
+KEYBOARD_MARKS = [
     pytest.mark.usefixtures("held_accounts"),
     # A popup menu grabs the keyboard; the offscreen platform says it cannot (it routes
     # keys to the popup all the same, which is what these tests check).
     pytest.mark.qt_log_ignore("This plugin does not support grabbing the keyboard", extend=True),
 ]
+pytestmark = KEYBOARD_MARKS
 Key = Qt.Key
 CTRL, SHIFT = Qt.KeyboardModifier.ControlModifier, Qt.KeyboardModifier.ShiftModifier
 NONE = Qt.KeyboardModifier.NoModifier

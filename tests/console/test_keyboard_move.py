@@ -37,6 +37,7 @@ from tests.console.desktop_bus import NOT_TESTED
 from tests.console.test_control_e2e import Console, recorded_console, submit
 from tests.console.test_keyboard import (
     CTRL,
+    KEYBOARD_MARKS,
     Key,
     activate,
     focused,
@@ -46,10 +47,7 @@ from tests.console.test_keyboard import (
 )
 from tests.console.xserver import xvfb
 
-pytestmark = [
-    pytest.mark.usefixtures("held_accounts"),
-    pytest.mark.qt_log_ignore("This plugin does not support grabbing the keyboard", extend=True),
-]
+pytestmark = KEYBOARD_MARKS
 
 
 @dataclass
