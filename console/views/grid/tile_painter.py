@@ -70,6 +70,14 @@ DRAINED_HATCH = QBrush(QColor(255, 255, 255, 70), Qt.BrushStyle.BDiagPattern)
 
 
 BADGE, BADGE_GAP = 16, 4  # the alert's "!" disc (px) and its gap to a lost tile's word
+WALL_BADGE = 28  # the disc on a wall's tiles, read from across the room
+
+
+def badge_size(metrics: Metrics) -> int:
+    """The alert disc's diameter for tiles of `metrics` (its "!" is sized to fit it)."""
+    return WALL_BADGE if metrics.wall else BADGE
+
+
 LOST_WORD = "LOST"
 
 # Type sizes (pt) by tile size: (small, big). Large tiles are for big screens, few nodes.
@@ -92,6 +100,9 @@ class TilePainter:
         self.tag_font = QFont(self.small)
         self.tag_font.setBold(True)
         self.header_font = QFont(self.big)
+        self.badge_font = QFont(self.big)  # the "!" inside the disc, never larger than it
+        self.badge = BADGE
+        self.badge_font.setPixelSize(BADGE * 3 // 4)
         self._tag_widths: dict[str, int] = {}
         # Figures are few and repeat ("71°C", "45%"): laid out once, not on every paint.
         self._texts: dict[tuple[bool, str], QStaticText] = {}
@@ -117,6 +128,8 @@ class TilePainter:
             self.big.setPointSizeF(big)
             self.tag_font.setPointSizeF(small)
             self.header_font.setPointSizeF(min(big, HEADER_MOST_PT))
+            self.badge = badge_size(metrics)
+            self.badge_font.setPixelSize(self.badge * 3 // 4)
             self._tag_widths.clear()
             self._texts.clear()
             self._labels.clear()
@@ -251,14 +264,15 @@ class TilePainter:
         """LOST in the middle; with an alert, its badge beside the word, never over it."""
         painter.setFont(self.big)
         width = painter.fontMetrics().horizontalAdvance(LOST_WORD)
-        badge = 0 if alert is None else BADGE + BADGE_GAP
+        size = self.badge
+        badge = 0 if alert is None else size + BADGE_GAP
         x = max(inner.x(), inner.center().x() + 1 - (width + badge) // 2)
         word = QRect(x, inner.y(), width, inner.height())
         left_middle = Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter
         painter.drawText(word, left_middle, LOST_WORD)
         if alert is not None:
-            at = QPoint(word.right() + 1 + BADGE_GAP, inner.center().y() + 1 - BADGE // 2)
-            self._badge(painter, QRect(at, QSize(BADGE, BADGE)), ALERT_COLORS[alert])
+            at = QPoint(word.right() + 1 + BADGE_GAP, inner.center().y() + 1 - size // 2)
+            self._badge(painter, QRect(at, QSize(size, size)), ALERT_COLORS[alert])
 
     @staticmethod
     def focus_ring(painter: QPainter, tile: QRect) -> None:
@@ -447,9 +461,10 @@ class TilePainter:
         painter.setBrush(Qt.BrushStyle.NoBrush)
         painter.drawRoundedRect(tile.adjusted(2, 2, -2, -2), 4, 4)
         if badge:
-            y = tile.y() + 3 if beside else tile.center().y() - BADGE // 2
-            at = QPoint(tile.center().x() - BADGE // 2, y)
-            self._badge(painter, QRect(at, QSize(BADGE, BADGE)), color)
+            size = self.badge
+            y = tile.y() + 3 if beside else tile.center().y() - size // 2
+            at = QPoint(tile.center().x() - size // 2, y)
+            self._badge(painter, QRect(at, QSize(size, size)), color)
 
     def _badge(self, painter: QPainter, badge: QRect, color: QColor) -> None:
         """The "!" in a disc of the alert's colour."""
@@ -457,7 +472,7 @@ class TilePainter:
         painter.setBrush(color)
         painter.drawEllipse(badge)
         painter.setPen(QColor("#ffffff"))
-        painter.setFont(self.big)
+        painter.setFont(self.badge_font)
         painter.drawText(badge, Qt.AlignmentFlag.AlignCenter, "!")
 
 
