@@ -2,9 +2,10 @@
 
     .venv/bin/python docs/screenshots/control_screenshots.py [OUT_DIR]
 
-Starts two simulated GPU servers, queues and runs a few workloads, reserves
-GPUs for a team, then replays a drag over the tiles (the same event objects
-the tests use) and opens the kill confirmation. Writes control-drag.png,
+Starts the demo's four nodes (console/demo_fleet.py: its users' workloads and
+reservations), reserves a GPU for bob and queues a 2-GPU workload of alice's on
+gpu-node-03, then replays a drag over the tiles (the same event objects the
+tests use) and opens the kill confirmation for the demo's llama-pretrain. Writes control-drag.png,
 control-drag-refused.png, control-reserve.png and control-kill.png. Every
 workload it started is cancelled before the daemons stop.
 """
@@ -25,12 +26,11 @@ from PySide6.QtGui import (
     QPainter,
 )
 from PySide6.QtWidgets import QApplication, QWidget
-from shot_tools import Started, save_image, settle, shoot_in_use, wait_until
+from shot_tools import Started, TokenStub, save_image, settle, shoot_in_use, wait_until
 
 from console.main_window import MainWindow
 from console.views.grid.fleet_grid import FleetGrid
 from gpufleet.v1 import node_pb2 as pb
-from gpufleet.v1 import node_pb2_grpc as pb_grpc
 
 OUT = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).resolve().parent
 PEOPLE = ["alice", "bob", "carol", "team:ml", "team:vision"]
@@ -79,32 +79,19 @@ def with_dialog(window: MainWindow, dialog: QWidget) -> QImage:
     return base
 
 
-def stage(stubs: list[pb_grpc.NodeServiceStub]) -> Started:
-    """Queue and run workloads, reserve GPUs: a fleet in use. Returns what was started."""
-    started = []
-
-    def submit(stub: pb_grpc.NodeServiceStub, name: str, owner: str, gpus: int = 1,
-               memory_gib: int = 0) -> str:  # fmt: skip
-        request = pb.SubmitWorkloadRequest(
-            name=name, argv=["sleep", "600"], owner=owner, gpu_count=gpus, actor="admin",
-            min_free_memory_bytes=memory_gib * 1024**3,
-        )  # fmt: skip
-        workload_id = stub.SubmitWorkload(request, timeout=5).id
-        started.append((stub, workload_id))
-        return workload_id
-
-    first, second = stubs
+def stage(stubs: list[TokenStub]) -> Started:
+    """On the demo's fleet in use: a reservation for bob and a queued 2-GPU workload of
+    alice's on gpu-node-03 (the demo's nightly-benchmark and team:ml's sweep run there,
+    GPUs 3 to 7 free). Returns what was started."""
+    third = stubs[2]
     until = int((time.time() + 5 * 3600) * 1000)
-    for gpus, holder, why in (([4, 5], "bob", "benchmark run"), ([6, 7], "team:ml", "fine-tune")):
-        reserve = pb.ReserveRequest(gpu_indices=gpus, holder=holder, until_unix_ms=until,
-                                    reason=why, actor="admin")  # fmt: skip
-        first.Reserve(reserve, timeout=5)
-    running = submit(first, "train-resnet", "bob")
-    first.AssignWorkload(pb.AssignWorkloadRequest(workload_id=running, gpu_indices=[1]), timeout=5)
-    submit(first, "llama-8b-sft", "alice", gpus=2, memory_gib=40)
-    submit(second, "eval-nightly", "carol")
-    submit(second, "vision-ablation", "team:vision")
-    return started
+    third.Reserve(pb.ReserveRequest(gpu_indices=[7], holder="bob", until_unix_ms=until,
+                                    reason="benchmark run"), timeout=5)  # fmt: skip
+    request = pb.SubmitWorkloadRequest(
+        name="llama-8b-sft", argv=["sleep", "600"], owner="alice", gpu_count=2,
+        min_free_memory_bytes=20 * 1024**3,
+    )  # fmt: skip
+    return [(third, third.SubmitWorkload(request, timeout=5).id)]
 
 
 def main() -> int:
@@ -113,13 +100,17 @@ def main() -> int:
 
 
 def shoot(app: QApplication, window: MainWindow, targets: list[str]) -> None:
-    fleet, first, second = window.session.fleet, targets[0], targets[1]
-    wait_until(app, lambda: len(fleet.control.workloads()) == 4
-               and fleet.control.running_on(first, 1) is not None)  # fmt: skip
-    window.grid.select(first, 1)
+    fleet, first, third, fourth = window.session.fleet, targets[0], targets[2], targets[3]
+    wait_until(app, lambda: any(w.name == "llama-8b-sft" for w in fleet.control.workloads())
+               and fleet.control.running_on(first, 0) is not None)  # fmt: skip
+    window.grid.select(first, 0)  # alice's llama-pretrain, the demo's
     table = window.detail.processes
-    wait_until(app, lambda: any(table.process(r).command == "sleep 600"
-                                for r in range(table.rowCount())))  # fmt: skip
+
+    def pretrain_row() -> int | None:
+        commands = [table.process(r).command or "" for r in range(table.rowCount())]
+        return next((r for r, c in enumerate(commands) if c.endswith("llama-pretrain")), None)
+
+    wait_until(app, lambda: pretrain_row() is not None)
     settle(app, 2)
     # A queued 2-GPU workload over a free GPU: it takes that one and the next free.
     window.tabs.setCurrentWidget(window.control.workload_panel)
@@ -127,25 +118,26 @@ def shoot(app: QApplication, window: MainWindow, targets: list[str]) -> None:
     llama = next(w for w in fleet.control.workloads() if w.name == "llama-8b-sft")
     panel.select(llama.target, llama.id)
     mime = panel.proxy.mimeData([panel.row_index(llama.target, llama.id)])
-    hover(grid, mime, tile_center(grid, first, 2))
+    hover(grid, mime, tile_center(grid, third, 4))
     save(window.grab().toImage(), "control-drag.png")
     # ...and over a GPU reserved for someone else: refused, and why.
-    hover(grid, mime, tile_center(grid, first, 4))
+    hover(grid, mime, tile_center(grid, third, 7))
     save(window.grab().toImage(), "control-drag-refused.png")
     grid.dragLeaveEvent(QDragLeaveEvent())
     # A team onto two selected tiles.
-    grid.select(second, 0)
-    grid.select(second, 1, add=True)
+    grid.select(fourth, 2)
+    grid.select(fourth, 3, add=True)
     window.tabs.setCurrentWidget(window.control.people_panel)
     people = window.control.people_panel
     holder = people.proxy.mimeData([people.person_index("team:vision")])
-    hover(grid, holder, tile_center(grid, second, 1))
+    hover(grid, holder, tile_center(grid, fourth, 3))
     save(window.grab().toImage(), "control-reserve.png")
     grid.dragLeaveEvent(QDragLeaveEvent())
-    # The kill confirmation for the sleeper on gpu-node-01 GPU 1.
-    grid.select(first, 1)
+    # The kill confirmation for alice's llama-pretrain on gpu-node-01 GPU 0.
+    grid.select(first, 0)
     window.tabs.setCurrentWidget(window.control.workload_panel)
-    row = next(r for r in range(table.rowCount()) if table.process(r).command == "sleep 600")
+    row = pretrain_row()
+    assert row is not None
     window.detail.process_table.selectRow(row)
     window.detail.process_menu(row).actions()[0].trigger()
     dialog = window.control.prompts.dialog

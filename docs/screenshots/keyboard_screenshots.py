@@ -2,34 +2,29 @@
 
     PYTHONPATH=. .venv/bin/python docs/screenshots/keyboard_screenshots.py [OUT_DIR]
 
-(As root: the workloads run as their owners, the tests' local accounts.)
-
-Two simulated GPU servers in use (reservations, a running and queued workloads). Keys as a person
+The demo's four nodes (console/demo_fleet.py: its users' running and queued workloads,
+its reservations). Keys as a person
 presses them (QTest on the real window): Ctrl+G, arrows to a tile (its focus
 ring), the Menu key (the tile's menu, drawn where it pops up), a workload row's
 Assign to GPU… chooser, and F1's list. Writes keyboard-grid.png,
-keyboard-assign.png and keyboard-shortcuts.png; every workload it started is
-cancelled before the daemons stop.
+keyboard-assign.png and keyboard-shortcuts.png.
 """
 
 from __future__ import annotations
 
 import sys
-import time
 
 from control_screenshots import PEOPLE, save, save_dialog, settle
 from PySide6.QtCore import QPoint, Qt
 from PySide6.QtGui import QImage, QPainter
 from PySide6.QtTest import QTest
 from PySide6.QtWidgets import QApplication, QMenu, QWidget
-from shot_tools import Started, shoot_in_use, wait_until
+from shot_tools import Started, TokenStub, shoot_in_use, wait_until
 
 from console.main_window import MainWindow
-from gpufleet.v1 import node_pb2 as pb
-from gpufleet.v1 import node_pb2_grpc as pb_grpc
-from tests.accounts import TEST_ACCOUNTS, local_accounts
 
 Key = Qt.Key
+FINETUNE = "finetune-70b"  # carol's, queued on gpu-node-01 by the demo (console/demo_seed.py)
 
 
 def press(key: Key, modifier: Qt.KeyboardModifier = Qt.KeyboardModifier.NoModifier) -> None:
@@ -38,24 +33,9 @@ def press(key: Key, modifier: Qt.KeyboardModifier = Qt.KeyboardModifier.NoModifi
     QTest.keyClick(target, key, modifier)
 
 
-def stage(stubs: list[pb_grpc.NodeServiceStub]) -> Started:
-    """Reserve GPUs, run one workload, queue three: a fleet in use. Returns what was queued."""
-    first, second = stubs
-    until = int((time.time() + 5 * 3600) * 1000)
-    for gpus, holder, why in (([4, 5], "bob", "benchmark run"), ([7], "carol", "profiling")):
-        first.Reserve(pb.ReserveRequest(gpu_indices=gpus, holder=holder, until_unix_ms=until,
-                                        reason=why, actor=holder), timeout=5)  # fmt: skip
-    started = []
-    for stub, name, owner, gpus in ((first, "train-resnet", "bob", 1),
-                                    (first, "llama-8b-sft", "alice", 2),
-                                    (second, "eval-nightly", "carol", 1),
-                                    (second, "ablation", "alice", 1)):  # fmt: skip
-        request = pb.SubmitWorkloadRequest(name=name, argv=["sleep", "600"], owner=owner,
-                                           gpu_count=gpus, actor=owner)  # fmt: skip
-        started.append((stub, stub.SubmitWorkload(request, timeout=5).id))
-    assign = pb.AssignWorkloadRequest(workload_id=started[0][1], gpu_indices=[1], actor="bob")
-    first.AssignWorkload(assign, timeout=5)
-    return started
+def stage(_stubs: list[TokenStub]) -> Started:
+    """Nothing more than the demo's own: its running and queued workloads, its reservations."""
+    return []
 
 
 def with_popup(window: MainWindow, popup: QWidget) -> QImage:
@@ -69,14 +49,12 @@ def with_popup(window: MainWindow, popup: QWidget) -> QImage:
 
 
 def main() -> int:
-    # Workloads run as their owners: the tests' local accounts (created as root, removed after).
-    with local_accounts(TEST_ACCOUNTS):
-        return shoot_in_use(stage, shoot, PEOPLE)
+    return shoot_in_use(stage, shoot, PEOPLE)
 
 
 def shoot(app: QApplication, window: MainWindow, targets: list[str]) -> None:
     fleet, grid = window.session.fleet, window.grid
-    wait_until(app, lambda: len(fleet.control.workloads()) == 4)
+    wait_until(app, lambda: any(w.name == FINETUNE for w in fleet.control.workloads()))
     window.activateWindow()
     wait_until(app, lambda: QApplication.activeWindow() is window, 10)
     settle(app, 2)
@@ -94,16 +72,16 @@ def shoot(app: QApplication, window: MainWindow, targets: list[str]) -> None:
     settle(app, 0.3)
     save(with_popup(window, menu), "keyboard-grid.png")
     press(Key.Key_Escape)
-    # The Workloads tab (Ctrl+3), the 2-GPU llama row, Menu, Assign to GPU…
+    # The Workloads tab (Ctrl+3), the demo's queued 4-GPU finetune row, Menu, Assign to GPU…
     press(Key.Key_3, Qt.KeyboardModifier.ControlModifier)
     panel = window.control.workload_panel
-    llama = next(w for w in fleet.control.workloads() if w.name == "llama-8b-sft")
-    panel.select(llama.target, llama.id)
-    panel.row_menu(llama).actions()[1].trigger()  # what the Menu key and A open
+    queued = next(w for w in fleet.control.workloads() if w.name == FINETUNE)
+    panel.select(queued.target, queued.id)
+    panel.row_menu(queued).actions()[1].trigger()  # what the Menu key and A open
     chooser = window.control.place_prompts.dialog
     assert chooser is not None
     wait_until(app, lambda: chooser.isAncestorOf(QApplication.focusWidget()), 10)
-    QTest.keyClicks(QApplication.focusWidget(), "gpu 2")
+    QTest.keyClicks(QApplication.focusWidget(), "gpu 5")
     save_dialog(app, window, chooser, "keyboard-assign.png")
     chooser.reject()
     window.activateWindow()

@@ -79,6 +79,7 @@ def start_node(number: int, root: Path) -> NodeDaemon:
         DaemonConfig(), listen="127.0.0.1:0", backend="simulated", gpus=4, seed=number,
         sample_interval_s=0.5, process_interval_s=1.0, hostname=f"gpu-node-0{number}",
         state_dir=state, auth=AuthSettings(USERS),
+        demo=True,  # as `gpufleet demo`'s nodes: workloads run as this account, owner's name kept
     )  # fmt: skip
     daemon = NodeDaemon(config, simulated_backend(config), parse_listen_address(config.listen))
     daemon.start()

@@ -1,32 +1,89 @@
 """What every screenshot script here needs: wait for the console to get somewhere, save what it
-shows, and the console over demo daemons in use or over hand-fed frames.
+shows, and the console over the demo's daemons (`gpufleet demo`'s fleet: a day of history,
+its users' workloads and reservations, the incident on gpu-node-02) or over hand-fed frames.
 
 The scripts run as `python docs/screenshots/NAME.py`, so this folder is on
 sys.path and they import this module by its bare name.
+
+Importing it points the console's config directory (XDG_CONFIG_HOME) at a fresh
+temporary one, unless GPUFLEET_SHOTS_CONFIG names one: no remembered layout, no
+seen guided tour, no profile of the person running it in the pictures, and
+nothing of theirs overwritten.
 """
 
 from __future__ import annotations
 
+import atexit
+import os
+import shutil
+import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import grpc
 from PySide6.QtGui import QImage
 from PySide6.QtWidgets import QApplication, QWidget
 
 from console.app import build_window, has_display, qt_application
+from console.connections.security import LinkSecurity
 from console.demo_fleet import DemoFleet
+from console.demo_seed import DEMO_PEOPLE
 from console.fleet.updates import LinkState
 from console.main_window import MainWindow
 from console.session import ConsoleSession
 from gpufleet.v1 import node_pb2 as pb
 from gpufleet.v1 import node_pb2_grpc as pb_grpc
 
-HOUR_MS = 3_600_000
-Started = list[tuple[pb_grpc.NodeServiceStub, str]]
+
+def _fresh_config() -> None:
+    if os.environ.get("GPUFLEET_SHOTS_CONFIG"):
+        os.environ["XDG_CONFIG_HOME"] = os.environ["GPUFLEET_SHOTS_CONFIG"]
+        return
+    path = tempfile.mkdtemp(prefix="gpufleet-shots-config-")
+    os.environ["XDG_CONFIG_HOME"] = path
+    atexit.register(shutil.rmtree, path, ignore_errors=True)
+
+
+_fresh_config()
+
+
+class TokenStub:
+    """A node's NodeServiceStub whose every call carries the demo's token (as
+    `gpufleet demo`'s own seeding does through gpufleet.client)."""
+
+    def __init__(self, channel: grpc.Channel, token: str) -> None:
+        self._stub = pb_grpc.NodeServiceStub(channel)
+        self._metadata = (("authorization", f"Bearer {token}"),)
+
+    def __getattr__(self, name: str) -> Callable[..., Any]:
+        method = getattr(self._stub, name)
+
+        def call(request: object, **kwargs: object) -> Any:
+            return method(request, metadata=self._metadata, **kwargs)
+
+        return call
+
+
+Started = list[tuple[TokenStub, str]]
 """The workloads a script submitted, with the stub of their node: cancelled before the end."""
+
+
+def demo_window(
+    demo: DemoFleet, people: Sequence[str] = DEMO_PEOPLE, **options: object
+) -> MainWindow:
+    """The console on the demo's nodes, as `gpufleet demo` opens it (console/cli.py): the
+    demo's token, its people."""
+    return build_window(demo.targets, people, security=LinkSecurity(token=demo.token),
+                        **options)  # type: ignore[arg-type]  # fmt: skip
+
+
+def demo_stubs(demo: DemoFleet) -> tuple[list[TokenStub], list[grpc.Channel]]:
+    """A stub per demo node, with the demo's token; close the channels after."""
+    channels = [grpc.insecure_channel(t) for t in demo.targets]
+    return [TokenStub(c, demo.token) for c in channels], channels
 
 
 def wait_until(app: QApplication, predicate: Callable[[], object], timeout_s: float = 60) -> None:
@@ -56,37 +113,24 @@ def save_grab(widget: QWidget, path: Path) -> None:
     save_image(widget.grab().toImage(), path)
 
 
-def reserve_in_use(first: pb_grpc.NodeServiceStub, second: pb_grpc.NodeServiceStub) -> None:
-    """The reservations of a fleet in use: bob's two GPUs, a team's four, two short ones."""
-    now = int(time.time() * 1000)
-    for stub, gpus, holder, why, hours in (
-        (first, [1, 2], "bob", "benchmark run", 5),
-        (first, [7], "carol", "profiling", 1.5),
-        (second, [0, 1, 2, 3], "team:ml", "llama-8b sweep", 26),
-        (second, [6], "alice", "notebook", 0.4),
-    ):
-        stub.Reserve(pb.ReserveRequest(gpu_indices=gpus, holder=holder, reason=why,
-                                       until_unix_ms=now + int(hours * HOUR_MS), actor="ada"),
-                     timeout=5)  # fmt: skip
-
-
 def shoot_in_use(
-    stage: Callable[[list[pb_grpc.NodeServiceStub]], Started],
+    stage: Callable[[list[TokenStub]], Started],
     shoot: Callable[[QApplication, MainWindow, list[str]], None],
     people: Sequence[str],
     size: tuple[int, int] = (1366, 768),
+    nodes: int = 4,
 ) -> int:
-    """Two demo daemons, the console on them at `size`; `stage` them, then `shoot` the window.
+    """The demo's daemons (seeded as `gpufleet demo` seeds them), the console on them at
+    `size`; `stage` more on them, then `shoot` the window.
 
-    Every workload `stage` started is cancelled, and seen ended, before the daemons stop:
-    workloads outlive their daemon (as Slurm jobs do).
+    Every workload `stage` started is cancelled, and seen ended, before the daemons stop
+    (the demo's own end with them).
     """
     app = qt_application(offscreen=True)
-    with DemoFleet(nodes=2, gpus=8) as demo:
+    with DemoFleet(nodes=nodes, gpus=8) as demo:
         targets = demo.start()
-        channels = [grpc.insecure_channel(t) for t in targets]
-        stubs = [pb_grpc.NodeServiceStub(c) for c in channels]
-        window = build_window(targets, people)
+        stubs, channels = demo_stubs(demo)
+        window = demo_window(demo, people)
         window.resize(*size)
         window.show()
         fleet = window.session.fleet
@@ -98,7 +142,9 @@ def shoot_in_use(
         finally:
             for stub, workload_id in started:
                 stub.CancelWorkload(pb.CancelWorkloadRequest(workload_id=workload_id), timeout=5)
-            wait_until(app, lambda: all(w.state.ended for w in fleet.control.workloads()), 30)
+            ours = {w for _stub, w in started}
+            wait_until(app, lambda: all(w.state.ended for w in fleet.control.workloads()
+                                        if w.id in ours), 30)  # fmt: skip
             window.session.stop()
             for channel in channels:
                 channel.close()

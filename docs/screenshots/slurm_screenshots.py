@@ -21,11 +21,11 @@ from pathlib import Path
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QDragEnterEvent, QDragMoveEvent, QDropEvent, QImage
 from PySide6.QtWidgets import QApplication, QDockWidget
-from shot_tools import save_image, settle, wait_until
+from shot_tools import demo_window, save_image, settle, wait_until
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # for tests.slurm.harness
 
-from console.app import build_window, qt_application
+from console.app import qt_application
 from console.demo_fleet import DemoFleet
 from console.fleet.updates import LinkState
 from console.main_window import MainWindow
@@ -96,8 +96,9 @@ def main() -> int:
                           f"--gres=gpu:{gpus}", "--wrap", "sleep 600").strip()
                 for name, gpus, begin in JOBS]  # fmt: skip
         profile = SlurmProfile(slurm.rest_url, "root", conf=slurm.layout.conf)
-        window = build_window(targets, ["alice", "bob", "team:ml"], theme="dark",
-                              slurm=(profile, lambda: slurm.token("root")))  # fmt: skip
+        # The demo's token, as `gpufleet demo` gives it (console/cli.py).
+        window = demo_window(demo, ["alice", "bob", "team:ml"], theme="dark",
+                             slurm=(profile, lambda: slurm.token("root")))  # fmt: skip
         window.resize(1600, 1000)
         window.show()
         fleet = window.session.fleet

@@ -2,7 +2,8 @@
 
     xvfb-run -a .venv/bin/python docs/screenshots/stale_node_screenshot.py [OUT_DIR]
 
-(Without a display it renders offscreen.) Starts three demo GPU servers and a
+(Without a display it renders offscreen.) Starts the demo's first three GPU servers
+(console/demo_fleet.py, with its workloads, reservations and gpu-node-02's incident) and a
 fourth, gpu-node-04, opens the console on all four, stops gpu-node-04 with
 SIGSTOP (a hung host: its TCP still acknowledged) and waits until the console
 has raised its own critical alert, node_not_responding, and the tiles have
@@ -23,7 +24,9 @@ from pathlib import Path
 from shot_tools import wait_until
 
 from console.app import build_window, has_display, qt_application
+from console.connections.security import LinkSecurity
 from console.demo_fleet import DemoFleet
+from console.demo_seed import DEMO_PEOPLE
 from console.fleet.not_responding import RULE
 
 OUT = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).resolve().parent
@@ -48,7 +51,9 @@ def main() -> int:
     app = qt_application(offscreen=not has_display())
     with DemoFleet(nodes=3, gpus=8) as demo, tempfile.TemporaryDirectory() as workdir:
         proc, target = start_daemon(Path(workdir))
-        window = build_window([*demo.start(), target])
+        # The demo's token, as `gpufleet demo` gives it (console/cli.py); gpu-node-04 asks none.
+        window = build_window([*demo.start(), target], DEMO_PEOPLE,
+                              security=LinkSecurity(token=demo.token))  # fmt: skip
         try:
             window.resize(1500, 900)
             window.show()

@@ -3,8 +3,9 @@
     PYTHONPATH=. .venv/bin/python docs/screenshots/theme_screenshots.py [OUT_DIR]
 
 For each screen, 1366x768 and 3840x2160, a fresh Xvfb of exactly that size with
-openbox on it, four simulated GPU servers (8 GPUs each) and the console on them
-through Qt's xcb platform, maximised by the window manager, a GPU open:
+openbox on it, the demo's four simulated GPU servers (console/demo_fleet.py, as
+`gpufleet demo` starts them) and the console on them through Qt's xcb platform as
+a first start shows it (maximised, a fresh config directory), a GPU open:
 the dark theme, the light theme, and wall mode (full screen, on the dark
 theme). Writes theme-dark-1366.png, theme-light-1366.png, wall-1366.png and
 the same with -4k. Needs Xvfb, openbox and xdotool (installer/dev-setup.sh test).
@@ -45,20 +46,20 @@ def start_x(width: int, height: int) -> tuple[subprocess.Popen[str], subprocess.
 def shoot(tag: str) -> None:
     """In the X server of this process's DISPLAY: the three pictures of one screen size."""
     from PySide6.QtWidgets import QApplication
-    from shot_tools import settle, wait_until
+    from shot_tools import demo_window, settle, wait_until
 
-    from console.app import build_window, qt_application
+    from console.app import qt_application
     from console.demo_fleet import DemoFleet
     from console.fleet.updates import LinkState
     from console.views.window.window_looks import WindowLooks
 
     app = qt_application()
     with DemoFleet(nodes=4, gpus=8) as fleet:
-        targets = fleet.start()
-        window = build_window(targets, profile=f"screenshots-{tag}", theme="dark")
+        fleet.start()
+        window = demo_window(fleet, theme="dark")  # a fresh config: the first start's layout
         looks = window.findChild(WindowLooks)
         assert isinstance(looks, WindowLooks)
-        window.showMaximized()
+        window.show()
         session = window.session
         wait_until(app, lambda: all(n.state is LinkState.CONNECTED and n.latest
                                     for n in session.fleet), 60)  # fmt: skip

@@ -4,13 +4,15 @@ in a real X server (Xvfb + openbox), against demo daemons.
     PYTHONPATH=. .venv/bin/python docs/screenshots/views_screenshots.py [OUT_DIR] \
         [--theme dark|light] [--size 1366|4k]
 
-(As root: the workloads run as their owners, the tests' local accounts. Needs Xvfb,
-openbox and xdotool: installer/dev-setup.sh test.) Without --theme both themes, without
+(Needs Xvfb, openbox and xdotool: installer/dev-setup.sh test.) Without --theme both themes, without
 --size both screens.
 
-For each screen size a fresh Xvfb of exactly that size with openbox on it, four
-simulated GPU servers (8 GPUs each) with reservations, one running workload and two
-queued ones, and the console on them maximised by the window manager. For each theme
+For each screen size a fresh Xvfb of exactly that size with openbox on it, the demo's
+four simulated GPU servers (console/demo_fleet.py, as `gpufleet demo` starts them: a day
+of history, its users' running and queued workloads, three reservations, the incident on
+gpu-node-02) and the console on them as a first start shows it (maximised, the docks
+shared out for the screen; a fresh config directory), gpu-node-01 GPU 4 open (bob's
+eval-sweep). For each theme
 it writes, with TAG 1366 or 4k:
 
 - main-THEME-TAG.png: the grid, the GPU detail and its plots;
@@ -19,12 +21,12 @@ it writes, with TAG 1366 or 4k:
 - reservations-THEME-TAG.png: the Reservations tab;
 - workloads-THEME-TAG.png: the Workloads tab, the fleet queue with its wait reasons;
 - inventory-THEME-TAG.png: the Inventory tab, every GPU's versions and serials;
-- search-THEME-TAG.png: Ctrl+F, a user typed, the first match selected;
+- search-THEME-TAG.png: Ctrl+F, "bob" typed, the first match selected;
 - wall-THEME-TAG.png: wall mode (full screen);
 - compact-THEME-TAG.png: 1,000 GPUs (125 nodes, synthetic samples, no daemons) as
   compact tiles.
 
-Every workload it started is cancelled before the daemons stop.
+The demo's workloads end with its daemons.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from functools import partial
 from pathlib import Path
 
 ARGS = sys.argv[1:]
@@ -55,80 +58,45 @@ def themes() -> tuple[str, ...]:
     return (chosen,)
 
 
-def stage(stubs: list[object]) -> list[tuple[object, str]]:
-    """Reservations across two nodes, one workload running and two waiting in the queue."""
-    from shot_tools import reserve_in_use
-
-    from gpufleet.v1 import node_pb2 as pb
-
-    first, second = stubs[0], stubs[1]
-    reserve_in_use(first, second)  # type: ignore[arg-type]
-    started = []
-    request = pb.SubmitWorkloadRequest(name="train-resnet", argv=["sleep", "600"], owner="bob",
-                                       gpu_count=1, actor="bob")  # fmt: skip
-    workload = first.SubmitWorkload(request, timeout=5).id  # type: ignore[attr-defined]
-    first.AssignWorkload(pb.AssignWorkloadRequest(workload_id=workload, gpu_indices=[1],  # type: ignore[attr-defined]
-                                                  actor="bob"), timeout=5)  # fmt: skip
-    started.append((first, workload))
-    for stub, name, owner, count in ((first, "llama-70b-finetune", "carol", 8),
-                                     (second, "eval-sweep", "alice", 6)):  # fmt: skip
-        queued = pb.SubmitWorkloadRequest(name=name, argv=["sleep", "600"], owner=owner,
-                                          gpu_count=count, actor=owner)  # fmt: skip
-        started.append((stub, stub.SubmitWorkload(queued, timeout=5).id))  # type: ignore[attr-defined]
-    return started
-
-
 def shoot(tag: str) -> None:
     """In the X server of this process's DISPLAY: the daemon-backed pictures of one size."""
-    import grpc
-    from control_screenshots import PEOPLE
     from PySide6.QtCore import Qt
     from PySide6.QtTest import QTest
-    from PySide6.QtWidgets import QApplication, QDockWidget
-    from shot_tools import settle, wait_until
+    from PySide6.QtWidgets import QApplication
+    from shot_tools import demo_window, settle, wait_until
     from theme_screenshots import save  # the same OUT, from the same arguments
 
-    from console.app import build_window, qt_application
+    from console.app import qt_application
     from console.demo_fleet import DemoFleet
     from console.fleet.updates import LinkState
     from console.views.window.window_looks import WindowLooks
-    from gpufleet.v1 import node_pb2 as pb
-    from gpufleet.v1 import node_pb2_grpc as pb_grpc
-    from tests.accounts import TEST_ACCOUNTS, local_accounts
 
     app = qt_application()
-    with local_accounts(TEST_ACCOUNTS), DemoFleet(nodes=4, gpus=8) as fleet_d:
-        targets = fleet_d.start()
-        channels = [grpc.insecure_channel(t) for t in targets]
-        stubs = [pb_grpc.NodeServiceStub(c) for c in channels]
-        profile = f"views-shots-{tag}-{os.getpid()}"  # a fresh profile: no remembered layout
-        window = build_window(targets, PEOPLE, profile=profile, theme="dark")
+    with DemoFleet(nodes=4, gpus=8) as demo:
+        demo.start()
+        window = demo_window(demo, theme="dark")  # a fresh config: the first start's layout
         looks = window.findChild(WindowLooks)
         assert isinstance(looks, WindowLooks)
-        window.showMaximized()
+        window.show()
         session = window.session
         fleet = session.fleet
         wait_until(app, lambda: all(n.state is LinkState.CONNECTED and len(n.latest) == 8
                                     for n in fleet), 60)  # fmt: skip
-        started = stage(stubs)
+        first = demo.targets[0]
+        # The demo's three reservations and bob's eval-sweep on gpu-node-01 GPU 4.
+        wait_until(app, lambda: len(fleet.control.reservations()) == 3
+                   and fleet.control.running_on(first, 4) is not None, 30)  # fmt: skip
+        window.grid.select(first, 4)
+        table = window.detail.processes
+        wait_until(app, lambda: table.rowCount() > 0
+                   and table.process(0).cpu_pct is not None, 30)  # fmt: skip
+        settle(app, 10)  # a few plot points, the SM and CPU shares, the layout done
+        screen = QApplication.primaryScreen().geometry()
         try:
-            first = targets[0]
-            wait_until(app, lambda: len(fleet.control.reservations()) == 4
-                       and fleet.control.running_on(first, 1) is not None, 30)  # fmt: skip
-            window.grid.select(first, 1)
-            table = window.detail.processes
-            wait_until(app, lambda: table.rowCount() > 0
-                       and table.process(0).cpu_pct is not None, 30)  # fmt: skip
-            settle(app, 10)  # a few plot points, the SM and CPU shares, the layout done
-            dock = window.findChild(QDockWidget, "alertDock")
-            assert dock is not None
-            # The bottom dock a third of the window: every table row in sight, tiles full size.
-            window.resizeDocks([dock], [window.height() // 3 + 60], Qt.Orientation.Vertical)
-            screen = QApplication.primaryScreen().geometry()
             for theme in themes():
                 looks.looks.set_choice(theme)
                 window.tabs.setCurrentWidget(window.alerts.alerts_tab)
-                window.grid.select(first, 1)
+                window.grid.select(first, 4)
                 settle(app, 2)
                 save(window, f"main-{theme}-{tag}.png")
                 save(window.detail, f"detail-{theme}-{tag}.png")
@@ -171,14 +139,8 @@ def shoot(tag: str) -> None:
                 looks.wall.set_on(False)
                 settle(app, 1)
         finally:
-            for stub, workload_id in started:
-                stub.CancelWorkload(pb.CancelWorkloadRequest(workload_id=workload_id),  # type: ignore[attr-defined]
-                                    timeout=5)  # fmt: skip
-            wait_until(app, lambda: all(w.state.ended for w in fleet.control.workloads()), 30)
             window.close()
             session.stop()
-            for channel in channels:
-                channel.close()
 
 
 def shoot_compact(tag: str) -> None:
@@ -190,6 +152,7 @@ def shoot_compact(tag: str) -> None:
     from console.app import qt_application
     from console.main_window import MainWindow
     from console.session import ConsoleSession
+    from console.views.window.first_layout import fit_to_screen
     from console.views.window.window_looks import WindowLooks
 
     app = qt_application()
@@ -197,8 +160,10 @@ def shoot_compact(tag: str) -> None:
     session = ConsoleSession(nodes)
     session.connections.start()  # the network thread, connected to nothing
     window = MainWindow(session)
-    looks = WindowLooks(window, f"views-compact-{tag}-{os.getpid()}", "dark")
-    window.showMaximized()
+    # The first start's layout, as build_window gives it (console/app.py).
+    looks = WindowLooks(window, f"views-compact-{tag}", "dark",
+                        first_start=partial(fit_to_screen, window))  # fmt: skip
+    window.show()
     feed(window, nodes)
     wait_until(app, lambda: window.grid_part.summary.parts["hottest"].isVisible(), 10)
     window.grid.select(nodes[40], 3)

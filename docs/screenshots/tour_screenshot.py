@@ -1,0 +1,84 @@
+"""Render docs/screenshots/tour.png (the guided tour's step on the alert list) and alerts.png
+(the demo's first critical alerts and their popup), at 1366x768.
+
+    PYTHONPATH=. .venv/bin/python docs/screenshots/tour_screenshot.py [OUT_DIR]
+
+(Needs Xvfb, openbox and xdotool: installer/dev-setup.sh test.) A fresh Xvfb of
+1366x768 with openbox on it, the demo's four nodes as `gpufleet demo` starts them
+(console/demo_fleet.py) and the console on them as a person's first start shows it:
+maximised, a fresh config directory (so the tour has not been seen), gpu-node-02
+GPU 2 open as the demo opens it. Once the incident on gpu-node-02 has raised its
+first critical alert (GPU 2 overheating) it saves alerts.png, its popup shown;
+then the tour starts as console/app.py starts it (HelpMenu.first_start) and goes
+on by its keys (Right) to its third step, the alert list.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+OUT = Path(sys.argv[1]) if len(sys.argv) > 1 and not sys.argv[1].startswith("--") else (
+    Path(__file__).resolve().parent
+)  # fmt: skip
+SIZE = (1366, 768)
+ALERTS_STEP = "alerts"
+
+
+def shoot() -> None:
+    """In the X server of this process's DISPLAY."""
+    from PySide6.QtCore import Qt
+    from PySide6.QtTest import QTest
+    from shot_tools import demo_window, save_grab, settle, wait_until
+
+    from console.app import qt_application
+    from console.demo_fleet import DemoFleet
+    from console.fleet.updates import LinkState
+
+    app = qt_application()
+    with DemoFleet(nodes=4, gpus=8) as demo:
+        demo.start()
+        window = demo_window(demo)
+        window.show()
+        fleet = window.session.fleet
+        wait_until(app, lambda: all(n.state is LinkState.CONNECTED and len(n.latest) == 8
+                                    for n in fleet), 60)  # fmt: skip
+        window.grid.select(demo.targets[1], 2)  # as `gpufleet demo` opens (console/cli.py)
+        # GPU 2 critical: its popup over the grid (a warning has none).
+        wait_until(app, window.alerts.toast.isVisible, 150)
+        settle(app, 2)
+        save_grab(window, OUT / "alerts.png")
+        assert window.help_menu.first_start(), "the tour was seen already"
+        tour = window.help_menu.tour
+        while tour.steps[tour.index].target != ALERTS_STEP:
+            QTest.keyClick(tour, Qt.Key.Key_Right)
+        settle(app, 1)
+        save_grab(window, OUT / "tour.png")
+        QTest.keyClick(tour, Qt.Key.Key_Escape)
+        window.close()
+        window.session.stop()
+
+
+def main() -> int:
+    if "--screen" in sys.argv:
+        shoot()
+        return 0
+    from theme_screenshots import start_x
+
+    OUT.mkdir(parents=True, exist_ok=True)
+    xvfb, wm, display = start_x(*SIZE)
+    try:
+        env = {**os.environ, "DISPLAY": display, "QT_QPA_PLATFORM": "xcb"}
+        subprocess.run([sys.executable, __file__, str(OUT), "--screen"], env=env, check=True,
+                       timeout=300)  # fmt: skip
+    finally:
+        for process in (wm, xvfb):
+            process.terminate()
+            process.wait(timeout=10)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
