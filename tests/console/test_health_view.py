@@ -518,3 +518,24 @@ def test_the_nodes_healing_policy_in_words() -> None:
     fleet = fleet_with(A)
     assert fleet.apply(QueryResult(A, "health", 1, True, "done", on)) is Change.DATA
     assert fleet.node(A).healing == on
+
+
+def test_the_health_section_is_as_tall_as_its_wrapped_lines(qtbot) -> None:
+    """Counted by paragraphs, a line that wrapped in a narrow detail (1366x768) was cut in
+    half at the section's foot; now it is as tall as its text at its width."""
+    from console.fleet.health_report import Part
+    from console.views.detail.health_section import MAX_HEIGHT, HealthSection
+
+    section = HealthSection()
+    qtbot.addWidget(section)
+    section.resize(300, 100)
+    section.show()
+    long = "PCIe replays: 0 · no remapped rows · NVLink: 18 links up, 0 down · no NVLink errors"
+    section.show_report([Part("Signals", (long, "power limit: 700 W"))], None)
+    assert section.minimumHeight() < MAX_HEIGHT
+    section.resize(300, section.minimumHeight())  # as a layout gives it its least height
+    qtbot.waitUntil(lambda: section.height() == section.minimumHeight(), timeout=3000)
+    assert section.verticalScrollBar().maximum() == 0  # every wrapped line in view
+    wide = section.minimumHeight()
+    section.resize(900, section.height())  # wider: fewer lines wrap, less height
+    qtbot.waitUntil(lambda: section.minimumHeight() < wide, timeout=3000)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import html
 
 from PySide6.QtCore import Qt
+from PySide6.QtGui import QResizeEvent
 from PySide6.QtWidgets import QFrame, QLabel, QScrollArea, QWidget
 
 from console.fleet.health import HealthState
@@ -81,11 +82,19 @@ class HealthSection(QScrollArea):
         if text == self.label.text():
             return
         self.label.setText(text)
-        # As tall as its lines (a healthy GPU's few, a sick one's up to MAX_HEIGHT, then it
-        # scrolls); the plots below take the rest.
-        lines = sum(1 + len(p.lines) for p in parts)
-        spacing = self.label.fontMetrics().lineSpacing()
-        self.setMinimumHeight(min(MAX_HEIGHT, lines * spacing + 6))
+        self._fit()
+
+    def _fit(self) -> None:
+        """As tall as its text at this width, wrapped lines counted (a healthy GPU's few
+        lines, a sick one's up to MAX_HEIGHT, then it scrolls); the plots take the rest."""
+        wanted = self.label.heightForWidth(max(1, self.viewport().width()))
+        height = min(MAX_HEIGHT, max(wanted, self.label.fontMetrics().lineSpacing()) + 4)
+        if height != self.minimumHeight():
+            self.setMinimumHeight(height)
+
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        super().resizeEvent(event)
+        self._fit()  # narrower: more lines wrap
 
     def plain_text(self) -> str:
         """What the section says, line by line (for tests and copying)."""
