@@ -13,7 +13,6 @@ from PySide6.QtCore import QRect, Qt
 from PySide6.QtGui import QCloseEvent, QResizeEvent, QShowEvent
 from PySide6.QtWidgets import QDockWidget, QMainWindow, QTabWidget, QWidget
 
-from console.fleet.alert_rows import AlertRow
 from console.fleet.node_names import name_nodes
 from console.fleet.notify_settings import NotifySettings
 from console.fleet.updates import CommandResult
@@ -169,11 +168,11 @@ class MainWindow(QMainWindow):
         outcome = result.message if result.ok else f"failed: {result.message}"
         self.show_message(f"{result.what}: {outcome}")
 
-    def _tiles_of(self, alert: AlertRow) -> list[QRect]:
-        """Where the alert's GPU (or its node, for a node's alert) is, in this window."""
+    def _tiles_of(self, place: tuple[str, int | None]) -> list[QRect]:
+        """Where a GPU (or a node, for a node's alert) is, in this window."""
         grid = self.grid
         return [QRect(grid.mapTo(self, r.topLeft()), r.size())
-                for r in grid.rects_of(alert.target, alert.gpu_index)]  # fmt: skip
+                for r in grid.rects_of(*place)]  # fmt: skip
 
     def _place_toast(self, *_frame: object) -> None:
         if self.alerts.toast.isVisible():

@@ -24,6 +24,8 @@ HEALING_KIND = "healing_action"
 class HealingNotice:
     title: str  # "Self-healing on gpu-node-03"
     body: str  # the sentences, one a line
+    # What it is about, (node, GPU) each (None: the node as a whole): kept in sight.
+    places: tuple[tuple[str, int | None], ...] = ()
 
 
 def healing_notices(
@@ -31,12 +33,17 @@ def healing_notices(
 ) -> list[HealingNotice]:
     """One notice per node whose self-healing acted in these events."""
     by_node: dict[str, list[str]] = {}
+    places: dict[str, list[tuple[str, int | None]]] = {}
     for event in events:
         healing = event.healing
         if event.kind != HEALING_KIND or event.replayed or healing is None or not healing.acted:
             continue
         by_node.setdefault(event.target, []).append(event.summary)
+        place = (event.target, event.gpu_index)
+        if place not in places.setdefault(event.target, []):
+            places[event.target].append(place)
     return [
-        HealingNotice(f"Self-healing on {name_of(target)}", "\n".join(sentences))
+        HealingNotice(f"Self-healing on {name_of(target)}", "\n".join(sentences),
+                      tuple(places[target]))
         for target, sentences in by_node.items()
-    ]
+    ]  # fmt: skip

@@ -219,6 +219,21 @@ def test_a_critical_toast_leaves_the_tile_of_its_gpu_in_sight(qtbot, size: QSize
             assert not rect.intersects(geometry), f"the toast covers {name}"
 
 
+@pytest.mark.parametrize("size", [QSize(1366, 768), QSize(1920, 1080)])
+def test_a_self_healing_toast_leaves_the_tiles_it_is_about_in_sight(qtbot, size: QSize) -> None:
+    """The docs' health-tiles screenshot: "Self-healing on gpu-node-02" covered the very GPU
+    it was about (a notice, not an alert, had nothing to keep in sight)."""
+    window = fleet_window(qtbot, size)
+    covered = under_the_first_corner(window)
+    assert covered, "no tile under the grid's top-right corner: the test would prove nothing"
+    target, gpu = covered[0]
+    window.alerts.toast.show_notice("Self-healing on node", "drained", "events", [(target, gpu)])
+    toast = window.alerts.toast
+    assert toast.isVisible()
+    [tile] = tile_rects(window, target, gpu)
+    assert not toast.geometry().intersects(tile), (toast.geometry(), tile)
+
+
 def test_a_node_toast_leaves_the_nodes_block_in_sight_and_goes_when_it_answers(qtbot) -> None:
     """Issue #33: "not responding" stayed up after the node recovered while the status bar
     read 4/4. The node goes quiet (the real watchdog, the frame pump running), its toast

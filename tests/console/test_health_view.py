@@ -211,9 +211,10 @@ def test_only_healing_that_acted_pops_up() -> None:
                 changed]  # fmt: skip
     rows = [decode_event(A, m).event for m in messages]
     notices = healing_notices(rows, lambda target: "node-1")
-    assert [(n.title, n.body) for n in notices] == [
-        ("Self-healing on node-1", "Self-healing drained GPU 3 from placement: Xid 79")
-    ]
+    assert [(n.title, n.body, n.places) for n in notices] == [
+        ("Self-healing on node-1", "Self-healing drained GPU 3 from placement: Xid 79",
+         ((A, 3),))
+    ]  # fmt: skip
 
 
 # -- placement ------------------------------------------------------------------------

@@ -167,7 +167,7 @@ class AlertsPart(QObject):
 
     def _on_events_arrived(self, events: list[EventRow]) -> None:
         for notice in healing_notices(events, self.node_name):
-            self.toast.show_notice(notice.title, notice.body, "events")
+            self.toast.show_notice(notice.title, notice.body, "events", notice.places)
             self.notifier.remind(notice.title, notice.body)
 
     def _on_credential_notice_due(self, notice: ExpiryNotice) -> None:

@@ -29,7 +29,9 @@ from gpufleet.v1.alert_severity import Severity
 SHOW_MS = 8000
 MARGIN = 16
 # Where the tiles of an alert are, in the toast's parent's coordinates.
-Covers = Callable[[AlertRow], Sequence[QRect]]
+# Where a popup is about: a node and one of its GPUs (None: the node as a whole).
+Place = tuple[str, int | None]
+Covers = Callable[[Place], Sequence[QRect]]
 
 
 class Toast(QFrame):
@@ -57,14 +59,15 @@ class Toast(QFrame):
         self.alert: AlertRow | None = None
         self.topic = ""  # what a shown notice is about, "" for an alert
         self.notice_uid: tuple[str, str] | None = None  # the policy's notice shown, if known
-        self._about: tuple[AlertRow, ...] = ()  # the alerts whose tiles stay in sight
+        self._about: tuple[Place, ...] = ()  # the GPUs (or nodes) whose tiles stay in sight
         self._anchor: QWidget | None = None
-        self._covers: Covers = lambda _alert: ()
+        self._covers: Covers = lambda _place: ()
         self.hide()
 
     def set_anchor(self, anchor: QWidget, covers: Covers | None = None) -> None:
         """Sit in a corner of `anchor` (a widget inside the parent, with no table), off the
-        rectangles `covers` gives for the alert shown (its tiles, in the parent's coordinates)."""
+        rectangles `covers` gives for what the popup is about (its tiles, in the parent's
+        coordinates)."""
         self._anchor = anchor
         if covers is not None:
             self._covers = covers
@@ -72,19 +75,20 @@ class Toast(QFrame):
 
     def show_alert(self, alert: AlertRow, title: str) -> None:
         self.alert, self.topic = alert, ""
-        self.notice_uid, self._about = None, (alert,)
+        self.notice_uid, self._about = None, ((alert.target, alert.gpu_index),)
         self._pop(title, alert.summary, alert.severity.label)
         if alert.severity is Severity.CRITICAL:
             self._timer.stop()
         else:
             self._timer.start(SHOW_MS)
 
-    def show_notice(self, title: str, body: str, topic: str) -> None:
-        """A notice that is no alert (a silence about to end); it goes by itself."""
+    def show_notice(self, title: str, body: str, topic: str, about: Sequence[Place] = ()) -> None:
+        """A notice that is no alert (a silence about to end, what self-healing did), off the
+        tiles it is `about`; it goes by itself."""
         if self.isVisible() and self.alert is not None and self.alert.severity is Severity.CRITICAL:
             return  # a critical alert stays in view until clicked
         self.alert, self.topic = None, topic
-        self.notice_uid, self._about = None, ()
+        self.notice_uid, self._about = None, tuple(about)
         self._pop(title, body, "info")
         self._timer.start(SHOW_MS)
 
@@ -95,7 +99,8 @@ class Toast(QFrame):
         anchor = notice.anchor
         if self.alert is None or anchor is None or self.alert.uid != anchor.uid:
             return
-        self.notice_uid, self._about = notice.uid, notice.alerts
+        self.notice_uid = notice.uid
+        self._about = tuple((alert.target, alert.gpu_index) for alert in notice.alerts)
         self.place()
 
     def on_notice_updated(self, notice: Notice) -> None:
@@ -133,7 +138,7 @@ class Toast(QFrame):
         if parent is None:
             return
         spots = self._spots(parent)
-        avoid = [rect for alert in self._about for rect in self._covers(alert)]
+        avoid = [rect for place in self._about for rect in self._covers(place)]
         size = self.size()
 
         def covered(spot: QPoint) -> int:
