@@ -25,6 +25,13 @@ class ProcessCells:
     keys: tuple[object, ...]
 
 
+def one_line(command: str | None) -> str:
+    """A command as one line: a script passed inline (`python -c '...'`) wraps no table
+    row and no dialog; its line breaks read as " ⏎ " (the tooltip keeps it whole)."""
+    lines = (command or "").splitlines()
+    return " \N{RETURN SYMBOL} ".join(line.strip() for line in lines if line.strip())
+
+
 def mib_text(value: int | None) -> str:
     return MISSING if value is None else f"{value / 1024**2:,.0f} MiB"
 
@@ -66,7 +73,7 @@ def process_cells(p: ProcessRow, now_unix_s: float) -> ProcessCells:
     texts = (
         str(p.pid), p.user or MISSING, mib_text(p.gpu_memory_bytes),
         percent_text(p.sm_util_pct), percent_text(p.cpu_pct), mib_text(p.host_memory_bytes),
-        elapsed_text(elapsed), where_text(p), p.command or MISSING,
+        elapsed_text(elapsed), where_text(p), one_line(p.command) or MISSING,
     )  # fmt: skip
     keys = (
         p.pid, p.user or "", _key(p.gpu_memory_bytes), _key(p.sm_util_pct), _key(p.cpu_pct),

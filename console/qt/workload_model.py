@@ -17,6 +17,7 @@ from console.fleet.control import WorkloadRow
 from console.fleet.fleet_queue import qualified_id
 from console.fleet.model import Change, FleetModel
 from console.fleet.placement import gib_text
+from console.fleet.process_cells import one_line
 from console.qt.mime import WORKLOAD_MIME, workload_mime
 from console.qt.row_table import SORT_ROLE, RowTableModel, SortKeyProxy
 from console.qt.status_inks import Ink, colour
@@ -136,7 +137,7 @@ class WorkloadTableModel(RowTableModel):
         cells = (
             node, qualified_id(node, w.id), w.name, w.owner, needed, memory, state_text(w), gpus,
             since, str(w.priority) if w.priority else "", limit_text(w.time_limit_s),
-            w.wait_reason if w.state is WorkloadState.QUEUED else "", " ".join(w.argv),
+            w.wait_reason if w.state is WorkloadState.QUEUED else "", one_line(" ".join(w.argv)),
         )  # fmt: skip
         return cells[column]
 

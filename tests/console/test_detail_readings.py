@@ -208,3 +208,16 @@ def test_every_label_and_value_is_painted_on_its_line_and_a_long_one_is_cut(qtbo
     # The last line's second pair is the long one: painted up to the edge, not past it.
     assert inked(image.width() - 40, image.width() - 2, 4) > 0
     assert long_text.strip() in pairs.toolTip()
+
+
+def test_an_inline_script_reads_as_one_line_in_tables_and_dialogs() -> None:
+    """The demo's workloads were `python -c '<five lines>'`: every row of the Workloads and
+    process tables wrapped and the kill dialog showed the whole script."""
+    from console.fleet.process_cells import one_line
+
+    script = "import sys, time\nfor step in range(9):\n    print(step)\n"
+    assert one_line(f"python3 -c {script} run-1") == (
+        "python3 -c import sys, time ⏎ for step in range(9): ⏎ print(step) ⏎ run-1"
+    )
+    assert one_line("sleep 600") == "sleep 600"
+    assert one_line(None) == "" and one_line("\n\n") == ""

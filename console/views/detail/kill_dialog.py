@@ -20,6 +20,7 @@ from PySide6.QtWidgets import (
 from console.connections.control_actions import DEFAULT_GRACE_S
 from console.fleet.control_requests import KillTarget
 from console.fleet.placement import gib_text
+from console.fleet.process_cells import one_line
 from console.views.common.dialog_buttons import ok_cancel_buttons
 
 MAX_GRACE_S = 300
@@ -59,7 +60,7 @@ class KillDialog(QDialog):
         )
         facts = [
             ("Node", f"{v.node_name} ({v.target})"), ("GPU", str(v.gpu)), ("PID", str(p.pid)),
-            ("User", p.user or "unknown"), ("Command", p.command or "unknown"),
+            ("User", p.user or "unknown"), ("Command", one_line(p.command) or "unknown"),
             ("Started", started),
             ("GPU memory", gib_text(p.gpu_memory_bytes) if p.gpu_memory_bytes else "n/a"),
         ]  # fmt: skip
