@@ -95,7 +95,8 @@ class Release:
         text = (f"Release {gpus_text(self.gpus)} of {self.node}, reserved for {r.holder} "
                 f"until {until_text(r, now_unix_ms)}{why}?")  # fmt: skip
         if self.kept:
-            text += f"\n{gpus_text(self.kept)} of {self.node} stay reserved for {r.holder}."
+            verb = "stays" if len(self.kept) == 1 else "stay"
+            text += f"\n{gpus_text(self.kept)} of {self.node} {verb} reserved for {r.holder}."
         return text
 
 

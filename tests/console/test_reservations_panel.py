@@ -55,7 +55,7 @@ def test_a_release_names_what_is_freed_and_what_stays() -> None:
     question = part.question(NOW)
     assert question.startswith("Release GPU 3 of node-a, reserved for team:ml until ")
     assert "(2 h left), training run?" in question
-    assert question.endswith("GPU 0 of node-a stay reserved for team:ml.")
+    assert question.endswith("GPU 0 of node-a stays reserved for team:ml.")
     whole = release_of(reservation(), "node-a")
     assert whole.whole and whole.gpus == (0, 3) and whole.request_gpus == ()
     assert "stay reserved" not in whole.question(NOW)
@@ -171,7 +171,7 @@ def test_release_one_gpu_from_the_panel_then_undo(qtbot, console: Console) -> No
     menu.actions()[2].trigger()
     question = answer(qtbot, console, QMessageBox.StandardButton.Ok)
     assert question.startswith("Release GPU 3 of node-a, reserved for team:ml until ")
-    assert "GPU 0 of node-a stay reserved for team:ml." in question
+    assert "GPU 0 of node-a stays reserved for team:ml." in question
     qtbot.waitUntil(lambda: console.reserved(3) is None, timeout=10_000)
     assert console.reserved(0) is not None and console.reserved(0).gpu_indices == (0,)
     assert [(g, h) for g, h, _, _ in console.listed()] == [([0], "team:ml"), ([1], "bob")]
