@@ -265,7 +265,7 @@ class NodeDaemon:
         auth = AuthServicer(self.audit, lambda: self.config.allow_kill_job_processes)
         # GetHealth reports the self-healing policy in force (a reload replaces it).
         gpu_health = HealthServicer(self.health, lambda: policy_message(self.healer.policy()))
-        history = HistoryServicer(self.history_store, self._gpu_indices)
+        history = HistoryServicer(self.history_store, self._gpu_indices, journal=self.journal)
         handler = node_service_handler(
             servicer, alert_servicer, control, auth, usage, gpu_health, history
         )

@@ -34,17 +34,19 @@ import logging
 import sqlite3
 import threading
 import uuid
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from gpufleet.v1 import node_pb2 as pb
+from node_daemon.journal import subjects
 from node_daemon.journal.schema_version import FileSchema, stamp_only
 from node_daemon.journal.sqlite_state import StateDb, open_for_reading
 
 log = logging.getLogger(__name__)
 
-SCHEMA = """
+SCHEMA = (
+    """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS events (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -68,7 +70,11 @@ CREATE TABLE IF NOT EXISTS records (
     PRIMARY KEY (kind, id)
 );
 """
-# Version 1: the layout of 0.1.0, the release before versions.
+    + subjects.SCHEMA
+)
+# Version 1: the layout of 0.1.0, the release before versions. The event_subjects table
+# (node_daemon.journal.subjects) is derived from the events and made at open where it is
+# missing, so an older daemon reads the file and a newer one catches the table up.
 FILE_SCHEMA = FileSchema("event journal", (stamp_only,))
 REPLAY_BATCH = 1000
 PROBE = "SELECT 1 FROM meta, events, alerts, records LIMIT 0"
@@ -144,6 +150,7 @@ class EventJournal:
         self._audit_head: tuple[int, str] | None = None
         self._audit_head_saved = True
         self._keep_inactive: dict[str, int] = {}
+        self._subjects_through = 0  # the seq event_subjects reaches
         self.journal_id = uuid.uuid4().hex  # kept if the file has none yet
         with self._lock:
             self._state = StateDb(path, "event journal", self._prepare, SCHEMA, PROBE,
@@ -165,6 +172,21 @@ class EventJournal:
         stored = _parse_head(self._db)
         if stored is not None and (self._audit_head is None or stored[0] >= self._audit_head[0]):
             self._audit_head, self._audit_head_saved = stored, True
+        if not self._state.read_only:
+            self._catch_up_subjects()
+
+    def _catch_up_subjects(self) -> None:
+        """Index the events event_subjects does not reach yet (a journal from before it,
+        or one an older daemon wrote to since); the writes that follow index their own."""
+        try:
+            done = subjects.catch_up(self._db, int(self._last_seq))
+        except sqlite3.Error as exc:  # a full disk: the readers decode what is not indexed
+            log.warning("event journal %s: its events' subjects not indexed yet (%s); "
+                        "state-at-a-moment reads decode them instead", self.path, exc)  # fmt: skip
+        else:
+            if done:
+                log.info("event journal %s: %d events indexed by subject", self.path, done)
+        self._subjects_through = subjects.indexed_through(self._db)
 
     @property
     def _db(self) -> sqlite3.Connection:
@@ -243,6 +265,8 @@ class EventJournal:
             raise sqlite3.OperationalError(self._state.problem)
         if was_read_only:
             self._load()  # reopened: the file may hold more than the read-only view showed
+        elif self._subjects_through < self._last_seq:
+            self._catch_up_subjects()
         flushed = False
         try:
             flushed = self._flush_held()
@@ -289,6 +313,9 @@ class EventJournal:
             copy.CopyFrom(event)
             copy.seq, copy.journal_id = int(cursor.lastrowid or 0), self.journal_id
             stored.append(copy)
+        caught_up = bool(stored) and self._subjects_through >= self._last_seq
+        if caught_up:
+            subjects.write_rows(self._db, subjects.index_rows(stored), stored[-1].seq)
         self._db.executemany(
             "INSERT OR REPLACE INTO alerts (id, firing, updated_ms, body) VALUES (?, ?, ?, ?)",
             [
@@ -317,6 +344,8 @@ class EventJournal:
         self._audit_head_saved = True
         if stored:
             self._last_seq = stored[-1].seq
+        if caught_up:
+            self._subjects_through = self._last_seq
         return stored
 
     def _rollback(self) -> None:
@@ -384,6 +413,42 @@ class EventJournal:
         with self._lock:
             row = self._db.execute("SELECT body FROM alerts WHERE id = ?", (alert_id,)).fetchone()
         return pb.Alert.FromString(row[0]) if row else None
+
+    # -- a past moment (node_daemon.journal.subjects) -----------------------------
+
+    def events_counting_at(self, wanted: Collection[str], at_ms: int) -> dict[str, pb.Event]:
+        """Each subject's event that counts at `at_ms`: of its events stamped at or before
+        it, the latest in the journal. Subjects with none are left out."""
+        with self._lock:
+            seqs = subjects.counting_at(self._db, wanted, at_ms)
+            found = {}
+            for subject, seq in seqs.items():
+                row = self._db.execute("SELECT body FROM events WHERE seq = ?", (seq,)).fetchone()
+                if row is not None:
+                    event = pb.Event.FromString(row[0])
+                    event.seq, event.journal_id = seq, self.journal_id
+                    found[subject] = event
+        return found
+
+    def alert_ids_since(self, at_ms: int) -> list[str]:
+        """Alerts that may have fired at `at_ms`: firing now, or cleared at or after it."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT id FROM alerts WHERE firing = 1 "
+                "UNION SELECT id FROM alerts WHERE firing = 0 AND updated_ms >= ?",
+                (at_ms,),
+            ).fetchall()
+        return [str(alert_id) for (alert_id,) in rows]
+
+    def record_ids_since(self, kind: str, at_ms: int) -> list[str]:
+        """Records of a kind that may have been in force at `at_ms`: active now, or last
+        changed at or after it (a record's update time is its last event's)."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT id FROM records WHERE kind = ? AND (active = 1 OR updated_ms >= ?)",
+                (kind, at_ms),
+            ).fetchall()
+        return [str(record_id) for (record_id,) in rows]
 
     def highest_alert_number(self) -> int:
         """The largest N of the alert ids "a-N" stored, 0 if none."""

@@ -76,6 +76,7 @@ def node_service_handler(
         "QueryHistory": _unary(
             history.QueryHistory, pb.QueryHistoryRequest, pb.QueryHistoryResponse
         ),
+        "GetStateAt": _unary(history.GetStateAt, pb.GetStateAtRequest, pb.NodeStateAt),
         "WhoAmI": _unary(auth.WhoAmI, pb.WhoAmIRequest, pb.Caller),
         "QueryAudit": _unary(auth.QueryAudit, pb.QueryAuditRequest, pb.QueryAuditResponse),
         "RecordExternalAction": _unary(

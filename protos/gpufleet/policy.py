@@ -69,6 +69,7 @@ METHOD_ROLES: dict[str, Role] = {
     "ListSilences": Role.VIEWER,
     "GetHealth": Role.VIEWER,
     "QueryHistory": Role.VIEWER,
+    "GetStateAt": Role.VIEWER,
     "AcknowledgeAlert": Role.OPERATOR,
     "SilenceAlert": Role.OPERATOR,
     "CreateSilence": Role.OPERATOR,

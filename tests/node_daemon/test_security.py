@@ -96,6 +96,7 @@ def requests(caller: str) -> dict[str, Any]:
         ),
         "GetHealth": pb.GetHealthRequest(),
         "QueryHistory": pb.QueryHistoryRequest(start_unix_ms=1, metrics=["temp_gpu_c"]),
+        "GetStateAt": pb.GetStateAtRequest(at_unix_ms=int(time.time() * 1000)),
         "DrainGpu": pb.DrainGpuRequest(gpu_index=0, drain=True, reason="test"),
         "ClearGpuHealth": pb.ClearGpuHealthRequest(gpu_index=0, reason="test"),
     }

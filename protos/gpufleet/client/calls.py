@@ -75,6 +75,7 @@ GET_HEALTH = Unary("GetHealth", pb.GetHealthRequest, pb.NodeHealth)
 DRAIN_GPU = Unary("DrainGpu", pb.DrainGpuRequest, pb.GpuCondition)
 CLEAR_GPU_HEALTH = Unary("ClearGpuHealth", pb.ClearGpuHealthRequest, pb.GpuCondition)
 QUERY_HISTORY = Unary("QueryHistory", pb.QueryHistoryRequest, pb.QueryHistoryResponse)
+GET_STATE_AT = Unary("GetStateAt", pb.GetStateAtRequest, pb.NodeStateAt)
 
 UNARY: dict[str, Unary[Message, Message]] = {
     c.method: c  # type: ignore[misc]
@@ -83,7 +84,7 @@ UNARY: dict[str, Unary[Message, Message]] = {
         LIST_SILENCES, EXPIRE_SILENCE, KILL_PROCESS, RESERVE, RELEASE_RESERVATION,
         LIST_RESERVATIONS, SUBMIT_WORKLOAD, ASSIGN_WORKLOAD, CANCEL_WORKLOAD, LIST_WORKLOADS,
         GET_WORKLOAD_OUTPUT, WHO_AM_I, QUERY_AUDIT, RECORD_EXTERNAL_ACTION, QUERY_USAGE,
-        GET_HEALTH, DRAIN_GPU, CLEAR_GPU_HEALTH, QUERY_HISTORY,
+        GET_HEALTH, DRAIN_GPU, CLEAR_GPU_HEALTH, QUERY_HISTORY, GET_STATE_AT,
     )
 }  # fmt: skip
 STREAMS: dict[str, Stream[Message, Message]] = {

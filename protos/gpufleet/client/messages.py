@@ -10,8 +10,11 @@ from __future__ import annotations
 from gpufleet.v1.node_pb2 import (
     Alert,
     GpuCondition,
+    GpuSample,
+    GpuStateAt,
     HealthReason,
     Inventory,
+    NodeStateAt,
     Reservation,
     SampleBatch,
     Silence,
@@ -23,8 +26,11 @@ from gpufleet.v1.node_pb2 import (
 __all__ = [
     "Alert",
     "GpuCondition",
+    "GpuSample",
+    "GpuStateAt",
     "HealthReason",
     "Inventory",
+    "NodeStateAt",
     "Reservation",
     "SampleBatch",
     "Silence",

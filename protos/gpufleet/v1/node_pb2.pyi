@@ -647,6 +647,152 @@ class QueryHistoryResponse(_message.Message):
 Global___QueryHistoryResponse: _TypeAlias = QueryHistoryResponse  # noqa: Y015
 
 @_typing.final
+class GetStateAtRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    AT_UNIX_MS_FIELD_NUMBER: _builtins.int
+    at_unix_ms: _builtins.int
+    """The moment (Unix epoch ms): > 0, and not more than a few seconds after the node's
+    clock (OUT_OF_RANGE beyond: what is to come is not known).
+    """
+    def __init__(
+        self,
+        *,
+        at_unix_ms: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["at_unix_ms", b"at_unix_ms"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetStateAtRequest: _TypeAlias = GetStateAtRequest  # noqa: Y015
+
+@_typing.final
+class GpuStateAt(_message.Message):
+    """One GPU at the moment asked for."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    INDEX_FIELD_NUMBER: _builtins.int
+    SAMPLE_UNIX_MS_FIELD_NUMBER: _builtins.int
+    SAMPLE_FIELD_NUMBER: _builtins.int
+    PEAK_FIELD_NUMBER: _builtins.int
+    index: _builtins.int
+    sample_unix_ms: _builtins.int
+    """The stored point the readings come from: the newest at or before the moment (in a
+    downsampled tier, the start of its step). Unset when the tier holds no point of
+    this GPU near the moment (the node was down, the GPU not there): the readings are
+    then all unset, never 0.
+    """
+    @_builtins.property
+    def sample(self) -> Global___GpuSample:
+        """The readings (GpuSample's catalogue fields; in a downsampled tier, the step's
+        means); `health` GPU_HEALTH_LOST where the journal says it had fallen off the bus,
+        and `condition` the GPU's health state and drain as the journal has them.
+        Processes, Xids and MIG instances are not kept in the history: left empty.
+        """
+
+    @_builtins.property
+    def peak(self) -> Global___GpuSample:
+        """In a downsampled tier, the largest value of each reading within the step (a short
+        peak survives); unset in the raw tier, whose point is the sample itself.
+        """
+
+    def __init__(
+        self,
+        *,
+        index: _builtins.int = ...,
+        sample_unix_ms: _builtins.int | None = ...,
+        sample: Global___GpuSample | None = ...,
+        peak: Global___GpuSample | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_sample_unix_ms", b"_sample_unix_ms", "peak", b"peak", "sample", b"sample", "sample_unix_ms", b"sample_unix_ms"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_sample_unix_ms", b"_sample_unix_ms", "index", b"index", "peak", b"peak", "sample", b"sample", "sample_unix_ms", b"sample_unix_ms"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__sample_unix_ms: _TypeAlias = _typing.Literal["sample_unix_ms"]  # noqa: Y015
+    _WhichOneofArgType__sample_unix_ms: _TypeAlias = _typing.Literal["_sample_unix_ms", b"_sample_unix_ms"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__sample_unix_ms) -> _WhichOneofReturnType__sample_unix_ms | None: ...
+
+Global___GpuStateAt: _TypeAlias = GpuStateAt  # noqa: Y015
+
+@_typing.final
+class NodeStateAt(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    AT_UNIX_MS_FIELD_NUMBER: _builtins.int
+    NODE_NOW_UNIX_MS_FIELD_NUMBER: _builtins.int
+    TIER_FIELD_NUMBER: _builtins.int
+    STEP_MS_FIELD_NUMBER: _builtins.int
+    HISTORY_REACHES_FIELD_NUMBER: _builtins.int
+    NOTE_FIELD_NUMBER: _builtins.int
+    GPUS_FIELD_NUMBER: _builtins.int
+    ALERTS_FIELD_NUMBER: _builtins.int
+    RESERVATIONS_FIELD_NUMBER: _builtins.int
+    WORKLOADS_FIELD_NUMBER: _builtins.int
+    TIERS_FIELD_NUMBER: _builtins.int
+    at_unix_ms: _builtins.int
+    """The moment answered (as asked), and the node's clock when it answered."""
+    node_now_unix_ms: _builtins.int
+    tier: _builtins.str
+    """The history tier the readings come from, and its step (raw: the sampling
+    interval); empty and 0 where no tier holds the moment.
+    """
+    step_ms: _builtins.int
+    history_reaches: _builtins.bool
+    """False where the readings are absent for the whole node: history is off, or no tier
+    reaches back to the moment (older than retention, or before the first sample).
+    The journal's part (alerts, reservations, workloads, conditions) is answered still.
+    """
+    note: _builtins.str
+    """What a person should know about a part left out (history off or gone, rows near
+    the moment damaged and skipped); empty when the answer is whole.
+    """
+    @_builtins.property
+    def gpus(self) -> _containers.RepeatedCompositeFieldContainer[Global___GpuStateAt]:
+        """Every GPU the node has now or the history had then, by index."""
+
+    @_builtins.property
+    def alerts(self) -> _containers.RepeatedCompositeFieldContainer[Global___Alert]:
+        """The alerts firing at the moment, each as it was then (value and peak of its last
+        event before the moment, acknowledged and silenced as then).
+        """
+
+    @_builtins.property
+    def reservations(self) -> _containers.RepeatedCompositeFieldContainer[Global___Reservation]:
+        """Reservations in force at the moment, and workloads queued or running then."""
+
+    @_builtins.property
+    def workloads(self) -> _containers.RepeatedCompositeFieldContainer[Global___Workload]: ...
+    @_builtins.property
+    def tiers(self) -> _containers.RepeatedCompositeFieldContainer[Global___HistoryTier]:
+        """The history's tiers, with how far back each reaches now."""
+
+    def __init__(
+        self,
+        *,
+        at_unix_ms: _builtins.int = ...,
+        node_now_unix_ms: _builtins.int = ...,
+        tier: _builtins.str = ...,
+        step_ms: _builtins.int = ...,
+        history_reaches: _builtins.bool = ...,
+        note: _builtins.str = ...,
+        gpus: _abc.Iterable[Global___GpuStateAt] | None = ...,
+        alerts: _abc.Iterable[Global___Alert] | None = ...,
+        reservations: _abc.Iterable[Global___Reservation] | None = ...,
+        workloads: _abc.Iterable[Global___Workload] | None = ...,
+        tiers: _abc.Iterable[Global___HistoryTier] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["alerts", b"alerts", "at_unix_ms", b"at_unix_ms", "gpus", b"gpus", "history_reaches", b"history_reaches", "node_now_unix_ms", b"node_now_unix_ms", "note", b"note", "reservations", b"reservations", "step_ms", b"step_ms", "tier", b"tier", "tiers", b"tiers", "workloads", b"workloads"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___NodeStateAt: _TypeAlias = NodeStateAt  # noqa: Y015
+
+@_typing.final
 class GpuInfo(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 

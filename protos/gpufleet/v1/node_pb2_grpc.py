@@ -165,6 +165,11 @@ class NodeServiceStub:
                 request_serializer=gpufleet_dot_v1_dot_node__pb2.QueryHistoryRequest.SerializeToString,
                 response_deserializer=gpufleet_dot_v1_dot_node__pb2.QueryHistoryResponse.FromString,
                 _registered_method=True)
+        self.GetStateAt = channel.unary_unary(
+                '/gpufleet.v1.NodeService/GetStateAt',
+                request_serializer=gpufleet_dot_v1_dot_node__pb2.GetStateAtRequest.SerializeToString,
+                response_deserializer=gpufleet_dot_v1_dot_node__pb2.NodeStateAt.FromString,
+                _registered_method=True)
 
 
 class NodeServiceServicer:
@@ -371,6 +376,17 @@ class NodeServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetStateAt(self, request, context):
+        """The node as it was at a moment within retention (incident replay; docs/daemon.md,
+        "State at a moment"): each GPU's readings from the finest history tier that holds
+        the moment, and from the event journal the alerts firing then (acknowledged and
+        silenced as they were then), the reservations in force, the workloads queued or
+        running and each GPU's condition (health state, drain) and bus state.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_NodeServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -503,6 +519,11 @@ def add_NodeServiceServicer_to_server(servicer, server):
                     servicer.QueryHistory,
                     request_deserializer=gpufleet_dot_v1_dot_node__pb2.QueryHistoryRequest.FromString,
                     response_serializer=gpufleet_dot_v1_dot_node__pb2.QueryHistoryResponse.SerializeToString,
+            ),
+            'GetStateAt': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetStateAt,
+                    request_deserializer=gpufleet_dot_v1_dot_node__pb2.GetStateAtRequest.FromString,
+                    response_serializer=gpufleet_dot_v1_dot_node__pb2.NodeStateAt.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1208,6 +1229,33 @@ class NodeService:
             '/gpufleet.v1.NodeService/QueryHistory',
             gpufleet_dot_v1_dot_node__pb2.QueryHistoryRequest.SerializeToString,
             gpufleet_dot_v1_dot_node__pb2.QueryHistoryResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetStateAt(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gpufleet.v1.NodeService/GetStateAt',
+            gpufleet_dot_v1_dot_node__pb2.GetStateAtRequest.SerializeToString,
+            gpufleet_dot_v1_dot_node__pb2.NodeStateAt.FromString,
             options,
             channel_credentials,
             insecure,

@@ -121,6 +121,13 @@ class NodeServiceStub:
     days by default), surviving restarts. Answered from the finest tier that
     covers `start` and keeps every series within `max_points`.
     """
+    GetStateAt: _grpc.UnaryUnaryMultiCallable[_node_pb2.GetStateAtRequest, _node_pb2.NodeStateAt]
+    """The node as it was at a moment within retention (incident replay; docs/daemon.md,
+    "State at a moment"): each GPU's readings from the finest history tier that holds
+    the moment, and from the event journal the alerts firing then (acknowledged and
+    silenced as they were then), the reservations in force, the workloads queued or
+    running and each GPU's condition (health state, drain) and bus state.
+    """
 
 @_typing.type_check_only
 class NodeServiceAsyncStub(NodeServiceStub):
@@ -209,6 +216,13 @@ class NodeServiceAsyncStub(NodeServiceStub):
     for the last hour, then downsampled tiers (10 s for a day, 1 min for 30
     days by default), surviving restarts. Answered from the finest tier that
     covers `start` and keeps every series within `max_points`.
+    """
+    GetStateAt: _aio.UnaryUnaryMultiCallable[_node_pb2.GetStateAtRequest, _node_pb2.NodeStateAt]  # type: ignore[assignment]
+    """The node as it was at a moment within retention (incident replay; docs/daemon.md,
+    "State at a moment"): each GPU's readings from the finest history tier that holds
+    the moment, and from the event journal the alerts firing then (acknowledged and
+    silenced as they were then), the reservations in force, the workloads queued or
+    running and each GPU's condition (health state, drain) and bus state.
     """
 
 class NodeServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -451,6 +465,19 @@ class NodeServiceServicer(metaclass=_abc_1.ABCMeta):
         for the last hour, then downsampled tiers (10 s for a day, 1 min for 30
         days by default), surviving restarts. Answered from the finest tier that
         covers `start` and keeps every series within `max_points`.
+        """
+
+    @_abc_1.abstractmethod
+    def GetStateAt(
+        self,
+        request: _node_pb2.GetStateAtRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_node_pb2.NodeStateAt, _abc.Awaitable[_node_pb2.NodeStateAt]]:
+        """The node as it was at a moment within retention (incident replay; docs/daemon.md,
+        "State at a moment"): each GPU's readings from the finest history tier that holds
+        the moment, and from the event journal the alerts firing then (acknowledged and
+        silenced as they were then), the reservations in force, the workloads queued or
+        running and each GPU's condition (health state, drain) and bus state.
         """
 
 def add_NodeServiceServicer_to_server(servicer: NodeServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
