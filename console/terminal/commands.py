@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import getpass
 
-from console.terminal import health, queue, silences
+from console.terminal import health, moment, queue, silences
 from console.terminal.common import (
     ONE_NODE_FAILED,
     Row,
@@ -26,7 +26,7 @@ from console.terminal.common import (
     where,
 )
 from console.terminal.fleet_calls import EXIT_FAILED, EXIT_OK, on_fleet
-from console.terminal.link import NodeLink
+from console.terminal.link import NodeLink, UsageProblem
 from console.terminal.nodes import choose_nodes
 from console.terminal.table import format_table, local_time, mib
 from gpufleet.client import calls
@@ -36,14 +36,20 @@ from gpufleet.client.words import SEVERITY_NAMES, alert_firing, kill_outcome_wor
 
 def add_terminal_commands(subparsers: argparse._SubParsersAction) -> None:
     """Registered through the `gpufleet.commands` entry points (console/cli.py's neighbours)."""
-    command(subparsers, "status", "reachability, GPUs, hottest GPU and alerts of each node",
-            run_status, done="every node reachable and no critical alert firing",
-            failed="a node refused or failed the request, or a critical alert fires")  # fmt: skip
+    status = command(subparsers, "status",
+                     "reachability, GPUs, hottest GPU and alerts of each node", run_status,
+                     done="every node reachable and no critical alert firing (with --at: "
+                     "none firing at that moment)",
+                     failed="a node refused or failed the request, or a critical alert fires "
+                     "(with --at: a node could not answer for that moment, or a critical "
+                     "alert fired then)")  # fmt: skip
+    moment.add_at(status, "each node and each GPU's readings")
     command(subparsers, "ps", "processes on the nodes' GPUs", run_ps,
             done="every node answered")  # fmt: skip
     alerts = command(subparsers, "alerts", "firing alerts of the nodes", run_alerts,
                      done="every node answered")  # fmt: skip
     alerts.add_argument("--all", action="store_true", help="cleared alerts too")
+    moment.add_at(alerts, "the alerts that were firing, acknowledged and silenced as then,")
     ack = command(subparsers, "ack", "acknowledge an alert on a node", run_ack, None,
                   done="acknowledged", failed=ONE_NODE_FAILED)  # fmt: skip
     ack.add_argument("alert_id", metavar="ALERT_ID", help="e.g. a-42 (from `gpufleet alerts`)")
@@ -102,13 +108,21 @@ def _status_of(link: NodeLink, inventory: pb.Inventory) -> Row:
 
 
 def run_status(args: argparse.Namespace) -> int:
+    if args.at is not None:
+        moment.check_not_ahead(args.at)
     chosen = choose_nodes(args)
-    outcome = on_fleet(chosen.surveyed, chosen.security, _status_of)
+    if args.at is None:
+        outcome = on_fleet(chosen.surveyed, chosen.security, _status_of)
+    else:
+        outcome = on_fleet(chosen.surveyed, chosen.security,
+                           lambda link, node: moment.status_at(link, node, args.at))  # fmt: skip
     rows = [row for _, row in outcome.results]
     rows += [{"node": f.node, "address": f.address, "reachable": False, "host": None,
               "gpus": None, "hottest_gpu": None, "hottest_temp_c": None, "alerts": None,
               "error": f.reason} for f in outcome.failures]  # fmt: skip
     rows.sort(key=lambda r: chosen.order.index(r["address"]))
+    if args.at is not None:
+        return moment.print_status_at(args, outcome, rows)
     report(outcome, "status")
     if args.json:
         print_json({"nodes": rows})
@@ -176,6 +190,8 @@ def _alert_row(link: NodeLink, alert: pb.Alert) -> Row:
 
 
 def run_alerts(args: argparse.Namespace) -> int:
+    if args.at is not None:
+        return _alerts_at(args)
     chosen = choose_nodes(args)
 
     def alerts_of(link: NodeLink, _: pb.Inventory) -> list[Row]:
@@ -191,6 +207,22 @@ def run_alerts(args: argparse.Namespace) -> int:
             "-" if r["gpu"] is None else str(r["gpu"]), _value_text(r),
             local_time(r["started_unix_ms"]), _state_text(r)],
     )  # fmt: skip
+
+
+def _alert_cells(row: Row) -> list[str]:
+    return [row["node"], row["id"], row["severity"], row["rule"],
+            "-" if row["gpu"] is None else str(row["gpu"]), _value_text(row),
+            local_time(row["started_unix_ms"]), _state_text(row)]  # fmt: skip
+
+
+def _alerts_at(args: argparse.Namespace) -> int:
+    if args.all:
+        raise UsageProblem("--all and --at do not go together: --at lists what fired then")
+    moment.check_not_ahead(args.at)
+    chosen = choose_nodes(args)
+    outcome = on_fleet(chosen.surveyed, chosen.security,
+                       lambda link, _: moment.alerts_at(link, args.at, _alert_row))  # fmt: skip
+    return moment.print_alerts_at(args, outcome, _alert_cells)
 
 
 def _value_text(row: Row) -> str:

@@ -59,6 +59,11 @@ def health_state_word(value: int) -> str:
     return enum_word(pb.GpuHealthState, value)
 
 
+def gpu_health_word(value: int) -> str:
+    """'ok', 'lost', 'error' (whether NVML answers for the GPU); 'unknown' when unset."""
+    return known_word(pb.GpuHealth, value)
+
+
 def workload_state_word(value: int) -> str:
     """'queued', 'running', 'finished', 'failed', 'cancelled', 'timed_out'."""
     return enum_word(pb.WorkloadState, value)
