@@ -34,6 +34,7 @@ from PySide6.QtWidgets import (
     QLabel,
     QMainWindow,
     QMenu,
+    QStyle,
     QWidget,
 )
 
@@ -134,6 +135,8 @@ class WallMode(QObject):
                 if section == last and header.stretchLastSection():
                     continue
                 width, wanted = header.sectionSize(section), header.sectionSizeHint(section)
+                if header.isSortIndicatorShown() and header.sortIndicatorSection() == section:
+                    wanted += _sort_arrow_px(header)  # beside the text, not over it
                 if wanted > width:
                     self._widened.append((weakref.ref(header), section, width))
                     header.resizeSection(section, wanted)
@@ -183,3 +186,12 @@ class WallMode(QObject):
             # Esc never leaves full screen here (Qt's does not either): say what does.
             self._window.statusBar().showMessage(LEAVE_HINT, 5000)
         return False
+
+
+def _sort_arrow_px(header: QHeaderView) -> int:
+    """The room the sort arrow takes beside a header cell's text (the stylesheet's header
+    leaves it out of the cell's size hint: an alert table's "Severity" was cut at 13 pt)."""
+    style = header.style()
+    return style.pixelMetric(QStyle.PixelMetric.PM_HeaderMarkSize, None, header) + (
+        style.pixelMetric(QStyle.PixelMetric.PM_HeaderMargin, None, header)
+    )
