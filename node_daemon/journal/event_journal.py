@@ -362,7 +362,10 @@ class EventJournal:
         ).fetchall()
         events = []
         for row_seq, body in rows:
-            event = pb.Event.FromString(body)
+            event = subjects.decoded(body)
+            if event.kind == pb.EVENT_KIND_UNSPECIFIED:  # damaged on disk: passed over
+                log.warning("event journal %s: event %d unreadable, left out", self.path, row_seq)
+                continue
             event.seq, event.journal_id = row_seq, self.journal_id
             events.append(event)
         return events
@@ -425,9 +428,10 @@ class EventJournal:
             for subject, seq in seqs.items():
                 row = self._db.execute("SELECT body FROM events WHERE seq = ?", (seq,)).fetchone()
                 if row is not None:
-                    event = pb.Event.FromString(row[0])
-                    event.seq, event.journal_id = seq, self.journal_id
-                    found[subject] = event
+                    event = subjects.decoded(row[0])  # damaged: about nothing, left out
+                    if subjects.subjects_of(event):
+                        event.seq, event.journal_id = seq, self.journal_id
+                        found[subject] = event
         return found
 
     def alert_ids_since(self, at_ms: int) -> list[str]:

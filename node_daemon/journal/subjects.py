@@ -25,6 +25,8 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Collection, Iterable
 
+from google.protobuf.message import DecodeError
+
 from gpufleet.v1 import node_pb2 as pb
 
 SCHEMA = """
@@ -118,15 +120,26 @@ def catch_up(db: sqlite3.Connection, last_seq: int) -> int:
 
 
 def _decoded_after(db: sqlite3.Connection, seq: int, limit: int) -> list[pb.Event]:
+    """The events after `seq`, a damaged one as an event about nothing: it is passed over
+    (its seq still counts as read), never the end of the daemon's start or of a moment."""
     rows = db.execute(
         "SELECT seq, time_ms, body FROM events WHERE seq > ? ORDER BY seq LIMIT ?", (seq, limit)
     ).fetchall()
     events = []
     for row_seq, time_ms, body in rows:
-        event = pb.Event.FromString(body)
+        event = decoded(body)
         event.seq, event.time_unix_ms = row_seq, time_ms
         events.append(event)
     return events
+
+
+def decoded(body: bytes) -> pb.Event:
+    """An event's stored body; a damaged one (a disk's bit flip, an edit) as an empty
+    event, which is about no subject."""
+    try:
+        return pb.Event.FromString(body)
+    except (DecodeError, TypeError):
+        return pb.Event()
 
 
 def counting_at(db: sqlite3.Connection, subjects: Collection[str], at_ms: int) -> dict[str, int]:

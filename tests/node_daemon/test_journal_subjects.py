@@ -88,3 +88,28 @@ def test_only_events_about_a_subject_are_indexed() -> None:
     assert subjects.subjects_of(started) == []
     assert subjects.subjects_of(lost) == ["bus:2"]
     assert subjects.subjects_of(health) == ["condition:0"]
+
+
+def test_a_damaged_event_neither_stops_the_start_nor_a_moment(tmp_path: Path) -> None:
+    """One bad row must not keep the daemon down: an older journal whose second event was
+    damaged on disk is indexed at open all the same, and moments read past it."""
+    path = tmp_path / "journal.sqlite3"
+    stepped_journal(path).close()
+    with sqlite3.connect(path) as db:  # an older daemon's journal, one body damaged
+        db.execute("DROP TABLE event_subjects")
+        db.execute("DELETE FROM meta WHERE key = ?", (subjects.THROUGH_KEY,))
+        db.execute("UPDATE events SET body = ? WHERE seq = 2", (b"\xff\xff\xff\x07",))
+    journal = EventJournal(path)  # no exception: the start goes on
+    try:
+        # The ack (seq 2) is unreadable: at 1600 no alert event counts, the rest does.
+        assert kinds_at(journal, 1600) == {"reservation:r-1": pb.EVENT_KIND_RESERVATION_MADE}
+        assert kinds_at(journal, 2000)[ALERT] == pb.EVENT_KIND_ALERT_CLEARED
+        # A console's replay of the journal (StreamEvents) goes on past it too.
+        assert [e.seq for e in journal.events_after(0)] == [1, 3, 4, 5]
+    finally:
+        journal.close()
+    with sqlite3.connect(path) as db:
+        assert subjects.indexed_through(db) == 5  # read past it
+        # The damaged row counted as a moment's event (a read-only journal) is passed over.
+        db.execute("DELETE FROM event_subjects WHERE seq = 1")
+        assert subjects.counting_at(db, [ALERT], 2000) == {ALERT: 3}
