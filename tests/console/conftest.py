@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gc
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -132,6 +133,23 @@ def rerun_inside(test_file: str, env: dict[str, str], tmp_path: Path, timeout_s:
     run = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=timeout_s)
     assert run.returncode == 0, run.stdout[-6000:] + run.stderr[-2000:]
     return run.stdout
+
+
+def rerun_in_xvfb(test_file: str, tmp_path: Path, what: str) -> str:
+    """`test_file` again in a fresh Xvfb through Qt's xcb platform (real X input focus),
+    holding this run's accounts; its output. Skipped inside that rerun, and loudly where
+    Xvfb is missing (`what`: what then goes untested)."""
+    from tests.console.desktop_bus import NOT_TESTED
+    from tests.console.xserver import xvfb
+
+    if os.environ.get("QT_QPA_PLATFORM") == "xcb":
+        pytest.skip("already running in an X server")  # the inner run itself
+    if shutil.which("Xvfb") is None:
+        not_tested = NOT_TESTED.format(what="Xvfb", fix="apt-get install xvfb")
+        pytest.skip(not_tested.replace("desktop notifications", what))
+    with xvfb() as display:
+        env = {**os.environ, "DISPLAY": display, "QT_QPA_PLATFORM": "xcb", ACCOUNTS_HELD: "1"}
+        return rerun_inside(test_file, env, tmp_path, timeout_s=300)
 
 
 @pytest.fixture

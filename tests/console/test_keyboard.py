@@ -8,9 +8,7 @@ keyboard alone; the dialogs open in the field a person types in.
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -47,8 +45,7 @@ from gpufleet.v1 import node_pb2 as pb
 from node_daemon.backends.simulated import SimulatedBackend
 from node_daemon.backends.simulated.scenario import Scenario, ScenarioEvent
 from tests.conftest import DaemonFactory
-from tests.console.conftest import ACCOUNTS_HELD, rerun_inside
-from tests.console.desktop_bus import NOT_TESTED
+from tests.console.conftest import rerun_in_xvfb
 from tests.console.test_control_e2e import (
     SLEEPER,
     Console,
@@ -59,7 +56,6 @@ from tests.console.test_control_e2e import (
 from tests.console.test_control_model import A, fleet_with
 from tests.console.test_control_views import SLEEPER as SLEEPER_ROW
 from tests.console.test_control_views import grid_of
-from tests.console.xserver import xvfb
 
 KEYBOARD_MARKS = [
     pytest.mark.usefixtures("held_accounts"),
@@ -541,12 +537,5 @@ def test_the_keyboard_tests_pass_in_a_real_x_server(tmp_path: Path) -> None:
     the X server, as on a NOC workstation. No window manager is started (none is
     installed here): activation goes through the X server's input focus alone.
     """
-    if os.environ.get("QT_QPA_PLATFORM") == "xcb":
-        pytest.skip("already running in an X server")  # the inner run itself
-    if shutil.which("Xvfb") is None:
-        not_tested = NOT_TESTED.format(what="Xvfb", fix="apt-get install xvfb")
-        pytest.skip(not_tested.replace("desktop notifications", "the keyboard in X"))
-    with xvfb() as display:
-        env = {**os.environ, "DISPLAY": display, "QT_QPA_PLATFORM": "xcb", ACCOUNTS_HELD: "1"}
-        output = rerun_inside(__file__, env, tmp_path, timeout_s=300)
+    output = rerun_in_xvfb(__file__, tmp_path, "the keyboard in X")
     assert re.search(r"\b11 passed, 1 skipped\b", output), output[-2000:]

@@ -10,9 +10,7 @@ move (issue #33, defect 5).
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -32,8 +30,7 @@ from gpufleet.v1 import node_pb2 as pb
 from gpufleet.v1 import node_pb2_grpc as pb_grpc
 from node_daemon.control.settings import WorkloadSettings
 from tests.conftest import DaemonFactory
-from tests.console.conftest import ACCOUNTS_HELD, rerun_inside
-from tests.console.desktop_bus import NOT_TESTED
+from tests.console.conftest import rerun_in_xvfb
 from tests.console.test_control_e2e import Console, recorded_console, submit
 from tests.console.test_keyboard import (
     CTRL,
@@ -45,7 +42,6 @@ from tests.console.test_keyboard import (
     press,
     type_text,
 )
-from tests.console.xserver import xvfb
 
 pytestmark = KEYBOARD_MARKS
 
@@ -309,12 +305,5 @@ def test_ctrl_p_scrolls_the_process_table_into_the_details_view(
 def test_the_keyboard_move_tests_pass_in_a_real_x_server(tmp_path: Path) -> None:
     """This file again, in a fresh Xvfb through Qt's xcb platform (real X input focus),
     as tests/console/test_keyboard.py runs itself."""
-    if os.environ.get("QT_QPA_PLATFORM") == "xcb":
-        pytest.skip("already running in an X server")  # the inner run itself
-    if shutil.which("Xvfb") is None:
-        not_tested = NOT_TESTED.format(what="Xvfb", fix="apt-get install xvfb")
-        pytest.skip(not_tested.replace("desktop notifications", "the keyboard in X"))
-    with xvfb() as display:
-        env = {**os.environ, "DISPLAY": display, "QT_QPA_PLATFORM": "xcb", ACCOUNTS_HELD: "1"}
-        output = rerun_inside(__file__, env, tmp_path, timeout_s=300)
+    output = rerun_in_xvfb(__file__, tmp_path, "the keyboard in X")
     assert re.search(r"\b4 passed, 1 skipped\b", output), output[-2000:]
