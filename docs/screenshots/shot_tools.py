@@ -16,6 +16,7 @@ from __future__ import annotations
 import atexit
 import os
 import shutil
+import subprocess
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -171,3 +172,40 @@ def offline_window(
     finally:
         window.close()
         session.stop()
+
+
+# -- a real X server of the screen's size ---------------------------------------------
+
+
+def start_x(width: int, height: int) -> tuple[subprocess.Popen[str], subprocess.Popen[str], str]:
+    xvfb = subprocess.Popen(
+        ["Xvfb", "-displayfd", "1", "-nolisten", "tcp", "-screen", "0", f"{width}x{height}x24"],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert xvfb.stdout is not None
+    display = ":" + xvfb.stdout.readline().strip()
+    env = {**os.environ, "DISPLAY": display}
+    wm = subprocess.Popen(["openbox", "--sm-disable"], env=env, stderr=subprocess.DEVNULL,
+                          text=True)  # fmt: skip
+    deadline = time.monotonic() + 15
+    while subprocess.run(["xdotool", "get_desktop"], env=env, capture_output=True).returncode:
+        if time.monotonic() > deadline:
+            raise RuntimeError("openbox did not start")
+        time.sleep(0.1)
+    return xvfb, wm, display
+
+
+def in_x_server(
+    width: int, height: int, runs: Sequence[Sequence[str]], timeout_s: float = 400
+) -> None:
+    """Each argv of `runs` in turn, in a fresh Xvfb of `width` x `height` with openbox,
+    through Qt's xcb platform (the scripts' children, as a person's desktop shows them)."""
+    xvfb, wm, display = start_x(width, height)
+    try:
+        env = {**os.environ, "DISPLAY": display, "QT_QPA_PLATFORM": "xcb"}
+        for argv in runs:
+            subprocess.run(list(argv), env=env, check=True, timeout=timeout_s)
+    finally:
+        for process in (wm, xvfb):
+            process.terminate()
+            process.wait(timeout=10)

@@ -13,34 +13,13 @@ the same with -4k. Needs Xvfb, openbox and xdotool (installer/dev-setup.sh test)
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 OUT = Path(sys.argv[1]) if len(sys.argv) > 1 and not sys.argv[1].startswith("--") else (
     Path(__file__).resolve().parent
 )  # fmt: skip
 SCREENS = {"1366": (1366, 768), "4k": (3840, 2160)}
-
-
-def start_x(width: int, height: int) -> tuple[subprocess.Popen[str], subprocess.Popen[str], str]:
-    xvfb = subprocess.Popen(
-        ["Xvfb", "-displayfd", "1", "-nolisten", "tcp", "-screen", "0", f"{width}x{height}x24"],
-        stdout=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    assert xvfb.stdout is not None
-    display = ":" + xvfb.stdout.readline().strip()
-    env = {**os.environ, "DISPLAY": display}
-    wm = subprocess.Popen(["openbox", "--sm-disable"], env=env, stderr=subprocess.DEVNULL,
-                          text=True)  # fmt: skip
-    deadline = time.monotonic() + 15
-    while subprocess.run(["xdotool", "get_desktop"], env=env, capture_output=True).returncode:
-        if time.monotonic() > deadline:
-            raise RuntimeError("openbox did not start")
-        time.sleep(0.1)
-    return xvfb, wm, display
 
 
 def shoot(tag: str) -> None:
@@ -97,15 +76,9 @@ def main() -> int:
         shoot(sys.argv[sys.argv.index("--screen") + 1])
         return 0
     for tag, (width, height) in SCREENS.items():
-        xvfb, wm, display = start_x(width, height)
-        try:
-            env = {**os.environ, "DISPLAY": display, "QT_QPA_PLATFORM": "xcb"}
-            subprocess.run([sys.executable, __file__, str(OUT), "--screen", tag], env=env,
-                           check=True, timeout=300)  # fmt: skip
-        finally:
-            for process in (wm, xvfb):
-                process.terminate()
-                process.wait(timeout=10)
+        from shot_tools import in_x_server
+
+        in_x_server(width, height, [[sys.executable, __file__, str(OUT), "--screen", tag]], 300)
     return 0
 
 

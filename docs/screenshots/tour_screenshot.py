@@ -15,8 +15,6 @@ on by its keys (Right) to its third step, the alert list.
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -65,18 +63,10 @@ def main() -> int:
     if "--screen" in sys.argv:
         shoot()
         return 0
-    from theme_screenshots import start_x
+    from shot_tools import in_x_server
 
     OUT.mkdir(parents=True, exist_ok=True)
-    xvfb, wm, display = start_x(*SIZE)
-    try:
-        env = {**os.environ, "DISPLAY": display, "QT_QPA_PLATFORM": "xcb"}
-        subprocess.run([sys.executable, __file__, str(OUT), "--screen"], env=env, check=True,
-                       timeout=300)  # fmt: skip
-    finally:
-        for process in (wm, xvfb):
-            process.terminate()
-            process.wait(timeout=10)
+    in_x_server(*SIZE, [[sys.executable, __file__, str(OUT), "--screen"]], 300)
     return 0
 
 

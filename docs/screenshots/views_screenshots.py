@@ -31,8 +31,6 @@ The demo's workloads end with its daemons.
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
 from functools import partial
 from pathlib import Path
@@ -188,23 +186,12 @@ def main() -> int:
         if tag not in SCREENS:
             raise SystemExit(f"--size {tag}: expected one of {', '.join(SCREENS)}")
         width, height = SCREENS[tag]
-        xvfb, wm, display = start_x(width, height)
-        try:
-            env = {**os.environ, "DISPLAY": display, "QT_QPA_PLATFORM": "xcb"}
-            for extra in ([], ["--compact"]):
-                subprocess.run([sys.executable, __file__, *passed, "--screen", tag, *extra],
-                               env=env, check=True, timeout=400)  # fmt: skip
-        finally:
-            for process in (wm, xvfb):
-                process.terminate()
-                process.wait(timeout=10)
+        from shot_tools import in_x_server
+
+        runs = [[sys.executable, __file__, *passed, "--screen", tag, *extra]
+                for extra in ([], ["--compact"])]  # fmt: skip
+        in_x_server(width, height, runs)
     return 0
-
-
-def start_x(width: int, height: int) -> tuple[subprocess.Popen[str], subprocess.Popen[str], str]:
-    from theme_screenshots import start_x as start
-
-    return start(width, height)
 
 
 if __name__ == "__main__":
