@@ -275,3 +275,14 @@ def test_the_gpu_title_wraps_in_wall_mode_rather_than_being_cut(qtbot) -> None: 
         looks.wall.set_on(False)
         session.stop()
         apply_to_app(DARK)
+
+
+def test_a_4k_wall_gets_twice_a_1080p_walls_type() -> None:
+    """Helper screenshots at 3840x2160: only the tiles grew; tables, tabs and the GPU's
+    title stayed a desk's 13 and 18 pt, unreadable from across the room."""
+    from console.views.window.wall_mode import LARGE_TYPE, large_type
+
+    assert large_type(768) == large_type(1080) == LARGE_TYPE  # never smaller than a desk's
+    sizes = [int(n) for n in re.findall(r"font-size: (\d+)pt", large_type(2160))]
+    assert sizes == [2 * int(n) for n in re.findall(r"font-size: (\d+)pt", LARGE_TYPE)]
+    assert "font-size: 36pt" in large_type(2160)  # the GPU's title

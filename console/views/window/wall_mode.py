@@ -23,6 +23,7 @@ every event, so it costs nothing the rest of the time).
 
 from __future__ import annotations
 
+import re
 import weakref
 
 from PySide6.QtCore import QEvent, QObject, Qt, QTimer, Signal
@@ -56,6 +57,20 @@ QToolBar QLabel, QToolBar QComboBox, QListView { font-size: 13pt; }
 QLabel#detailTitle { font-size: 18pt; }
 QLabel#wallMarker { font-size: 13pt; }
 """
+WALL_HEIGHT_PX = 1080  # the screen LARGE_TYPE is sized for; a taller one scales it up
+
+
+def large_type(screen_height_px: int) -> str:
+    """LARGE_TYPE for a screen this tall: a 4K wall's type twice a 1080p one's (at 13 pt
+    its tables and tabs were a desk's size from across the room)."""
+    scale = max(1.0, screen_height_px / WALL_HEIGHT_PX)
+    return re.sub(
+        r"font-size: (\d+)pt",
+        lambda size: f"font-size: {round(int(size.group(1)) * scale)}pt",
+        LARGE_TYPE,
+    )
+
+
 # Shown again by their panels: hidden each time.
 HIDDEN_WIDGETS = ("killZone", "drainZone", "dragHint")
 
@@ -98,7 +113,8 @@ class WallMode(QObject):
             self._state_before = self._window.windowState()
             app.installEventFilter(self)
             self._hide_mutating_buttons()
-            self._looks.set_extra("wall", LARGE_TYPE)
+            screen = self._window.screen()
+            self._looks.set_extra("wall", large_type(screen.size().height() if screen else 0))
             self._fit_headers()
             # Last: the larger type and the marker resize the layout first.
             self._window.setWindowState(self._state_before | Qt.WindowState.WindowFullScreen)
