@@ -53,7 +53,7 @@ MUTATING = ("kill", "assign", "reserve", "release", "drain", "return to placemen
 # size taller than a 1080p wall screen.
 LARGE_TYPE = """
 QTableView, QHeaderView::section, QTabBar::tab, QStatusBar, QStatusBar QLabel,
-QToolBar QLabel, QToolBar QComboBox, QListView { font-size: 13pt; }
+QStatusBar QToolButton, QToolBar QLabel, QToolBar QComboBox, QListView { font-size: 13pt; }
 QLabel#detailTitle { font-size: 18pt; }
 QLabel#wallMarker { font-size: 13pt; }
 """
