@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 from PySide6.QtCore import QRect, Qt
 from PySide6.QtGui import QCloseEvent, QResizeEvent, QShowEvent
-from PySide6.QtWidgets import QDockWidget, QMainWindow, QTabWidget, QWidget
+from PySide6.QtWidgets import QDockWidget, QMainWindow, QTabWidget, QVBoxLayout, QWidget
 
 from console.fleet.node_names import name_nodes
 from console.fleet.notify_settings import NotifySettings
@@ -25,6 +25,7 @@ from console.views.common.scroll_into_view import scroll_into_view
 from console.views.control.part import ControlPart
 from console.views.detail.part import DetailPart
 from console.views.grid.part import GridPart
+from console.views.replay.part import ReplayPart
 from console.views.reports.part import ReportsPart
 from console.views.slurm.part import SlurmPart
 from console.views.window.file_menu import FileMenu
@@ -57,6 +58,7 @@ class MainWindow(QMainWindow):
         self.detail_part = DetailPart(self, self.grid_part)
         self.detail = self.detail_part.detail
         self.reports = ReportsPart(self)
+        self.replay = ReplayPart(self)  # the time cursor: the whole console at a past moment
         self.alerts = AlertsPart(self, sinks, notify, self.reports.inventory_panel)
         self.control = ControlPart(self, self.grid_part, self.detail_part)
         # With the profile's Slurm: its queue, drops, drain/resume and job cancels.
@@ -86,7 +88,15 @@ class MainWindow(QMainWindow):
         for bar in (scroll.verticalScrollBar(), scroll.horizontalScrollBar()):
             bar.valueChanged.connect(self._place_toast)  # only while one is shown
         self.session.pump.fleetChanged.connect(self._place_toast)
-        self.setCentralWidget(self.grid_part.fleet_scroll)
+        # The grid, the replay banner over it and the time cursor's strip under it.
+        central = QWidget()
+        central.setObjectName("gridArea")
+        column = QVBoxLayout(central)
+        column.setContentsMargins(0, 0, 0, 0)
+        column.setSpacing(0)
+        for widget in (self.replay.banner, self.grid_part.fleet_scroll, self.replay.strip):
+            column.addWidget(widget, 1 if widget is self.grid_part.fleet_scroll else 0)
+        self.setCentralWidget(central)
         # The GPU detail beside the grid, the whole height (its plots in view on a short
         # screen); the alert list under the grid only (console/views/window/first_layout.py).
         self.detail_dock = QDockWidget("GPU detail", self)

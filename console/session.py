@@ -13,6 +13,7 @@ from console.connections.control_actions import ControlActions
 from console.connections.health_actions import HealthActions
 from console.connections.history_query import HistoryQueries
 from console.connections.manager import ConnectionManager, UpdateInbox
+from console.connections.moment_query import MomentQueries
 from console.connections.prometheus_range import PrometheusSource
 from console.connections.queries import FleetQueries
 from console.connections.security import LinkSecurity
@@ -22,6 +23,7 @@ from console.fleet.model import FleetModel
 from console.qt.fleet_item_model import FleetItemModel
 from console.qt.frame_pump import DEFAULT_FPS, FramePump
 from console.qt.move_repairs import MoveRepairer
+from console.qt.replay_source import ReplaySource
 from console.settings import SlurmProfile
 
 
@@ -56,6 +58,8 @@ class ConsoleSession:
         self.pump.fleetChanged.connect(self.move_repairs.on_fleet_changed)
         # The plots' older ranges: the daemons' history, or the profile's Prometheus.
         self.history = HistoryQueries(self.connections, prometheus)
+        # Incident replay: the fleet at a past moment, from each node's GetStateAt.
+        self.replay = ReplaySource(self.fleet, self.pump, MomentQueries(self.connections))
         # The profile's Slurm (slurm_url): its queue, steering, drains and cancels.
         self.slurm_link: SlurmLink | None = None
         self.slurm_actions: SlurmActions | None = None

@@ -22,6 +22,7 @@ from console.fleet.columns import COLUMN_COUNT, Row, value
 from console.fleet.control import ControlBook, ReservationRow, WorkloadRow
 from console.fleet.health import GpuCondition, HealingPolicyRow
 from console.fleet.identity import Identity, role_refusal
+from console.fleet.moment import PAST_REFUSAL, NodeMoment, ShownMoment, judged_then, unanswered
 from console.fleet.not_responding import NotRespondingAlarm, is_local
 from console.fleet.ring import SampleRing
 from console.fleet.silences import SilenceBook, SilenceListing, SilenceRow
@@ -65,12 +66,15 @@ class NodeRecord:
     # Every number the node's GPUs reported, newest last (`value`, `newest`)...
     ring: SampleRing | None = None
     # ...and the rest of each GPU's newest sample (health, error, processes).
-    latest: dict[int, GpuSnapshot] = field(default_factory=dict)
+    live_latest: dict[int, GpuSnapshot] = field(default_factory=dict)
     samples_received: int = 0
     # Who we are on the node (WhoAmI); None until it said, or when it cannot.
     identity: Identity | None = None
     # What its self-healing may do (GetHealth, asked when one of its GPUs is shown).
     healing: HealingPolicyRow | None = None
+    # The past moment shown instead of the newest tick while the console replays
+    # (console.fleet.moment); the ring and live_latest keep taking the live feed.
+    moment: NodeMoment | None = None
 
     @property
     def name(self) -> str:
@@ -80,8 +84,16 @@ class NodeRecord:
     def gpu_count(self) -> int:
         return len(self.info.gpus) if self.info else 0
 
+    @property
+    def latest(self) -> dict[int, GpuSnapshot]:
+        """Each GPU's shown snapshot: the newest tick's, or the replayed moment's."""
+        return self.moment.snapshots if self.moment is not None else self.live_latest
+
     def newest(self) -> npt.NDArray[np.float32] | None:
-        """The last tick's ring rows (gpus, columns), or None before the first sample."""
+        """The shown tick's rows (gpus, columns): the ring's newest, or the replayed
+        moment's; None before the first sample."""
+        if self.moment is not None:
+            return self.moment.rows
         return self.ring.newest() if self.ring is not None else None
 
     def row(self, gpu: int) -> Row | None:
@@ -113,12 +125,71 @@ class FleetModel:
         self._alarm = NotRespondingAlarm(wall_clock)
         self._quiet: dict[str, Quiet] = {}
         self._nodes: dict[str, NodeRecord] = {}
-        self.alerts = AlertBook()
-        self.control = ControlBook()
+        # The live feed's books; `alerts` and `control` are the shown ones (these, or a
+        # replayed moment's: console.fleet.moment).
+        self.live_alerts = AlertBook()
+        self.live_control = ControlBook()
         self.silences = SilenceBook()
+        self.moment: ShownMoment | None = None
         # Events applied since the last take_new_events(): what notifiers look at.
         self._new_events: list[EventRow] = []
         self._worst: tuple[tuple[int, int], dict[tuple[str, int | None], Severity]] = ((-1, 0), {})
+
+    # -- the shown moment: live, or the past (console.fleet.moment) ----------------
+
+    @property
+    def alerts(self) -> AlertBook:
+        """The shown alerts: the live ones, or those firing at the replayed moment."""
+        return self.moment.alerts if self.moment is not None else self.live_alerts
+
+    @property
+    def control(self) -> ControlBook:
+        """The shown reservations and workloads: live, or in force at the moment."""
+        return self.moment.control if self.moment is not None else self.live_control
+
+    @property
+    def replaying(self) -> bool:
+        return self.moment is not None
+
+    def show_moment(self, at_ms: int) -> dict[str, Change]:
+        """Show the fleet at `at_ms` (Unix ms): each node's answer replaces its live tick
+        as it comes (FleetModel.apply); until then a node shows the moment it last
+        answered for, or nothing known."""
+        if self.moment is None:
+            self.moment = ShownMoment(at_ms)
+            _hand_over((self.live_alerts, self.live_control), (self.alerts, self.control))
+            for node in self._nodes.values():
+                node.moment = unanswered(node.target, at_ms, node.gpu_count, COLUMN_COUNT, "")
+        else:
+            self.moment.want(at_ms)
+        return dict.fromkeys(self._nodes, Change.DATA)
+
+    def show_live(self) -> dict[str, Change]:
+        """Back to the live feed: every view shows the fleet as it is now."""
+        if self.moment is None:
+            return {}
+        moment, self.moment = self.moment, None
+        _hand_over((moment.alerts, moment.control), (self.alerts, self.control))
+        for node in self._nodes.values():
+            node.moment = None
+        return dict.fromkeys(self._nodes, Change.DATA)
+
+    def _take_moment(self, node: NodeRecord, answer: QueryResult) -> Change:
+        assert self.moment is not None
+        moment = answer.payload
+        if not answer.ok or not isinstance(moment, NodeMoment):
+            asked = self.moment.asked_at(answer.query_id)
+            moment = unanswered(node.target, asked, node.gpu_count, COLUMN_COUNT, answer.message)
+        if not self.moment.take(answer.query_id, moment):
+            return Change.NONE
+        if len(moment.rows) != node.gpu_count:  # the node's GPUs changed since: as it has them
+            rows = np.full((node.gpu_count, COLUMN_COUNT), np.nan, dtype=np.float32)
+            shared = min(len(rows), len(moment.rows))
+            rows[:shared] = moment.rows[:shared]
+            moment = dataclasses.replace(moment, rows=rows)
+        judged = [i for i, snap in node.live_latest.items() if snap.condition is not None]
+        node.moment = judged_then(moment, judged)
+        return Change.DATA
 
     def add_node(self, target: str) -> NodeRecord:
         return self._nodes.setdefault(target, NodeRecord(target))
@@ -163,10 +234,10 @@ class FleetModel:
         if isinstance(update, SamplesUpdate):
             return self._apply_samples(node, update)
         if isinstance(update, ControlUpdate):
-            self.control.replace_node(update.target, update.reservations, update.workloads)
+            self.live_control.replace_node(update.target, update.reservations, update.workloads)
             return Change.DATA
         if isinstance(update, QueueUpdate):
-            changed = [self.control.apply(w) for w in update.workloads]
+            changed = [self.live_control.apply(w) for w in update.workloads]
             return Change.DATA if any(changed) else Change.NONE
         if isinstance(update, IdentityUpdate):
             if update.identity != node.identity:  # the same again (each poll): keep the object
@@ -179,22 +250,24 @@ class FleetModel:
             if isinstance(update.payload, HealingPolicyRow):
                 node.healing = update.payload
                 return Change.DATA
+            if self.moment is not None and self.moment.expects(update.query_id):
+                return self._take_moment(node, update)
             return Change.NONE  # for whoever asked; the fleet keeps no other query results
         return self._apply_alerting(update)
 
     def _apply_alerting(self, update: AlertsUpdate | EventUpdate | CommandResult) -> Change:
         if isinstance(update, AlertsUpdate):
-            self.alerts.replace_node_alerts(
+            self.live_alerts.replace_node_alerts(
                 update.target, update.alerts, update.journal_id, update.last_seq
             )
             return Change.DATA
         if isinstance(update, EventUpdate):
-            if not self.alerts.add_event(update.event, update.journal_id):
+            if not self.live_alerts.add_event(update.event, update.journal_id):
                 return Change.NONE  # seen already: every event is shown once
             self._new_events.append(update.event)
             for record in (update.event.reservation, update.event.workload):
                 if record is not None:
-                    self.control.apply(record)
+                    self.live_control.apply(record)
             if update.event.silence is not None:
                 self.silences.apply(update.event.silence)
             if update.event.condition is not None and not update.event.replayed:
@@ -203,7 +276,7 @@ class FleetModel:
         # An answer that carries a record is the daemon's word on it: take it now,
         # rather than a frame later with the event (never moving a record back).
         if isinstance(update.payload, ReservationRow | WorkloadRow):
-            return Change.DATA if self.control.apply(update.payload) else Change.NONE
+            return Change.DATA if self.live_control.apply(update.payload) else Change.NONE
         if isinstance(update.payload, SilenceRow):
             return Change.DATA if self.silences.apply(update.payload) else Change.NONE
         if isinstance(update.payload, GpuCondition):
@@ -213,10 +286,10 @@ class FleetModel:
     def _take_condition(self, target: str, condition: GpuCondition) -> Change:
         """A drain or clear answered (or announced): the tile shows it now, not a tick later."""
         node = self._nodes.get(target)
-        snap = node.latest.get(condition.gpu_index) if node is not None else None
+        snap = node.live_latest.get(condition.gpu_index) if node is not None else None
         if node is None or snap is None:
             return Change.NONE
-        node.latest[condition.gpu_index] = dataclasses.replace(snap, condition=condition)
+        node.live_latest[condition.gpu_index] = dataclasses.replace(snap, condition=condition)
         return Change.DATA
 
     def take_new_events(self) -> list[EventRow]:
@@ -239,11 +312,18 @@ class FleetModel:
 
     # -- what the caller's roles allow -----------------------------------------
 
-    def role_refusal(self, target: str, needed: Role) -> str | None:
-        """Why our role on the node does not allow what needs `needed`; None when it does."""
+    def role_refusal(self, target: str, needed: Role, *, live: bool = False) -> str | None:
+        """Why our role on the node does not allow what needs `needed`; None when it does.
+
+        While the past is shown, nothing that changes the fleet is allowed (every change
+        needs an operator or more); `live`: asked for the fleet as it is now, whatever
+        is shown (a query that needs a role, the audit log; the console's own repairs).
+        """
         node = self._nodes.get(target)
         if node is None:
             return None
+        if self.moment is not None and needed > Role.VIEWER and not live:
+            return PAST_REFUSAL
         return role_refusal(node.identity, needed, node.name)
 
     def targets_with_role(self, needed: Role) -> list[str]:
@@ -252,6 +332,8 @@ class FleetModel:
 
     def fleet_role_refusal(self, needed: Role) -> str | None:
         """None if some connected node allows `needed` (or cannot say), else why not."""
+        if self.moment is not None and needed > Role.VIEWER:
+            return PAST_REFUSAL
         connected = [n for n in self if n.state is LinkState.CONNECTED]
         refusals = [role_refusal(n.identity, needed, n.name) for n in connected]
         if not connected or any(r is None for r in refusals):
@@ -271,7 +353,7 @@ class FleetModel:
         if old_uuids == [g.uuid for g in update.info.gpus] and node.ring is not None:
             return Change.DATA  # same GPUs: keep the history across reconnects
         node.ring = SampleRing(self._ring_capacity, len(update.info.gpus), COLUMN_COUNT)
-        node.latest = {}
+        node.live_latest = {}
         return Change.STRUCTURE
 
     def _apply_samples(self, node: NodeRecord, update: SamplesUpdate) -> Change:
@@ -281,7 +363,7 @@ class FleetModel:
         interval = node.info.sample_interval_s
         if not node.ring.append(update.time_s, update.rows, interval):
             return Change.NONE  # already have it (a replay overlapping what we hold)
-        node.latest.update((g.index, g) for g in update.gpus)
+        node.live_latest.update((g.index, g) for g in update.gpus)
         node.samples_received += 1
         return Change.DATA
 
@@ -294,14 +376,15 @@ class FleetModel:
         for event in self._alarm.update(self._quiet, self.name_of):
             self._add_local_event(event)
         for alert in self._alarm.refresh(self._quiet):
-            self.alerts.put_local(alert)  # "Now": how long it has been quiet, every second
+            self.live_alerts.put_local(alert)  # "Now": how long it has been quiet, every second
         shown = {t for t in before.keys() | self._quiet.keys()
                  if _looks(before.get(t)) != _looks(self._quiet.get(t))}  # fmt: skip
         return {t: Change.DATA for t in shown if t in self._nodes}
 
     def quiet(self, target: str) -> Quiet | None:
-        """How long the node has been quiet, as of the last check; None: it is not."""
-        return self._quiet.get(target)
+        """How long the node has been quiet, as of the last check; None: it is not (or the
+        past is shown: a node's silence now says nothing of then)."""
+        return self._quiet.get(target) if self.moment is None else None
 
     def name_on(self, target: str, fallback: str) -> str:
         """Our name on the node, as its WhoAmI gave it ("local" without authentication):
@@ -332,12 +415,19 @@ class FleetModel:
         return True
 
     def _add_local_event(self, event: EventRow) -> None:
-        self.alerts.add_local_event(event)
+        self.live_alerts.add_local_event(event)
         self._new_events.append(event)
 
     def snapshot(self, key: GpuKey) -> GpuSnapshot | None:
         node = self._nodes.get(key.target)
         return node.latest.get(key.index) if node else None
+
+
+def _hand_over(before: tuple[AlertBook, ControlBook], after: tuple[AlertBook, ControlBook]) -> None:
+    """The books shown next get a version past those shown before: views that compare
+    versions (to skip a refresh) refresh, whichever books they now read."""
+    after[0].version = max(after[0].version, before[0].version) + 1
+    after[1].version = max(after[1].version, before[1].version) + 1
 
 
 def _looks(quiet: Quiet | None) -> tuple[bool, bool, int]:

@@ -12,7 +12,7 @@ from console.fleet.model import Change, FleetModel
 from console.fleet.updates import LinkState
 from gpufleet.policy import Role
 
-Signature = tuple[tuple[str, LinkState, Identity | None], ...]
+Signature = tuple[bool, tuple[tuple[str, LinkState, Identity | None], ...]]
 
 
 class AccessWatcher(QObject):
@@ -26,10 +26,12 @@ class AccessWatcher(QObject):
         super().__init__()
         self.setObjectName("accessWatcher")
         self._fleet = fleet
-        self._signature: Signature = ()
+        self._signature: Signature = (False, ())
 
     def on_fleet_changed(self, _changes: dict[str, Change]) -> None:
-        signature = tuple((n.target, n.state, n.identity) for n in self._fleet)
+        # While the past is shown nothing may change the fleet (FleetModel.role_refusal).
+        nodes = tuple((n.target, n.state, n.identity) for n in self._fleet)
+        signature = (self._fleet.replaying, nodes)
         if signature != self._signature:
             self._signature = signature
             self.changed.emit()

@@ -63,7 +63,7 @@ class AlertNotifier(QObject):
         self.setObjectName("gpufleet-alert-notifier")
         self._fleet, self._show_toast, self._sinks, self._beep = fleet, show_toast, sinks, beep
         self._clock = clock
-        current = lambda uid: fleet.alerts.alert(*uid)  # noqa: E731
+        current = lambda uid: fleet.live_alerts.alert(*uid)  # noqa: E731
         self.policy = NotifyPolicy(settings or NotifySettings(), current, self.node_name)
         self.muted = False
         self._reminders = 0

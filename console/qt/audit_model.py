@@ -43,7 +43,7 @@ class AuditTableModel(QueryRoundTableModel):
         for node in self.fleet:
             if wanted.targets and node.target not in wanted.targets:
                 continue
-            refusal = self.fleet.role_refusal(node.target, role_needed("QueryAudit"))
+            refusal = self.fleet.role_refusal(node.target, role_needed("QueryAudit"), live=True)
             if node.state is not LinkState.CONNECTED:
                 round_.skipped[node.target] = node.state.value
             elif refusal is not None:

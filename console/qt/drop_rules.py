@@ -14,6 +14,7 @@ from PySide6.QtCore import QMimeData
 
 from console.fleet.control import WorkloadRow
 from console.fleet.model import FleetModel
+from console.fleet.moment import PAST_REFUSAL
 from console.fleet.placement import Place, Verdict, can_assign, can_reserve
 from console.fleet.slurm_view import SlurmReserve
 from console.qt.mime import HOLDER_MIME, WORKLOAD_MIME, read_holder, read_workload
@@ -50,6 +51,8 @@ class TileDropRules:
     def judge(
         self, data: QMimeData, target: str, gpu: int, selection: Collection[Place] = ()
     ) -> TileDrop:
+        if self._fleet.replaying:  # a tile of the past takes nothing
+            return TileDrop(None, None, Verdict(False, PAST_REFUSAL))
         if self.slurm is not None and self.slurm.carries(data):
             steer, verdict = self.slurm.judge(data, target, gpu)
             return TileDrop(None, None, verdict, steer)

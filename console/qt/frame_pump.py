@@ -45,6 +45,14 @@ class FramePump(QObject):
         self._timer.timeout.connect(self.pump)
         self.last_frame_s = 0.0
         self.frames = 0
+        self._marked: dict[str, Change] = {}
+
+    def mark_changed(self, changes: dict[str, Change]) -> None:
+        """Changes made to the fleet model on the GUI thread between frames (a replayed
+        moment shown, the live fleet again): said with the next frame's."""
+        for target, change in changes.items():
+            self._marked[target] = max(self._marked.get(target, change), change,
+                                       key=lambda c: c.value)  # fmt: skip
 
     def start(self) -> None:
         self._timer.start()
@@ -58,6 +66,10 @@ class FramePump(QObject):
         results = [u for u in updates if isinstance(u, CommandResult)]
         answers = [u for u in updates if isinstance(u, QueryResult)]
         changes = self._fleet.apply_all(updates)
+        marked, self._marked = self._marked, {}
+        for target, change in marked.items():
+            if change.value > changes.get(target, Change.NONE).value:
+                changes[target] = change
         if not self._inbox:
             # Judged only with every batch that arrived applied: a backlog in the
             # inbox is the console's delay, not the nodes' silence.

@@ -39,7 +39,7 @@ class MoveRepairer(QObject):
         self._doubted: set[tuple[str, str]] = set()  # copies that prove no move, logged once
 
     def on_fleet_changed(self, _changes: dict[str, Change]) -> None:
-        control = self._fleet.control
+        control = self._fleet.live_control  # the fleet now, whatever moment is shown
         if control.version == self._version:
             return
         self._version = control.version
@@ -74,7 +74,7 @@ class MoveRepairer(QObject):
             )
 
     def _log_unproven(self, host_of: dict[str, str], open_nodes: set[str]) -> None:
-        for doubt in unproven_moves(self._fleet.control.workloads(), host_of, open_nodes):
+        for doubt in unproven_moves(self._fleet.live_control.workloads(), host_of, open_nodes):
             if doubt.copy.uid in self._doubted:
                 continue
             self._doubted.add(doubt.copy.uid)
@@ -89,5 +89,5 @@ class MoveRepairer(QObject):
         node = self._fleet.node(target)
         return (
             node.state is LinkState.CONNECTED
-            and self._fleet.role_refusal(target, Role.OPERATOR) is None
+            and self._fleet.role_refusal(target, Role.OPERATOR, live=True) is None
         )

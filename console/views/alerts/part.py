@@ -124,7 +124,7 @@ class AlertsPart(QObject):
         if not target and alert_id.startswith("reminder-"):  # AlertNotifier.remind's notices
             self.show_topic("silences")
             return
-        alert = self._session.fleet.alerts.alert(target, alert_id)
+        alert = self._session.fleet.live_alerts.alert(target, alert_id)  # a notice is live
         if alert is not None and alert.gpu_index is not None:
             self._frame.open_gpu(target, alert.gpu_index)
         self.show_alerts()

@@ -49,6 +49,13 @@ SECTIONS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
         ("Menu, Shift+F10", "the GPU's menu: assign a queued workload here, reserve for…, "
                             "release, cancel, drain, mark repaired"),
     )),
+    ("Replay: the fleet at a past moment", (
+        ("Ctrl+T", "go to the timeline under the grid"),
+        ("← →, Shift+← →", "the cursor a step back or on (Shift: ten); past the end: live"),
+        ("Page Up, Page Down", "the previous or next alert's raise"),
+        ("Home, End", "the window's start; live"),
+        ("Esc, L", "back to live (while the past is shown)"),
+    )),
     ("Tables and lists", (
         ("Menu, Shift+F10", "a workload's menu: cancel, assign to GPU…, show output"),
         ("", "a person's: reserve a GPU for…, release their reservations…"),

@@ -1,0 +1,74 @@
+"""ReplaySource: feeds the fleet model from a past moment instead of the live links.
+
+`show(at_ms)` puts the moment on screen (FleetModel.show_moment) and asks each node's
+GetStateAt off the GUI thread (MomentQueries); the answers come back through the frame
+pump, which applies them like any update. Asking is coalesced: a node has at most one
+ask in flight, and when its answer is in, it is asked for the newest moment wanted, so
+a dragged cursor asks a frame's worth, never every position it passed. `go_live()`
+shows the live fleet again; the live feed never stopped.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from PySide6.QtCore import QObject, Signal
+
+from console.connections.moment_query import MomentQueries
+from console.fleet.model import FleetModel
+from console.fleet.query_round import next_query_id
+from console.fleet.updates import QueryResult
+from console.qt.frame_pump import FramePump
+
+log = logging.getLogger(__name__)
+
+
+class ReplaySource(QObject):
+    # The moment shown (Unix ms), or None: live.
+    momentChanged = Signal(object)
+    # A node's answer for a moment is in (the banner says who still lags).
+    answered = Signal()
+
+    def __init__(self, fleet: FleetModel, pump: FramePump, queries: MomentQueries) -> None:
+        super().__init__()
+        self.setObjectName("gpufleet-replay-source")
+        self._fleet, self._pump, self._queries = fleet, pump, queries
+        self.asks = 0  # GetStateAt calls sent (coalescing, measured by the tests)
+        pump.queryFinished.connect(self._on_pump_query_finished)
+
+    @property
+    def at_ms(self) -> int | None:
+        moment = self._fleet.moment
+        return moment.wanted_ms if moment is not None else None
+
+    def show(self, at_ms: int) -> None:
+        """Show the fleet at `at_ms`: every view, with the next frame that brings a node's
+        answer (the banner at once)."""
+        if at_ms == self.at_ms:
+            return
+        self._pump.mark_changed(self._fleet.show_moment(at_ms))
+        self._ask()
+        self.momentChanged.emit(at_ms)
+
+    def go_live(self) -> None:
+        if self._fleet.moment is None:
+            return
+        self._pump.mark_changed(self._fleet.show_live())
+        self.momentChanged.emit(None)
+
+    def _ask(self) -> None:
+        moment = self._fleet.moment
+        if moment is None:
+            return
+        at_ms = moment.wanted_ms
+        for target in moment.due(n.target for n in self._fleet):
+            query_id = next_query_id()
+            moment.asked(target, at_ms, query_id)
+            self._queries.ask(target, at_ms, self._fleet.node(target).gpu_count, query_id)
+            self.asks += 1
+
+    def _on_pump_query_finished(self, result: QueryResult) -> None:
+        if self._fleet.moment is None:
+            return
+        self._ask()  # a node free again: the newest moment wanted, if it differs
+        self.answered.emit()

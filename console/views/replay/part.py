@@ -1,0 +1,120 @@
+"""ReplayPart: incident replay's time cursor, the strip under the grid and its banner.
+
+It wires the strip to the session's ReplaySource (which feeds the fleet model from a
+past moment), keeps the timeline's window and alert marks current, and binds the keys:
+Ctrl+T goes to the timeline, Esc or L back to live while the past is shown. Nothing
+that changes the fleet is offered then: the fleet model refuses every change with
+"showing the past" (FleetModel.role_refusal), so each panel greys or hides its actions
+as it does for a role that may not act, and drops are refused (TileDropRules).
+"""
+
+from __future__ import annotations
+
+import time
+
+from PySide6.QtCore import QObject, Qt, QTimer
+from PySide6.QtGui import QKeySequence, QShortcut
+
+from console.fleet.timeline import Mark, alert_marks, next_mark, parse_moment, previous_mark
+from console.views.common.frame import WindowFrame
+from console.views.replay.banner import ReplayBanner
+from console.views.replay.strip import ReplayStrip
+
+FOCUS_KEY = "Ctrl+T"
+LIVE_KEYS = ("Esc", "L")
+CLOCK_MS = 1000
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class ReplayPart(QObject):
+    def __init__(self, frame: WindowFrame) -> None:
+        super().__init__()
+        session = frame.session
+        self._frame, self._fleet, self.source = frame, session.fleet, session.replay
+        self.strip = ReplayStrip()
+        self.banner = ReplayBanner(session.fleet)
+        window = frame.window()
+        self.focus_key = QShortcut(QKeySequence(FOCUS_KEY), window, self.strip.bar.setFocus)
+        self.live_keys = [QShortcut(QKeySequence(k), window, self.source.go_live)
+                          for k in LIVE_KEYS]  # fmt: skip
+        for key in self.live_keys:
+            key.setContext(Qt.ShortcutContext.WindowShortcut)
+            key.setEnabled(False)  # only while the past is shown: Esc has other jobs
+        # The window ends now while live; it holds still while a moment is shown.
+        self._clock = QTimer(self.strip)  # dies with the strip, never firing into a wrapper gone
+        self._clock.setObjectName("gpufleet-replay-clock")
+        self._clock.setInterval(CLOCK_MS)
+        self._clock.timeout.connect(self._on_clock_timeout)
+        self._anchor(_now_ms())
+        self._wire()
+        self._clock.start()
+
+    def _wire(self) -> None:
+        strip, source = self.strip, self.source
+        strip.momentWanted.connect(source.show)
+        strip.liveWanted.connect(source.go_live)
+        strip.alertStep.connect(self.step_alert)
+        strip.typed.connect(self.show_typed)
+        strip.windowChanged.connect(lambda _ms: self._anchor(_now_ms()))
+        source.momentChanged.connect(self._on_source_moment_changed)
+        source.answered.connect(self._refresh)
+        self._frame.session.pump.fleetChanged.connect(self._on_pump_fleet_changed)
+
+    @property
+    def marks(self) -> list[Mark]:
+        """The alerts raised in the window: those the console holds, and the moment's."""
+        alerts = self._fleet.live_alerts.alerts()
+        if self._fleet.moment is not None:
+            alerts += self._fleet.moment.alerts.alerts()
+        return alert_marks(alerts, self.strip.bar.start_ms, self.strip.bar.end_ms)
+
+    def step_alert(self, direction: int) -> None:
+        """To the previous (-1) or next (+1) alert's raise in the window."""
+        marks = self.marks
+        at = self.source.at_ms
+        if direction < 0:
+            found = previous_mark(marks, self.strip.bar.end_ms if at is None else at)
+        else:
+            found = None if at is None else next_mark(marks, at)
+        if found is None:
+            self._frame.show_message("Replay: no earlier alert in the window" if direction < 0
+                                     else "Replay: no later alert in the window")  # fmt: skip
+            return
+        self.source.show(found)
+
+    def show_typed(self, text: str) -> None:
+        try:
+            at_ms = parse_moment(text, _now_ms())
+        except ValueError as exc:
+            self._frame.show_message(f"Replay: {exc}")
+            return
+        if at_ms < self.strip.bar.start_ms:
+            self._frame.show_message("Replay: before the timeline's window; shown all the same")
+        self.source.show(at_ms)
+
+    def _anchor(self, now_ms: int) -> None:
+        self.strip.bar.set_span(now_ms - self.strip.window_ms, now_ms)
+        self._refresh()
+
+    def _on_clock_timeout(self) -> None:
+        if self.source.at_ms is None:
+            self._anchor(_now_ms())
+
+    def _on_source_moment_changed(self, at_ms: int | None) -> None:
+        for key in self.live_keys:
+            key.setEnabled(at_ms is not None)
+        if at_ms is None:
+            self._anchor(_now_ms())
+        self.strip.show_moment(at_ms)
+        self._refresh()
+
+    def _on_pump_fleet_changed(self, _changes: object) -> None:
+        if self._fleet.moment is not None:
+            self.banner.refresh()
+
+    def _refresh(self) -> None:
+        self.strip.show_marks(self.marks, self.source.at_ms)
+        self.banner.refresh()

@@ -1,0 +1,90 @@
+"""ReplayStrip: the compact line under the grid that moves the whole console in time.
+
+A window (1 h to 30 d, ending now), the timeline with the alerts raised in it, the
+previous/next alert buttons, a field to type a moment and the way back to live. It
+says what the person asked for (`momentWanted`, `liveWanted`); the part shows it.
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Signal
+from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLineEdit, QPushButton, QWidget
+
+from console.fleet.timeline import WINDOWS, Mark, moment_text
+from console.views.replay.timeline_bar import TimelineBar
+
+DEFAULT_WINDOW = "24 h"
+
+
+class ReplayStrip(QWidget):
+    momentWanted = Signal(object)  # Unix ms (past a C int)
+    liveWanted = Signal()
+    alertStep = Signal(int)  # -1 previous, +1 next
+    typed = Signal(str)  # a moment typed in the field (Enter)
+    windowChanged = Signal(object)  # the window's length (ms; 30 d is past a C int)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.setObjectName("replayStrip")
+        layout = QHBoxLayout(self)
+        layout.setContentsMargins(4, 2, 4, 2)
+        layout.setSpacing(4)
+        self.live = QPushButton("● Live")
+        self.live.setObjectName("replayLive")
+        self.live.setToolTip("Back to the fleet as it is now (Esc or L while replaying)")
+        self.window_box = QComboBox()
+        self.window_box.setObjectName("replayWindow")
+        self.window_box.setAccessibleName("Replay window")
+        self.window_box.addItems(list(WINDOWS))
+        self.window_box.setCurrentText(DEFAULT_WINDOW)
+        self.window_box.setToolTip("How far back the timeline reaches")
+        self.previous = QPushButton("◀ Alert")
+        self.previous.setObjectName("replayPreviousAlert")
+        self.previous.setToolTip("The previous alert's raise (Page Up on the timeline)")
+        self.next = QPushButton("Alert ▶")
+        self.next.setObjectName("replayNextAlert")
+        self.next.setToolTip("The next alert's raise (Page Down on the timeline)")
+        self.bar = TimelineBar()
+        self.field = QLineEdit()
+        self.field.setObjectName("replayTime")
+        self.field.setAccessibleName("Replay moment")
+        self.field.setPlaceholderText("time: 03:12, -2h")
+        self.field.setToolTip("A moment to show: 03:12 or 2026-12-07 03:12:00 (local time), "
+                              "or -90s, -30m, -2h, -1d; Enter shows it")  # fmt: skip
+        digits = self.field.fontMetrics().horizontalAdvance("2026-12-07 03:12:00.000")
+        self.field.setFixedWidth(digits + 16)  # a moment, whole, with its milliseconds
+        for widget in (self.live, self.window_box, self.previous):
+            layout.addWidget(widget)
+        layout.addWidget(self.bar, 1)
+        layout.addWidget(self.next)
+        layout.addWidget(self.field)
+        self._wire()
+
+    def _wire(self) -> None:
+        self.bar.moved.connect(self.momentWanted)
+        self.bar.liveRequested.connect(self.liveWanted)
+        self.bar.alertStep.connect(self.alertStep)
+        self.live.clicked.connect(self.liveWanted)
+        self.previous.clicked.connect(lambda: self.alertStep.emit(-1))
+        self.next.clicked.connect(lambda: self.alertStep.emit(1))
+        self.field.returnPressed.connect(lambda: self.typed.emit(self.field.text()))
+        self.window_box.currentTextChanged.connect(
+            lambda text: self.windowChanged.emit(WINDOWS[text])
+        )
+
+    @property
+    def window_ms(self) -> int:
+        return WINDOWS[self.window_box.currentText()]
+
+    def show_moment(self, at_ms: int | None) -> None:
+        """The cursor and the field at the moment shown (None: live)."""
+        self.bar.set_cursor(at_ms)
+        self.live.setEnabled(at_ms is not None)
+        if not self.field.hasFocus():
+            self.field.setText("" if at_ms is None else moment_text(at_ms))
+
+    def show_marks(self, marks: list[Mark], at_ms: int | None) -> None:
+        self.bar.set_marks(marks)
+        at = self.bar.end_ms if at_ms is None else at_ms
+        self.previous.setEnabled(any(t < at for t, _ in marks))
+        self.next.setEnabled(at_ms is not None and any(t > at for t, _ in marks))
