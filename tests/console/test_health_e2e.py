@@ -4,7 +4,7 @@ own answers and refusals."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
@@ -206,11 +206,14 @@ def test_self_healing_that_acted_pops_up_and_a_dry_run_does_not(  # type: ignore
     window = MainWindow(ConsoleSession(list(nodes.values())))
     qtbot.addWidget(window)
     notices: list[tuple[str, str]] = []
+    places: list[tuple[tuple[str, int | None], ...]] = []
     show_notice = window.alerts.toast.show_notice
 
-    def record(title: str, body: str, topic: str) -> None:
+    def record(title: str, body: str, topic: str, about: Sequence[tuple[str, int | None]] = ()
+               ) -> None:  # fmt: skip
         notices.append((title, body))
-        show_notice(title, body, topic)
+        places.append(tuple(about))
+        show_notice(title, body, topic, about)
 
     monkeypatch.setattr(window.alerts.toast, "show_notice", record)
     window.session.start()
@@ -234,6 +237,7 @@ def test_self_healing_that_acted_pops_up_and_a_dry_run_does_not(  # type: ignore
         changed = [e.summary for e in fleet.alerts.events() if e.kind == "gpu_health_changed"]
         assert any(line.startswith("GPU 1 needs reset (was healthy)") for line in changed), changed
         assert notices[0][1].startswith(did)
+        assert places[0] == ((nodes["on"], 1),)  # the popup keeps off the GPU it is about
         drained = condition(fleet.node(nodes["on"]), 1)
         assert drained is not None and drained.drained and drained.drained_by == "self-healing"
         # The detail says what the node's self-healing may do (GetHealth, on selecting).
