@@ -26,22 +26,13 @@ def shoot() -> None:
     """In the X server of this process's DISPLAY."""
     from PySide6.QtCore import Qt
     from PySide6.QtTest import QTest
-    from shot_tools import demo_window, save_grab, settle, wait_until
+    from shot_tools import demo_at_its_first_critical, save_grab, settle, wait_until
 
     from console.app import qt_application
-    from console.demo_fleet import DemoFleet
-    from console.fleet.updates import LinkState
 
     app = qt_application()
-    with DemoFleet(nodes=4, gpus=8) as demo:
-        demo.start()
-        window = demo_window(demo)
-        window.show()
+    with demo_at_its_first_critical(app) as (_demo, window):
         fleet = window.session.fleet
-        wait_until(app, lambda: all(n.state is LinkState.CONNECTED and len(n.latest) == 8
-                                    for n in fleet), 60)  # fmt: skip
-        window.grid.select(demo.targets[1], 2)  # as `gpufleet demo` opens (console/cli.py)
-        wait_until(app, window.alerts.toast.isVisible, 150)  # GPU 2's first critical
         window.alerts.toast.hide()
         part = window.replay
         part.strip.window_box.setCurrentText("1 h")
@@ -53,19 +44,12 @@ def shoot() -> None:
                                     and n.moment.at_ms == wanted for n in fleet), 30)  # fmt: skip
         settle(app, 1)
         save_grab(window, OUT / "replay.png")
-        window.close()
-        window.session.stop()
 
 
 def main() -> int:
-    if "--screen" in sys.argv:
-        shoot()
-        return 0
-    from shot_tools import in_x_server
+    from shot_tools import run_script
 
-    OUT.mkdir(parents=True, exist_ok=True)
-    in_x_server(*SIZE, [[sys.executable, __file__, str(OUT), "--screen"]], 300)
-    return 0
+    return run_script(__file__, OUT, shoot, SIZE)
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ import atexit
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -209,3 +210,35 @@ def in_x_server(
         for process in (wm, xvfb):
             process.terminate()
             process.wait(timeout=10)
+
+
+@contextmanager
+def demo_at_its_first_critical(app: QApplication) -> Iterator[tuple[DemoFleet, MainWindow]]:
+    """The demo's four nodes and the console on them, gpu-node-02's GPU 2 open (as
+    `gpufleet demo` opens) and its first critical popup shown; ended after the block."""
+    with DemoFleet(nodes=4, gpus=8) as demo:
+        demo.start()
+        window = demo_window(demo)
+        window.show()
+        fleet = window.session.fleet
+        wait_until(app, lambda: all(n.state is LinkState.CONNECTED and len(n.latest) == 8
+                                    for n in fleet), 60)  # fmt: skip
+        window.grid.select(demo.targets[1], 2)
+        # GPU 2 critical: its popup over the grid (a warning has none).
+        wait_until(app, window.alerts.toast.isVisible, 150)
+        try:
+            yield demo, window
+        finally:
+            window.close()
+            window.session.stop()
+
+
+def run_script(script: str, out: Path, shoot: Callable[[], None], size: tuple[int, int]) -> int:
+    """A screenshot script's main: `shoot` in the X server it starts for itself (`--screen`
+    names that run), else a fresh Xvfb of `size` with openbox for it."""
+    if "--screen" in sys.argv:
+        shoot()
+        return 0
+    out.mkdir(parents=True, exist_ok=True)
+    in_x_server(*size, [[sys.executable, script, str(out), "--screen"]], 300)
+    return 0
