@@ -103,6 +103,8 @@ class ShownMoment:
         self._in_flight: dict[int, tuple[str, int]] = {}  # query id -> (node, moment)
         self.alerts = MomentAlertBook(at_ms)
         self.control = MomentControlBook(at_ms)
+        # The sample step (ms) of the tier the last answer came from; 0: none yet.
+        self.step_ms = 0
 
     def want(self, at_ms: int) -> None:
         """The cursor moved: this moment is the one to show (asked when a node is free)."""
@@ -134,6 +136,8 @@ class ShownMoment:
         if self._in_flight.pop(query_id, None) is None:
             return False
         self.nodes[moment.target] = moment
+        if moment.answered and moment.step_s > 0:
+            self.step_ms = round(moment.step_s * 1000)
         self._file(moment)
         return True
 

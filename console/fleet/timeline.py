@@ -1,4 +1,4 @@
-"""The replay strip's arithmetic: its windows, the alert marks in one, a typed moment.
+"""The replay strip's arithmetic: its windows, the marks in one, a step, a typed moment.
 
 Plain Python (no Qt): the strip (console/views/replay/) draws and drives it.
 """
@@ -8,9 +8,12 @@ from __future__ import annotations
 import bisect
 import datetime as dt
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 
 from console.fleet.alert_rows import AlertRow
+from console.fleet.alerts import EventRow
+from console.fleet.not_responding import RULE as NOT_RESPONDING
 from gpufleet.v1.alert_severity import Severity
 
 HOUR_MS = 3_600_000
@@ -43,6 +46,92 @@ def alert_marks(alerts: Iterable[AlertRow], start_ms: int, end_ms: int) -> list[
         if start_ms <= alert.started_unix_ms <= end_ms:
             seen[alert.uid] = (alert.started_unix_ms + RAISE_SLACK_MS, alert.severity)
     return sorted(seen.values())
+
+
+# What an event's mark says it was, by the event's kind: node outages and what a person
+# or self-healing did. An alert's own raise is an alert mark; its other changes are not
+# marked (they crowd the raise). The console's own "not responding" alert marks an outage.
+EVENT_MARKS: dict[str, str] = {
+    "daemon_started": "daemon started",
+    "gpu_lost": "GPU lost",
+    "gpu_recovered": "GPU recovered",
+    "alert_acknowledged": "acknowledged",
+    "alert_silenced": "silenced",
+    "silence_created": "silenced",
+    "gpu_drained": "drained",
+    "gpu_undrained": "returned to placement",
+    "process_killed": "process killed",
+    "healing_action": "self-healing",
+}
+OUTAGE, BACK = "node not responding", "node answering again"
+# Each mark's kind, as the bar groups them (one colour and shape a group; the legend).
+MARK_GROUPS: dict[str, str] = {
+    OUTAGE: "outage", BACK: "outage", "daemon started": "outage",
+    "GPU lost": "gpu", "GPU recovered": "gpu",
+    "acknowledged": "person", "silenced": "person",
+    "drained": "drain", "returned to placement": "drain",
+    "process killed": "kill", "self-healing": "healing",
+}  # fmt: skip
+
+
+@dataclass(frozen=True, order=True)
+class EventMark:
+    """A node outage or an action on the timeline: when, what, and the line it says."""
+
+    at_ms: int
+    what: str  # EVENT_MARKS' words, OUTAGE or BACK
+    text: str  # "gpu-hot GPU 1: acknowledged by alice — GPU 1 at 95 °C"
+
+    @property
+    def group(self) -> str:
+        return MARK_GROUPS[self.what]
+
+
+def _event_what(event: EventRow) -> str | None:
+    if event.alert is not None and event.alert.rule == NOT_RESPONDING:
+        return {"alert_raised": OUTAGE, "alert_cleared": BACK}.get(event.kind)
+    return EVENT_MARKS.get(event.kind)
+
+
+def event_marks(
+    events: Iterable[EventRow], name_of: Callable[[str], str], start_ms: int, end_ms: int
+) -> list[EventMark]:
+    """The outages and actions among `events` within [start_ms, end_ms], oldest first."""
+    marks = []
+    for event in events:
+        what = _event_what(event)
+        if what is None or not start_ms <= event.time_unix_ms <= end_ms:
+            continue
+        where = name_of(event.target)
+        if event.gpu_index is not None:
+            where += f" GPU {event.gpu_index}"
+        by = f" by {event.actor}" if event.actor else ""
+        summary = f" — {event.summary}" if event.summary else ""
+        marks.append(EventMark(event.time_unix_ms, what, f"{where}: {what}{by}{summary}"))
+    return sorted(marks)
+
+
+def marks_near(marks: list[EventMark], at_ms: int, within_ms: int) -> list[EventMark]:
+    """The marks within `within_ms` of `at_ms` (what a pointer over the bar points at)."""
+    return [m for m in marks if abs(m.at_ms - at_ms) <= within_ms]
+
+
+# A step of the cursor: one sample of the tier the last answer came from (at least a
+# second) while the window holds no more than this many of them; past it (a month of
+# 1 min steps) a sample is too fine to cross the window by, and a step is the window's
+# 1/COARSE_STEPS.
+MAX_SAMPLE_STEPS = 10_000
+COARSE_STEPS = 120  # 30 s of the last hour, 6 h of 30 days
+MIN_STEP_MS = 1000
+
+
+def cursor_step(window_ms: int, sample_step_ms: int | None) -> int:
+    """One step of the cursor (ms) in a window, given the last answer's sample step."""
+    if sample_step_ms:
+        step = max(MIN_STEP_MS, sample_step_ms)
+        if window_ms // step <= MAX_SAMPLE_STEPS:
+            return step
+    return max(MIN_STEP_MS, window_ms // COARSE_STEPS)
 
 
 def previous_mark(marks: list[Mark], at_ms: int) -> int | None:

@@ -234,8 +234,8 @@ def test_the_strip_by_keyboard_alerts_steps_and_live(
     condition = window.session.items.gpu_index(target, 0).data(roles.CONDITION_ROLE)
     assert condition is not None and condition.healthy  # judged, healthy then
     assert part.strip.field.text() == moment_text(newest)
-    QTest.keyClick(bar, Key.Key_Left)  # a step back: 30 s of the hour
-    step = (bar.end_ms - bar.start_ms) // 120
+    step = bar.step_ms  # a step back: one sample of the answer's tier (test_replay_play.py)
+    QTest.keyClick(bar, Key.Key_Left)
     shown_at(qtbot, window, target, newest - step)
     QTest.keyClick(bar, Key.Key_PageDown)  # the next alert's raise after the cursor
     following = min(t for t, _ in part.marks if t > newest - step)

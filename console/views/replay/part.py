@@ -1,8 +1,9 @@
 """ReplayPart: incident replay's time cursor, the strip under the grid and its banner.
 
 It wires the strip to the session's ReplaySource (which feeds the fleet model from a
-past moment), keeps the timeline's window and alert marks current, and binds the keys:
-Ctrl+T goes to the timeline, Esc or L back to live while the past is shown. Nothing
+past moment) and its player (Play, player.py), keeps the timeline's window, its alert
+marks and its outage and action marks current, and binds the keys: Ctrl+T goes to the
+timeline, Esc or L back to live while the past is shown. Nothing
 that changes the fleet is offered then: the fleet model refuses every change with
 "showing the past" (FleetModel.role_refusal), so each panel greys or hides its actions
 as it does for a role that may not act, and drops are refused (TileDropRules).
@@ -15,9 +16,18 @@ import time
 from PySide6.QtCore import QObject, Qt, QTimer
 from PySide6.QtGui import QKeySequence, QShortcut
 
-from console.fleet.timeline import Mark, alert_marks, next_mark, parse_moment, previous_mark
+from console.fleet.timeline import (
+    EventMark,
+    Mark,
+    alert_marks,
+    event_marks,
+    next_mark,
+    parse_moment,
+    previous_mark,
+)
 from console.views.common.frame import WindowFrame
 from console.views.replay.banner import ReplayBanner
+from console.views.replay.player import ReplayPlayer
 from console.views.replay.strip import ReplayStrip
 
 FOCUS_KEY = "Ctrl+T"
@@ -36,6 +46,7 @@ class ReplayPart(QObject):
         self._frame, self._fleet, self.source = frame, session.fleet, session.replay
         self.strip = ReplayStrip()
         self.banner = ReplayBanner(session.fleet)
+        self.player = ReplayPlayer(session.fleet, self.source, lambda: self.strip.bar.start_ms)
         window = frame.window()
         self.focus_key = QShortcut(QKeySequence(FOCUS_KEY), window, self.strip.bar.setFocus)
         self.live_keys = [QShortcut(QKeySequence(k), window, self.source.go_live)
@@ -59,9 +70,15 @@ class ReplayPart(QObject):
         strip.alertStep.connect(self.step_alert)
         strip.typed.connect(self.show_typed)
         strip.windowChanged.connect(lambda _ms: self._anchor(_now_ms()))
+        strip.playToggled.connect(self.player.toggle)
+        strip.speedChanged.connect(self.player.set_speed)
+        self.player.playingChanged.connect(strip.show_playing)
+        self.player.noteChanged.connect(self.banner.set_note)
+        self.player.reachedPresent.connect(self._frame.show_message)
         source.momentChanged.connect(self._on_source_moment_changed)
-        source.answered.connect(self._refresh)
+        source.answered.connect(self._on_source_answered)
         self._frame.session.pump.fleetChanged.connect(self._on_pump_fleet_changed)
+        self._frame.session.pump.eventsArrived.connect(self._on_pump_events_arrived)
 
     @property
     def marks(self) -> list[Mark]:
@@ -70,6 +87,12 @@ class ReplayPart(QObject):
         if self._fleet.moment is not None:
             alerts += self._fleet.moment.alerts.alerts()
         return alert_marks(alerts, self.strip.bar.start_ms, self.strip.bar.end_ms)
+
+    @property
+    def event_marks(self) -> list[EventMark]:
+        """The node outages and the actions in the window, from the events the console holds."""
+        bar, fleet = self.strip.bar, self._fleet
+        return event_marks(fleet.live_alerts.events(), fleet.name_of, bar.start_ms, bar.end_ms)
 
     def step_alert(self, direction: int) -> None:
         """To the previous (-1) or next (+1) alert's raise in the window."""
@@ -115,6 +138,18 @@ class ReplayPart(QObject):
         if self._fleet.moment is not None:
             self.banner.refresh()
 
+    def _on_pump_events_arrived(self, _events: object) -> None:
+        if self.source.at_ms is None:  # live: the window ends now, the news within it
+            self._anchor(_now_ms())
+        else:
+            self._refresh()
+
+    def _on_source_answered(self) -> None:
+        moment = self._fleet.moment
+        if moment is not None and moment.step_ms:  # a step of the cursor: one such sample
+            self.strip.bar.sample_step_ms = moment.step_ms
+        self._refresh()
+
     def _refresh(self) -> None:
-        self.strip.show_marks(self.marks, self.source.at_ms)
+        self.strip.show_marks(self.marks, self.event_marks, self.source.at_ms)
         self.banner.refresh()

@@ -1,8 +1,9 @@
 """ReplayStrip: the compact line under the grid that moves the whole console in time.
 
-A window (1 h to 30 d, ending now), the timeline with the alerts raised in it, the
-previous/next alert buttons, a field to type a moment and the way back to live. It
-says what the person asked for (`momentWanted`, `liveWanted`); the part shows it.
+A window (1 h to 30 d, ending now), the timeline with the alerts raised in it and the
+outages and actions, the previous/next alert buttons, Play with its speed, a field to
+type a moment and the way back to live. It says what the person asked for
+(`momentWanted`, `liveWanted`, `playToggled`, `speedChanged`); the part shows it.
 """
 
 from __future__ import annotations
@@ -10,10 +11,12 @@ from __future__ import annotations
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLineEdit, QPushButton, QWidget
 
-from console.fleet.timeline import WINDOWS, Mark, moment_text
+from console.fleet.playback import DEFAULT_SPEED, SPEEDS
+from console.fleet.timeline import WINDOWS, EventMark, Mark, moment_text
 from console.views.replay.timeline_bar import TimelineBar
 
 DEFAULT_WINDOW = "24 h"
+PLAY_TEXT, PAUSE_TEXT = "▶ Play", "❚❚ Pause"
 
 
 class ReplayStrip(QWidget):
@@ -22,6 +25,8 @@ class ReplayStrip(QWidget):
     alertStep = Signal(int)  # -1 previous, +1 next
     typed = Signal(str)  # a moment typed in the field (Enter)
     windowChanged = Signal(object)  # the window's length (ms; 30 d is past a C int)
+    playToggled = Signal()  # Play or Pause (the button, Space on the timeline)
+    speedChanged = Signal(str)  # a SPEEDS label
 
     def __init__(self) -> None:
         super().__init__()
@@ -56,14 +61,18 @@ class ReplayStrip(QWidget):
         for widget in (self.live, self.window_box, self.previous):
             layout.addWidget(widget)
         layout.addWidget(self.bar, 1)
-        layout.addWidget(self.next)
-        layout.addWidget(self.field)
+        self.play, self.speed = _play_button(), _speed_box()
+        for after in (self.next, self.play, self.speed, self.field):
+            layout.addWidget(after)
         self._wire()
 
     def _wire(self) -> None:
         self.bar.moved.connect(self.momentWanted)
         self.bar.liveRequested.connect(self.liveWanted)
         self.bar.alertStep.connect(self.alertStep)
+        self.bar.playToggled.connect(self.playToggled)
+        self.play.clicked.connect(self.playToggled)
+        self.speed.currentTextChanged.connect(self.speedChanged)
         self.live.clicked.connect(self.liveWanted)
         self.previous.clicked.connect(lambda: self.alertStep.emit(-1))
         self.next.clicked.connect(lambda: self.alertStep.emit(1))
@@ -83,8 +92,29 @@ class ReplayStrip(QWidget):
         if not self.field.hasFocus():
             self.field.setText("" if at_ms is None else moment_text(at_ms))
 
-    def show_marks(self, marks: list[Mark], at_ms: int | None) -> None:
-        self.bar.set_marks(marks)
+    def show_playing(self, playing: bool) -> None:
+        self.play.setText(PAUSE_TEXT if playing else PLAY_TEXT)
+
+    def show_marks(self, marks: list[Mark], events: list[EventMark], at_ms: int | None) -> None:
+        self.bar.set_marks(marks, events)
         at = self.bar.end_ms if at_ms is None else at_ms
         self.previous.setEnabled(any(t < at for t, _ in marks))
         self.next.setEnabled(at_ms is not None and any(t > at for t, _ in marks))
+
+
+def _play_button() -> QPushButton:
+    button = QPushButton(PLAY_TEXT)
+    button.setObjectName("replayPlay")
+    button.setToolTip("Play the past from the cursor (from the window's start while live), "
+                      "pausing on a new critical alert (Space on the timeline)")  # fmt: skip
+    return button
+
+
+def _speed_box() -> QComboBox:
+    box = QComboBox()
+    box.setObjectName("replaySpeed")
+    box.setAccessibleName("Replay speed")
+    box.addItems(list(SPEEDS))
+    box.setCurrentText(DEFAULT_SPEED)
+    box.setToolTip("How fast Play moves: 1x real time to 600x (an hour in 6 s)")
+    return box

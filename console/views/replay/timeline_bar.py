@@ -1,26 +1,57 @@
-"""TimelineBar: the replay strip's track: its window, the alerts raised in it, the cursor.
+"""TimelineBar: the replay strip's track: its window, the alerts raised in it, the node
+outages and actions in it, the cursor.
 
-Drag (or click) to move the cursor; with the keyboard ← → move it a step (Shift: ten),
-Page Up / Page Down jump to the previous or next alert, Home to the window's start and
-End back to live. The bar only says where the cursor went (`moved`); the strip decides.
+Drag (or click) to move the cursor; with the keyboard ← → move it a step (one sample of
+the tier the last answer came from where the window is short enough; Shift: ten), Page
+Up / Page Down jump to the previous or next alert, Home to the window's start, End back
+to live, Space plays or pauses. The bar only says what was asked (`moved`,
+`playToggled`); the strip decides. A pointer over a mark shows what it marks.
 """
 
 from __future__ import annotations
 
-from PySide6.QtCore import QRect, QSize, Qt, Signal
-from PySide6.QtGui import QColor, QKeyEvent, QMouseEvent, QPainter, QPaintEvent, QPen
-from PySide6.QtWidgets import QSizePolicy, QWidget
+from PySide6.QtCore import QEvent, QPoint, QRect, QSize, Qt, Signal
+from PySide6.QtGui import (
+    QColor,
+    QHelpEvent,
+    QKeyEvent,
+    QMouseEvent,
+    QPainter,
+    QPaintEvent,
+    QPen,
+    QPolygon,
+)
+from PySide6.QtWidgets import QSizePolicy, QToolTip, QWidget
 
-from console.fleet.timeline import Mark
+from console.fleet.timeline import EventMark, Mark, cursor_step, marks_near
 from gpufleet.v1.alert_severity import Severity
 
-STEPS = 120  # a window in cursor steps: 30 s of the last hour, 6 h of 30 days
 BIG_STEP = 10
 MARK_COLORS = {
     Severity.CRITICAL: QColor("#e53e3e"),
     Severity.WARNING: QColor("#dd9a1b"),
     Severity.INFO: QColor("#4299e1"),
 }
+# An outage or action's mark by its group (EventMark.group): colour, shape, and whether
+# it stands over the track (what people and self-healing did) or under it (what failed).
+EVENT_STYLE: dict[str, tuple[QColor, str, bool]] = {
+    "outage": (QColor("#9f7aea"), "▼", False),
+    "gpu": (QColor("#d53f8c"), "■", False),
+    "person": (QColor("#38b2ac"), "●", True),
+    "drain": (QColor("#ecc94b"), "◆", True),
+    "kill": (QColor("#e2e8f0"), "✕", True),
+    "healing": (QColor("#f687b3"), "▲", True),
+}
+LEGEND = (
+    "Ticks: alerts raised (red critical, amber warning, blue info). Under the "
+    "track: ▼ a node not responding, answering again or its daemon started; "
+    "■ a GPU lost or recovered. Over it: ● acknowledged or silenced; ◆ drained "
+    "or returned; ✕ a process killed; ▲ self-healing. Point at a mark to read it."
+)
+HINT = ("Drag to show the fleet at a past moment; ← → step a sample, Page Up/Down: "
+        "previous/next alert, Space: play or pause, End: live")  # fmt: skip
+NEAR_PX = 4  # a pointer this close to a mark points at it
+SHAPE = 3  # half a mark's size (px)
 TRACK = QColor("#4a5568")
 CURSOR = QColor("#f6ad55")
 LIVE = QColor("#48bb78")
@@ -31,6 +62,7 @@ class TimelineBar(QWidget):
     moved = Signal(object)  # the cursor's new moment (Unix ms: past a C int)
     liveRequested = Signal()
     alertStep = Signal(int)  # -1: the previous alert's raise, +1: the next
+    playToggled = Signal()
 
     def __init__(self) -> None:
         super().__init__()
@@ -38,14 +70,15 @@ class TimelineBar(QWidget):
         self.setAccessibleName("Replay timeline")
         self.setFocusPolicy(Qt.FocusPolicy.StrongFocus)
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
-        self.setToolTip("Drag to show the fleet at a past moment; ← → step, Page Up/Down: "
-                        "previous/next alert, End: live")  # fmt: skip
+        self.setToolTip(f"{HINT}\n{LEGEND}")
         self.start_ms, self.end_ms = 0, 1
         self.at_ms: int | None = None  # None: live (the cursor at the window's end)
         self.marks: list[Mark] = []
+        self.events: list[EventMark] = []
+        self.sample_step_ms: int | None = None  # the last answer's tier step (ms)
 
     def sizeHint(self) -> QSize:
-        return QSize(400, 26)
+        return QSize(400, 30)
 
     def set_span(self, start_ms: int, end_ms: int) -> None:
         self.start_ms, self.end_ms = start_ms, max(end_ms, start_ms + 1)
@@ -55,10 +88,21 @@ class TimelineBar(QWidget):
         self.at_ms = at_ms
         self.update()
 
-    def set_marks(self, marks: list[Mark]) -> None:
-        if marks != self.marks:
-            self.marks = marks
+    def set_marks(self, marks: list[Mark], events: list[EventMark]) -> None:
+        if marks != self.marks or events != self.events:
+            self.marks, self.events = marks, events
             self.update()
+
+    @property
+    def step_ms(self) -> int:
+        """One step of the cursor: a sample where the window is short enough."""
+        return cursor_step(self.end_ms - self.start_ms, self.sample_step_ms)
+
+    def tooltip_at(self, x: float) -> str:
+        """What the marks under the pointer say, else the hint and the legend."""
+        within = round(NEAR_PX * (self.end_ms - self.start_ms) / max(1, self._track().width()))
+        near = marks_near(self.events, self.moment_at(x), within)
+        return "\n".join(m.text for m in near) if near else self.toolTip()
 
     # -- geometry ------------------------------------------------------------------
 
@@ -86,6 +130,11 @@ class TimelineBar(QWidget):
             painter.setPen(QPen(MARK_COLORS.get(severity, TRACK), 2))
             x = self.x_of(at_ms)
             painter.drawLine(x, track.top() + 2, x, track.bottom() - 2)
+        painter.setPen(Qt.PenStyle.NoPen)
+        for mark in self.events:
+            color, shape, over = EVENT_STYLE[mark.group]
+            y = track.top() + SHAPE if over else track.bottom() - SHAPE
+            _draw_shape(painter, shape, color, QPoint(self.x_of(mark.at_ms), y))
         live = self.at_ms is None
         x = self.x_of(self.end_ms if live else self.at_ms or self.end_ms)
         painter.setPen(QPen(LIVE if live else CURSOR, 3))
@@ -98,6 +147,12 @@ class TimelineBar(QWidget):
 
     # -- mouse and keys ------------------------------------------------------------
 
+    def event(self, event: QEvent) -> bool:
+        if event.type() == QEvent.Type.ToolTip and isinstance(event, QHelpEvent):
+            QToolTip.showText(event.globalPos(), self.tooltip_at(event.pos().x()), self)
+            return True
+        return super().event(event)
+
     def mousePressEvent(self, event: QMouseEvent) -> None:
         if event.button() == Qt.MouseButton.LeftButton:
             self.moved.emit(self.moment_at(event.position().x()))
@@ -108,7 +163,7 @@ class TimelineBar(QWidget):
 
     def keyPressEvent(self, event: QKeyEvent) -> None:
         key, shift = event.key(), bool(event.modifiers() & Qt.KeyboardModifier.ShiftModifier)
-        step = (self.end_ms - self.start_ms) // STEPS * (BIG_STEP if shift else 1)
+        step = self.step_ms * (BIG_STEP if shift else 1)
         at = self.at_ms if self.at_ms is not None else self.end_ms
         if key == Qt.Key.Key_Left:
             self.moved.emit(max(self.start_ms, at - step))
@@ -121,9 +176,34 @@ class TimelineBar(QWidget):
             self.moved.emit(self.start_ms)
         elif key == Qt.Key.Key_End:
             self.liveRequested.emit()
+        elif key == Qt.Key.Key_Space:
+            self.playToggled.emit()
         elif key in (Qt.Key.Key_PageUp, Qt.Key.Key_PageDown):
             self.alertStep.emit(-1 if key == Qt.Key.Key_PageUp else 1)
         else:
             super().keyPressEvent(event)
             return
         event.accept()
+
+
+def _draw_shape(painter: QPainter, shape: str, color: QColor, at: QPoint) -> None:
+    """One of EVENT_STYLE's shapes, 2 * SHAPE px across, centred on `at`."""
+    x, y, r = at.x(), at.y(), SHAPE
+    if shape == "✕":
+        painter.setPen(QPen(color, 2))
+        painter.drawLine(x - r, y - r, x + r, y + r)
+        painter.drawLine(x - r, y + r, x + r, y - r)
+        painter.setPen(Qt.PenStyle.NoPen)
+        return
+    painter.setBrush(color)
+    if shape == "●":
+        painter.drawEllipse(at, r, r)
+    elif shape == "■":
+        painter.drawRect(x - r, y - r, 2 * r, 2 * r)
+    else:
+        points = {
+            "▼": [(x - r, y - r), (x + r, y - r), (x, y + r)],
+            "▲": [(x - r, y + r), (x + r, y + r), (x, y - r)],
+            "◆": [(x, y - r), (x + r, y), (x, y + r), (x - r, y)],
+        }[shape]
+        painter.drawPolygon(QPolygon([QPoint(px, py) for px, py in points]))

@@ -51,7 +51,8 @@ SECTIONS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
     )),
     ("Replay: the fleet at a past moment", (
         ("Ctrl+T", "go to the timeline under the grid"),
-        ("← →, Shift+← →", "the cursor a step back or on (Shift: ten); past the end: live"),
+        ("← →, Shift+← →", "the cursor a sample back or on (Shift: ten); past the end: live"),
+        ("Space", "play or pause (the speed beside ▶ Play); pauses on a new critical"),
         ("Page Up, Page Down", "the previous or next alert's raise"),
         ("Home, End", "the window's start; live"),
         ("Esc, L", "back to live (while the past is shown)"),

@@ -1,0 +1,145 @@
+"""ReplayPlayer: Play moves the time cursor on at a speed, frame by frame, on the GUI thread.
+
+Each frame of a timer at the frame pump's rate moves the cursor on by the real time
+since the last frame times the speed, and shows it (ReplaySource.show, which asks
+each node at most one moment at a time: while an answer is out the cursor moves on
+and only the newest moment is asked). Each answer is judged (console.fleet.playback):
+a critical alert firing in it that the moment before did not have pauses the play at
+that answer's moment, and the banner says why. Reaching the present returns to live.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from PySide6.QtCore import QObject, QTimer, Signal
+
+from console.fleet.alert_rows import AlertRow
+from console.fleet.model import FleetModel
+from console.fleet.playback import SPEEDS, Playback
+from console.qt.frame_pump import DEFAULT_FPS
+from console.qt.replay_source import ReplaySource
+
+FRAME_MS = round(1000 / DEFAULT_FPS)
+PRESENT_MESSAGE = "Replay: played to the present; live"
+
+
+def _monotonic_ms() -> float:
+    return time.monotonic() * 1000
+
+
+def _wall_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class ReplayPlayer(QObject):
+    playingChanged = Signal(bool)
+    noteChanged = Signal(str)  # what the banner adds: "playing at 60x", or why it paused
+    reachedPresent = Signal(str)  # played to now: back to live (the status line's words)
+
+    def __init__(self, fleet: FleetModel, source: ReplaySource,
+                 start_of_window: Callable[[], int]) -> None:  # fmt: skip
+        super().__init__()
+        self._fleet, self._source, self._start_of_window = fleet, source, start_of_window
+        self.playback = Playback()
+        # The pace (a monotonic clock, ms) and the present (Unix ms): a test plays on its own.
+        self.clock: Callable[[], float] = _monotonic_ms
+        self.now: Callable[[], int] = _wall_ms
+        self.note = ""
+        # Play waits for the answers for the moment it starts from: what fires there
+        # already is no news (console.fleet.playback), once it is known.
+        self._starting = False
+        self._timer = QTimer(self)
+        self._timer.setObjectName("gpufleet-replay-play")
+        self._timer.setInterval(FRAME_MS)
+        self._timer.timeout.connect(self._on_timer_timeout)
+        source.answered.connect(self._on_source_answered)
+        source.momentChanged.connect(self._on_source_moment_changed)
+
+    @property
+    def playing(self) -> bool:
+        return self.playback.playing
+
+    def toggle(self) -> None:
+        if self.playing:
+            self.pause("paused")
+        else:
+            self.play()
+
+    def play(self) -> None:
+        """Play from the moment shown; from the window's start while live."""
+        if self._source.at_ms is None:
+            self._source.show(self._start_of_window())
+        self.playback.play(self.clock(), self._firing())
+        self._starting = True
+        self._timer.start()
+        self.playingChanged.emit(True)
+        self._say(self._playing_note())
+
+    def pause(self, note: str) -> None:
+        self.playback.pause()
+        self._timer.stop()
+        self.playingChanged.emit(False)
+        self._say(note)
+
+    def set_speed(self, label: str) -> None:
+        self.playback.speed = SPEEDS[label]
+        if self.playing:
+            self._say(self._playing_note())
+
+    def _settled(self) -> bool:
+        """Every node has answered for the moment shown (or said why not)."""
+        moment = self._fleet.moment
+        return moment is not None and moment.waiting == 0 and not moment.lagging()
+
+    def _firing(self) -> list[AlertRow]:
+        moment = self._fleet.moment
+        return moment.alerts.alerts() if moment is not None else []
+
+    def _playing_note(self) -> str:
+        return f"playing at {self.playback.speed}x, Space pauses"
+
+    def _say(self, note: str) -> None:
+        self.note = note
+        self.noteChanged.emit(note)
+
+    def _on_timer_timeout(self) -> None:
+        at_ms = self._source.at_ms
+        if at_ms is None or not self.playing:
+            self.pause("")
+            return
+        if self._starting:
+            if self._settled():
+                self._starting = False
+                self.playback.play(self.clock(), self._firing())
+            return
+        step = self.playback.advance(at_ms, self.clock(), self.now())
+        if step.live:
+            self.pause("")
+            self._source.go_live()
+            self.reachedPresent.emit(PRESENT_MESSAGE)
+        else:
+            self._source.show(step.at_ms)
+
+    def _on_source_answered(self) -> None:
+        moment = self._fleet.moment
+        if not self.playing or self._starting or moment is None:
+            return
+        new = self.playback.judge(self._firing())
+        if not new:
+            return
+        alert = new[0]
+        where = self._fleet.name_of(alert.target)
+        if alert.gpu_index is not None:
+            where += f" GPU {alert.gpu_index}"
+        self.pause(f"paused: a new critical alert, {where}: {alert.summary}")
+        shown = moment.nodes.get(alert.target)
+        if shown is not None:  # the moment that showed it, not where the cursor ran on to
+            self._source.show(shown.at_ms)
+
+    def _on_source_moment_changed(self, at_ms: int | None) -> None:
+        if at_ms is None:  # live: by a person (Esc, End, ● Live) or by playing to now
+            if self.playing:
+                self.pause("")
+            self._say("")
