@@ -12,13 +12,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 
-from PySide6.QtCore import QEvent, QObject, QPoint, QRect, Qt, Signal
+from PySide6.QtCore import QEvent, QObject, QPoint, QRect, Qt, QTimer, Signal
 from PySide6.QtGui import QColor, QKeyEvent, QPainter, QPainterPath, QPaintEvent, QPalette, QPen
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
 
 from console.views.window.tour_steps import TourStep
 
 DIM = QColor(0, 0, 0, 150)
+FOLLOW_MS = 100  # the ring follows its part's later moves (a scroll bar that appears)
 RING_PX = 3
 MARGIN = 12  # between the ring and the callout, and the callout and the window's edge
 CALLOUT_WIDTH = 380
@@ -54,6 +55,12 @@ class GuidedTour(QWidget):
         self._build()
         self.hide()
         window.installEventFilter(self)
+        # A part moves after the step is shown too: a scroll bar appears as the detail
+        # scrolls, a tab's layout settles. Checked while the tour shows, at 10 Hz.
+        self._follow = QTimer(self)
+        self._follow.setObjectName("gpufleet-tour-follow")
+        self._follow.setInterval(FOLLOW_MS)
+        self._follow.timeout.connect(self._follow_target)
 
     def _build(self) -> None:
         font = self.title.font()
@@ -81,6 +88,7 @@ class GuidedTour(QWidget):
         self.raise_()
         self._show_step(0)
         self.setFocus(Qt.FocusReason.OtherFocusReason)
+        self._follow.start()
 
     def go_next(self) -> None:
         if self.index + 1 >= len(self.steps):
@@ -93,8 +101,13 @@ class GuidedTour(QWidget):
             self._show_step(self.index - 1)
 
     def end(self, seen: bool) -> None:
+        self._follow.stop()
         self.hide()
         self.finished.emit(seen)
+
+    def _follow_target(self) -> None:
+        if self.target() != self.hole:
+            self._place()
 
     def target(self) -> QRect:
         """Where the current step's widgets are shown, in the window (null: none is)."""
