@@ -161,6 +161,11 @@ def check_degraded(
     held = stub.ListReservations(pb.ListReservationsRequest(), timeout=5).reservations
     assert [r.id for r in held] == ([before.id] if before else [])
     stub.QueryUsage(pb.QueryUsageRequest(), timeout=5)
+    # A past moment is a read too (GetStateAt): answered from what the full disk holds.
+    now_ms = int(time.time() * 1000)
+    moment = stub.GetStateAt(pb.GetStateAtRequest(at_unix_ms=now_ms), timeout=5)
+    assert sorted(g.index for g in moment.gpus) == [0, 1]
+    assert [r.id for r in moment.reservations] == ([before.id] if before else [])
     for change in (
         lambda: reserve(stub, 1, in_an_hour()),
         lambda: stub.AcknowledgeAlert(pb.AcknowledgeAlertRequest(alert_id=alert.id), timeout=5),

@@ -184,15 +184,16 @@ def calm(start_daemon: DaemonFactory) -> Iterator[pb_grpc.NodeServiceStub]:
 
 
 def test_hostile_moments_get_clear_errors(calm: pb_grpc.NodeServiceStub) -> None:
-    for at_ms in (0, -5):
+    for at_ms in (0, -5, -(2**63)):
         with pytest.raises(grpc.RpcError) as info:
             state_at(calm, at_ms)
         assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
         assert "Unix time in ms" in info.value.details()
-    with pytest.raises(grpc.RpcError) as info:
-        state_at(calm, now_ms() + HOUR_MS)
-    assert info.value.code() == grpc.StatusCode.OUT_OF_RANGE
-    assert "not known yet" in info.value.details()
+    for at_ms in (now_ms() + HOUR_MS, 2**63 - 1):  # an hour ahead, the largest int64
+        with pytest.raises(grpc.RpcError) as info:
+            state_at(calm, at_ms)
+        assert info.value.code() == grpc.StatusCode.OUT_OF_RANGE
+        assert "not known yet" in info.value.details()
     soon = state_at(calm, now_ms() + 1000)  # within the slack: now
     assert soon.history_reaches and all(g.HasField("sample_unix_ms") for g in soon.gpus)
 
