@@ -30,7 +30,6 @@ from console.qt import roles
 from console.qt.mime import holder_mime
 from console.session import ConsoleSession
 from gpufleet.policy import role_needed
-from gpufleet.v1 import node_pb2 as pb
 from gpufleet.v1 import node_pb2_grpc as pb_grpc
 from gpufleet.v1.alert_severity import Severity
 from gpufleet.v1.gpu_metrics import TEMP_GPU_C
@@ -38,7 +37,14 @@ from node_daemon.backends.simulated import SimulatedBackend
 from node_daemon.backends.simulated.scenario import Scenario, ScenarioEvent
 from node_daemon.history.settings import HistorySettings
 from tests.conftest import DaemonFactory, wait_for
-from tests.node_daemon.test_state_at import a_moment, now_ms, raw_point, state_at
+from tests.node_daemon.test_state_at import (
+    a_moment,
+    critical_alert,
+    hot_alert,
+    now_ms,
+    raw_point,
+    state_at,
+)
 
 pytestmark = pytest.mark.qt_log_ignore(
     "This plugin does not support grabbing the keyboard", extend=True
@@ -63,23 +69,8 @@ class Incident:
     after: int  # cleared
 
 
-def _gpu_temp(node: pb_grpc.NodeServiceStub) -> pb.Alert | None:
-    """GPU 1's temperature alert (warning, then critical; warning again as it clears)."""
-    alerts = node.ListAlerts(pb.ListAlertsRequest(include_cleared=True), timeout=5).alerts
-    return next((a for a in alerts if a.rule == "gpu_temp" and a.gpu_index == 1), None)
-
-
-def _critical(node: pb_grpc.NodeServiceStub) -> bool:
-    alert = _gpu_temp(node)
-    return (
-        alert is not None
-        and alert.severity == pb.SEVERITY_CRITICAL
-        and (alert.state == pb.ALERT_STATE_FIRING)
-    )
-
-
 def _cleared(node: pb_grpc.NodeServiceStub) -> bool:
-    alert = _gpu_temp(node)
+    alert = hot_alert(node, include_cleared=True)
     return alert is not None and alert.HasField("cleared_unix_ms")
 
 
@@ -90,10 +81,10 @@ def incident(start_daemon: DaemonFactory) -> Iterator[Incident]:
                           history=HistorySettings(flush_interval_s=0.5))  # fmt: skip
     with grpc.insecure_channel(str(daemon.address)) as channel:
         node = pb_grpc.NodeServiceStub(channel)
-        wait_for(lambda: _critical(node), 30, "GPU 1's critical temperature alert")
+        wait_for(lambda: critical_alert(node), 30, "GPU 1's critical temperature alert")
         during = a_moment()
         wait_for(lambda: _cleared(node), 30, "the alert cleared as GPU 1 cooled")
-        alert = _gpu_temp(node)
+        alert = hot_alert(node, include_cleared=True)
         assert alert is not None
         after = alert.cleared_unix_ms + 1
         wait_for(lambda: now_ms() > after + 300, what="samples after the clear")

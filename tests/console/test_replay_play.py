@@ -31,13 +31,11 @@ from tests.conftest import DaemonFactory, wait_for
 from tests.console.test_replay import (
     HEAT_AND_COOL,
     _cleared,
-    _critical,
-    _gpu_temp,
     shown_at,
     type_moment,
 )
 from tests.node_daemon.journal import events_after
-from tests.node_daemon.test_state_at import now_ms, state_at
+from tests.node_daemon.test_state_at import critical_alert, hot_alert, now_ms, state_at
 
 pytestmark = pytest.mark.qt_log_ignore(
     "This plugin does not support grabbing the keyboard", extend=True
@@ -64,9 +62,9 @@ def played(qtbot, start_daemon: DaemonFactory, start_window) -> Iterator[Played]
     target = str(daemon.address)
     with grpc.insecure_channel(target) as channel:
         node = pb_grpc.NodeServiceStub(channel)
-        wait_for(lambda: _critical(node), 30, "GPU 1's critical temperature alert")
+        wait_for(lambda: critical_alert(node), 30, "GPU 1's critical temperature alert")
         wait_for(lambda: _cleared(node), 30, "the alert cleared as GPU 1 cooled")
-        alert = _gpu_temp(node)
+        alert = hot_alert(node, include_cleared=True)
         assert alert is not None
         window: MainWindow = start_window(ConsoleSession([target]), size=(1400, 800))
         record = window.session.fleet.node(target)

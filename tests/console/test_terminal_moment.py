@@ -16,13 +16,12 @@ from pathlib import Path
 import grpc
 import pytest
 
-from gpufleet.v1 import node_pb2 as pb
 from gpufleet.v1 import node_pb2_grpc as pb_grpc
 from node_daemon.backends.simulated import SimulatedBackend
 from node_daemon.history.settings import HistorySettings
 from tests.conftest import DaemonFactory, wait_for
 from tests.console.test_terminal import gpufleet, home  # noqa: F401
-from tests.node_daemon.test_state_at import HEAT, a_moment, now_ms, state_at
+from tests.node_daemon.test_state_at import HEAT, a_moment, critical_alert, now_ms, state_at
 
 
 @dataclass
@@ -41,22 +40,12 @@ def hot(start_daemon: DaemonFactory) -> Iterator[HotNode]:
                           history=HistorySettings(flush_interval_s=0.5))  # fmt: skip
     with grpc.insecure_channel(str(daemon.address)) as channel:
         node = pb_grpc.NodeServiceStub(channel)
-        wait_for(lambda: _critical(node), 30, "the critical temperature alert")
+        wait_for(lambda: critical_alert(node), 30, "the critical temperature alert")
         hot = a_moment()
-        alert = _critical(node)
-        before = alert_started(node, alert) - 1  # sampled since the start, not yet critical
-        yield HotNode(str(daemon.address), node, before, hot, alert)
-
-
-def alert_started(node: pb_grpc.NodeServiceStub, alert_id: str) -> int:
-    alerts = node.ListAlerts(pb.ListAlertsRequest(), timeout=5).alerts
-    return next(a.started_unix_ms for a in alerts if a.id == alert_id)
-
-
-def _critical(node: pb_grpc.NodeServiceStub) -> str:
-    alerts = node.ListAlerts(pb.ListAlertsRequest(), timeout=5).alerts
-    return next((a.id for a in alerts if a.rule == "gpu_temp" and a.gpu_index == 1
-                 and a.severity == pb.SEVERITY_CRITICAL), "")  # fmt: skip
+        alert = critical_alert(node)
+        assert alert is not None
+        before = alert.started_unix_ms - 1  # sampled since the start, not yet critical
+        yield HotNode(str(daemon.address), node, before, hot, alert.id)
 
 
 def local_iso(at_ms: int) -> str:

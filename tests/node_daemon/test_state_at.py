@@ -85,10 +85,18 @@ def incident(start_daemon: DaemonFactory) -> Iterator[Incident]:
         yield _play(pb_grpc.NodeServiceStub(channel))
 
 
-def _critical(node: pb_grpc.NodeServiceStub) -> pb.Alert | None:
-    alerts = node.ListAlerts(pb.ListAlertsRequest(), timeout=5).alerts
-    return next((a for a in alerts if a.rule == "gpu_temp" and a.gpu_index == 1
-                 and a.severity == pb.SEVERITY_CRITICAL), None)  # fmt: skip
+def hot_alert(node: pb_grpc.NodeServiceStub, include_cleared: bool = False) -> pb.Alert | None:
+    """GPU 1's temperature alert, the one the heating scenarios raise (a warning, then
+    critical in place; with `include_cleared`, also once it has cleared)."""
+    request = pb.ListAlertsRequest(include_cleared=include_cleared)
+    alerts = node.ListAlerts(request, timeout=5).alerts
+    return next((a for a in alerts if a.rule == "gpu_temp" and a.gpu_index == 1), None)
+
+
+def critical_alert(node: pb_grpc.NodeServiceStub) -> pb.Alert | None:
+    """GPU 1's temperature alert while it fires at critical."""
+    alert = hot_alert(node)
+    return alert if alert is not None and alert.severity == pb.SEVERITY_CRITICAL else None
 
 
 def _sampled_since(node: pb_grpc.NodeServiceStub, since_ms: int) -> bool:
@@ -99,9 +107,9 @@ def _sampled_since(node: pb_grpc.NodeServiceStub, since_ms: int) -> bool:
 
 
 def _play(node: pb_grpc.NodeServiceStub) -> Incident:
-    wait_for(lambda: _critical(node) is not None, 30, "GPU 1's critical temperature alert")
+    wait_for(lambda: critical_alert(node) is not None, 30, "GPU 1's critical temperature alert")
     moments = {"hot": a_moment()}
-    alert = _critical(node)
+    alert = critical_alert(node)
     assert alert is not None
     moments["before"] = alert.started_unix_ms - 1  # sampled since the start, not yet critical
     node.AcknowledgeAlert(pb.AcknowledgeAlertRequest(alert_id=alert.id, comment="fan"), timeout=5)
