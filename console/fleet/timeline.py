@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from console.fleet.alert_rows import AlertRow
 from console.fleet.alerts import EventRow
+from console.fleet.durations import UNIT_MS, iso_moment_ms, local_ms
 from console.fleet.not_responding import RULE as NOT_RESPONDING
 from gpufleet.v1.alert_severity import Severity
 
@@ -27,7 +28,6 @@ WINDOWS: dict[str, int] = {
     "30 d": 30 * 24 * HOUR_MS,
 }
 RELATIVE = re.compile(r"^-(\d+)\s*([smhd])$")
-UNIT_MS = {"s": 1000, "m": 60_000, "h": HOUR_MS, "d": 24 * HOUR_MS}
 FORMS = "a time such as 03:12, 2026-12-07 03:12:00 (local time) or -90s, -30m, -2h, -1d"
 
 # An alert's `started_unix_ms` is the sweep that raised it; its node journals the raise a
@@ -163,15 +163,14 @@ def parse_moment(text: str, now_ms: int) -> int:
     if relative:
         return now_ms - int(relative[1]) * UNIT_MS[relative[2]]
     try:
-        parsed = dt.datetime.fromisoformat(cleaned)
+        at_ms = iso_moment_ms(cleaned)  # no zone: local time
     except ValueError:
         try:
             clock = dt.time.fromisoformat(cleaned)
         except ValueError:
             raise ValueError(f"{text!r} is not a moment: type {FORMS}") from None
         today = dt.datetime.fromtimestamp(now_ms / 1000).date()
-        parsed = dt.datetime.combine(today, clock)
-    at_ms = int(parsed.astimezone().timestamp() * 1000)  # no zone: local time
+        at_ms = local_ms(dt.datetime.combine(today, clock))
     if at_ms > now_ms:
         raise ValueError(f"{moment_text(at_ms)} is still to come: type {FORMS}")
     return at_ms

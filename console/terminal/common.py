@@ -8,7 +8,6 @@ standard error, one line each, naming the node (by host name) and the reason.
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 import re
 import sys
@@ -16,6 +15,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from console.fleet.durations import UNIT_MS, iso_moment_ms
 from console.terminal.fleet_calls import EXIT_USAGE, Outcome, on_each
 from console.terminal.link import (
     CALL_DEADLINE_S,
@@ -158,7 +158,6 @@ def where(link: NodeLink) -> Row:
 # -- when -----------------------------------------------------------------------------
 
 DURATION = re.compile(r"^(\d+)([smhd])$")
-UNIT_MS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 
 
 def add_end(parser: argparse.ArgumentParser) -> None:
@@ -180,10 +179,9 @@ def duration(text: str) -> int:
 def moment(text: str) -> int:
     """ISO 8601 to Unix ms; a time without a zone is local."""
     try:
-        parsed = dt.datetime.fromisoformat(text.strip())
+        return iso_moment_ms(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r}: a time such as 2026-12-01T18:00") from None
-    return int(parsed.astimezone().timestamp() * 1000)
 
 
 def now_ms() -> int:

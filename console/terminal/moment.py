@@ -9,11 +9,11 @@ relative to now (-90s, -30m, -2h, -1d); anything else is a usage error (exit 2).
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import re
 from collections.abc import Callable
 from typing import Any
 
+from console.fleet.durations import UNIT_MS, iso_moment_ms
 from console.terminal.common import (
     Row,
     errors,
@@ -40,7 +40,6 @@ from gpufleet.client.words import (
 from gpufleet.v1.gpu_metrics import GPU_METRICS
 
 RELATIVE = re.compile(r"^-(\d+)([smhd])$")
-UNIT_MS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 FORMS = (
     "ISO 8601 such as 2026-03-01T03:12 or 2026-03-01T03:12:00+01:00 (no zone: local "
     "time), or relative to now such as -90s, -30m, -2h, -1d"
@@ -68,10 +67,9 @@ def moment_at(text: str, now: Callable[[], int] = now_ms) -> int:
     if relative:
         return now() - int(relative[1]) * UNIT_MS[relative[2]]
     try:
-        parsed = dt.datetime.fromisoformat(cleaned)
+        at_ms = iso_moment_ms(cleaned)  # no zone: local
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a TIME: use {FORMS}") from None
-    at_ms = int(parsed.astimezone().timestamp() * 1000)  # no zone: astimezone takes it local
     if at_ms <= 0:
         raise argparse.ArgumentTypeError(f"{text!r} is before 1970: use {FORMS}")
     return at_ms
