@@ -27,22 +27,19 @@ DETAIL_WIDTH = (500, 1500)  # px: its facts readable; the rest of a wall to the 
 
 
 @dataclass(frozen=True)
-class FirstLayout:
-    """Where the window and its parts go on a first start."""
+class Shares:
+    """How a window's room is shared out between its parts."""
 
-    geometry: QRect  # the window's, inside the screen's free area
-    maximised: bool
     detail_width: int  # px
     alert_rows: int  # rows of the alert table in view
 
 
-def first_layout(room: QRect, row_px: int, maximise: bool = True) -> FirstLayout:
-    """The first start's layout for a screen (or window) whose free area is `room`, with
-    alert table rows `row_px` high."""
+def shares(room: QSize, row_px: int) -> Shares:
+    """The parts' shares of a window (or screen) of `room`, alert table rows `row_px` high."""
     low, high = DETAIL_WIDTH
     detail = max(low, min(high, round(room.width() * DETAIL_SHARE)))
     rows = max(MIN_ALERT_ROWS, round(room.height() * ALERT_SHARE) // max(1, row_px))
-    return FirstLayout(QRect(room), maximise, detail, rows)
+    return Shares(detail, rows)
 
 
 def screen_room(window: QMainWindow) -> tuple[QRect, bool]:
@@ -53,25 +50,23 @@ def screen_room(window: QMainWindow) -> tuple[QRect, bool]:
     return screen.availableGeometry(), True
 
 
-def fit_to_screen(window: QMainWindow) -> FirstLayout:
+def fit_to_screen(window: QMainWindow) -> None:
     """A first start: `window` takes its screen's free area, maximised on a real screen
     (before it shows); MainWindow shares it out between its parts once shown."""
     room, real = screen_room(window)
-    layout = first_layout(room, 1, maximise=real)
-    window.setGeometry(layout.geometry)
-    if layout.maximised:
+    window.setGeometry(room)
+    if real:
         window.setWindowState(window.windowState() | Qt.WindowState.WindowMaximized)
-    return layout
 
 
 def share_out(
     window: QMainWindow, docks: tuple[QDockWidget, QDockWidget], table: QTableView
-) -> FirstLayout:
+) -> Shares:
     """The GPU detail's width and the alert rows for the window's size, once it is laid
     out: the alert dock grown or shrunk by the rows its table lacks."""
     detail, alerts = docks
     row_px = table.verticalHeader().defaultSectionSize()
-    layout = first_layout(window.geometry(), row_px, maximise=window.isMaximized())
+    layout = shares(window.size(), row_px)
     window.resizeDocks([detail], [layout.detail_width], Qt.Orientation.Horizontal)
     shown = table.viewport().height()
     # Room for a horizontal scroll bar too: wide columns on a narrow screen show one
