@@ -23,6 +23,7 @@ from pathlib import Path
 from types import FrameType
 from typing import NoReturn
 
+from gpufleet.subcommand import add_subcommand
 from node_daemon import __version__
 from node_daemon.backends.simulated import ScenarioError
 from node_daemon.commands.auth import add_auth_commands
@@ -39,18 +40,19 @@ log = logging.getLogger("gpufleet.daemon")
 INSECURE_WARNING_EVERY_S = 60.0
 
 
+DAEMON_PAGE = (
+    "Sample this server's GPUs and serve them over gRPC (gpufleet.v1). "
+    "Exit codes: 0 stopped by SIGTERM or SIGINT (systemctl stop); 2 refused at start: the "
+    "configuration, the listen address, the backend or the state directory (the reason "
+    "on stderr; the systemd unit does not restart it); with --check-config, 0 and "
+    "'FILE: OK' or 2 and the reason; 1 it failed while running (the log says why; the "
+    "unit restarts it)."
+)
+
+
 def add_daemon_command(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser(
-        "daemon",
-        help="run the node daemon on a GPU server",
-        description="Sample this server's GPUs and serve them over gRPC (gpufleet.v1). "
-        "Exit codes: 0 stopped by SIGTERM or SIGINT (systemctl stop); 2 refused at start: the "
-        "configuration, the listen address, the backend or the state directory (the reason "
-        "on stderr; the systemd unit does not restart it); with --check-config, 0 and "
-        "'FILE: OK' or 2 and the reason; 1 it failed while running (the log says why; the "
-        "unit restarts it).",
-    )
-    arg = parser.add_argument
+    summary = "run the node daemon on a GPU server"
+    arg = add_subcommand(subparsers, "daemon", run_daemon, summary, DAEMON_PAGE).add_argument
     arg("--backend", choices=["auto", "nvml", "simulated"], help=OPTIONS["backend"])
     arg("--gpus", type=int, help=OPTIONS["gpus"] + " (default 8)")
     arg("--seed", type=int, help=OPTIONS["seed"])
@@ -74,7 +76,6 @@ def add_daemon_command(subparsers: argparse._SubParsersAction) -> None:
     arg("--alertmanager", action="append", dest="alertmanager_urls", metavar="URL",
         help=OPTIONS["alertmanager_urls"] + "; repeat for more")  # fmt: skip
     arg("-v", "--verbose", action="store_true", help="log debug messages")
-    parser.set_defaults(run=run_daemon)
 
 
 def daemon_config(args: argparse.Namespace) -> DaemonConfig:

@@ -15,6 +15,7 @@ from gpufleet.client.blocking import NodeClient
 from gpufleet.client.channel import bearer_metadata
 from gpufleet.client.errors import CallError
 from gpufleet.client.security import plain_security
+from gpufleet.subcommand import add_subcommand
 from gpufleet.v1 import node_pb2 as pb
 from node_daemon.journal.schema_version import StateFileTooNew
 from node_daemon.usage.importer import (
@@ -39,15 +40,25 @@ GROUPINGS = {
 }
 
 
+USAGE_PAGE = (
+    "Ask a node daemon for its usage report (QueryUsage), or, with "
+    "`usage import`, add history from before gpufleet to a node's usage store. "
+    "Exit codes: 0 the report; 1 the node refused or failed the query, or could not be "
+    "reached; 2 a usage error (no or several --node, an unreadable --ca)."
+)
+IMPORT_PAGE = (
+    "Add usage history to the usage store in a node's state directory. "
+    f"CSV columns: {','.join(CSV_COLUMNS)}; a CSV file already imported is refused. "
+    f"sacct output (any column order, with its header) from: {SACCT_EXPORT_COMMAND}; "
+    "stored per job, so a job in overlapping exports is counted once. "
+    "Exit codes: 0 imported; 1 the file or the store could not be read or written, or "
+    "the CSV was imported before; 2 a usage error (bad arguments)."
+)
+
+
 def add_usage_command(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser(
-        "usage",
-        help="GPU-hours, energy, reservations and cost by user, team, node, day or Slurm account",
-        description="Ask a node daemon for its usage report (QueryUsage), or, with "
-        "`usage import`, add history from before gpufleet to a node's usage store. "
-        "Exit codes: 0 the report; 1 the node refused or failed the query, or could not be "
-        "reached; 2 a usage error (no or several --node, an unreadable --ca).",
-    )
+    summary = "GPU-hours, energy, reservations and cost by user, team, node, day or Slurm account"
+    parser = add_subcommand(subparsers, "usage", run_report, summary, USAGE_PAGE)
     arg = parser.add_argument
     # Appended, not stored: a second --node must not silently replace the first.
     arg("--node", action="append", default=[], metavar="HOST:PORT",
@@ -63,21 +74,12 @@ def add_usage_command(subparsers: argparse._SubParsersAction) -> None:
         help=f"access token (default: ${TOKEN_ENV}), sent as 'authorization: Bearer'")  # fmt: skip
     arg("--ca", type=Path, metavar="FILE",
         help="CA certificate of the node's TLS certificate (connects with TLS)")  # fmt: skip
-    parser.set_defaults(run=run_report)
     _add_import_command(parser.add_subparsers(dest="usage_command", metavar="import"))
 
 
 def _add_import_command(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser(
-        "import",
-        help="import usage history (our CSV, or Slurm sacct output) into a node's store",
-        description="Add usage history to the usage store in a node's state directory. "
-        f"CSV columns: {','.join(CSV_COLUMNS)}; a CSV file already imported is refused. "
-        f"sacct output (any column order, with its header) from: {SACCT_EXPORT_COMMAND}; "
-        "stored per job, so a job in overlapping exports is counted once. "
-        "Exit codes: 0 imported; 1 the file or the store could not be read or written, or "
-        "the CSV was imported before; 2 a usage error (bad arguments).",
-    )
+    summary = "import usage history (our CSV, or Slurm sacct output) into a node's store"
+    parser = add_subcommand(subparsers, "import", run_import, summary, IMPORT_PAGE)
     arg = parser.add_argument
     arg("--state-dir", type=Path, required=True, metavar="DIR",
         help=f"the daemon's state directory (holds {USAGE_FILE})")  # fmt: skip
@@ -88,7 +90,6 @@ def _add_import_command(subparsers: argparse._SubParsersAction) -> None:
                         help="Slurm's `sacct -P` output, with its header")  # fmt: skip
     arg("--timezone", type=_zone, metavar="NAME",
         help="zone of sacct's times, e.g. Europe/Berlin (default: this machine's)")  # fmt: skip
-    parser.set_defaults(run=run_import)
 
 
 def _day(text: str) -> str:

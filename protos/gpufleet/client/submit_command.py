@@ -17,22 +17,24 @@ from gpufleet.client.blocking import NodeClient
 from gpufleet.client.errors import CallError
 from gpufleet.client.words import enum_word
 from gpufleet.client.workload_args import add_workload_arguments, workload_argv, workload_env
+from gpufleet.subcommand import add_subcommand
 from gpufleet.v1 import node_pb2 as pb
 
 CALL_DEADLINE_S = 10.0
 
 
+SUBMIT_PAGE = (
+    "Queue a command on a node's workload queue. It waits there until an "
+    "admin assigns it to GPUs (console drag and drop, or --assign), or, with --auto, "
+    "until the placement policy finds GPUs that fit."
+)
+
+
 def add_submit_command(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser(
-        "submit",
-        help="queue a workload on a node",
-        description="Queue a command on a node's workload queue. It waits there until an "
-        "admin assigns it to GPUs (console drag and drop, or --assign), or, with --auto, "
-        "until the placement policy finds GPUs that fit.",
-    )
+    summary = "queue a workload on a node"
+    parser = add_subcommand(subparsers, "submit", run_submit, summary, SUBMIT_PAGE)
     parser.add_argument("--node", required=True, metavar="HOST:PORT", help="the node daemon")
     add_workload_arguments(parser)
-    parser.set_defaults(run=run_submit)
 
 
 def run_submit(args: argparse.Namespace) -> int:
