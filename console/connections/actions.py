@@ -7,6 +7,7 @@ the window shows it (success, or the daemon's own error message).
 from __future__ import annotations
 
 import getpass
+from typing import Any
 
 from console.connections.channel import CALL_DEADLINE_S
 from console.connections.manager import ConnectionManager
@@ -23,37 +24,43 @@ def default_actor() -> str:
         return "console"
 
 
-class AlertActions:
+class NodeActions:
+    """Actions sent as `actor`: each one unary call of NodeService, answered in the inbox.
+
+    The alert, silence, control and health actions differ in their requests and
+    what they say they do; sending one is this.
+    """
+
     def __init__(self, connections: ConnectionManager, actor: str | None = None) -> None:
         self._connections = connections
         self.actor = actor or default_actor()
 
+    def _send(
+        self, target: str, what: str, method: str, request: Any,
+        subject: str = "", timeout_s: float = CALL_DEADLINE_S,
+    ) -> None:  # fmt: skip
+        """Call NodeService's `method` on `target` with `request`; `what` names it in the result."""
+        self._connections.request(
+            target, what, lambda stub: getattr(stub, method)(request, timeout=timeout_s), subject
+        )
+
+
+class AlertActions(NodeActions):
     def acknowledge(self, alert: AlertRow, comment: str = "") -> None:
         request = pb.AcknowledgeAlertRequest(alert_id=alert.id, comment=comment, actor=self.actor)
-        self._connections.request(
-            alert.target,
-            f"acknowledge {alert.rule} on {alert.target}",
-            lambda stub: stub.AcknowledgeAlert(request, timeout=CALL_DEADLINE_S),
-        )
+        what = f"acknowledge {alert.rule} on {alert.target}"
+        self._send(alert.target, what, "AcknowledgeAlert", request)
 
     def silence(self, alert: AlertRow, duration_s: int, reason: str) -> None:
         request = pb.SilenceAlertRequest(
             alert_id=alert.id, duration_s=duration_s, reason=reason, actor=self.actor
         )
         verb = f"silence {alert.rule} for {duration_s // 60} min" if duration_s else "lift silence"
-        self._connections.request(
-            alert.target,
-            f"{verb} on {alert.target}",
-            lambda stub: stub.SilenceAlert(request, timeout=CALL_DEADLINE_S),
-        )
+        self._send(alert.target, f"{verb} on {alert.target}", "SilenceAlert", request)
 
 
-class SilenceActions:
+class SilenceActions(NodeActions):
     """Matcher silences: created on each node they are meant for, expired one by one."""
-
-    def __init__(self, connections: ConnectionManager, actor: str | None = None) -> None:
-        self._connections = connections
-        self.actor = actor or default_actor()
 
     def create(self, target: str, wanted: SilenceRequest) -> None:
         request = pb.CreateSilenceRequest(
@@ -61,16 +68,10 @@ class SilenceActions:
             starts_unix_ms=wanted.starts_unix_ms, ends_unix_ms=wanted.ends_unix_ms,
             comment=wanted.comment, actor=self.actor,
         )  # fmt: skip
-        self._connections.request(
-            target,
-            f"silence {matchers_text(wanted.matchers)} on {target}",
-            lambda stub: stub.CreateSilence(request, timeout=CALL_DEADLINE_S),
-        )
+        what = f"silence {matchers_text(wanted.matchers)} on {target}"
+        self._send(target, what, "CreateSilence", request)
 
     def expire(self, silence: SilenceRow) -> None:
         request = pb.ExpireSilenceRequest(silence_id=silence.id, actor=self.actor)
-        self._connections.request(
-            silence.target,
-            f"expire silence {matchers_text(silence.matchers)} on {silence.target}",
-            lambda stub: stub.ExpireSilence(request, timeout=CALL_DEADLINE_S),
-        )
+        what = f"expire silence {matchers_text(silence.matchers)} on {silence.target}"
+        self._send(silence.target, what, "ExpireSilence", request)

@@ -9,9 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from console.connections.actions import default_actor
-from console.connections.channel import CALL_DEADLINE_S
-from console.connections.manager import ConnectionManager
+from console.connections.actions import NodeActions
 from console.connections.workload_move import Call, Move, move_workload, repair_move
 from console.fleet.control import ReservationRow, WorkloadRow
 from console.fleet.control_requests import KillTarget, WorkloadSpec
@@ -29,11 +27,7 @@ def _gpus(indices: Sequence[int]) -> str:
     return ", ".join(str(i) for i in indices)
 
 
-class ControlActions:
-    def __init__(self, connections: ConnectionManager, actor: str | None = None) -> None:
-        self._connections = connections
-        self.actor = actor or default_actor()
-
+class ControlActions(NodeActions):
     def reserve(
         self, target: str, gpus: Sequence[int], holder: str, until_unix_ms: int, reason: str
     ) -> None:
@@ -41,23 +35,17 @@ class ControlActions:
             gpu_indices=list(gpus), holder=holder, until_unix_ms=until_unix_ms, reason=reason,
             actor=self.actor,
         )  # fmt: skip
-        self._connections.request(
-            target,
-            f"reserve GPU {_gpus(gpus)} of {target} for {holder}",
-            lambda stub: stub.Reserve(request, timeout=CALL_DEADLINE_S),
-        )
+        what = f"reserve GPU {_gpus(gpus)} of {target} for {holder}"
+        self._send(target, what, "Reserve", request)
 
     def release(self, reservation: ReservationRow, gpus: Sequence[int] = ()) -> None:
         """Release the reservation, or only `gpus` of it (the rest stay reserved)."""
         request = pb.ReleaseReservationRequest(
             reservation_id=reservation.id, actor=self.actor, gpu_indices=list(gpus)
         )
-        self._connections.request(
-            reservation.target,
-            f"release GPU {_gpus(gpus or reservation.gpu_indices)} of {reservation.target} "
-            f"({reservation.holder})",
-            lambda stub: stub.ReleaseReservation(request, timeout=CALL_DEADLINE_S),
-        )
+        what = (f"release GPU {_gpus(gpus or reservation.gpu_indices)} of {reservation.target} "
+                f"({reservation.holder})")  # fmt: skip
+        self._send(reservation.target, what, "ReleaseReservation", request)
 
     def submit(self, target: str, spec: WorkloadSpec) -> None:
         request = pb.SubmitWorkloadRequest(
@@ -66,21 +54,15 @@ class ControlActions:
             auto_place=spec.auto_place, actor=self.actor, priority=spec.priority,
             time_limit_s=spec.time_limit_s,
         )  # fmt: skip
-        self._connections.request(
-            target,
-            f"submit {spec.name or spec.argv[0]} to {target}",
-            lambda stub: stub.SubmitWorkload(request, timeout=CALL_DEADLINE_S),
-        )
+        self._send(target, f"submit {spec.name or spec.argv[0]} to {target}", "SubmitWorkload",
+                   request)  # fmt: skip
 
     def assign(self, workload: WorkloadRow, gpus: Sequence[int]) -> None:
         request = pb.AssignWorkloadRequest(
             workload_id=workload.id, gpu_indices=list(gpus), actor=self.actor
         )
-        self._connections.request(
-            workload.target,
-            f"assign {workload.label} to GPU {_gpus(gpus)} of {workload.target}",
-            lambda stub: stub.AssignWorkload(request, timeout=CALL_DEADLINE_S),
-        )
+        what = f"assign {workload.label} to GPU {_gpus(gpus)} of {workload.target}"
+        self._send(workload.target, what, "AssignWorkload", request)
 
     def move(
         self,
@@ -115,20 +97,13 @@ class ControlActions:
 
     def cancel(self, workload: WorkloadRow) -> None:
         request = pb.CancelWorkloadRequest(workload_id=workload.id, actor=self.actor)
-        self._connections.request(
-            workload.target,
-            f"cancel {workload.label} on {workload.target}",
-            lambda stub: stub.CancelWorkload(request, timeout=CALL_DEADLINE_S),
-        )
+        what = f"cancel {workload.label} on {workload.target}"
+        self._send(workload.target, what, "CancelWorkload", request)
 
     def output(self, workload: WorkloadRow, tail_bytes: int = OUTPUT_TAIL_BYTES) -> None:
         request = pb.GetWorkloadOutputRequest(workload_id=workload.id, tail_bytes=tail_bytes)
-        self._connections.request(
-            workload.target,
-            f"output of {workload.label} on {workload.target}",
-            lambda stub: stub.GetWorkloadOutput(request, timeout=CALL_DEADLINE_S),
-            subject=workload.id,
-        )
+        what = f"output of {workload.label} on {workload.target}"
+        self._send(workload.target, what, "GetWorkloadOutput", request, subject=workload.id)
 
     def kill(self, victim: KillTarget, grace_s: int = DEFAULT_GRACE_S) -> None:
         """Kill one process; refuses (with no request) one without a start time."""
@@ -139,9 +114,6 @@ class ControlActions:
             gpu_index=victim.gpu, pid=victim.pid, start_time_unix_ms=start, grace_s=grace_s,
             actor=self.actor,
         )  # fmt: skip
+        what = f"kill pid {victim.pid} on {victim.node_name} GPU {victim.gpu}"
         deadline = grace_s + KILL_DEADLINE_MARGIN_S
-        self._connections.request(
-            victim.target,
-            f"kill pid {victim.pid} on {victim.node_name} GPU {victim.gpu}",
-            lambda stub: stub.KillProcess(request, timeout=deadline),
-        )
+        self._send(victim.target, what, "KillProcess", request, timeout_s=deadline)
