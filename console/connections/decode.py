@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from functools import partial
 from typing import Any, Literal
 
 import numpy as np
@@ -44,26 +45,32 @@ from console.fleet.updates import (
     WorkloadOutputText,
 )
 from console.fleet.usage import NodeKpis, NodeUsage, UsageRow
-from gpufleet.client.words import event_kind_word, kill_outcome_word, known_word, seconds
+from gpufleet.client.words import (
+    event_kind_word,
+    kill_outcome_word,
+    known_word,
+    optional,
+    seconds,
+)
 from gpufleet.policy import Role
 from gpufleet.states import WorkloadState
 from gpufleet.v1 import node_pb2 as pb
 from gpufleet.v1.alert_severity import Severity
 
 
+def optionals(message: Message, *fields: str) -> dict[str, Any]:
+    """proto3 `optional` fields by name, each its value or None where unset: for a record
+    whose fields are named as the message's."""
+    return {field: optional(message, field) for field in fields}
+
+
 def _process(p: pb.GpuProcess) -> ProcessRow:
     return ProcessRow(
         pid=p.pid,
-        user=p.user if p.HasField("user") else None,
-        command=p.command if p.HasField("command") else None,
-        gpu_memory_bytes=p.gpu_memory_bytes if p.HasField("gpu_memory_bytes") else None,
-        start_time_unix_ms=p.start_time_unix_ms if p.HasField("start_time_unix_ms") else None,
-        container_id=p.container_id if p.HasField("container_id") else None,
-        slurm_job_id=p.slurm_job_id if p.HasField("slurm_job_id") else None,
-        sm_util_pct=p.sm_util_pct if p.HasField("sm_util_pct") else None,
-        cpu_pct=p.cpu_pct if p.HasField("cpu_pct") else None,
-        host_memory_bytes=p.host_memory_bytes if p.HasField("host_memory_bytes") else None,
-    )
+        **optionals(p, "user", "command", "gpu_memory_bytes", "start_time_unix_ms",
+                    "container_id", "slurm_job_id", "sm_util_pct", "cpu_pct",
+                    "host_memory_bytes"),
+    )  # fmt: skip
 
 
 def decode_batch(target: str, batch: pb.SampleBatch, gpu_count: int) -> SamplesUpdate:
@@ -92,8 +99,7 @@ def _mig_instance(m: pb.MigInstance) -> MigInstanceRow:
     return MigInstanceRow(
         gpu_instance_id=m.gpu_instance_id, compute_instance_id=m.compute_instance_id,
         profile=m.profile, uuid=m.uuid,
-        mem_used_bytes=m.mem_used_bytes if m.HasField("mem_used_bytes") else None,
-        mem_total_bytes=m.mem_total_bytes if m.HasField("mem_total_bytes") else None,
+        **optionals(m, "mem_used_bytes", "mem_total_bytes"),
         processes=tuple(_process(p) for p in m.processes),
     )  # fmt: skip
 
@@ -103,31 +109,22 @@ def _gpu_info(g: pb.GpuInfo) -> GpuInfo:
         index=g.index,
         uuid=g.uuid,
         name=g.name,
-        serial=g.serial if g.HasField("serial") else None,
-        pci_bus_id=g.pci_bus_id if g.HasField("pci_bus_id") else None,
-        memory_total_bytes=g.memory_total_bytes if g.HasField("memory_total_bytes") else None,
-        power_limit_w=g.power_limit_w if g.HasField("power_limit_w") else None,
-        vbios_version=g.vbios_version if g.HasField("vbios_version") else None,
         mig_enabled=g.mig_enabled,
-        power_limit_default_w=(
-            g.power_limit_default_w if g.HasField("power_limit_default_w") else None
-        ),
-    )
+        **optionals(g, "serial", "pci_bus_id", "memory_total_bytes", "power_limit_w",
+                    "vbios_version", "power_limit_default_w"),
+    )  # fmt: skip
 
 
 def decode_inventory(target: str, inventory: pb.Inventory) -> InventoryUpdate:
     info = NodeInfo(
         hostname=inventory.hostname,
-        driver_version=inventory.driver_version if inventory.HasField("driver_version") else None,
-        cuda_version=inventory.cuda_version if inventory.HasField("cuda_version") else None,
+        **optionals(inventory, "driver_version", "cuda_version", "slurm_state", "slurm_reason"),
         daemon_version=inventory.daemon_version,
         backend=known_word(pb.Backend, inventory.backend),
         backend_ok=inventory.backend_state == pb.BACKEND_STATE_OK,
         backend_detail=inventory.backend_detail,
         sample_interval_s=(inventory.sample_interval_ms or 1000) / 1000.0,
         gpus=tuple(_gpu_info(g) for g in inventory.gpus),
-        slurm_state=inventory.slurm_state if inventory.HasField("slurm_state") else None,
-        slurm_reason=inventory.slurm_reason if inventory.HasField("slurm_reason") else None,
         alert_thresholds=tuple(_alert_line(t) for t in inventory.alert_thresholds),
         history_tiers=decode_tiers(inventory.history_tiers, INVENTORY_TIER_ROUNDING_S),
     )
@@ -165,9 +162,7 @@ def decode_caller(target: str, caller: pb.Caller) -> IdentityUpdate:
     A role the console does not know reads as the least (viewer).
     """
     role = Role(caller.role) if caller.role in {r.value for r in Role} else Role.VIEWER
-    expires = (
-        caller.credential_expires_unix_ms if caller.HasField("credential_expires_unix_ms") else None
-    )
+    expires = optional(caller, "credential_expires_unix_ms")
     identity = Identity(
         caller.user,
         role,
@@ -182,10 +177,7 @@ def decode_caller(target: str, caller: pb.Caller) -> IdentityUpdate:
 
 
 def decode_alert(target: str, a: pb.Alert) -> AlertRow:
-    message: Message = a
-
-    def opt(field: str) -> Any:
-        return getattr(a, field) if message.HasField(field) else None
+    opt = partial(optional, a)
 
     return AlertRow(
         target=target, id=a.id, key=a.key, rule=a.rule, severity=Severity(max(1, a.severity)),
@@ -213,7 +205,7 @@ def decode_event(target: str, e: pb.Event) -> EventUpdate:
     summary = event_sentence(kind, condition, healing, e.actor, e.summary) or e.summary
     row = EventRow(
         target=target, seq=e.seq, time_unix_ms=e.time_unix_ms, kind=kind,
-        gpu_index=e.gpu_index if e.HasField("gpu_index") else None, summary=summary,
+        gpu_index=optional(e, "gpu_index"), summary=summary,
         actor=e.actor, alert=decode_alert(target, e.alert) if e.HasField("alert") else None,
         replayed=e.replayed,
         reservation=(decode_reservation(target, e.reservation)
@@ -243,7 +235,7 @@ def decode_reservation(target: str, r: pb.Reservation) -> ReservationRow:
         target=target, id=r.id, gpu_indices=tuple(r.gpu_indices), holder=r.holder,
         until_unix_ms=r.until_unix_ms, reason=r.reason, created_by=r.created_by,
         created_unix_ms=r.created_unix_ms,
-        ended_unix_ms=r.ended_unix_ms if r.HasField("ended_unix_ms") else None, active=r.active,
+        ended_unix_ms=optional(r, "ended_unix_ms"), active=r.active,
     )  # fmt: skip
 
 
@@ -258,10 +250,7 @@ _WORKLOAD_STATES = {
 
 
 def decode_workload(target: str, w: pb.Workload) -> WorkloadRow:
-    message: Message = w
-
-    def opt(field: str) -> Any:
-        return getattr(w, field) if message.HasField(field) else None
+    opt = partial(optional, w)
 
     return WorkloadRow(
         target=target, id=w.id, name=w.name, argv=tuple(w.argv), owner=w.owner,
