@@ -39,6 +39,14 @@ def _unpack(data: QMimeData, mime_type: str) -> dict[str, Any] | None:
     return payload if isinstance(payload, dict) else None
 
 
+def _pair(data: QMimeData, mime_type: str, first: str, second: str) -> tuple[str, str] | None:
+    """Two named strings of a payload, or None where the drag lacks either."""
+    payload = _unpack(data, mime_type)
+    if payload is None or not {first, second} <= payload.keys():
+        return None
+    return str(payload[first]), str(payload[second])
+
+
 def workload_mime(workload: WorkloadRow) -> QMimeData:
     payload = {"target": workload.target, "id": workload.id, "label": workload.label}
     return _pack(WORKLOAD_MIME, payload, f"{workload.target} {workload.label}")
@@ -46,10 +54,7 @@ def workload_mime(workload: WorkloadRow) -> QMimeData:
 
 def read_workload(data: QMimeData) -> tuple[str, str] | None:
     """(node target, workload id), or None."""
-    payload = _unpack(data, WORKLOAD_MIME)
-    if payload is None or not {"target", "id"} <= payload.keys():
-        return None
-    return str(payload["target"]), str(payload["id"])
+    return _pair(data, WORKLOAD_MIME, "target", "id")
 
 
 def holder_mime(holder: str) -> QMimeData:
@@ -98,10 +103,7 @@ def node_mime(target: str, name: str) -> QMimeData:
 
 def read_node(data: QMimeData) -> tuple[str, str] | None:
     """(node target, its name), or None."""
-    payload = _unpack(data, NODE_MIME)
-    if payload is None or not {"target", "name"} <= payload.keys():
-        return None
-    return str(payload["target"]), str(payload["name"])
+    return _pair(data, NODE_MIME, "target", "name")
 
 
 def drag_text(data: QMimeData) -> str:
