@@ -7,7 +7,6 @@ is reported with the file, the key and what is expected.
 from __future__ import annotations
 
 import os
-import tomllib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -17,7 +16,7 @@ from node_daemon.alerts.am_settings import AlertmanagerSettings, parse_alertmana
 from node_daemon.alerts.rules import AlertSettings, parse_alert_settings
 from node_daemon.auth.settings import AuthSettings, parse_auth
 from node_daemon.control.settings import WorkloadSettings, parse_workload_settings
-from node_daemon.errors import ConfigError
+from node_daemon.errors import ConfigError, read_toml
 from node_daemon.healing.settings import HealingSettings, parse_healing_settings
 from node_daemon.health.settings import HealthSettings, parse_health_settings
 from node_daemon.history.settings import HistorySettings, parse_history_settings
@@ -183,12 +182,7 @@ def _urls(value: Any, source: str) -> tuple[str, ...]:
 
 def load_config_file(path: Path, base: DaemonConfig | None = None) -> DaemonConfig:
     """Read the [daemon] table of a TOML file over `base`."""
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ConfigError(f"cannot read config {path}: {exc.strerror}") from exc
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"config {path} is not valid TOML: {exc}") from exc
+    data = read_toml(path, "config")
     table = data.get("daemon", {})
     if not isinstance(table, dict):
         raise ConfigError(f"{path}: [daemon] must be a table")

@@ -10,7 +10,9 @@ must not look like a valid answer.
 
 from __future__ import annotations
 
+import tomllib
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 
@@ -30,6 +32,18 @@ def config_table(table: Any, name: str, source: str, known: Sequence[str]) -> di
             f"{source}: unknown key(s) {', '.join(unknown)} in [{name}] (known: {', '.join(known)})"
         )
     return table
+
+
+def read_toml(path: Path, what: str, error: type[ValueError] = ConfigError) -> dict[str, Any]:
+    """The TOML file at `path` (`what` it is: "config", "scenario"), or `error` saying
+    "cannot read WHAT PATH: why" or "WHAT PATH is not valid TOML: where and why".
+    """
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise error(f"cannot read {what} {path}: {exc.strerror}") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise error(f"{what} {path} is not valid TOML: {exc}") from exc
 
 
 class DomainError(Exception):

@@ -42,10 +42,11 @@ A key an event's kind does not take is an error, as is a value out of range.
 
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from node_daemon.errors import read_toml
 
 
 @dataclass(frozen=True)
@@ -194,10 +195,4 @@ def parse_scenario(data: dict[str, Any], source: str = "<scenario>") -> Scenario
 
 
 def load_scenario(path: Path) -> Scenario:
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ScenarioError(f"cannot read scenario {path}: {exc.strerror}") from exc
-    except tomllib.TOMLDecodeError as exc:
-        raise ScenarioError(f"scenario {path} is not valid TOML: {exc}") from exc
-    return parse_scenario(data, str(path))
+    return parse_scenario(read_toml(path, "scenario", ScenarioError), str(path))
