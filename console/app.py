@@ -85,23 +85,15 @@ def build_window(
 
 
 def run_console(
-    targets: Sequence[str],
+    build: Callable[[], MainWindow],
     screenshot: Path | None = None,
     settle_s: float = 8.0,
     on_ready: Callable[[MainWindow], None] | None = None,
-    people: Sequence[str] = (),
-    security: LinkSecurity | None = None,
-    profile: str = "",
-    notify: NotifySettings | None = None,
-    theme: str = "auto",
-    wall: bool = False,
-    prometheus: PrometheusSource | None = None,
-    slurm: SlurmSource | None = None,
 ) -> int:
-    """Show the console until closed; with `screenshot`, render offscreen, save, exit."""
+    """Show the window `build` makes (build_window, its settings bound) until closed; with
+    `screenshot`, render offscreen, save, exit."""
     app = qt_application(offscreen=screenshot is not None)
-    window = build_window(targets, people, security, profile, notify, theme, wall, prometheus,
-                          slurm)  # fmt: skip
+    window = build()
     if on_ready is not None:
         on_ready(window)
     # Full collections walk only what the running console makes, not its start-up heap.

@@ -7,6 +7,7 @@ import argparse
 import logging
 import signal
 import sys
+from functools import partial
 from pathlib import Path
 
 
@@ -131,7 +132,7 @@ def run_console_command(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     if _needs_display(args.screenshot, "console") or not _import_qt_or_explain():
         return 2
-    from console.app import run_console
+    from console.app import build_window, run_console
     from console.credentials import CredentialError, find_token, link_security
     from console.settings import SettingsError, load_settings
 
@@ -163,10 +164,10 @@ def run_console_command(args: argparse.Namespace) -> int:
     slurm = None if slurm_keys is None else (
         slurm_keys, lambda: slurm_token(profile.name, slurm_keys)
     )  # fmt: skip
-    return run_console(nodes, screenshot=args.screenshot, people=profile.people,
-                       security=security, profile=profile.name, notify=profile.notify,
-                       theme=profile.theme, wall=args.wall,
-                       prometheus=source_of(profile), slurm=slurm)  # fmt: skip
+    build = partial(build_window, nodes, people=profile.people, security=security,
+                    profile=profile.name, notify=profile.notify, theme=profile.theme,
+                    wall=args.wall, prometheus=source_of(profile), slurm=slurm)  # fmt: skip
+    return run_console(build, screenshot=args.screenshot)
 
 
 def add_login_command(commands: argparse._SubParsersAction) -> None:
@@ -212,7 +213,7 @@ def run_demo_command(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     if _needs_display(args.screenshot, "demo") or not _import_qt_or_explain():
         return 2
-    from console.app import run_console
+    from console.app import build_window, run_console
     from console.connections.security import LinkSecurity
     from console.demo_fleet import DemoFleet, DemoFleetError
     from console.demo_seed import DEMO_PEOPLE
@@ -227,9 +228,8 @@ def run_demo_command(args: argparse.Namespace) -> int:
             print(f"gpufleet demo: {exc}", file=sys.stderr)
             return 1
         print(fleet.first_message(), flush=True)
-        return run_console(targets, screenshot=args.screenshot, on_ready=_on_demo_ready,
-                           security=LinkSecurity(token=fleet.token),
-                           people=DEMO_PEOPLE)  # fmt: skip
+        build = partial(build_window, targets, DEMO_PEOPLE, LinkSecurity(token=fleet.token))
+        return run_console(build, screenshot=args.screenshot, on_ready=_on_demo_ready)
 
 
 def _exit_on_signal(signum: int, _frame: object) -> None:
