@@ -28,7 +28,6 @@ checkout (e.g. `git worktree add /tmp/before <commit>`), for a before/after.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import shutil
@@ -44,6 +43,7 @@ from pathlib import Path
 
 import grpc
 from machine import code_version, run_header
+from results import print_report
 
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
@@ -212,10 +212,7 @@ def main() -> int:
     tree = args.tree.resolve()
     result = run(200 if args.smoke else args.calls, args.mode, tree, traced)
     report = {**run_header(sys.argv), "code": code_version(tree), "result": result}
-    text = json.dumps(report, indent=2)
-    print(text)
-    if args.out is not None:
-        args.out.write_text(text + "\n", encoding="utf-8")
+    print_report(report, args.out)
     return 0
 
 

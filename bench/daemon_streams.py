@@ -35,16 +35,17 @@ import argparse
 import json
 import statistics
 import sys
-import tempfile
 import time
 import timeit
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
+import daemon_streams_report
 from daemon_streams_procs import (
     BenchProcessError,
     DaemonProcess,
@@ -55,15 +56,17 @@ from daemon_streams_procs import (
     read_process,
 )
 from daemon_streams_profile import find_py_spy, record, summarize, thread_names
-from daemon_streams_report import GOAL_PCT, GOAL_SUBSCRIBERS, aggregate, format_summary, markdown
+from daemon_streams_report import GOAL_PCT, GOAL_SUBSCRIBERS, aggregate
 from machine import code_version, cpu_seconds, describe_machine
 from nvml_sweep_fake import ROOT, FakeNvml, FakeNvmlError, fake_node
 from nvml_sweep_venv import DEFAULT_VENV
-from results import write_outputs
+from results import measure_and_write
 
 from node_daemon.sampling.sample_ring import RingEntry, SampleRing
 
 DEFAULT_MD = Path(__file__).resolve().parent / "results" / "daemon_streams.md"
+# What stops a run before it measures anything: the fake library, a child process.
+CANNOT_MEASURE = (FakeNvmlError, BenchProcessError)
 SMOKE = {
     "seconds": 3.0,
     "warmup": 1.0,
@@ -165,8 +168,8 @@ def measure_case(
     load: Load,
     args: argparse.Namespace,
     window_s: float,
-    workdir: Path,
     py_spy: Path | None,
+    workdir: Path,
 ) -> dict[str, object]:
     """A fresh daemon, K subscribers, warm-up, then one measured window."""
     subscribers = load.subscribers
@@ -202,24 +205,18 @@ def measure_case(
 
 
 def measure_with_retry(
-    spec: DaemonSpec,
-    load: Load,
-    args: argparse.Namespace,
-    window_s: float,
-    workdir: Path,
-    py_spy: Path | None,
+    measure: Callable[[Path], dict[str, object]], workdir: Path
 ) -> dict[str, object]:
-    """measure_case, once more in a fresh directory if the daemon or subscribers failed.
+    """`measure(workdir)`, once more in a fresh directory if the daemon or subscribers failed.
 
     On a shared machine a start can fail for reasons of the moment; a second
     failure is real and ends the run.
     """
     try:
-        return measure_case(spec, load, args, window_s, workdir, py_spy)
+        return measure(workdir)
     except BenchProcessError as exc:
         print(f"daemon_streams: retrying once: {exc}", file=sys.stderr)
-        retry_dir = workdir.with_name(workdir.name + "-retry")
-        return measure_case(spec, load, args, window_s, retry_dir, py_spy)
+        return measure(workdir.with_name(workdir.name + "-retry"))
 
 
 # ---------------------------------------------------------------- what a wake of a stream costs
@@ -306,7 +303,8 @@ def run_cases(
                 )
                 print(f"daemon_streams: {len(cases) + 1}/{total} {what}", file=sys.stderr)
                 case_dir = workdir / f"r{round_index}-{backend}-{load.label}"
-                case = measure_with_retry(spec, load, args, window_s, case_dir, py_spy)
+                measure = partial(measure_case, spec, load, args, window_s, py_spy)
+                case = measure_with_retry(measure, case_dir)
                 cases.append({"round": round_index, **case})
     return cases
 
@@ -369,16 +367,7 @@ def load_baseline(path: Path | None) -> dict[str, Any] | None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    try:
-        with tempfile.TemporaryDirectory(prefix="daemon_streams-") as tmp:
-            result = run(args, Path(tmp))
-    except (FakeNvmlError, BenchProcessError) as exc:
-        print(f"daemon_streams: {exc}", file=sys.stderr)
-        return 1
-    print(format_summary(result))
-    md_path = args.md or (None if args.smoke else DEFAULT_MD)
-    write_outputs("daemon_streams", result, args.out, md_path, markdown(result) if md_path else "")
-    return 0
+    return measure_and_write("daemon_streams", args, run, CANNOT_MEASURE, daemon_streams_report)
 
 
 if __name__ == "__main__":

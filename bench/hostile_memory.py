@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import tempfile
 import time
 from collections import Counter
 from collections.abc import Sequence
@@ -32,7 +31,7 @@ from typing import Any
 import grpc
 from machine import run_header
 from results import parse_with_outputs, write_outputs
-from rpc_transport_procs import Tree, TreeDaemon, ratio, rss_kib, trees
+from rpc_transport_procs import Tree, TreeDaemon, measure_trees, ratio, rss_kib
 
 GARBAGE = b"\xff\xff\xff"
 METHODS = (
@@ -135,13 +134,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     result: dict[str, Any] = {
         **run_header(args.argv),
         "config": {"requests": args.requests, "warmup": args.warmup},
-        "runs": {},
     }
-    with tempfile.TemporaryDirectory(prefix="gpufleet-hostile-") as workdir:
-        for tree in trees(args.baseline):
-            print(f"{tree.label}: {args.requests:,} hostile requests ({tree.path})", flush=True)
-            result["runs"][tree.label] = measure(tree, Path(workdir), args)
-    runs = result["runs"]
+    what = f"{args.requests:,} hostile requests"
+    result["runs"] = runs = measure_trees(args, "gpufleet-hostile-", what, measure)
     if "before" in runs:
         result["ratio"] = {
             key: ratio(runs["before"][name], runs["after"][name])

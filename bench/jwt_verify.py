@@ -25,7 +25,6 @@ Prints one JSON object; `--out FILE` writes it too.
 from __future__ import annotations
 
 import argparse
-import json
 import platform
 import statistics
 import sys
@@ -39,6 +38,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import grpc  # noqa: E402
+from results import print_report  # noqa: E402
 
 from gpufleet.policy import Role  # noqa: E402
 from gpufleet.v1 import node_pb2 as pb  # noqa: E402
@@ -131,10 +131,7 @@ def main() -> int:
     parser.add_argument("--smoke", action="store_true", help="20 rounds: does it still run?")
     args = parser.parse_args()
     report = run(20 if args.smoke else args.rounds)
-    text = json.dumps(report, indent=2)
-    print(text)
-    if args.out is not None:
-        args.out.write_text(text + "\n", encoding="utf-8")
+    print_report(report, args.out)
     return 0
 
 

@@ -37,24 +37,26 @@ from __future__ import annotations
 import argparse
 import math
 import sys
-import tempfile
 import timeit
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 
+import nvml_sweep_report
 from machine import code_version, describe_machine
 from nvml_sweep_fake import ROOT, FakeNvml, FakeNvmlError, fake_node, with_stubs
-from nvml_sweep_report import Series, build_result, format_summary, markdown
+from nvml_sweep_report import Series, build_result
 from nvml_sweep_venv import DEFAULT_VENV, Venv, ensure_venv, imports_ok
 from nvml_sweep_workers import Worker, WorkerError, start_worker
-from results import write_outputs
+from results import measure_and_write
 
 from node_daemon.backends import procinfo
 
 COMPARED = ("nvitop", "gpustat")
 DEFAULT_MD = Path(__file__).resolve().parent / "results" / "nvml_sweep.md"
+# What stops a run before it measures anything: the fake library, a child process.
+CANNOT_MEASURE = (FakeNvmlError, WorkerError)
 SMOKE = {"sweeps": 20, "block": 10, "warmup": 2}
 
 
@@ -237,16 +239,7 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, object]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    try:
-        with tempfile.TemporaryDirectory(prefix="nvml_sweep-") as tmp:
-            result = run(args, Path(tmp))
-    except (FakeNvmlError, WorkerError) as exc:
-        print(f"nvml_sweep: {exc}", file=sys.stderr)
-        return 1
-    print(format_summary(result))
-    md_path = args.md or (None if args.smoke else DEFAULT_MD)
-    write_outputs("nvml_sweep", result, args.out, md_path, markdown(result) if md_path else "")
-    return 0
+    return measure_and_write("nvml_sweep", args, run, CANNOT_MEASURE, nvml_sweep_report)
 
 
 if __name__ == "__main__":

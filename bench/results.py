@@ -5,10 +5,11 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Sequence
+import tempfile
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -194,3 +195,44 @@ def parse_with_outputs(
     if not args.smoke and args.out is None and args.md is None:
         args.out, args.md = RESULTS / f"{name}.json", RESULTS / f"{name}.md"
     return args
+
+
+def print_report(report: dict[str, Any], out: Path | None) -> None:
+    """Print a benchmark's JSON report, and write it to `out` too when given."""
+    text = json.dumps(report, indent=2)
+    print(text)
+    if out is not None:
+        out.write_text(text + "\n", encoding="utf-8")
+
+
+class Report(Protocol):
+    """A measuring script's report module: its printed summary and its markdown."""
+
+    def format_summary(self, result: dict[str, Any]) -> str: ...
+
+    def markdown(self, result: dict[str, Any]) -> str: ...
+
+
+def measure_and_write(
+    name: str,
+    args: argparse.Namespace,
+    run: Callable[[argparse.Namespace, Path], dict[str, Any]],
+    cannot_measure: tuple[type[Exception], ...],
+    report: Report,
+) -> int:
+    """A measuring script's main: `run` in a scratch directory, its summary, its outputs.
+
+    The summary is printed; the markdown is written to --md, else (unless --smoke) to
+    bench/results/NAME.md. A failure in `cannot_measure` (the set-up could not be
+    measured) is printed as 'NAME: why' and exits 1.
+    """
+    try:
+        with tempfile.TemporaryDirectory(prefix=f"{name}-") as tmp:
+            result = run(args, Path(tmp))
+    except cannot_measure as exc:
+        print(f"{name}: {exc}", file=sys.stderr)
+        return 1
+    print(report.format_summary(result))
+    md_path = args.md or (None if args.smoke else RESULTS / f"{name}.md")
+    write_outputs(name, result, args.out, md_path, report.markdown(result) if md_path else "")
+    return 0

@@ -10,13 +10,17 @@ the generated protobuf modules come from the tree's ``protos/``.
 
 from __future__ import annotations
 
+import argparse
 import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
@@ -113,19 +117,43 @@ class TreeDaemon:
         proc, self.proc = self.proc, None
         if proc is None or proc.poll() is not None:
             return
-        os.kill(proc.pid, signal.SIGCONT)  # a stopped daemon ignores SIGTERM until resumed
-        proc.terminate()
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc, 20)
 
     def __enter__(self) -> TreeDaemon:
         return self.start()
 
     def __exit__(self, *_exc: object) -> None:
         self.stop()
+
+
+def stop_process(proc: subprocess.Popen[bytes], grace_s: float) -> None:
+    """Resume `proc` (a stopped process ignores SIGTERM), TERM it, KILL it after `grace_s`."""
+    os.kill(proc.pid, signal.SIGCONT)
+    proc.terminate()
+    try:
+        proc.wait(grace_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def measure_trees(
+    args: argparse.Namespace,
+    prefix: str,
+    what: str,
+    measure: Callable[[Tree, Path, argparse.Namespace], dict[str, Any]],
+) -> dict[str, dict[str, Any]]:
+    """`measure` on the baseline ("before", with --baseline) then this checkout ("after").
+
+    Each is announced as 'LABEL: WHAT (PATH)'; all run in one scratch directory named
+    after `prefix`, gone afterwards. Returns the readings by label.
+    """
+    runs: dict[str, dict[str, Any]] = {}
+    with tempfile.TemporaryDirectory(prefix=prefix) as workdir:
+        for tree in trees(args.baseline):
+            print(f"{tree.label}: {what} ({tree.path})", flush=True)
+            runs[tree.label] = measure(tree, Path(workdir), args)
+    return runs
 
 
 def rss_kib(pid: int) -> int:

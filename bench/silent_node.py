@@ -27,14 +27,13 @@ import argparse
 import json
 import subprocess
 import sys
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from machine import run_header
 from results import parse_with_outputs, stats_ms, write_outputs
-from rpc_transport_procs import BENCH, Tree, ratio, trees
+from rpc_transport_procs import BENCH, Tree, measure_trees, ratio
 
 PROBE = BENCH / "silent_node_probe.py"
 GOAL_S = 5.0
@@ -121,13 +120,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     result: dict[str, Any] = {
         **run_header(args.argv),
         "give_up_s": args.give_up,
-        "runs": {},
     }
-    with tempfile.TemporaryDirectory(prefix="gpufleet-silent-") as workdir:
-        for tree in trees(args.baseline):
-            print(f"{tree.label}: trials ({tree.path})", flush=True)
-            result["runs"][tree.label] = measure(tree, Path(workdir), args)
-    runs = result["runs"]
+    result["runs"] = runs = measure_trees(args, "gpufleet-silent-", "trials", measure)
     if "before" in runs:
         result["ratio"] = ratio(runs["before"]["seconds"]["p50"], runs["after"]["seconds"]["p50"])
     text = markdown(result)

@@ -30,6 +30,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from rpc_transport_procs import stop_process
+
 from console.connections.node_link import NodeLink
 from console.fleet.updates import LinkState, LinkUpdate, Update
 
@@ -153,18 +155,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             result = {"trials": found, "client_trials": clients}
             args.out.write_text(json.dumps(result), encoding="utf-8")
         finally:
-            stop(proc)
+            stop_process(proc, 30)
     return 0
-
-
-def stop(proc: subprocess.Popen[bytes]) -> None:
-    os.kill(proc.pid, signal.SIGCONT)  # a stopped process ignores SIGTERM
-    proc.terminate()
-    try:
-        proc.wait(30)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
 
 
 if __name__ == "__main__":
