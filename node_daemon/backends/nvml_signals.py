@@ -34,10 +34,12 @@ from gpufleet.v1.gpu_metrics import (
     NVLINK_CRC_FLIT_ERRORS_TOTAL,
     NVLINK_LINKS_ACTIVE,
     NVLINK_LINKS_DOWN,
+    NVLINK_METRICS,
     NVLINK_RECOVERY_ERRORS_TOTAL,
     NVLINK_REPLAY_ERRORS_TOTAL,
     REMAPPED_ROWS_CORRECTABLE,
     REMAPPED_ROWS_UNCORRECTABLE,
+    RETIRED_PAGES,
     RETIRED_PAGES_DBE,
     RETIRED_PAGES_PENDING,
     RETIRED_PAGES_SBE,
@@ -61,7 +63,6 @@ _NVLINK_COUNTERS = (
     (NVLINK_REPLAY_ERRORS_TOTAL, pynvml.NVML_NVLINK_ERROR_DL_REPLAY, "nvlink.replay"),
     (NVLINK_RECOVERY_ERRORS_TOTAL, pynvml.NVML_NVLINK_ERROR_DL_RECOVERY, "nvlink.recovery"),
 )
-_NVLINK_METRICS = (*(m for m, _c, _w in _NVLINK_COUNTERS), NVLINK_LINKS_ACTIVE, NVLINK_LINKS_DOWN)
 
 
 class Query(Protocol):
@@ -147,7 +148,7 @@ def retired_pages(q: Query, handle: Handle) -> dict[AnyMetric, int | None]:
     retired_pages.pending (0/1): GPUs before Ampere; later ones remap rows instead."""
     pending = q("retired_pages.pending", pynvml.nvmlDeviceGetRetiredPagesPendingStatus, handle)
     if pending is None:  # not supported: spare the two page-list calls
-        return dict.fromkeys((RETIRED_PAGES_SBE, RETIRED_PAGES_DBE, RETIRED_PAGES_PENDING))
+        return dict.fromkeys(RETIRED_PAGES)
     causes = (
         (RETIRED_PAGES_SBE, pynvml.NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS),
         (RETIRED_PAGES_DBE, pynvml.NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR),
@@ -192,7 +193,7 @@ class NvLinkReading:
 def read_nvlink(q: Query, handle: Handle, links: tuple[int, ...]) -> NvLinkReading:
     """`nvidia-smi nvlink -s` (states) and `-e` (error counters), summed over links."""
     if not links:
-        return NvLinkReading(dict.fromkeys(_NVLINK_METRICS), ())
+        return NvLinkReading(dict.fromkeys(NVLINK_METRICS), ())
     up: list[int] = []
     down: list[int] = []
     for link in links:

@@ -16,22 +16,15 @@ import pynvml
 import pytest
 
 from gpufleet.v1.gpu_metrics import (
-    NVLINK_CRC_DATA_ERRORS_TOTAL,
-    NVLINK_CRC_FLIT_ERRORS_TOTAL,
     NVLINK_LINKS_ACTIVE,
     NVLINK_LINKS_DOWN,
-    NVLINK_RECOVERY_ERRORS_TOTAL,
-    NVLINK_REPLAY_ERRORS_TOTAL,
+    NVLINK_METRICS,
     PCIE_REPLAY_TOTAL,
     POWER_LIMIT_W,
     RECOVERY_ACTION,
+    REMAPPED_ROWS,
     REMAPPED_ROWS_CORRECTABLE,
-    REMAPPED_ROWS_UNCORRECTABLE,
-    RETIRED_PAGES_DBE,
-    RETIRED_PAGES_PENDING,
-    RETIRED_PAGES_SBE,
-    ROW_REMAP_FAILURE,
-    ROW_REMAP_PENDING,
+    RETIRED_PAGES,
     TEMP_GPU_C,
     TEMP_MEM_C,
 )
@@ -42,11 +35,6 @@ from node_daemon.metrics.dcgm import DcgmLabels, render
 from tests.fake_nvml.fixture import FakeNvmlState
 
 GIB = 1024**3
-REMAPPED = [REMAPPED_ROWS_CORRECTABLE, REMAPPED_ROWS_UNCORRECTABLE, ROW_REMAP_PENDING,
-            ROW_REMAP_FAILURE]  # fmt: skip
-RETIRED = [RETIRED_PAGES_SBE, RETIRED_PAGES_DBE, RETIRED_PAGES_PENDING]
-NVLINK = [NVLINK_CRC_FLIT_ERRORS_TOTAL, NVLINK_CRC_DATA_ERRORS_TOTAL, NVLINK_REPLAY_ERRORS_TOTAL,
-          NVLINK_RECOVERY_ERRORS_TOTAL, NVLINK_LINKS_ACTIVE, NVLINK_LINKS_DOWN]  # fmt: skip
 
 
 class Clock:
@@ -96,10 +84,11 @@ def test_default_h100_reads_cleanly(
     (reading,) = backend.read_gpus()
 
     assert (reading.health, reading.error) == (GpuHealth.OK, "")
-    assert reading[PCIE_REPLAY_TOTAL] == 0 and values(reading, REMAPPED) == [0, 0, 0, 0]
+    assert reading[PCIE_REPLAY_TOTAL] == 0 and values(reading, REMAPPED_ROWS) == [0, 0, 0, 0]
     assert (reading[RECOVERY_ACTION], reading[POWER_LIMIT_W]) == (0, 700.0)
     # An H100 remaps rows instead of retiring pages; the default fake has no NVLink.
-    assert values(reading, RETIRED) == [None] * 3 and values(reading, NVLINK) == [None] * 6
+    assert values(reading, RETIRED_PAGES) == [None] * 3
+    assert values(reading, NVLINK_METRICS) == [None] * 6
     assert (reading.nvlink_down_links, reading.mig) == ((), ())
     assert (gpu.mig_enabled, gpu.power_limit_default_w) == (False, 700.0)
     assert (gpu.power_limit_min_w, gpu.power_limit_max_w) == (200.0, 700.0)
@@ -119,9 +108,9 @@ def test_health_signals_are_what_the_fake_serves(
 
     gpu0, gpu1 = backend.read_gpus()
 
-    assert gpu1[PCIE_REPLAY_TOTAL] == 17 and values(gpu1, REMAPPED) == [3, 1, 1, 1]
+    assert gpu1[PCIE_REPLAY_TOTAL] == 17 and values(gpu1, REMAPPED_ROWS) == [3, 1, 1, 1]
     assert (gpu1[RECOVERY_ACTION], gpu1[POWER_LIMIT_W], gpu1.health) == (1, 650.0, GpuHealth.OK)
-    assert values(gpu0, REMAPPED) == [0, 0, 0, 0] and gpu0[PCIE_REPLAY_TOTAL] == 0
+    assert values(gpu0, REMAPPED_ROWS) == [0, 0, 0, 0] and gpu0[PCIE_REPLAY_TOTAL] == 0
 
 
 def test_a_gpu_that_retires_pages_and_has_no_row_remapper(
@@ -134,8 +123,8 @@ def test_a_gpu_that_retires_pages_and_has_no_row_remapper(
 
     (reading,) = backend.read_gpus()
 
-    assert values(reading, RETIRED) == [3, 1, 1]
-    assert values(reading, REMAPPED) == [None] * 4 and reading.health is GpuHealth.OK
+    assert values(reading, RETIRED_PAGES) == [3, 1, 1]
+    assert values(reading, REMAPPED_ROWS) == [None] * 4 and reading.health is GpuHealth.OK
 
 
 def test_many_retired_pages_go_through_the_size_protocol(
@@ -144,7 +133,7 @@ def test_many_retired_pages_go_through_the_size_protocol(
     fake_nvml.set_gpu(0, retired_pages="ok", retired_pages_sbe=200, retired_pages_dbe=0)
     backend.open()
 
-    assert values(backend.read_gpus()[0], RETIRED) == [200, 0, 0]
+    assert values(backend.read_gpus()[0], RETIRED_PAGES) == [200, 0, 0]
     # The first call asks for the size; the second fills pynvml's buffer.
     pages = pynvml.nvmlDeviceGetRetiredPages_v2(pynvml.nvmlDeviceGetHandleByIndex(0), 0)
     assert len(pages) == 200 and len({page["address"] for page in pages}) == 200
@@ -167,8 +156,8 @@ def test_retired_pages_buffer_too_small_answers_insufficient_size_and_the_count(
     ("fake_field", "metrics"),
     [
         ("pcie_replay", [PCIE_REPLAY_TOTAL]),
-        ("remapped_rows", REMAPPED),
-        ("retired_pages", RETIRED),
+        ("remapped_rows", REMAPPED_ROWS),
+        ("retired_pages", RETIRED_PAGES),
         ("recovery_action", [RECOVERY_ACTION]),
         ("power_limit", [POWER_LIMIT_W]),
     ],
@@ -221,9 +210,9 @@ def test_nvlink_totals_over_links_and_the_links_down(
 
     gpu0, gpu1 = backend.read_gpus()
 
-    assert values(gpu0, NVLINK) == [6, 4, 2, 1, 16, 2]
+    assert values(gpu0, NVLINK_METRICS) == [6, 4, 2, 1, 16, 2]
     assert gpu0.nvlink_down_links == (3, 7) and gpu0.health is GpuHealth.OK
-    assert values(gpu1, NVLINK) == [None] * 6 and gpu1.nvlink_down_links == ()  # no NVLink
+    assert values(gpu1, NVLINK_METRICS) == [None] * 6 and gpu1.nvlink_down_links == ()  # no NVLink
 
 
 def test_links_beyond_the_gpus_answer_as_a_real_driver(

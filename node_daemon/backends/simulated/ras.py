@@ -24,9 +24,7 @@ from gpufleet.v1.gpu_metrics import (
     RECOVERY_ACTION,
     REMAPPED_ROWS_CORRECTABLE,
     REMAPPED_ROWS_UNCORRECTABLE,
-    RETIRED_PAGES_DBE,
-    RETIRED_PAGES_PENDING,
-    RETIRED_PAGES_SBE,
+    RETIRED_PAGES,
     ROW_REMAP_FAILURE,
     ROW_REMAP_PENDING,
 )
@@ -98,9 +96,7 @@ class RasCounters:
             ROW_REMAP_PENDING: int(self.remap_pending),
             ROW_REMAP_FAILURE: int(self.remap_failure),
             # Ampere and later remap rows instead of retiring pages: NOT_SUPPORTED.
-            RETIRED_PAGES_SBE: None,
-            RETIRED_PAGES_DBE: None,
-            RETIRED_PAGES_PENDING: None,
+            **dict.fromkeys(RETIRED_PAGES),
             NVLINK_CRC_FLIT_ERRORS_TOTAL: self.nvlink["crc_flit"] if has_nvlink else None,
             NVLINK_CRC_DATA_ERRORS_TOTAL: self.nvlink["crc_data"] if has_nvlink else None,
             NVLINK_REPLAY_ERRORS_TOTAL: self.nvlink["replay"] if has_nvlink else None,

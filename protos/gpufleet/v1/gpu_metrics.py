@@ -283,6 +283,15 @@ GPU_METRICS: Final[tuple[GpuMetric[int] | GpuMetric[float], ...]] = (
     POWER_LIMIT_W,
 )  # fmt: skip
 BY_FIELD: Final = {metric.field: metric for metric in GPU_METRICS}
+# The slowly changing health signals, each group as one NVML read (or probe) gives them.
+REMAPPED_ROWS: Final = (
+    REMAPPED_ROWS_CORRECTABLE, REMAPPED_ROWS_UNCORRECTABLE, ROW_REMAP_PENDING, ROW_REMAP_FAILURE,
+)  # fmt: skip
+RETIRED_PAGES: Final = (RETIRED_PAGES_SBE, RETIRED_PAGES_DBE, RETIRED_PAGES_PENDING)
+NVLINK_METRICS: Final = (
+    NVLINK_CRC_FLIT_ERRORS_TOTAL, NVLINK_CRC_DATA_ERRORS_TOTAL, NVLINK_REPLAY_ERRORS_TOTAL,
+    NVLINK_RECOVERY_ERRORS_TOTAL, NVLINK_LINKS_ACTIVE, NVLINK_LINKS_DOWN,
+)  # fmt: skip
 
 # dcgm-exporter's free-framebuffer gauge: total minus used, which NVML reports.
 DCGM_FB_FREE: Final = Dcgm("DCGM_FI_DEV_FB_FREE", "gauge", "Framebuffer memory free (in MiB).",
