@@ -91,6 +91,7 @@ def peak_text(alert: AlertRow, peak: float | None) -> str:
 
 class AlertTableModel(RowTableModel):
     headers = COLUMNS
+    record_role = ALERT_ROLE
     # After each refresh that changed rows (a reset or rows updated in place), so
     # views that look at the selected alerts (their buttons) look again.
     refreshed = Signal()
@@ -237,20 +238,15 @@ class AlertTableModel(RowTableModel):
     def alert(self, row: int) -> AlertRow:
         return self._rows[row]
 
-    def data(self, index: Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
-        if not index.isValid():
-            return None
-        alert = self._rows[index.row()]
-        if role == ALERT_ROLE:
-            return alert
+    def cell(self, alert: AlertRow, column: int, role: int) -> Any:
         if role == SORT_ROLE:
-            return self._sort_key(alert, index.column())
+            return self._sort_key(alert, column)
         if role == Qt.ItemDataRole.DisplayRole:
-            return self._text(alert, index.column())
-        if role == Qt.ItemDataRole.ForegroundRole and index.column() == 0:
+            return self._text(alert, column)
+        if role == Qt.ItemDataRole.ForegroundRole and column == 0:
             return colour(SEVERITY_INKS.get(alert.severity))
         if role == Qt.ItemDataRole.ToolTipRole:
-            return self._tooltip(alert, index.column())
+            return self._tooltip(alert, column)
         return None
 
     def _tooltip(self, alert: AlertRow, column: int) -> str:

@@ -30,6 +30,7 @@ SORT_ROLE = int(Qt.ItemDataRole.UserRole) + 2
 
 class AuditTableModel(QueryRoundTableModel):
     headers = tuple(c.header for c in COLUMNS)
+    record_role = RECORD_ROLE
 
     def __init__(self, fleet: FleetModel, queries: FleetQueries) -> None:
         super().__init__(fleet, queries)
@@ -68,16 +69,11 @@ class AuditTableModel(QueryRoundTableModel):
     def csv_text(self) -> str:
         return audit_csv(self._rows, self.node_name)
 
-    def data(self, index: Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
-        if not index.isValid():
-            return None
-        row = self._rows[index.row()]
-        if role == RECORD_ROLE:
-            return row
+    def cell(self, row: AuditRow, column: int, role: int) -> Any:
         if role == SORT_ROLE:
-            return row.time_unix_ms if index.column() == 0 else self._text(row, index.column())
+            return row.time_unix_ms if column == 0 else self._text(row, column)
         if role in (Qt.ItemDataRole.DisplayRole, Qt.ItemDataRole.ToolTipRole):
-            return self._text(row, index.column())
+            return self._text(row, column)
         return None
 
     def _text(self, row: AuditRow, column: int) -> str:

@@ -84,21 +84,18 @@ class ReservationTableModel(RowTableModel):
         self._rows = reservation_lines(self._fleet.control.reservations(), self._fleet.name_of, now)
         self.endResetModel()
 
-    def data(self, index: Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
-        if not index.isValid():
-            return None
-        line = self._rows[index.row()]
+    def cell(self, line: ReservationLine, column: int, role: int) -> Any:
         r = line.reservation
         if role == SORT_ROLE:
             keys = (line.node, r.gpu_indices, r.holder, r.until_unix_ms, r.created_unix_ms,
                     r.created_by, r.reason)  # fmt: skip
-            return keys[index.column()]
+            return keys[column]
         if role != Qt.ItemDataRole.DisplayRole:
             return None
         now = self._clock()
         cells = (line.node, gpus_text(r.gpu_indices), r.holder, until_text(r, now),
                  clock_text(r.created_unix_ms, now), r.created_by, r.reason)  # fmt: skip
-        return cells[index.column()]
+        return cells[column]
 
 
 class ReservationFilterProxy(SortKeyProxy):

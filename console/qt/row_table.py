@@ -20,13 +20,34 @@ SORT_ROLE = int(Qt.ItemDataRole.UserRole) + 2
 
 
 class RowTableModel(QAbstractTableModel):
-    """Rows in `self._rows`, one column per header label; subclasses give data()."""
+    """Rows in `self._rows`, one column per header label; subclasses give cell()."""
 
     headers: Sequence[str] = ()
+    # The role that answers a row's record itself (e.g. the AlertRow); None: no role does.
+    record_role: int | None = None
 
     def __init__(self) -> None:
         super().__init__()
         self._rows: Sequence[Any] = []
+
+    def _show_rows(self, rows: Sequence[Any]) -> None:
+        """Show `rows` instead (a reset), unless they are the rows shown."""
+        if tuple(rows) != tuple(self._rows):
+            self.beginResetModel()
+            self._rows = rows
+            self.endResetModel()
+
+    def data(self, index: Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
+        if not index.isValid():
+            return None
+        record = self._rows[index.row()]
+        if role == self.record_role:
+            return record
+        return self.cell(record, index.column(), role)
+
+    def cell(self, record: Any, column: int, role: int) -> Any:
+        """What `role` asks of `record`'s cell in `column`; None where it has nothing."""
+        return None
 
     def header_labels(self) -> Sequence[str]:
         return self.headers

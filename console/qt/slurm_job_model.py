@@ -48,32 +48,24 @@ CELLS = (
 
 class SlurmJobTableModel(RowTableModel):
     headers = tuple(c[0] for c in CELLS)
+    record_role = JOB_ROLE
 
     def __init__(self) -> None:
         super().__init__()
         self._rows: Sequence[SlurmJob] = ()
 
     def on_view_changed(self, view: SlurmView) -> None:
-        rows = view.queue()
-        if rows != tuple(self._rows):
-            self.beginResetModel()
-            self._rows = rows
-            self.endResetModel()
+        self._show_rows(view.queue())
 
     def job(self, row: int) -> SlurmJob:
         return self._rows[row]
 
-    def data(self, index: Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
-        if not index.isValid():
-            return None
-        job = self._rows[index.row()]
-        _, text, key = CELLS[index.column()]
+    def cell(self, job: SlurmJob, column: int, role: int) -> Any:
+        _, text, key = CELLS[column]
         if role == Qt.ItemDataRole.DisplayRole:
             return text(job)
         if role == SORT_ROLE and key is not None:
             return key(job)
-        if role == JOB_ROLE:
-            return job
         if role == Qt.ItemDataRole.ToolTipRole and job.pending:
             return "Drag onto a node's tile to steer it there (its required node list)"
         return None

@@ -9,7 +9,7 @@ from PySide6.QtCore import Qt
 
 from console.fleet.slurm_model import SlurmReservation
 from console.fleet.slurm_view import SlurmView
-from console.qt.row_table import Index, RowTableModel
+from console.qt.row_table import RowTableModel
 
 RESERVATION_ROLE = int(Qt.ItemDataRole.UserRole) + 41
 
@@ -31,23 +31,14 @@ CELLS = (
 
 class SlurmReservationTableModel(RowTableModel):
     headers = tuple(c[0] for c in CELLS)
+    record_role = RESERVATION_ROLE
 
     def __init__(self) -> None:
         super().__init__()
         self._rows: Sequence[SlurmReservation] = ()
 
     def on_view_changed(self, view: SlurmView) -> None:
-        if view.reservations != tuple(self._rows):
-            self.beginResetModel()
-            self._rows = view.reservations
-            self.endResetModel()
+        self._show_rows(view.reservations)
 
-    def data(self, index: Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
-        if not index.isValid():
-            return None
-        reservation = self._rows[index.row()]
-        if role == Qt.ItemDataRole.DisplayRole:
-            return CELLS[index.column()][1](reservation)
-        if role == RESERVATION_ROLE:
-            return reservation
-        return None
+    def cell(self, reservation: SlurmReservation, column: int, role: int) -> Any:
+        return CELLS[column][1](reservation) if role == Qt.ItemDataRole.DisplayRole else None

@@ -29,7 +29,7 @@ from console.fleet.usage import (
     usage_csv,
 )
 from console.qt.query_round_model import QueryRoundTableModel
-from console.qt.row_table import SORT_ROLE, Index
+from console.qt.row_table import SORT_ROLE
 
 CHART_GROUPINGS = ("user", "team")
 
@@ -138,15 +138,13 @@ class UsageTableModel(QueryRoundTableModel):
             labels.append(f"{column.header} {self.currency}" if priced else column.header)
         return labels
 
-    def data(self, index: Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
-        if not index.isValid():
-            return None
-        row, column = self._rows[index.row()], ALL_COLUMNS[index.column()]
+    def cell(self, row: UsageRow, column: int, role: int) -> Any:
+        shown = ALL_COLUMNS[column]
         if role == Qt.ItemDataRole.DisplayRole:
-            return column.text(row)
+            return shown.text(row)
         if role == SORT_ROLE:
-            return column.value(row)
-        numeric = 0 < index.column() < len(ALL_COLUMNS) - 1  # the accounts are words
+            return shown.value(row)
+        numeric = 0 < column < len(ALL_COLUMNS) - 1  # the accounts are words
         if role == Qt.ItemDataRole.TextAlignmentRole and numeric:
             return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
         return None

@@ -55,6 +55,7 @@ def state_text(w: WorkloadRow) -> str:
 
 class WorkloadTableModel(RowTableModel):
     headers = COLUMNS
+    record_role = WORKLOAD_ROLE
 
     def __init__(self, fleet: FleetModel) -> None:
         super().__init__()
@@ -107,17 +108,12 @@ class WorkloadTableModel(RowTableModel):
     def supportedDragActions(self) -> Qt.DropAction:
         return Qt.DropAction.CopyAction
 
-    def data(self, index: Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
-        if not index.isValid():
-            return None
-        w = self._rows[index.row()]
-        if role == WORKLOAD_ROLE:
-            return w
+    def cell(self, w: WorkloadRow, column: int, role: int) -> Any:
         if role == Qt.ItemDataRole.DisplayRole:
-            return self._text(w, index.column())
+            return self._text(w, column)
         if role == SORT_ROLE:
-            return self._sort_key(w, index.column())
-        if role == Qt.ItemDataRole.ForegroundRole and index.column() == STATE_COLUMN:
+            return self._sort_key(w, column)
+        if role == Qt.ItemDataRole.ForegroundRole and column == STATE_COLUMN:
             return colour(STATE_INKS.get(w.state))
         if role == Qt.ItemDataRole.ToolTipRole:
             lines = [" ".join(w.argv), w.detail, w.wait_reason]
