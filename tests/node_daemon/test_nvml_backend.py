@@ -14,23 +14,7 @@ from pathlib import Path
 import pynvml
 import pytest
 
-from gpufleet.v1.gpu_metrics import (
-    ECC_UNCORRECTED_TOTAL,
-    ENERGY_J,
-    FAN_PCT,
-    MEM_CLOCK_MHZ,
-    MEM_TOTAL_BYTES,
-    MEM_USED_BYTES,
-    PCIE_RX_BYTES_PER_S,
-    POWER_W,
-    PSTATE,
-    SM_CLOCK_MHZ,
-    TEMP_GPU_C,
-    TEMP_MEM_C,
-    THROTTLE_REASONS,
-    UTIL_GPU_PCT,
-    UTIL_MEM_PCT,
-)
+from gpufleet.v1 import gpu_metrics as m
 from node_daemon.backends import facts as facts_module
 from node_daemon.backends.base import BackendUnavailable
 from node_daemon.backends.nvml import NvmlBackend, unavailable_message
@@ -204,18 +188,18 @@ def test_readings_are_what_the_fake_serves(two_gpus: FakeNvmlState, backend: Nvm
 @pytest.mark.parametrize(
     ("fake_field", "metrics"),
     [
-        ("fan", [FAN_PCT]),
-        ("memory_temp", [TEMP_MEM_C]),
-        ("temp", [TEMP_GPU_C]),
-        ("power", [POWER_W]),
-        ("energy", [ENERGY_J]),
-        ("util_gpu", [UTIL_GPU_PCT, UTIL_MEM_PCT]),
-        ("memory_used", [MEM_USED_BYTES, MEM_TOTAL_BYTES]),
-        ("sm_clock", [SM_CLOCK_MHZ]),
-        ("pcie_rx", [PCIE_RX_BYTES_PER_S]),
-        ("pstate", [PSTATE]),
-        ("throttle_reasons", [THROTTLE_REASONS]),
-        ("ecc_uncorrected", [ECC_UNCORRECTED_TOTAL]),
+        ("fan", [m.FAN_PCT]),
+        ("memory_temp", [m.TEMP_MEM_C]),
+        ("temp", [m.TEMP_GPU_C]),
+        ("power", [m.POWER_W]),
+        ("energy", [m.ENERGY_J]),
+        ("util_gpu", [m.UTIL_GPU_PCT, m.UTIL_MEM_PCT]),
+        ("memory_used", [m.MEM_USED_BYTES, m.MEM_TOTAL_BYTES]),
+        ("sm_clock", [m.SM_CLOCK_MHZ]),
+        ("pcie_rx", [m.PCIE_RX_BYTES_PER_S]),
+        ("pstate", [m.PSTATE]),
+        ("throttle_reasons", [m.THROTTLE_REASONS]),
+        ("ecc_uncorrected", [m.ECC_UNCORRECTED_TOTAL]),
     ],
 )
 def test_unsupported_field_reads_none(
@@ -229,17 +213,17 @@ def test_unsupported_field_reads_none(
 
     assert [gpu[metric] for metric in metrics] == [None] * len(metrics)
     assert gpu.health is GpuHealth.OK and gpu.error == ""
-    assert gpu[MEM_CLOCK_MHZ] == 2619  # the other fields still read
+    assert gpu[m.MEM_CLOCK_MHZ] == 2619  # the other fields still read
 
 
 def test_values_changed_while_open_are_seen(fake_nvml: FakeNvmlState, backend: NvmlBackend) -> None:
     fake_nvml.set_gpu(0, temp=40, power=100_000)
     backend.open()
-    assert (reading(backend, 0)[TEMP_GPU_C], reading(backend, 0)[POWER_W]) == (40.0, 100.0)
+    assert (reading(backend, 0)[m.TEMP_GPU_C], reading(backend, 0)[m.POWER_W]) == (40.0, 100.0)
 
     fake_nvml.set_gpu(0, temp=83, power=650_000)
 
-    assert (reading(backend, 0)[TEMP_GPU_C], reading(backend, 0)[POWER_W]) == (83.0, 650.0)
+    assert (reading(backend, 0)[m.TEMP_GPU_C], reading(backend, 0)[m.POWER_W]) == (83.0, 650.0)
 
 
 def test_unexpected_error_marks_only_that_gpu_error(
@@ -252,8 +236,8 @@ def test_unexpected_error_marks_only_that_gpu_error(
 
     assert gpu0.health is GpuHealth.ERROR
     assert "temperature.gpu" in gpu0.error and "Unknown Error" in gpu0.error
-    assert gpu0[TEMP_GPU_C] is None and gpu0[POWER_W] == 70.0  # what did read is kept
-    assert gpu1.health is GpuHealth.OK and gpu1[TEMP_GPU_C] == 40.0
+    assert gpu0[m.TEMP_GPU_C] is None and gpu0[m.POWER_W] == 70.0  # what did read is kept
+    assert gpu1.health is GpuHealth.OK and gpu1[m.TEMP_GPU_C] == 40.0
 
 
 # ---------------------------------------------------------------- what the driver lacks or refuses
@@ -274,17 +258,17 @@ def nvml_warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
 @pytest.mark.parametrize(
     ("fake_field", "code", "function", "metrics", "words"),
     [
-        ("energy", NOT_FOUND, "nvmlDeviceGetTotalEnergyConsumption", [ENERGY_J], NEWER_DRIVER),
-        ("fan", NO_PERMISSION, "nvmlDeviceGetFanSpeed", [FAN_PCT], DEVICE_ACCESS),
+        ("energy", NOT_FOUND, "nvmlDeviceGetTotalEnergyConsumption", [m.ENERGY_J], NEWER_DRIVER),
+        ("fan", NO_PERMISSION, "nvmlDeviceGetFanSpeed", [m.FAN_PCT], DEVICE_ACCESS),
         ("util_gpu", NO_PERMISSION, "nvmlDeviceGetUtilizationRates",
-         [UTIL_GPU_PCT, UTIL_MEM_PCT], DEVICE_ACCESS),
+         [m.UTIL_GPU_PCT, m.UTIL_MEM_PCT], DEVICE_ACCESS),
         # Neither the new name nor the old one: one line for the pair.
         ("throttle_reasons", NOT_FOUND,
          "nvmlDeviceGetCurrentClocksEventReasons/nvmlDeviceGetCurrentClocksThrottleReasons",
-         [THROTTLE_REASONS], NEWER_DRIVER),
+         [m.THROTTLE_REASONS], NEWER_DRIVER),
         # A field value's own return code, inside a call that succeeded.
         ("memory_temp", NO_PERMISSION, "nvmlDeviceGetFieldValues(NVML_FI_DEV_MEMORY_TEMP)",
-         [TEMP_MEM_C], DEVICE_ACCESS),
+         [m.TEMP_MEM_C], DEVICE_ACCESS),
     ],
 )  # fmt: skip
 def test_a_function_lacking_or_refused_is_logged_once_and_its_field_stays_unset(
@@ -305,7 +289,7 @@ def test_a_function_lacking_or_refused_is_logged_once_and_its_field_stays_unset(
 
     for gpu in (gpu for sweep in sweeps for gpu in sweep):
         assert [gpu[metric] for metric in metrics] == [None] * len(metrics)
-        assert (gpu.health, gpu.error, gpu[TEMP_GPU_C]) == (GpuHealth.OK, "", 40.0)
+        assert (gpu.health, gpu.error, gpu[m.TEMP_GPU_C]) == (GpuHealth.OK, "", 40.0)
     (line,) = nvml_warnings(caplog)  # two sweeps of two GPUs: one line
     assert f"NVML {function} {words[0]}" in line and words[1] in line
 
@@ -320,7 +304,7 @@ def test_each_function_lacking_or_refused_has_its_own_line(
     gpu = reading(backend, 0)
     reading(backend, 0)
 
-    assert (gpu[ENERGY_J], gpu[POWER_W], gpu[TEMP_GPU_C]) == (None, None, 40.0)
+    assert (gpu[m.ENERGY_J], gpu[m.POWER_W], gpu[m.TEMP_GPU_C]) == (None, None, 40.0)
     lines = nvml_warnings(caplog)
     assert len(lines) == 2
     assert sum("nvmlDeviceGetTotalEnergyConsumption" in line for line in lines) == 1
@@ -336,7 +320,9 @@ def test_not_supported_is_normal_and_not_logged(
 
     gpu = reading(backend, 0)
 
-    assert (gpu[FAN_PCT], gpu[TEMP_MEM_C], gpu[ENERGY_J], gpu[THROTTLE_REASONS]) == (None,) * 4
+    assert (gpu[m.FAN_PCT], gpu[m.TEMP_MEM_C], gpu[m.ENERGY_J], gpu[m.THROTTLE_REASONS]) == (
+        None,
+    ) * 4
     assert nvml_warnings(caplog) == []
 
 
@@ -352,14 +338,14 @@ def test_lost_gpu_reads_lost_while_the_other_reports(
 
     lost, other = backend.read_gpus()
 
-    assert lost.health is GpuHealth.LOST and lost[TEMP_GPU_C] is None
-    assert other.health is GpuHealth.OK and other[TEMP_GPU_C] == 60.0
+    assert lost.health is GpuHealth.LOST and lost[m.TEMP_GPU_C] is None
+    assert other.health is GpuHealth.OK and other[m.TEMP_GPU_C] == 60.0
 
     two_gpus.recover_gpu(0)
     back, other = backend.read_gpus()
 
-    assert back.health is GpuHealth.OK and back[TEMP_GPU_C] == 50.0
-    assert other[TEMP_GPU_C] == 60.0
+    assert back.health is GpuHealth.OK and back[m.TEMP_GPU_C] == 50.0
+    assert other[m.TEMP_GPU_C] == 60.0
 
 
 def test_gpu_lost_at_open_is_reported_and_recovers(
@@ -414,7 +400,7 @@ def test_unsupported_events_report_no_xids(fake_nvml: FakeNvmlState, backend: Nv
 
     gpu = reading(backend, 0)
 
-    assert (gpu.health, gpu.xids, gpu[TEMP_GPU_C]) == (GpuHealth.OK, (), 40.0)
+    assert (gpu.health, gpu.xids, gpu[m.TEMP_GPU_C]) == (GpuHealth.OK, (), 40.0)
 
 
 # ---------------------------------------------------------------- processes

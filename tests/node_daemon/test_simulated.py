@@ -6,33 +6,7 @@ import itertools
 
 import pytest
 
-from gpufleet.v1.gpu_metrics import (
-    ECC_CORRECTED_TOTAL,
-    ECC_UNCORRECTED_TOTAL,
-    FAN_PCT,
-    MEM_USED_BYTES,
-    NVLINK_CRC_DATA_ERRORS_TOTAL,
-    NVLINK_CRC_FLIT_ERRORS_TOTAL,
-    NVLINK_LINKS_ACTIVE,
-    NVLINK_LINKS_DOWN,
-    NVLINK_RECOVERY_ERRORS_TOTAL,
-    NVLINK_REPLAY_ERRORS_TOTAL,
-    PCIE_REPLAY_TOTAL,
-    POWER_LIMIT_W,
-    POWER_W,
-    RECOVERY_ACTION,
-    REMAPPED_ROWS_CORRECTABLE,
-    REMAPPED_ROWS_UNCORRECTABLE,
-    RETIRED_PAGES_DBE,
-    RETIRED_PAGES_PENDING,
-    RETIRED_PAGES_SBE,
-    ROW_REMAP_FAILURE,
-    ROW_REMAP_PENDING,
-    TEMP_GPU_C,
-    TEMP_MEM_C,
-    THROTTLE_REASONS,
-    UTIL_GPU_PCT,
-)
+from gpufleet.v1 import gpu_metrics as m
 from node_daemon.backends.base import PowerLimitRefused
 from node_daemon.backends.readings import GpuHealth
 from node_daemon.backends.simulated import SimulatedBackend
@@ -72,30 +46,30 @@ def test_load_drives_power_and_power_drives_temperature_with_inertia() -> None:
         (1, 0, "load", 0.0), (1, 1, "load", 100.0)))  # fmt: skip
     readings = run(backend, 120)
     idle, busy = readings[-1]
-    assert busy[POWER_W] > 3 * idle[POWER_W]
-    temps = [r[1][TEMP_GPU_C] for r in readings[5:]]
+    assert busy[m.POWER_W] > 3 * idle[m.POWER_W]
+    temps = [r[1][m.TEMP_GPU_C] for r in readings[5:]]
     assert temps[-1] > temps[0] + 10  # it warmed up...
     assert temps[1] - temps[0] < 5  # ...gradually, not in one step
 
 
 def test_overheat_crosses_critical_line_within_two_minutes() -> None:
     readings = run(SimulatedBackend(scenario=scenario((1, 3, "overheat", None))), 120)
-    temps = [r[3][TEMP_GPU_C] for r in readings]
+    temps = [r[3][m.TEMP_GPU_C] for r in readings]
     assert max(temps) >= 85.0
-    assert readings[-1][3][THROTTLE_REASONS] & 0x20  # software thermal slowdown
+    assert readings[-1][3][m.THROTTLE_REASONS] & 0x20  # software thermal slowdown
 
 
 def test_leak_memory_only_grows_while_gpu_idles() -> None:
     readings = run(SimulatedBackend(scenario=scenario((1, 2, "leak", None))), 60)
-    used = [r[2][MEM_USED_BYTES] for r in readings[2:]]
+    used = [r[2][m.MEM_USED_BYTES] for r in readings[2:]]
     assert all(b > a for a, b in itertools.pairwise(used))
-    assert readings[-1][2][UTIL_GPU_PCT] < 10
+    assert readings[-1][2][m.UTIL_GPU_PCT] < 10
 
 
 def test_ecc_and_xid_events() -> None:
     backend = SimulatedBackend(scenario=scenario((2, 1, "ecc", 2.0), (3, 1, "xid", 13.0)))
     readings = run(backend, 5)
-    assert [r[1][ECC_UNCORRECTED_TOTAL] for r in readings] == [0, 2, 2, 2, 2]
+    assert [r[1][m.ECC_UNCORRECTED_TOTAL] for r in readings] == [0, 2, 2, 2, 2]
     assert [r[1].xids for r in readings] == [(), (), (13,), (), ()]
 
 
@@ -103,16 +77,16 @@ def test_lost_gpu_reports_no_metrics_then_recovers() -> None:
     backend = SimulatedBackend(scenario=scenario((2, 5, "lost", None), (4, 5, "recover", None)))
     readings = run(backend, 5)
     lost = readings[2][5]
-    assert lost.health is GpuHealth.LOST and lost[TEMP_GPU_C] is None and lost[POWER_W] is None
+    assert lost.health is GpuHealth.LOST and lost[m.TEMP_GPU_C] is None and lost[m.POWER_W] is None
     assert readings[2][4].health is GpuHealth.OK  # the others keep reporting
-    assert readings[4][5].health is GpuHealth.OK and readings[4][5][TEMP_GPU_C] is not None
+    assert readings[4][5].health is GpuHealth.OK and readings[4][5][m.TEMP_GPU_C] is not None
 
 
 def test_unavailable_fields_are_none_not_sentinels() -> None:
     h100 = run(SimulatedBackend(model="h100"), 1)[0][0]
     l40s = run(SimulatedBackend(model="l40s"), 1)[0][0]
-    assert h100[FAN_PCT] is None and h100[TEMP_MEM_C] is not None  # passively cooled, HBM
-    assert l40s[TEMP_MEM_C] is None and l40s[FAN_PCT] is not None  # GDDR reports no mem temp
+    assert h100[m.FAN_PCT] is None and h100[m.TEMP_MEM_C] is not None  # passively cooled, HBM
+    assert l40s[m.TEMP_MEM_C] is None and l40s[m.FAN_PCT] is not None  # GDDR reports no mem temp
 
 
 def test_memory_follows_processes() -> None:
@@ -121,8 +95,8 @@ def test_memory_follows_processes() -> None:
     processes = backend.read_processes()
     for gpu in reading:
         held = sum(p.gpu_memory_bytes for p in processes[gpu.index])
-        assert gpu[MEM_USED_BYTES] >= held
-        assert (gpu[MEM_USED_BYTES] == 0) == (not processes[gpu.index])
+        assert gpu[m.MEM_USED_BYTES] >= held
+        assert (gpu[m.MEM_USED_BYTES] == 0) == (not processes[gpu.index])
 
 
 def advance(backend: SimulatedBackend, seconds: float, step_s: float = 5.0) -> list:
@@ -132,19 +106,20 @@ def advance(backend: SimulatedBackend, seconds: float, step_s: float = 5.0) -> l
 
 def test_health_signals_read_healthy_as_on_a_real_hopper() -> None:
     h100 = run(SimulatedBackend(model="h100"), 1)[0][0]
-    healthy = {PCIE_REPLAY_TOTAL: 0, REMAPPED_ROWS_CORRECTABLE: 0, REMAPPED_ROWS_UNCORRECTABLE: 0,
-               ROW_REMAP_PENDING: 0, ROW_REMAP_FAILURE: 0, NVLINK_CRC_FLIT_ERRORS_TOTAL: 0,
-               NVLINK_CRC_DATA_ERRORS_TOTAL: 0, NVLINK_REPLAY_ERRORS_TOTAL: 0,
-               NVLINK_RECOVERY_ERRORS_TOTAL: 0, NVLINK_LINKS_ACTIVE: 18, NVLINK_LINKS_DOWN: 0,
-               RECOVERY_ACTION: 0, POWER_LIMIT_W: 700.0}  # fmt: skip
+    healthy = {m.PCIE_REPLAY_TOTAL: 0, m.REMAPPED_ROWS_CORRECTABLE: 0,
+               m.REMAPPED_ROWS_UNCORRECTABLE: 0, m.ROW_REMAP_PENDING: 0, m.ROW_REMAP_FAILURE: 0,
+               m.NVLINK_CRC_FLIT_ERRORS_TOTAL: 0, m.NVLINK_CRC_DATA_ERRORS_TOTAL: 0,
+               m.NVLINK_REPLAY_ERRORS_TOTAL: 0, m.NVLINK_RECOVERY_ERRORS_TOTAL: 0,
+               m.NVLINK_LINKS_ACTIVE: 18, m.NVLINK_LINKS_DOWN: 0, m.RECOVERY_ACTION: 0,
+               m.POWER_LIMIT_W: 700.0}  # fmt: skip
     assert {metric: h100[metric] for metric in healthy} == healthy
     assert h100.nvlink_down_links == ()
     # Ampere and later remap rows instead of retiring pages: NVML says not supported.
-    assert [h100[m] for m in (RETIRED_PAGES_SBE, RETIRED_PAGES_DBE, RETIRED_PAGES_PENDING)] == [
-        None, None, None]  # fmt: skip
+    retired = (m.RETIRED_PAGES_SBE, m.RETIRED_PAGES_DBE, m.RETIRED_PAGES_PENDING)
+    assert [h100[metric] for metric in retired] == [None, None, None]
     l40s = run(SimulatedBackend(model="l40s"), 1)[0][0]
-    assert l40s[NVLINK_LINKS_ACTIVE] is None and l40s[NVLINK_REPLAY_ERRORS_TOTAL] is None
-    assert l40s[PCIE_REPLAY_TOTAL] == 0
+    assert l40s[m.NVLINK_LINKS_ACTIVE] is None and l40s[m.NVLINK_REPLAY_ERRORS_TOTAL] is None
+    assert l40s[m.PCIE_REPLAY_TOTAL] == 0
 
 
 def test_static_facts_give_the_power_limit_range() -> None:
@@ -159,10 +134,10 @@ def test_a_lower_power_limit_lowers_power_and_temperature() -> None:
     advance(backend, 300)
     backend.set_power_limit_w(1, 350.0)
     free, capped = advance(backend, 300)[-1]
-    assert capped[POWER_W] <= 350.0 * 1.03 and capped[POWER_LIMIT_W] == 350.0  # ±2 % noise
-    assert free[POWER_W] > 600.0 and free[POWER_LIMIT_W] == 700.0
-    assert capped[TEMP_GPU_C] < free[TEMP_GPU_C] - 15  # temperature followed the power down
-    assert capped[THROTTLE_REASONS] & 0x4  # software power cap
+    assert capped[m.POWER_W] <= 350.0 * 1.03 and capped[m.POWER_LIMIT_W] == 350.0  # ±2 % noise
+    assert free[m.POWER_W] > 600.0 and free[m.POWER_LIMIT_W] == 700.0
+    assert capped[m.TEMP_GPU_C] < free[m.TEMP_GPU_C] - 15  # temperature followed the power down
+    assert capped[m.THROTTLE_REASONS] & 0x4  # software power cap
 
 
 @pytest.mark.parametrize(
@@ -174,7 +149,7 @@ def test_power_limit_out_of_range_is_refused(index: int, watts: float, message: 
     backend.open()
     with pytest.raises(PowerLimitRefused, match=message):
         backend.set_power_limit_w(index, watts)
-    assert backend.read_gpus()[0][POWER_LIMIT_W] == 700.0
+    assert backend.read_gpus()[0][m.POWER_LIMIT_W] == 700.0
 
 
 def test_power_limit_of_a_lost_gpu_is_refused() -> None:
@@ -189,19 +164,19 @@ def test_fan_fail_drives_the_fan_to_its_maximum_while_the_temperature_keeps_risi
         (1, 0, "load", 100.0), (1, 1, "load", 100.0), (300, 1, "fan_fail", 20.0)))  # fmt: skip
     readings = advance(backend, 300 + 8 * 60)
     failing = [r[1] for r in readings[60:]]  # from the failure on, every 5 s
-    per_minute = [r[TEMP_GPU_C] for r in failing[::12]]
+    per_minute = [r[m.TEMP_GPU_C] for r in failing[::12]]
     assert all(b > a for a, b in itertools.pairwise(per_minute))  # minute after minute
     assert per_minute[-1] > per_minute[0] + 8
-    assert failing[0][FAN_PCT] < 100.0 and failing[-1][FAN_PCT] == 100.0
-    assert readings[-1][0][TEMP_GPU_C] < 75.0  # its healthy neighbour under the same load
+    assert failing[0][m.FAN_PCT] < 100.0 and failing[-1][m.FAN_PCT] == 100.0
+    assert readings[-1][0][m.TEMP_GPU_C] < 75.0  # its healthy neighbour under the same load
 
 
 def test_ecc_storm_adds_correctable_errors_at_its_rate() -> None:
     backend = SimulatedBackend(scenario=scenario((10, 2, "ecc_storm", 60.0)))
     readings = advance(backend, 610)
-    start, end = readings[1][2][ECC_CORRECTED_TOTAL], readings[-1][2][ECC_CORRECTED_TOTAL]
+    start, end = readings[1][2][m.ECC_CORRECTED_TOTAL], readings[-1][2][m.ECC_CORRECTED_TOTAL]
     assert 590 <= end - start <= 610  # 60 a minute for 10 minutes, give or take a stray one
-    assert readings[-1][2][ECC_UNCORRECTED_TOTAL] == 0
+    assert readings[-1][2][m.ECC_UNCORRECTED_TOTAL] == 0
 
 
 def test_remaps_and_recovery_action_clear_on_reset_but_a_remap_failure_stays() -> None:
@@ -211,20 +186,20 @@ def test_remaps_and_recovery_action_clear_on_reset_but_a_remap_failure_stays() -
         ScenarioEvent(5, 0, "reset"))))  # fmt: skip
     readings = [r[0] for r in run(backend, 6)]
     pending = readings[3]
-    assert (pending[ROW_REMAP_PENDING], pending[REMAPPED_ROWS_UNCORRECTABLE]) == (1, 2)
-    assert (pending[ROW_REMAP_FAILURE], pending[RECOVERY_ACTION]) == (1, 1)
-    assert pending[ECC_UNCORRECTED_TOTAL] == 2
+    assert (pending[m.ROW_REMAP_PENDING], pending[m.REMAPPED_ROWS_UNCORRECTABLE]) == (1, 2)
+    assert (pending[m.ROW_REMAP_FAILURE], pending[m.RECOVERY_ACTION]) == (1, 1)
+    assert pending[m.ECC_UNCORRECTED_TOTAL] == 2
     after = readings[-1]
-    assert (after[ROW_REMAP_PENDING], after[RECOVERY_ACTION]) == (0, 0)
-    assert after[ECC_UNCORRECTED_TOTAL] == 0  # volatile: since the last reset
-    assert (after[ROW_REMAP_FAILURE], after[REMAPPED_ROWS_UNCORRECTABLE]) == (1, 2)
+    assert (after[m.ROW_REMAP_PENDING], after[m.RECOVERY_ACTION]) == (0, 0)
+    assert after[m.ECC_UNCORRECTED_TOTAL] == 0  # volatile: since the last reset
+    assert (after[m.ROW_REMAP_FAILURE], after[m.REMAPPED_ROWS_UNCORRECTABLE]) == (1, 2)
 
 
 def test_pcie_replay_storm_counts_replays_at_its_rate() -> None:
     readings = advance(SimulatedBackend(scenario=scenario((6, 1, "pcie_replay_storm", 120.0))), 305)
-    assert readings[0][1][PCIE_REPLAY_TOTAL] == 0
-    assert readings[-1][1][PCIE_REPLAY_TOTAL] - readings[1][1][PCIE_REPLAY_TOTAL] == 590
-    assert readings[-1][0][PCIE_REPLAY_TOTAL] == 0
+    assert readings[0][1][m.PCIE_REPLAY_TOTAL] == 0
+    assert readings[-1][1][m.PCIE_REPLAY_TOTAL] - readings[1][1][m.PCIE_REPLAY_TOTAL] == 590
+    assert readings[-1][0][m.PCIE_REPLAY_TOTAL] == 0
 
 
 def test_nvlink_down_and_nvlink_errors() -> None:
@@ -232,19 +207,19 @@ def test_nvlink_down_and_nvlink_errors() -> None:
     backend = SimulatedBackend(model="h100", scenario=events)
     readings = run(backend, 62)
     down, noisy = readings[-1][0], readings[-1][1]
-    assert (down[NVLINK_LINKS_ACTIVE], down[NVLINK_LINKS_DOWN]) == (17, 1)
+    assert (down[m.NVLINK_LINKS_ACTIVE], down[m.NVLINK_LINKS_DOWN]) == (17, 1)
     assert down.nvlink_down_links == (3,) and readings[0][0].nvlink_down_links == ()
-    flits = noisy[NVLINK_CRC_FLIT_ERRORS_TOTAL] - readings[1][1][NVLINK_CRC_FLIT_ERRORS_TOTAL]
+    flits = noisy[m.NVLINK_CRC_FLIT_ERRORS_TOTAL] - readings[1][1][m.NVLINK_CRC_FLIT_ERRORS_TOTAL]
     assert flits == 600  # 600 a minute for a minute
-    assert 0 < noisy[NVLINK_CRC_DATA_ERRORS_TOTAL] < noisy[NVLINK_REPLAY_ERRORS_TOTAL] < 600
-    assert noisy[NVLINK_LINKS_DOWN] == 0
+    assert 0 < noisy[m.NVLINK_CRC_DATA_ERRORS_TOTAL] < noisy[m.NVLINK_REPLAY_ERRORS_TOTAL] < 600
+    assert noisy[m.NVLINK_LINKS_DOWN] == 0
 
 
 def test_nvlink_down_of_a_link_the_gpu_lacks_changes_nothing() -> None:
     readings = run(
         SimulatedBackend(model="a100", scenario=scenario((1, 0, "nvlink_down", 15.0))), 3
     )
-    assert readings[-1][0][NVLINK_LINKS_ACTIVE] == 12 and readings[-1][0].nvlink_down_links == ()
+    assert readings[-1][0][m.NVLINK_LINKS_ACTIVE] == 12 and readings[-1][0].nvlink_down_links == ()
 
 
 def test_xid_79_loses_the_gpu_as_a_bus_drop_does() -> None:
@@ -260,7 +235,7 @@ def test_stutter_drops_readings_now_and_then_then_the_gpu_falls_off_the_bus() ->
     before, during = readings[:9], readings[10:129]
     assert all(r.health is GpuHealth.OK for r in before)
     failed = [r for r in during if r.health is GpuHealth.ERROR]
-    assert 10 < len(failed) < 80 and all(r[TEMP_GPU_C] is None for r in failed)
+    assert 10 < len(failed) < 80 and all(r[m.TEMP_GPU_C] is None for r in failed)
     assert any(79 in r.xids for r in readings[125:135])
     assert readings[-1].health is GpuHealth.LOST
 
@@ -269,26 +244,26 @@ def test_leak_at_a_given_rate_on_a_busy_gpu() -> None:
     backend = SimulatedBackend(scenario=Scenario((
         ScenarioEvent(1, 0, "leak", 100.0, (("busy", 1.0),)),)))  # fmt: skip
     readings = [r[0] for r in advance(backend, 3600, step_s=60)]
-    grown = readings[-1][MEM_USED_BYTES] - readings[0][MEM_USED_BYTES]
+    grown = readings[-1][m.MEM_USED_BYTES] - readings[0][m.MEM_USED_BYTES]
     assert grown == pytest.approx(59 * 100 * MIB, rel=0.01)  # 100 MiB a minute for 59 minutes
-    assert readings[-1][UTIL_GPU_PCT] > 80
+    assert readings[-1][m.UTIL_GPU_PCT] > 80
 
 
 def test_weight_load_steps_up_then_stays_flat_on_a_busy_gpu() -> None:
     backend = SimulatedBackend(scenario=scenario((5, 0, "weight_load", 20.0)))
-    used = [r[0][MEM_USED_BYTES] for r in run(backend, 200)]
+    used = [r[0][m.MEM_USED_BYTES] for r in run(backend, 200)]
     loaded = used[60]
     assert used[60:] == [loaded] * len(used[60:])  # flat once loaded
     assert loaded - used[0] >= 20 * GIB
     steps = [b - a for a, b in itertools.pairwise(used[:60]) if b != a]
     assert len(steps) >= 7  # shard by shard, not all at once
-    assert backend.read_gpus()[0][UTIL_GPU_PCT] > 80
+    assert backend.read_gpus()[0][m.UTIL_GPU_PCT] > 80
 
 
 def test_alloc_free_is_a_sawtooth() -> None:
     backend = SimulatedBackend(scenario=Scenario((
         ScenarioEvent(1, 0, "alloc_free", 8.0, (("period_s", 100.0),)),)))  # fmt: skip
-    used = [r[0][MEM_USED_BYTES] for r in run(backend, 400)]
+    used = [r[0][m.MEM_USED_BYTES] for r in run(backend, 400)]
     drops = [a - b for a, b in itertools.pairwise(used) if b < a]
     assert len(drops) >= 3 and min(drops) > 6 * GIB  # frees it all, every period
     assert max(used) - min(used[5:]) > 6 * GIB
@@ -305,7 +280,7 @@ def test_advance_runs_faster_than_real_time_and_deterministically() -> None:
 def test_load_phases_change_as_often_at_any_step() -> None:
     def phase_changes(step_s: float, load_phase_s: float) -> int:
         backend = SimulatedBackend(gpu_count=8, seed=2, load_phase_s=load_phase_s)
-        utils = [[r[UTIL_GPU_PCT] for r in rs] for rs in advance(backend, 6 * 3600, step_s)]
+        utils = [[r[m.UTIL_GPU_PCT] for r in rs] for rs in advance(backend, 6 * 3600, step_s)]
         return sum(abs(b - a) > 5 for col in zip(*utils, strict=True)
                    for a, b in itertools.pairwise(col))  # fmt: skip
 
