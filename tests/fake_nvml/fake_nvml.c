@@ -661,6 +661,16 @@ const char *nvmlErrorString(nvmlReturn_t result)
     }
 }
 
+static nvmlReturn_t copy_text(const char *text, char *out, unsigned int size)
+{
+    if (out == NULL)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    if (strlen(text) + 1 > size)
+        return NVML_ERROR_INSUFFICIENT_SIZE;
+    memcpy(out, text, strlen(text) + 1);
+    return NVML_SUCCESS;
+}
+
 static nvmlReturn_t system_text(const char *key, const char *dflt, char *out, unsigned int size)
 {
     const char *val = lookup(key);
@@ -669,13 +679,7 @@ static nvmlReturn_t system_text(const char *key, const char *dflt, char *out, un
         ret = value_error(val);
     if (ret != NVML_SUCCESS)
         return ret;
-    val = val == NULL ? dflt : val;
-    if (out == NULL)
-        return NVML_ERROR_INVALID_ARGUMENT;
-    if (strlen(val) + 1 > size)
-        return NVML_ERROR_INSUFFICIENT_SIZE;
-    memcpy(out, val, strlen(val) + 1);
-    return NVML_SUCCESS;
+    return copy_text(val == NULL ? dflt : val, out, size);
 }
 
 nvmlReturn_t nvmlSystemGetDriverVersion(char *version, unsigned int length)
@@ -742,16 +746,6 @@ nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t device, unsigned int *index)
 {
     DEVICE_CALL(device, if (index == NULL) ret = NVML_ERROR_INVALID_ARGUMENT;
                 else *index = (unsigned int)gpu;);
-}
-
-static nvmlReturn_t copy_text(const char *text, char *out, unsigned int size)
-{
-    if (out == NULL)
-        return NVML_ERROR_INVALID_ARGUMENT;
-    if (strlen(text) + 1 > size)
-        return NVML_ERROR_INSUFFICIENT_SIZE;
-    memcpy(out, text, strlen(text) + 1);
-    return NVML_SUCCESS;
 }
 
 /* A MIG device is named after its GPU and profile: "NVIDIA H100 80GB HBM3 MIG 1g.10gb". */
