@@ -32,6 +32,7 @@ from tests.node_daemon.test_history_rpc import (
     seed,
     wait_for_a_tick,
 )
+from tests.node_daemon.test_history_store import BootClock
 
 DAY_MS = 86_400_000
 NOT_DEFLATE = b"\x00\x01 not deflate data \xff" * 4
@@ -146,20 +147,10 @@ def test_a_history_file_that_is_no_database_is_set_aside_and_the_start_journals_
     assert f"kept as {aside.name}, a new one begun" in summary
 
 
-class BootClock:
-    """A boot-time clock the test moves: a second a tick, as a sampler's would."""
-
-    def __init__(self) -> None:
-        self.seconds = 1000.0
-
-    def __call__(self) -> float:
-        return self.seconds
-
-
 def test_a_restart_after_a_clock_step_records_on_and_keeps_what_came_before(
     tmp_path: Path, node: DaemonProcess
 ) -> None:
-    state, boot = tmp_path / "state", BootClock()
+    state, boot = tmp_path / "state", BootClock(1000.0)
     end = now_ms() // 1000 * 1000
     before = list(range(end - 20 * 60_000, end, 1000))  # 20 minutes, up to now
     ahead = [end + 40 * DAY_MS + n * 1000 for n in range(4)]  # the clock 40 days ahead

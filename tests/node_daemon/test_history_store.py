@@ -214,8 +214,8 @@ def test_a_file_that_is_no_history_is_set_aside_and_a_new_one_begun(tmp_path: Pa
 class BootClock:
     """A boot-time clock the test moves, a second a tick, as the sampler's sweeps do."""
 
-    def __init__(self) -> None:
-        self.seconds = 5000.0
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
 
     def __call__(self) -> float:
         return self.seconds
@@ -224,7 +224,7 @@ class BootClock:
 def test_a_clock_step_forward_then_back_prunes_nothing_and_recording_goes_on(
     tmp_path: Path,
 ) -> None:
-    path, boot, day_ms = tmp_path / "history.sqlite3", BootClock(), 86_400_000
+    path, boot, day_ms = tmp_path / "history.sqlite3", BootClock(5000.0), 86_400_000
 
     def tick(store: HistoryStore, at_ms: int) -> None:
         store.append(at_ms, readings(0, 1, lambda tick, gpu: 70.0))
