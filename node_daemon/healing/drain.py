@@ -9,7 +9,7 @@ restart then.
 from __future__ import annotations
 
 from node_daemon.healing.memory import HealingMemory
-from node_daemon.healing.model import ACTOR, DONE, DRAIN, UNDRAIN, Action, Report
+from node_daemon.healing.model import ACTOR, DONE, DRAIN, UNDRAIN, Action, HeldSince, Report
 from node_daemon.healing.settings import DrainSettings, HealingSettings
 from node_daemon.healing.slurm_drain import SlurmDrain
 from node_daemon.healing.view import HealthControl, NodeNow
@@ -23,7 +23,7 @@ class DrainPolicy:
         self, control: HealthControl | None, memory: HealingMemory, slurm: SlurmDrain | None
     ) -> None:
         self._control, self._memory, self._slurm = control, memory, slurm
-        self._clean_since: dict[int, float] = {}
+        self._clean = HeldSince()
 
     def decide(self, now: NodeNow, settings: HealingSettings, dry_run: bool) -> list[Action]:
         s = settings.drain
@@ -36,7 +36,7 @@ class DrainPolicy:
                 if returning is not None:
                     actions.append(Action(UNDRAIN, returning, gpu))
             if condition.drain is None or condition.drain.by != ACTOR:
-                self._clean_since.pop(gpu, None)
+                self._clean.forget(gpu)
         return actions
 
     def _returning(
@@ -44,13 +44,10 @@ class DrainPolicy:
     ) -> str | None:
         """Why to return the GPU now; None while it has not been clean long enough."""
         clean = condition.state not in s.on_states and condition.state.takes_new_work
-        if not clean:
-            self._clean_since.pop(gpu, None)
+        held = self._clean.held_for(gpu, clean, now_s)
+        if held is None or held < s.return_after_clean_s:
             return None
-        since = self._clean_since.setdefault(gpu, now_s)
-        if now_s - since < s.return_after_clean_s:
-            return None
-        return f"GPU {gpu} {condition.state.words} for {now_s - since:.0f} s (return_after_clean_s)"
+        return f"GPU {gpu} {condition.state.words} for {held:.0f} s (return_after_clean_s)"
 
     def refusal(self, action: Action, now: NodeNow, settings: HealingSettings) -> str | None:
         if self._control is None:
@@ -66,7 +63,7 @@ class DrainPolicy:
             self._control.drain(action.gpu, ACTOR, action.reason, now.now_ms)
             return self._slurm_drain(action, settings)
         self._control.undrain(action.gpu, ACTOR, now.now_ms)
-        self._clean_since.pop(action.gpu, None)
+        self._clean.forget(action.gpu)
         others = [g for g, c in now.conditions.items()
                   if g != action.gpu and c.drain is not None and c.drain.by == ACTOR]  # fmt: skip
         return DONE if others else self._slurm_resume()

@@ -104,3 +104,20 @@ def policy_of(settings: HealingSettings) -> HealingPolicy:
     return HealingPolicy(
         settings.mode, tuple(sorted(actions, key=order.index)), settings.max_actions_per_hour
     )
+
+
+class HeldSince:
+    """Since when each GPU has held a condition (hot, cool, clean), by the policy's clock."""
+
+    def __init__(self) -> None:
+        self._since: dict[int, float] = {}
+
+    def held_for(self, gpu: int, holds: bool, now_s: float) -> float | None:
+        """Seconds `gpu` has held it, 0 on its first tick; None (and forgotten) once it does not."""
+        if not holds:
+            self.forget(gpu)
+            return None
+        return now_s - self._since.setdefault(gpu, now_s)
+
+    def forget(self, gpu: int) -> None:
+        self._since.pop(gpu, None)

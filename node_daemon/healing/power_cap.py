@@ -16,7 +16,7 @@ from collections import defaultdict
 from gpufleet.v1.gpu_metrics import TEMP_GPU_C
 from node_daemon.backends.base import PowerLimitRefused
 from node_daemon.backends.readings import GpuStatic
-from node_daemon.healing.model import DONE, POWER_CAP, POWER_RESTORE, Action, Report
+from node_daemon.healing.model import DONE, POWER_CAP, POWER_RESTORE, Action, HeldSince, Report
 from node_daemon.healing.settings import HealingSettings, PowerCapSettings
 from node_daemon.healing.view import HealthControl, NodeNow
 
@@ -29,8 +29,7 @@ class PowerCapPolicy:
     def __init__(self, backend: object, control: HealthControl | None) -> None:
         self._backend, self._control = backend, control
         self._raises: dict[int, dict[str, float]] = defaultdict(dict)  # GPU -> alert id -> at s
-        self._hot_since: dict[int, float] = {}
-        self._cool_since: dict[int, float] = {}
+        self._hot, self._cool = HeldSince(), HeldSince()
         self._capped: dict[int, float] = {}  # without an assessor: what this daemon capped
 
     def decide(self, now: NodeNow, settings: HealingSettings, dry_run: bool) -> list[Action]:
@@ -42,12 +41,12 @@ class PowerCapPolicy:
             condition = now.conditions.get(gpu)
             capped = condition.power_capped_w if condition else self._capped.get(gpu)
             if capped is None:
-                self._cool_since.pop(gpu, None)
+                self._cool.forget(gpu)
                 why = self._overheating(gpu, temp, s, now.now_s)
                 if why is not None:
                     actions.append(Action(POWER_CAP, why + _cap_words(now.gpus.get(gpu), s), gpu))
             else:
-                self._hot_since.pop(gpu, None)
+                self._hot.forget(gpu)
                 why = self._cooled(gpu, temp, capped, s, now.now_s)
                 if why is not None:
                     actions.append(Action(POWER_RESTORE, why, gpu))
@@ -67,26 +66,18 @@ class PowerCapPolicy:
         count = len(self._raises.get(gpu, {}))
         if count >= s.warnings:
             return f"GPU {gpu}: gpu_temp alert raised {count} times within {s.window_s:g} s"
-        if temp is None or temp <= s.above_c:
-            self._hot_since.pop(gpu, None)
+        held = self._hot.held_for(gpu, temp is not None and temp > s.above_c, now_s)
+        if held is None or held < s.above_for_s:
             return None
-        since = self._hot_since.setdefault(gpu, now_s)
-        if now_s - since < s.above_for_s:
-            return None
-        return f"GPU {gpu} above {s.above_c:g} °C for {now_s - since:.0f} s ({temp:.0f} °C now)"
+        return f"GPU {gpu} above {s.above_c:g} °C for {held:.0f} s ({temp:.0f} °C now)"
 
     def _cooled(
         self, gpu: int, temp: float | None, capped: float, s: PowerCapSettings, now_s: float
     ) -> str | None:
-        if temp is None or temp >= s.cool_c:
-            self._cool_since.pop(gpu, None)
+        held = self._cool.held_for(gpu, temp is not None and temp < s.cool_c, now_s)
+        if held is None or held < s.restore_after_cool_s:
             return None
-        since = self._cool_since.setdefault(gpu, now_s)
-        if now_s - since < s.restore_after_cool_s:
-            return None
-        return (
-            f"GPU {gpu} below {s.cool_c:g} °C for {now_s - since:.0f} s (capped at {capped:.0f} W)"
-        )
+        return f"GPU {gpu} below {s.cool_c:g} °C for {held:.0f} s (capped at {capped:.0f} W)"
 
     def refusal(self, action: Action, now: NodeNow, settings: HealingSettings) -> str | None:
         if not callable(getattr(self._backend, "set_power_limit_w", None)):
