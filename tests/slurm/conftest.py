@@ -32,3 +32,12 @@ def slurm_rest(slurm: SlurmCluster) -> SlurmRestClient:
 @pytest.fixture
 def slurm_scontrol(slurm: SlurmCluster) -> ScontrolWithToken:
     return ScontrolWithToken(slurm.token("root"), slurm.layout.conf)
+
+
+@pytest.fixture
+def cleanup_jobs(slurm: SlurmCluster) -> Iterator[list[int]]:
+    """Jobs a test submits are cancelled after it, whatever it did to them."""
+    jobs: list[int] = []
+    yield jobs
+    for job_id in jobs:
+        slurm.run("scancel", str(job_id))

@@ -92,14 +92,6 @@ def console(
     session.stop()
 
 
-@pytest.fixture
-def jobs(slurm: SlurmCluster) -> Iterator[list[int]]:
-    made: list[int] = []
-    yield made
-    for job_id in made:
-        slurm.run("scancel", str(job_id))
-
-
 def undrain(slurm: SlurmCluster, node: str) -> None:
     """Resume the node if a test left it drained (Slurm refuses to resume an idle node)."""
     if "DRAIN" in field(slurm.scontrol_show("node", node), "State"):
@@ -153,11 +145,11 @@ def menu_action(actions: list[QAction], starts: str) -> QAction:
 
 
 def test_a_pending_job_dropped_on_a_tile_is_steered_there(
-    qtbot, console: Console, slurm: SlurmCluster, jobs: list[int]
+    qtbot, console: Console, slurm: SlurmCluster, cleanup_jobs: list[int]
 ) -> None:
     job_id = int(slurm.run("sbatch", "--parsable", "--begin=now+1hour", "--job-name=train-llm",
                            "--gres=gpu:2", "--wrap", "sleep 600").strip())  # fmt: skip
-    jobs.append(job_id)
+    cleanup_jobs.append(job_id)
     watch = console.window.slurm.watch  # type: ignore[union-attr]
     qtbot.waitUntil(lambda: watch.view.job(job_id) is not None, timeout=15_000)
     panel = console.window.slurm.panel  # type: ignore[union-attr]
@@ -178,11 +170,11 @@ def test_a_pending_job_dropped_on_a_tile_is_steered_there(
 
 
 def test_a_drained_node_refuses_the_drop_in_slurms_words(
-    qtbot, console: Console, slurm: SlurmCluster, jobs: list[int]
+    qtbot, console: Console, slurm: SlurmCluster, cleanup_jobs: list[int]
 ) -> None:
     job_id = int(slurm.run("sbatch", "--parsable", "--begin=now+1hour", "--wrap",
                            "sleep 600").strip())  # fmt: skip
-    jobs.append(job_id)
+    cleanup_jobs.append(job_id)
     watch = console.window.slurm.watch  # type: ignore[union-attr]
     slurm.run("scontrol", "update", "nodename=gpu01", "state=drain", "reason=disk full")
     try:
@@ -294,7 +286,7 @@ def test_a_node_dragged_by_its_title_onto_the_drain_zone_is_drained_in_slurm(
 
 
 def test_a_slurm_jobs_process_is_cancelled_through_slurm(
-    qtbot, console: Console, slurm: SlurmCluster, jobs: list[int]
+    qtbot, console: Console, slurm: SlurmCluster, cleanup_jobs: list[int]
 ) -> None:
     window, target, gpu = console.window, console.targets["gpu01"], 2
     # A real Slurm job on gpu01 (slurmd runs it here); its process shown on a simulated GPU
@@ -302,7 +294,7 @@ def test_a_slurm_jobs_process_is_cancelled_through_slurm(
     job_id = int(slurm.run("sbatch", "--parsable", "--nodelist=gpu01", "--gres=gpu:1",
                            "--job-name=sim-train", "--output=/dev/null",
                            "--wrap", "sleep 600").strip())  # fmt: skip
-    jobs.append(job_id)
+    cleanup_jobs.append(job_id)
     wait_for(lambda: job_pid(job_id) is not None, 30, f"job {job_id}'s sleep to run")
     pid = job_pid(job_id)
     assert pid is not None
@@ -342,12 +334,12 @@ def test_a_slurm_jobs_process_is_cancelled_through_slurm(
 # The harness's slurmrestd account: a plain user, in no Slurm admin list.
 @pytest.mark.parametrize("console", [REST_USER], indirect=True)
 def test_slurm_decides_what_each_person_may_do_and_its_refusal_is_audited(
-    qtbot, console: Console, slurm: SlurmCluster, jobs: list[int]
+    qtbot, console: Console, slurm: SlurmCluster, cleanup_jobs: list[int]
 ) -> None:
     """Steering root's job as a plain user is refused by Slurm, not by gpufleet; audited."""
     job_id = int(slurm.run("sbatch", "--parsable", "--begin=now+1hour", "--job-name=roots",
                            "--wrap", "sleep 600").strip())  # fmt: skip
-    jobs.append(job_id)
+    cleanup_jobs.append(job_id)
     watch = console.window.slurm.watch  # type: ignore[union-attr]
     qtbot.waitUntil(lambda: watch.view.job(job_id) is not None, timeout=15_000)
     pump = console.window.session.pump

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -25,15 +24,6 @@ def field(shown: str, key: str) -> str:
     match = re.search(rf"(?:^|\s){key}=(\S*)", shown)
     assert match is not None, f"{key} not in {shown!r}"
     return match[1]
-
-
-@pytest.fixture
-def cleanup_jobs(slurm: SlurmCluster) -> Iterator[list[int]]:
-    """Jobs a test submits are cancelled after it, whatever it did to them."""
-    jobs: list[int] = []
-    yield jobs
-    for job_id in jobs:
-        slurm.run("scancel", str(job_id))
 
 
 def later_job(slurm: SlurmCluster, jobs: list[int], *args: str) -> int:
