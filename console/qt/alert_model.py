@@ -15,7 +15,6 @@ from PySide6.QtCore import (
     QModelIndex,
     QPersistentModelIndex,
     Qt,
-    QTimer,
     Signal,
 )
 
@@ -23,7 +22,8 @@ from console.fleet.alert_rows import AlertRow
 from console.fleet.alert_values import LiveValues, live_metric, live_values
 from console.fleet.durations import duration_ms_text
 from console.fleet.model import Change, FleetModel, NodeRecord
-from console.qt.row_table import SORT_ROLE, RowTableModel, SortKeyProxy
+from console.qt.named_timer import named_timer
+from console.qt.row_table import SORT_ROLE, EndedRowsProxy, RowTableModel
 from console.qt.status_inks import Ink, colour
 from gpufleet.v1.alert_severity import Severity
 
@@ -110,10 +110,9 @@ class AlertTableModel(RowTableModel):
         # live_metric by what it looks at (rule, unit, a GPU or not): asked for every row.
         self._live_kinds: dict[tuple[str, str, bool], bool] = {}
         self._version = -1
-        self._timer = QTimer(self)
-        self._timer.setObjectName("gpufleet-alert-table-timer")
-        self._timer.setSingleShot(True)
-        self._timer.timeout.connect(self.refresh)
+        self._timer = named_timer(
+            self, "gpufleet-alert-table-timer", self.refresh, single_shot=True
+        )
         # Now/Peak per alert, worked out at most once per frame (sorting asks often).
         self._live: dict[tuple[str, str], LiveValues] = {}
         self.refresh()
@@ -304,20 +303,13 @@ def _runs(rows: list[int]) -> list[tuple[int, int]]:
     return runs
 
 
-class AlertFilterProxy(SortKeyProxy):
+class AlertFilterProxy(EndedRowsProxy):
     """Firing alerts (and cleared ones on request), filtered by free text."""
 
+    record_role = ALERT_ROLE
+
     def __init__(self) -> None:
-        super().__init__()
-        self.show_cleared = False
+        super().__init__(show_ended=False)
 
-    def set_show_cleared(self, show: bool) -> None:
-        with self._filter_change():
-            self.show_cleared = show
-
-    def filterAcceptsRow(self, source_row: int, source_parent: Index) -> bool:
-        source = self.sourceModel()
-        alert = source.index(source_row, 0, source_parent).data(ALERT_ROLE)
-        if not self.show_cleared and not alert.firing:
-            return False
-        return super().filterAcceptsRow(source_row, source_parent)
+    def has_ended(self, alert: AlertRow) -> bool:
+        return not alert.firing

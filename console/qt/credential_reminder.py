@@ -5,10 +5,11 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from PySide6.QtCore import QObject, QTimer, Signal
+from PySide6.QtCore import QObject, Signal
 
 from console.fleet.credential_expiry import ExpiryAnnouncer, ExpiryNotice
 from console.fleet.model import FleetModel
+from console.qt.named_timer import named_timer
 
 TICK_MS = 1000
 
@@ -32,10 +33,9 @@ class CredentialReminder(QObject):
         super().__init__(parent)  # owned by the window: its timer dies with it
         self.setObjectName("gpufleet-credential-reminder")
         self._fleet, self._announcer, self._clock = fleet, announcer, clock
-        self._timer = QTimer(self)
-        self._timer.setObjectName("gpufleet-credential-reminder-timer")
-        self._timer.setInterval(TICK_MS)
-        self._timer.timeout.connect(self.check)
+        self._timer = named_timer(
+            self, "gpufleet-credential-reminder-timer", self.check, interval_ms=TICK_MS
+        )
         self._timer.start()
 
     def check(self) -> list[ExpiryNotice]:

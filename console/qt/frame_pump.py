@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import time
 
-from PySide6.QtCore import QObject, QTimer, Signal
+from PySide6.QtCore import QObject, Signal
 
 from console.connections.manager import UpdateInbox
 from console.fleet.model import Change, FleetModel
 from console.fleet.updates import CommandResult, QueryResult
+from console.qt.named_timer import named_timer
 
 DEFAULT_FPS = 20
 # Most updates applied in one frame: a burst (a console starting against a fleet
@@ -39,10 +40,9 @@ class FramePump(QObject):
         super().__init__()
         self.setObjectName("gpufleet-frame-pump")
         self._inbox, self._fleet = inbox, fleet
-        self._timer = QTimer(self)
-        self._timer.setObjectName("gpufleet-frame-timer")
-        self._timer.setInterval(round(1000 / fps))
-        self._timer.timeout.connect(self.pump)
+        self._timer = named_timer(
+            self, "gpufleet-frame-timer", self.pump, interval_ms=round(1000 / fps)
+        )
         self.last_frame_s = 0.0
         self.frames = 0
         self._marked: dict[str, Change] = {}

@@ -29,7 +29,9 @@ from __future__ import annotations
 
 import gc
 
-from PySide6.QtCore import QCoreApplication, QObject, QThread, QTimer
+from PySide6.QtCore import QCoreApplication, QObject, QThread
+
+from console.qt.named_timer import named_timer
 
 CHECK_INTERVAL_MS = 100
 FIRST_FREEZE_MS = 60_000  # the fleet's first connections and inventories are in by then
@@ -50,12 +52,8 @@ class GuiThreadCollector(QObject):
         self._was_enabled = gc.isenabled()
         self._long_lived_total = len(gc.get_objects(2))
         self._long_lived_pending = 0  # moved to the oldest generation since the last full
-        self._timer = QTimer(self)
-        self._timer.setObjectName("guiThreadCollector")
-        self._timer.timeout.connect(self.collect_due)
-        self._freeze_timer = QTimer(self)
-        self._freeze_timer.setObjectName("guiThreadCollectorFreeze")
-        self._freeze_timer.timeout.connect(self.freeze_now)
+        self._timer = named_timer(self, "guiThreadCollector", self.collect_due)
+        self._freeze_timer = named_timer(self, "guiThreadCollectorFreeze", self.freeze_now)
         self._refreeze_ms = REFREEZE_MS
         self.freezes = 0
         gc.disable()

@@ -86,3 +86,29 @@ class SortKeyProxy(QSortFilterProxyModel):
         if a is not None and b is not None:
             return bool(a < b)
         return str(left.data()) < str(right.data())
+
+
+class EndedRowsProxy(SortKeyProxy):
+    """SortKeyProxy over the rows still in force, and the ended ones too on request (a
+    panel's "Show cleared", "Show ended", "Show expired"); subclasses say which have ended."""
+
+    # The role that answers a row's record (the source model's record_role).
+    record_role: int
+
+    def __init__(self, show_ended: bool) -> None:
+        super().__init__()
+        self.show_ended = show_ended
+
+    def set_show_ended(self, show: bool) -> None:
+        with self._filter_change():
+            self.show_ended = show
+
+    def has_ended(self, record: Any) -> bool:
+        raise NotImplementedError
+
+    def filterAcceptsRow(self, source_row: int, source_parent: Index) -> bool:
+        if not self.show_ended:
+            record = self.sourceModel().index(source_row, 0, source_parent).data(self.record_role)
+            if self.has_ended(record):
+                return False
+        return super().filterAcceptsRow(source_row, source_parent)

@@ -17,7 +17,6 @@ from PySide6.QtCore import (
     QObject,
     QPersistentModelIndex,
     Qt,
-    QTimer,
     Signal,
 )
 from PySide6.QtGui import QColor
@@ -34,7 +33,8 @@ from console.fleet.silences import (
     start_countdown,
 )
 from console.fleet.updates import LinkState
-from console.qt.row_table import SORT_ROLE, RowTableModel, SortKeyProxy
+from console.qt.named_timer import named_timer
+from console.qt.row_table import SORT_ROLE, EndedRowsProxy, RowTableModel
 from console.qt.status_inks import Ink, colour
 from gpufleet.states import SilenceState
 
@@ -84,10 +84,9 @@ class SilenceTableModel(RowTableModel):
         self._rows: list[SilenceGroup] = []
         self._counts: list[int] = []
         self._version = (-1, -1)
-        self._timer = QTimer(self)
-        self._timer.setObjectName("gpufleet-silence-table-timer")
-        self._timer.setInterval(TICK_MS)
-        self._timer.timeout.connect(self._on_timer_timeout)
+        self._timer = named_timer(
+            self, "gpufleet-silence-table-timer", self._on_timer_timeout, interval_ms=TICK_MS
+        )
         self._timer.start()
         self.refresh()
 
@@ -199,25 +198,17 @@ class SilenceTableModel(RowTableModel):
         return f"{matchers_text(group.first.matchers)}\non {nodes}\ncreated {created}"
 
 
-class SilenceFilterProxy(SortKeyProxy):
+class SilenceFilterProxy(EndedRowsProxy):
     """Pending and active silences (expired ones on request), filtered by free text."""
 
+    record_role = SILENCE_ROLE
+
     def __init__(self, clock: Callable[[], int] = _clock_ms) -> None:
-        super().__init__()
-        self.show_expired = False
+        super().__init__(show_ended=False)
         self._clock = clock
 
-    def set_show_expired(self, show: bool) -> None:
-        with self._filter_change():
-            self.show_expired = show
-
-    def filterAcceptsRow(self, source_row: int, source_parent: Index) -> bool:
-        group: SilenceGroup = (
-            self.sourceModel().index(source_row, 0, source_parent).data(SILENCE_ROLE)
-        )
-        if not self.show_expired and group.state(self._clock()) is SilenceState.EXPIRED:
-            return False
-        return super().filterAcceptsRow(source_row, source_parent)
+    def has_ended(self, group: SilenceGroup) -> bool:
+        return group.state(self._clock()) is SilenceState.EXPIRED
 
 
 class SilenceListings(QObject):
@@ -258,10 +249,9 @@ class SilenceReminder(QObject):
         self.setObjectName("gpufleet-silence-reminder")
         self._fleet, self._clock = fleet, clock
         self.reminders = SilenceReminders()
-        self._timer = QTimer(self)
-        self._timer.setObjectName("gpufleet-silence-reminder-timer")
-        self._timer.setInterval(TICK_MS)
-        self._timer.timeout.connect(self.check)
+        self._timer = named_timer(
+            self, "gpufleet-silence-reminder-timer", self.check, interval_ms=TICK_MS
+        )
         self._timer.start()
 
     def check(self) -> None:

@@ -11,11 +11,12 @@ from __future__ import annotations
 import concurrent.futures
 import itertools
 
-from PySide6.QtCore import QObject, QTimer, Signal
+from PySide6.QtCore import QObject, Signal
 
 from console.connections.slurm_link import READ, SLURM_TARGET, SlurmLink
 from console.fleet.slurm_view import SlurmView
 from console.fleet.updates import CommandResult, QueryResult
+from console.qt.named_timer import named_timer
 
 SHOWN_INTERVAL_MS = 5_000
 HIDDEN_INTERVAL_MS = 30_000
@@ -31,9 +32,7 @@ class SlurmWatch(QObject):
         self._ids = itertools.count(1)
         self._asked: tuple[int, concurrent.futures.Future[None]] | None = None
         self._again = False
-        self._timer = QTimer(self)
-        self._timer.setObjectName("slurmReadTimer")
-        self._timer.timeout.connect(self.read_now)
+        self._timer = named_timer(self, "slurmReadTimer", self.read_now)
         self._timer.start(HIDDEN_INTERVAL_MS)
 
     def set_shown(self, shown: bool) -> None:

@@ -19,7 +19,7 @@ from console.fleet.model import Change, FleetModel
 from console.fleet.placement import gib_text
 from console.fleet.process_cells import one_line
 from console.qt.mime import WORKLOAD_MIME, workload_mime
-from console.qt.row_table import SORT_ROLE, RowTableModel, SortKeyProxy
+from console.qt.row_table import SORT_ROLE, EndedRowsProxy, RowTableModel
 from console.qt.status_inks import Ink, colour
 from gpufleet.states import WorkloadState
 
@@ -149,19 +149,13 @@ class WorkloadTableModel(RowTableModel):
         return keys.get(COLUMNS[column])
 
 
-class WorkloadFilterProxy(SortKeyProxy):
+class WorkloadFilterProxy(EndedRowsProxy):
     """Everything, or only queued and running workloads; free-text filter."""
 
+    record_role = WORKLOAD_ROLE
+
     def __init__(self) -> None:
-        super().__init__()
-        self.show_ended = True
+        super().__init__(show_ended=True)
 
-    def set_show_ended(self, show: bool) -> None:
-        with self._filter_change():
-            self.show_ended = show
-
-    def filterAcceptsRow(self, source_row: int, source_parent: Index) -> bool:
-        workload = self.sourceModel().index(source_row, 0, source_parent).data(WORKLOAD_ROLE)
-        if not self.show_ended and workload.state.ended:
-            return False
-        return super().filterAcceptsRow(source_row, source_parent)
+    def has_ended(self, workload: WorkloadRow) -> bool:
+        return workload.state.ended

@@ -58,7 +58,7 @@ class AlertPanel(RowPanel):
 
     def _wire(self) -> None:
         self.filter.textChanged.connect(self.proxy.setFilterFixedString)
-        self.show_cleared.toggled.connect(self.proxy.set_show_cleared)
+        self.show_cleared.toggled.connect(self.proxy.set_show_ended)
         self.table.selectionModel().selectionChanged.connect(self._on_selection_changed)
         # Reset or updated in place: a selected alert may have been acknowledged or cleared.
         self.model.refreshed.connect(self._on_selection_changed)

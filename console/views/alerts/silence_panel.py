@@ -51,7 +51,7 @@ class SilencePanel(RowPanel):
 
     def _wire(self) -> None:
         self.filter.textChanged.connect(self.proxy.setFilterFixedString)
-        self.show_expired.toggled.connect(self.proxy.set_show_expired)
+        self.show_expired.toggled.connect(self.proxy.set_show_ended)
         self.table.selectionModel().selectionChanged.connect(self._on_selection_changed)
         self.model.modelReset.connect(self._on_selection_changed)
         self.model.modelReset.connect(self._on_model_reset)

@@ -18,12 +18,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from PySide6.QtCore import QPoint, QRect, QTimer, Signal
+from PySide6.QtCore import QPoint, QRect, Signal
 from PySide6.QtGui import QMouseEvent
 from PySide6.QtWidgets import QFrame, QLabel, QVBoxLayout, QWidget
 
 from console.fleet.alert_rows import AlertRow
 from console.fleet.notify_policy import Notice
+from console.qt.named_timer import named_timer
 from gpufleet.v1.alert_severity import Severity
 
 SHOW_MS = 8000
@@ -52,10 +53,7 @@ class Toast(QFrame):
         layout.addWidget(self.title)
         layout.addWidget(self.body)
         self.setFixedWidth(380)
-        self._timer = QTimer(self)
-        self._timer.setObjectName("gpufleet-toast-timer")
-        self._timer.setSingleShot(True)
-        self._timer.timeout.connect(self.hide)
+        self._timer = named_timer(self, "gpufleet-toast-timer", self.hide, single_shot=True)
         self.alert: AlertRow | None = None
         self.topic = ""  # what a shown notice is about, "" for an alert
         self.notice_uid: tuple[str, str] | None = None  # the policy's notice shown, if known

@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
-from PySide6.QtCore import QTimer, Signal
+from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QMessageBox, QWidget
 
 from console.connections.control_actions import ControlActions
@@ -20,6 +20,7 @@ from console.fleet.control import ReservationRow
 from console.fleet.model import FleetModel
 from console.fleet.reservations import UNDO_S, Release, UndoWindow, release_of
 from console.fleet.updates import CommandResult
+from console.qt.named_timer import named_timer
 from console.views.common.prompt_host import PromptHost
 
 
@@ -34,10 +35,9 @@ class ReleasePrompts(PromptHost):
         self.undo = UndoWindow()
         # Sent, waiting for the daemon's word: only a confirmed release may be undone.
         self._sent: dict[tuple[str, str], Release] = {}
-        self._undo_timer = QTimer(self)
-        self._undo_timer.setObjectName("gpufleet-undo-release-timer")
-        self._undo_timer.setSingleShot(True)
-        self._undo_timer.timeout.connect(self._on_undo_timer_timeout)
+        self._undo_timer = named_timer(
+            self, "gpufleet-undo-release-timer", self._on_undo_timer_timeout, single_shot=True
+        )
 
     def ask_release(self, reservation: ReservationRow, gpus: Sequence[int] = ()) -> None:
         """Ask before freeing `gpus` of the reservation (all of them when empty)."""

@@ -20,7 +20,7 @@ import dataclasses
 import time
 from collections.abc import Callable
 
-from PySide6.QtCore import QEvent, QMimeData, QModelIndex, QPoint, QRect, QSize, Qt, QTimer, Signal
+from PySide6.QtCore import QEvent, QMimeData, QModelIndex, QPoint, QRect, QSize, Qt, Signal
 from PySide6.QtGui import (
     QContextMenuEvent,
     QDrag,
@@ -50,6 +50,7 @@ from console.qt.drop_rules import TileDrop, TileDropRules
 from console.qt.fleet_item_model import FleetItemModel
 from console.qt.frame_pump import DEFAULT_FPS
 from console.qt.mime import drag_text, node_mime
+from console.qt.named_timer import named_timer
 from console.views.common.drag_image import OFFSET, drag_pixmap
 from console.views.grid import grid_keys
 from console.views.grid.drop_overlay import paint_drop_verdict
@@ -138,19 +139,12 @@ class FleetGrid(QWidget):
         # Changed blocks waiting for their repaint (an ordered set: oldest first).
         self._dirty: dict[int, None] = {}
         self._yielded = False  # the waiting blocks left their frame to another view
-        self._repaint = QTimer(self)
-        self._repaint.setObjectName("gpufleet-grid-repaint")
-        self._repaint.setSingleShot(True)
-        self._repaint.timeout.connect(self._on_repaint_timeout)
+        self._repaint = named_timer(
+            self, "gpufleet-grid-repaint", self._on_repaint_timeout, single_shot=True
+        )
         # Regrouping by job follows the data, once per frame at most; re-sorting once a SORT_MS.
-        self._regroup = QTimer(self)
-        self._regroup.setObjectName("gpufleet-grid-regroup")
-        self._regroup.setSingleShot(True)
-        self._regroup.timeout.connect(self._relayout)
-        self._resort = QTimer(self)
-        self._resort.setObjectName("gpufleet-grid-resort")
-        self._resort.setSingleShot(True)
-        self._resort.timeout.connect(self._relayout)
+        self._regroup = named_timer(self, "gpufleet-grid-regroup", self._relayout, single_shot=True)
+        self._resort = named_timer(self, "gpufleet-grid-resort", self._relayout, single_shot=True)
         # Wire the model once: structure changes relayout, data changes repaint.
         model.modelReset.connect(self._on_model_structure_changed)
         model.rowsInserted.connect(self._on_model_structure_changed)

@@ -11,12 +11,13 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from PySide6.QtCore import QTimer, Signal
+from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QHBoxLayout, QToolButton, QWidget
 
 from console.fleet.columns import column
 from console.fleet.model import Change, FleetModel, NodeRecord
 from console.fleet.updates import LinkState
+from console.qt.named_timer import named_timer
 from gpufleet.v1.alert_severity import Severity
 from gpufleet.v1.gpu_metrics import TEMP_GPU_C
 
@@ -111,10 +112,9 @@ class FleetSummary(QWidget):
             button.clicked.connect(lambda _=False, n=name: self._on_part_clicked(n))
             layout.addWidget(button)
             self.parts[name] = button
-        self._timer = QTimer(self)
-        self._timer.setObjectName("gpufleet-summary-timer")
-        self._timer.setSingleShot(True)
-        self._timer.timeout.connect(self._on_timer_timeout)
+        self._timer = named_timer(
+            self, "gpufleet-summary-timer", self._on_timer_timeout, single_shot=True
+        )
         self._on_timer_timeout()
 
     def text(self) -> str:

@@ -9,9 +9,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 import pyqtgraph as pg
-from PySide6.QtCore import QObject, QPointF, QTimer
+from PySide6.QtCore import QObject, QPointF
 
 from console.qt.frame_pump import DEFAULT_FPS
+from console.qt.named_timer import named_timer
 from console.views.plots.plot_readout import CurveReading, readout_html
 
 LINE_COLOUR = "#a0aec0"
@@ -42,11 +43,13 @@ class Crosshair(QObject):
         self._boxes[0].scene().addItem(self.label)
         self._pending: QPointF | None = None
         self.time_s: float | None = None  # where the line is, or None while hidden
-        self._timer = QTimer(self)
-        self._timer.setObjectName("gpufleet-crosshair-timer")
-        self._timer.setSingleShot(True)
-        self._timer.setInterval(FRAME_MS)
-        self._timer.timeout.connect(self.update_now)
+        self._timer = named_timer(
+            self,
+            "gpufleet-crosshair-timer",
+            self.update_now,
+            interval_ms=FRAME_MS,
+            single_shot=True,
+        )
 
     def on_mouse_moved(self, scene_pos: QPointF) -> None:
         self._pending = QPointF(scene_pos)

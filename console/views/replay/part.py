@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 
-from PySide6.QtCore import QObject, Qt, QTimer
+from PySide6.QtCore import QObject, Qt
 from PySide6.QtGui import QKeySequence, QShortcut
 
 from console.fleet.timeline import (
@@ -25,6 +25,7 @@ from console.fleet.timeline import (
     parse_moment,
     previous_mark,
 )
+from console.qt.named_timer import named_timer
 from console.views.common.frame import WindowFrame
 from console.views.replay.banner import ReplayBanner
 from console.views.replay.player import ReplayPlayer
@@ -55,10 +56,9 @@ class ReplayPart(QObject):
             key.setContext(Qt.ShortcutContext.WindowShortcut)
             key.setEnabled(False)  # only while the past is shown: Esc has other jobs
         # The window ends now while live; it holds still while a moment is shown.
-        self._clock = QTimer(self.strip)  # dies with the strip, never firing into a wrapper gone
-        self._clock.setObjectName("gpufleet-replay-clock")
-        self._clock.setInterval(CLOCK_MS)
-        self._clock.timeout.connect(self._on_clock_timeout)
+        self._clock = named_timer(
+            self.strip, "gpufleet-replay-clock", self._on_clock_timeout, interval_ms=CLOCK_MS
+        )  # dies with the strip, never firing into a wrapper gone
         self._anchor(_now_ms())
         self._wire()
         self._clock.start()

@@ -13,12 +13,13 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from PySide6.QtCore import QObject, QTimer, Signal
+from PySide6.QtCore import QObject, Signal
 
 from console.fleet.alert_rows import AlertRow
 from console.fleet.model import FleetModel
 from console.fleet.playback import SPEEDS, Playback
 from console.qt.frame_pump import DEFAULT_FPS
+from console.qt.named_timer import named_timer
 from console.qt.replay_source import ReplaySource
 
 FRAME_MS = round(1000 / DEFAULT_FPS)
@@ -50,10 +51,9 @@ class ReplayPlayer(QObject):
         # Play waits for the answers for the moment it starts from: what fires there
         # already is no news (console.fleet.playback), once it is known.
         self._starting = False
-        self._timer = QTimer(self)
-        self._timer.setObjectName("gpufleet-replay-play")
-        self._timer.setInterval(FRAME_MS)
-        self._timer.timeout.connect(self._on_timer_timeout)
+        self._timer = named_timer(
+            self, "gpufleet-replay-play", self._on_timer_timeout, interval_ms=FRAME_MS
+        )
         source.answered.connect(self._on_source_answered)
         source.momentChanged.connect(self._on_source_moment_changed)
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt, QTimer
+from PySide6.QtCore import Qt
 from PySide6.QtGui import QShowEvent
 from PySide6.QtWidgets import (
     QLabel,
@@ -13,6 +13,7 @@ from PySide6.QtWidgets import (
 
 from console.fleet.inventory import drift_summary, inventory_csv
 from console.qt.inventory_model import InventoryFilterProxy, InventoryTableModel
+from console.qt.named_timer import named_timer
 from console.views.common.csv_export import CsvExportPanel
 from console.views.common.row_table_panel import bar_over_table, set_up_row_table
 
@@ -34,11 +35,9 @@ class InventoryPanel(CsvExportPanel):
         self.summary = QLabel()
         self.table = QTableView()
         self._fit_due = True  # fitted when first shown
-        self._fit_timer = QTimer(self)
-        self._fit_timer.setObjectName("inventoryFitTimer")
-        self._fit_timer.setSingleShot(True)
-        self._fit_timer.setInterval(FIT_DELAY_MS)
-        self._fit_timer.timeout.connect(self._fit_columns)
+        self._fit_timer = named_timer(
+            self, "inventoryFitTimer", self._fit_columns, interval_ms=FIT_DELAY_MS, single_shot=True
+        )
         self._build()
         self._wire()
         self._on_model_contents_changed()

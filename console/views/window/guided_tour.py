@@ -12,10 +12,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 
-from PySide6.QtCore import QEvent, QObject, QPoint, QRect, Qt, QTimer, Signal
+from PySide6.QtCore import QEvent, QObject, QPoint, QRect, Qt, Signal
 from PySide6.QtGui import QColor, QKeyEvent, QPainter, QPainterPath, QPaintEvent, QPalette, QPen
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
 
+from console.qt.named_timer import named_timer
 from console.views.window.tour_steps import TourStep
 
 DIM = QColor(0, 0, 0, 150)
@@ -57,10 +58,9 @@ class GuidedTour(QWidget):
         window.installEventFilter(self)
         # A part moves after the step is shown too: a scroll bar appears as the detail
         # scrolls, a tab's layout settles. Checked while the tour shows, at 10 Hz.
-        self._follow = QTimer(self)
-        self._follow.setObjectName("gpufleet-tour-follow")
-        self._follow.setInterval(FOLLOW_MS)
-        self._follow.timeout.connect(self._follow_target)
+        self._follow = named_timer(
+            self, "gpufleet-tour-follow", self._follow_target, interval_ms=FOLLOW_MS
+        )
 
     def _build(self) -> None:
         font = self.title.font()
