@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 
 from PySide6.QtCore import QItemSelectionModel
+from pytestqt.qtbot import QtBot
 
 from console.fleet.alert_rows import AlertRow
 from console.fleet.alerts import AlertBook, EventRow
@@ -56,6 +57,15 @@ def fleet_with(by_node: dict[str, list[AlertRow]]) -> FleetModel:
     return fleet
 
 
+def shown_panel(qtbot: QtBot, by_node: dict[str, list[AlertRow]]) -> tuple[FleetModel, AlertPanel]:
+    """The fleet holding `by_node`'s alerts, and an alert panel over it, shown."""
+    fleet = fleet_with(by_node)
+    panel = AlertPanel(AlertTableModel(fleet))
+    qtbot.addWidget(panel)
+    panel.show()
+    return fleet, panel
+
+
 def table(model: AlertTableModel) -> list[list[str]]:
     return [
         [model.index(r, c).data() for c in range(model.columnCount())]
@@ -65,11 +75,8 @@ def table(model: AlertTableModel) -> list[list[str]]:
 
 def test_changes_apply_in_place_and_read_as_a_fresh_table(qtbot) -> None:
     by_node = book_of(300)
-    fleet = fleet_with(by_node)
-    model = AlertTableModel(fleet)
-    panel = AlertPanel(model)
-    qtbot.addWidget(panel)
-    panel.show()
+    fleet, panel = shown_panel(qtbot, by_node)
+    model = panel.model
     resets: list[bool] = []
     model.modelReset.connect(lambda: resets.append(True))
     inserted: list[int] = []
@@ -93,11 +100,8 @@ def test_changes_apply_in_place_and_read_as_a_fresh_table(qtbot) -> None:
 
 def test_a_selected_alert_stays_selected_and_its_buttons_follow_it(qtbot) -> None:
     by_node = book_of(40)
-    fleet = fleet_with(by_node)
-    model = AlertTableModel(fleet)
-    panel = AlertPanel(model)
-    qtbot.addWidget(panel)
-    panel.show()
+    fleet, panel = shown_panel(qtbot, by_node)
+    model = panel.model
     chosen = by_node[A][2]
     row = next(r for r in range(panel.proxy.rowCount())
                if panel.proxy.index(r, 0).data(ALERT_ROLE).uid == chosen.uid)  # fmt: skip

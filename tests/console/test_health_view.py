@@ -352,13 +352,18 @@ def wait_result(qtbot, inbox: UpdateInbox) -> CommandResult:  # type: ignore[no-
     return found[0]
 
 
-def test_drain_asks_for_a_reason_then_sends(qtbot, connections) -> None:  # type: ignore[no-untyped-def]
-    manager, inbox = connections
+def operator_prompts(qtbot, manager: ConnectionManager) -> HealthPrompts:  # type: ignore[no-untyped-def]
+    """The health prompts over a sick fleet, for an operator, sending through `manager`."""
     fleet = sick_fleet()
     as_role(fleet, Role.OPERATOR)
     window = GpuDetailPanel(fleet)
     qtbot.addWidget(window)
-    prompts = HealthPrompts(fleet, HealthActions(manager), window)
+    return HealthPrompts(fleet, HealthActions(manager), window)
+
+
+def test_drain_asks_for_a_reason_then_sends(qtbot, connections) -> None:  # type: ignore[no-untyped-def]
+    manager, inbox = connections
+    prompts = operator_prompts(qtbot, manager)
     prompts.ask_drain(A, 1)
     dialog = prompts.dialog
     assert dialog is not None and not dialog.ok.isEnabled()  # no reason, no drain
@@ -373,11 +378,7 @@ def test_drain_asks_for_a_reason_then_sends(qtbot, connections) -> None:  # type
 
 def test_clear_needs_admin_and_says_so(qtbot, connections) -> None:  # type: ignore[no-untyped-def]
     manager, _inbox = connections
-    fleet = sick_fleet()
-    as_role(fleet, Role.OPERATOR)
-    window = GpuDetailPanel(fleet)
-    qtbot.addWidget(window)
-    prompts = HealthPrompts(fleet, HealthActions(manager), window)
+    prompts = operator_prompts(qtbot, manager)
     with qtbot.waitSignal(prompts.message) as said:
         prompts.ask_clear(A, 3)
     assert said.args[0].startswith("Cannot clear health: needs the admin role")

@@ -61,6 +61,13 @@ class Fleet:
     def clear(self, *rows: AlertRow) -> Decisions:
         return self.send("alert_cleared", *(replace(r, firing=False) for r in rows))
 
+    def firing_for(self, seconds: float, *rows: AlertRow) -> Decisions:
+        """Raise `rows`, let `seconds` of frames pass, clear them: the raise's decisions."""
+        raised = self.raise_(*rows)
+        self.run(seconds)
+        self.clear(*rows)
+        return raised
+
     def run(self, seconds: float, step_s: float = 0.05) -> None:
         """Frames of `step_s` for `seconds`: the frame pump's ticks."""
         end = self.now + seconds
@@ -112,9 +119,7 @@ def test_info_alerts_do_not_pop_by_default() -> None:
 def test_a_warning_that_clears_within_the_hold_does_not_pop() -> None:
     fleet = Fleet()
     alert = throttle(NODE3, 2)
-    fleet.raise_(alert)
-    fleet.run(9)
-    fleet.clear(alert)
+    fleet.firing_for(9, alert)
     fleet.run(60)
     assert fleet.shown == []
 
@@ -132,9 +137,7 @@ def test_a_warning_that_holds_pops_after_the_hold_and_group_window() -> None:
 def test_a_warning_shown_then_cleared_is_withdrawn() -> None:
     fleet = Fleet()
     alert = throttle(NODE3, 2)
-    fleet.raise_(alert)
-    fleet.run(20)
-    fleet.clear(alert)
+    fleet.firing_for(20, alert)
     assert [n.uid for n in fleet.withdrawn] == [alert.uid]
 
 
@@ -164,9 +167,7 @@ def lose_and_find(fleet: Fleet, target: str, gpu: int, times: int, period_s: flo
     raised = []
     for number in range(first, first + times):
         alert = gpu_lost(target, gpu, number)
-        raised.append(fleet.raise_(alert))
-        fleet.run(period_s / 2)
-        fleet.clear(alert)
+        raised.append(fleet.firing_for(period_s / 2, alert))
         fleet.run(period_s / 2)
     return raised
 
@@ -243,9 +244,7 @@ def test_gpus_that_start_flapping_in_one_frame_share_one_critical_flap_notice() 
     fleet = Fleet()
     for number in (1, 2, 3):
         lost = [gpu_lost(NODE3, gpu, number) for gpu in (3, 0)]
-        fleet.raise_(*lost)
-        fleet.run(15)
-        fleet.clear(*lost)
+        fleet.firing_for(15, *lost)
         fleet.run(15)
     first, flapping = fleet.shown
     assert first.headline == "CRITICAL · gpu-node-03: 2 GPUs lost"
@@ -295,9 +294,7 @@ def test_criticals_of_one_rule_in_one_frame_are_one_notice() -> None:
 def flap(fleet: Fleet, target: str, gpu: int, times: int, up_s: float, down_s: float) -> None:
     for number in range(1, times + 1):
         alert = throttle(target, gpu, number=number)
-        fleet.raise_(alert)
-        fleet.run(up_s)
-        fleet.clear(alert)
+        fleet.firing_for(up_s, alert)
         fleet.run(down_s)
 
 
@@ -340,9 +337,7 @@ def test_eight_gpus_flapping_are_one_flapping_notice() -> None:
     fleet = Fleet()
     for number in range(1, 11):
         alerts = [throttle(NODE3, gpu, number=number) for gpu in range(8)]
-        fleet.raise_(*alerts)
-        fleet.run(2)
-        fleet.clear(*alerts)
+        fleet.firing_for(2, *alerts)
         fleet.run(28)
     [report] = fleet.shown
     assert report.headline == (
