@@ -49,10 +49,7 @@ CELLS = (
 class SlurmJobTableModel(RowTableModel):
     headers = tuple(c[0] for c in CELLS)
     record_role = JOB_ROLE
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._rows: Sequence[SlurmJob] = ()
+    _rows: Sequence[SlurmJob]
 
     def on_view_changed(self, view: SlurmView) -> None:
         self._show_rows(view.queue())

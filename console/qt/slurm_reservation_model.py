@@ -32,10 +32,7 @@ CELLS = (
 class SlurmReservationTableModel(RowTableModel):
     headers = tuple(c[0] for c in CELLS)
     record_role = RESERVATION_ROLE
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._rows: Sequence[SlurmReservation] = ()
+    _rows: Sequence[SlurmReservation]
 
     def on_view_changed(self, view: SlurmView) -> None:
         self._show_rows(view.reservations)
