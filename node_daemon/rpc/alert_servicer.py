@@ -20,7 +20,7 @@ from node_daemon.alerts.silence_wire import silence_message
 from node_daemon.alerts.wire import alert_message
 from node_daemon.auth.identity import acting_user
 from node_daemon.journal.event_journal import EventJournal
-from node_daemon.rpc.errors import abort, abort_for
+from node_daemon.rpc.errors import abort, domain_errors
 
 log = logging.getLogger(__name__)
 
@@ -75,10 +75,8 @@ class AlertServicer:
     ) -> pb.Alert:
         self._check_alert_request(context, request.alert_id, request.actor)
         _check_text(context, "comment", request.comment)
-        try:
+        with domain_errors(context):
             alert = self._engine.acknowledge(request.alert_id, acting_user(), request.comment)
-        except Exception as exc:
-            abort_for(context, exc)
         log.info("alert %s acknowledged by %s", request.alert_id, alert.acknowledged_by)
         return alert_message(alert)
 
@@ -88,12 +86,10 @@ class AlertServicer:
         self._check_alert_request(context, request.alert_id, request.actor)
         _check_text(context, "reason", request.reason)
         actor = acting_user()
-        try:
+        with domain_errors(context):
             alert = self._engine.silence(
                 request.alert_id, request.duration_s, request.reason, actor
             )
-        except Exception as exc:
-            abort_for(context, exc)
         log.info("alert %s silence set by %s for %d s", request.alert_id, actor, request.duration_s)
         return alert_message(alert)
 
@@ -105,13 +101,11 @@ class AlertServicer:
         _check_text(context, "actor", request.actor, 128)
         actor = acting_user()
         matchers = [(m.label, m.pattern) for m in request.matchers]
-        try:
+        with domain_errors(context):
             silence = self._engine.create_silence(
                 matchers, request.starts_unix_ms, request.ends_unix_ms, request.duration_s,
                 request.comment, actor,
             )  # fmt: skip
-        except Exception as exc:
-            abort_for(context, exc)
         log.info("%s created by %s", silence.id, actor)
         return silence_message(silence)
 
@@ -131,10 +125,8 @@ class AlertServicer:
         _check_text(context, "silence_id", request.silence_id, 64)
         _check_text(context, "actor", request.actor, 128)
         actor = acting_user()
-        try:
+        with domain_errors(context):
             silence = self._engine.expire_silence(request.silence_id, actor)
-        except Exception as exc:
-            abort_for(context, exc)
         log.info("%s expired by %s", silence.id, actor)
         return silence_message(silence)
 

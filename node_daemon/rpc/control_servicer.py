@@ -25,7 +25,7 @@ from node_daemon.control.reservations import ReservationLedger
 from node_daemon.control.wire import reservation_message, workload_message, workload_request
 from node_daemon.control.workloads import MAX_OUTPUT_BYTES, WorkloadManager
 from node_daemon.errors import Forbidden
-from node_daemon.rpc.errors import abort_for
+from node_daemon.rpc.errors import abort_for, domain_errors
 
 log = logging.getLogger(__name__)
 TeamsOf = Callable[[str], Sequence[str]]
@@ -87,7 +87,7 @@ class ControlServicer:
         _check_text(context, actor=request.actor)
         if request.grace_s > 300:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, "grace_s must be at most 300 seconds")
-        try:
+        with domain_errors(context):
             outcome, detail = self._killer.kill(
                 request.gpu_index,
                 request.pid,
@@ -96,13 +96,11 @@ class ControlServicer:
                 acting_user(),
                 authorise=_may_kill,
             )
-        except Exception as exc:
-            abort_for(context, exc)
         return pb.KillProcessResponse(outcome=_OUTCOMES[outcome], detail=detail)
 
     def Reserve(self, request: pb.ReserveRequest, context: grpc.ServicerContext) -> pb.Reservation:
         _check_text(context, holder=request.holder, reason=request.reason, actor=request.actor)
-        try:
+        with domain_errors(context):
             self._require_holder(request.holder.strip(), "reserve")
             reservation = self._ledger.reserve(
                 list(request.gpu_indices),
@@ -111,21 +109,17 @@ class ControlServicer:
                 request.reason,
                 acting_user(),
             )
-        except Exception as exc:
-            abort_for(context, exc)
         return reservation_message(reservation)
 
     def ReleaseReservation(
         self, request: pb.ReleaseReservationRequest, context: grpc.ServicerContext
     ) -> pb.Reservation:
         _check_text(context, actor=request.actor)
-        try:
+        with domain_errors(context):
             self._require_holder(self._ledger.get(request.reservation_id).holder, "release")
             released = self._ledger.release(
                 request.reservation_id, acting_user(), list(request.gpu_indices)
             )
-        except Exception as exc:
-            abort_for(context, exc)
         return reservation_message(released)
 
     @staticmethod
@@ -148,42 +142,48 @@ class ControlServicer:
     ) -> pb.Workload:
         # The request's own fields (name, owner, command...) are the control layer's to check.
         _check_text(context, actor=request.actor)
-        try:
+        with domain_errors(context):
             caller = current_caller()
             self._require_holder(request.owner or caller.user, "submit workloads")
             submitter = caller.user if caller.authenticated_by != "none" else ""
             queued = self._workloads.submit(
                 workload_request(request), acting_user(), submitter, submitted_by=submitter
             )
-        except Exception as exc:
-            abort_for(context, exc)
         return workload_message(queued)
 
     def AssignWorkload(
         self, request: pb.AssignWorkloadRequest, context: grpc.ServicerContext
     ) -> pb.Workload:
         _check_text(context, actor=request.actor)
-        try:
-            self._require_holder(self._workloads.get(request.workload_id).owner, "assign")
-            started = self._workloads.assign(
-                request.workload_id, list(request.gpu_indices), acting_user()
-            )
-        except Exception as exc:
-            abort_for(context, exc)
-        return workload_message(started)
+        gpus = list(request.gpu_indices)
+        return self._act_on_owned(
+            context, request.workload_id, "assign",
+            lambda actor: self._workloads.assign(request.workload_id, gpus, actor),
+        )  # fmt: skip
 
     def CancelWorkload(
         self, request: pb.CancelWorkloadRequest, context: grpc.ServicerContext
     ) -> pb.Workload:
         _check_text(context, reason=request.reason, actor=request.actor)
-        try:
-            self._require_holder(self._workloads.get(request.workload_id).owner, "cancel")
-            cancelled = self._workloads.cancel(
-                request.workload_id, acting_user(), request.reason.strip()
-            )
-        except Exception as exc:
-            abort_for(context, exc)
-        return workload_message(cancelled)
+        reason = request.reason.strip()
+        return self._act_on_owned(
+            context, request.workload_id, "cancel",
+            lambda actor: self._workloads.cancel(request.workload_id, actor, reason),
+        )  # fmt: skip
+
+    def _act_on_owned(
+        self,
+        context: grpc.ServicerContext,
+        workload_id: str,
+        what: str,
+        act: Callable[[str], Workload],
+    ) -> pb.Workload:
+        """Act on a queued or running workload, as its owner (or for it); `act` is given
+        the acting user."""
+        with domain_errors(context):
+            self._require_holder(self._workloads.get(workload_id).owner, what)
+            changed = act(acting_user())
+        return workload_message(changed)
 
     def ListWorkloads(
         self, request: pb.ListWorkloadsRequest, context: grpc.ServicerContext
@@ -203,7 +203,7 @@ class ControlServicer:
         self, request: pb.GetWorkloadOutputRequest, context: grpc.ServicerContext
     ) -> pb.WorkloadOutput:
         tail = min(request.tail_bytes or MAX_OUTPUT_BYTES, MAX_OUTPUT_BYTES)
-        try:
+        with domain_errors(context):
             workload = self._workloads.get(request.workload_id, include_ended=True)
             caller = current_caller()
             _require(
@@ -212,6 +212,4 @@ class ControlServicer:
                 f"operators of the owner's team and admins; {caller.user} is none of them",
             )
             output, total = self._workloads.output(workload, tail)
-        except Exception as exc:
-            abort_for(context, exc)
         return pb.WorkloadOutput(output=output, total_bytes=total)

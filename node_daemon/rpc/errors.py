@@ -10,7 +10,8 @@ not NOT_FOUND, an OSError's PermissionError is not PERMISSION_DENIED).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import NoReturn
 
 import grpc
@@ -82,3 +83,12 @@ def abort_for(
                 message += "; the action was not applied, try again once the disk has room"
             context.abort(code, bounded(message))
     raise exc
+
+
+@contextmanager
+def domain_errors(context: grpc.ServicerContext, codes: ErrorCodes = ()) -> Iterator[None]:
+    """Run the block and abort the call as abort_for does for any error it raises."""
+    try:
+        yield
+    except Exception as exc:
+        abort_for(context, exc, codes)

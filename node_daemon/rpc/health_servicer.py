@@ -14,8 +14,9 @@ import grpc
 from gpufleet.v1 import node_pb2 as pb
 from node_daemon.auth.identity import acting_user
 from node_daemon.health.assessor import HealthAssessor
+from node_daemon.health.model import GpuCondition
 from node_daemon.health.wire import condition_message
-from node_daemon.rpc.errors import abort_for
+from node_daemon.rpc.errors import domain_errors
 
 MAX_REASON = 1000
 HealingPolicyOf = Callable[[], pb.HealingPolicy]
@@ -45,26 +46,33 @@ class HealthServicer:
     def DrainGpu(
         self, request: pb.DrainGpuRequest, context: grpc.ServicerContext
     ) -> pb.GpuCondition:
-        _check_reason(context, request.reason)
-        actor, now_ms = acting_user(), int(self._clock() * 1000)
-        try:
-            if request.drain:
-                condition = self._assessor.drain(request.gpu_index, actor, request.reason, now_ms)
-            else:
-                condition = self._assessor.undrain(request.gpu_index, actor, now_ms)
-        except Exception as exc:
-            abort_for(context, exc)
-        return condition_message(condition)
+        gpu, reason, assessor = request.gpu_index, request.reason, self._assessor
+        if request.drain:
+            return self._change(
+                context, reason, lambda by, now_ms: assessor.drain(gpu, by, reason, now_ms)
+            )
+        return self._change(context, reason, lambda by, now_ms: assessor.undrain(gpu, by, now_ms))
 
     def ClearGpuHealth(
         self, request: pb.ClearGpuHealthRequest, context: grpc.ServicerContext
     ) -> pb.GpuCondition:
-        _check_reason(context, request.reason)
+        gpu, reason, assessor = request.gpu_index, request.reason, self._assessor
+        return self._change(
+            context, reason, lambda by, now_ms: assessor.clear(gpu, by, reason, now_ms)
+        )
+
+    def _change(
+        self,
+        context: grpc.ServicerContext,
+        reason: str,
+        change: Callable[[str, int], GpuCondition],
+    ) -> pb.GpuCondition:
+        """Check the request's reason, then change a GPU's condition as the acting user,
+        now: `change(actor, now_ms)`."""
+        _check_reason(context, reason)
         actor, now_ms = acting_user(), int(self._clock() * 1000)
-        try:
-            condition = self._assessor.clear(request.gpu_index, actor, request.reason, now_ms)
-        except Exception as exc:
-            abort_for(context, exc)
+        with domain_errors(context):
+            condition = change(actor, now_ms)
         return condition_message(condition)
 
 
