@@ -57,6 +57,43 @@ _COUNTERS: tuple[GpuMetric[int], ...] = (*_VOLATILE, *_NVLINK, *_REMAPS)
 
 
 @dataclass(frozen=True)
+class _Storm:
+    """A counter that rises too fast: `at_least` of `metrics`' growth within `window_s`
+    (both names of HealthSettings' fields)."""
+
+    code: str
+    metrics: tuple[GpuMetric[int], ...]
+    at_least: str
+    window_s: str
+    summary: str  # with {count} and {span}
+    action: str
+
+
+_STORMS = (
+    _Storm(
+        "ecc_storm", (ECC_CORRECTED_TOTAL,), "ecc_storm_errors", "ecc_storm_window_s",
+        "ECC storm: {count} correctable errors in {span}",
+        "drain the GPU and reset it when idle; inspect it if the storm comes back",
+    ),
+    _Storm(
+        "pcie_replay_storm", (PCIE_REPLAY_TOTAL,), "pcie_replay_storm", "pcie_replay_window_s",
+        "PCIe replay storm: {count} replays in {span}",
+        "reseat the GPU or its riser; check the PCIe link width and speed",
+    ),
+    _Storm(
+        "nvlink_storm", _NVLINK, "nvlink_storm_errors", "nvlink_storm_window_s",
+        "NVLink error storm: {count} CRC and replay errors in {span}",
+        "check the NVLink bridge or baseboard; reset the GPU",
+    ),
+    _Storm(
+        "remap_growth", _REMAPS, "remap_growth_rows", "remap_growth_window_s",
+        "{count} memory rows remapped in {span}",
+        "plan an inspection: the spare rows are running out",
+    ),
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
 class Prediction:
     code: str
     summary: str
@@ -134,35 +171,12 @@ class Predictor:
         return sum(self._counters[m.field].growth(now_ms, window) for m in metrics)
 
     def _storms(self, now_ms: int, s: HealthSettings) -> Iterator[Prediction]:
-        ecc = self._growth((ECC_CORRECTED_TOTAL,), now_ms, s.ecc_storm_window_s)
-        if ecc >= s.ecc_storm_errors:
-            yield Prediction(
-                "ecc_storm",
-                f"ECC storm: {ecc} correctable errors in {_span(s.ecc_storm_window_s)}",
-                "drain the GPU and reset it when idle; inspect it if the storm comes back",
-            )
-        pcie = self._growth((PCIE_REPLAY_TOTAL,), now_ms, s.pcie_replay_window_s)
-        if pcie >= s.pcie_replay_storm:
-            yield Prediction(
-                "pcie_replay_storm",
-                f"PCIe replay storm: {pcie} replays in {_span(s.pcie_replay_window_s)}",
-                "reseat the GPU or its riser; check the PCIe link width and speed",
-            )
-        nvlink = self._growth(_NVLINK, now_ms, s.nvlink_storm_window_s)
-        if nvlink >= s.nvlink_storm_errors:
-            yield Prediction(
-                "nvlink_storm",
-                f"NVLink error storm: {nvlink} CRC and replay errors in "
-                f"{_span(s.nvlink_storm_window_s)}",
-                "check the NVLink bridge or baseboard; reset the GPU",
-            )
-        remaps = self._growth(_REMAPS, now_ms, s.remap_growth_window_s)
-        if remaps >= s.remap_growth_rows:
-            yield Prediction(
-                "remap_growth",
-                f"{remaps} memory rows remapped in {_span(s.remap_growth_window_s)}",
-                "plan an inspection: the spare rows are running out",
-            )
+        for storm in _STORMS:
+            window_s = getattr(s, storm.window_s)
+            count = self._growth(storm.metrics, now_ms, window_s)
+            if count >= getattr(s, storm.at_least):
+                summary = storm.summary.format(count=count, span=_span(window_s))
+                yield Prediction(storm.code, summary, storm.action)
 
     def _cooling(self, now_ms: int, s: HealthSettings) -> str | None:
         temp, fan = self._temp, self._fan
