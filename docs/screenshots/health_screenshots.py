@@ -21,9 +21,9 @@ import time
 from pathlib import Path
 
 from PySide6.QtGui import QColor, QPixmap
-from shot_tools import offline_window, wait_until
+from shot_tools import feed_samples, offline_window, wait_until
 
-from console.connections.decode import decode_batch, decode_event
+from console.connections.decode import decode_event
 from console.connections.decode_health import decode_node_health
 from console.fleet.identity import Identity
 from console.fleet.model import Change
@@ -151,12 +151,7 @@ def feed(window: MainWindow) -> None:
         updates = [InventoryUpdate(target, inventory(n)), LinkUpdate(target, LinkState.CONNECTED),
                    IdentityUpdate(target, Identity("alice", Role.ADMIN))]  # fmt: skip
         session.pump.fleetChanged.emit(fleet.apply_all(updates))
-    for tick in range(TICKS):
-        stamp = NOW_MS - (TICKS - tick) * 1000
-        for n, target in enumerate(TARGETS):
-            batch = pb.SampleBatch(timestamp_unix_ms=stamp,
-                                   gpus=[sample(n, g, tick) for g in range(8)])  # fmt: skip
-            fleet.apply(decode_batch(target, batch, 8))
+    feed_samples(fleet, TARGETS, sample, TICKS, NOW_MS)
     for message in events(1):
         fleet.apply(decode_event(TARGETS[1], message))
     policy = pb.NodeHealth(healing=pb.HealingPolicy(mode="on", actions=["drain", "power_cap"],

@@ -19,9 +19,8 @@ from pathlib import Path
 
 from PySide6.QtCore import QPointF
 from PySide6.QtTest import QTest
-from shot_tools import offline_window, wait_until
+from shot_tools import feed_samples, offline_window, wait_until
 
-from console.connections.decode import decode_batch
 from console.fleet.model import Change
 from console.fleet.updates import GpuInfo, InventoryUpdate, LinkState, LinkUpdate
 from console.fleet.updates import NodeInfo as Node
@@ -61,12 +60,7 @@ def feed(window: MainWindow) -> None:
     for n, target in enumerate(TARGETS):
         updates = [InventoryUpdate(target, inventory(n)), LinkUpdate(target, LinkState.CONNECTED)]
         window.session.pump.fleetChanged.emit(fleet.apply_all(updates))  # as a frame hands it
-    for tick in range(TICKS):
-        stamp = NOW_MS - (TICKS - tick) * 1000
-        for n, target in enumerate(TARGETS):
-            batch = pb.SampleBatch(timestamp_unix_ms=stamp,
-                                   gpus=[sample(n, g, tick) for g in range(8)])  # fmt: skip
-            fleet.apply(decode_batch(target, batch, 8))
+    feed_samples(fleet, TARGETS, sample, TICKS, NOW_MS)
     window.session.pump.fleetChanged.emit(dict.fromkeys(TARGETS, Change.DATA))
 
 

@@ -30,12 +30,15 @@ from PySide6.QtGui import QImage
 from PySide6.QtWidgets import QApplication, QWidget
 
 from console.app import build_window, has_display, qt_application
+from console.connections.decode import decode_batch
 from console.connections.security import LinkSecurity
 from console.demo_fleet import DemoFleet
 from console.demo_seed import DEMO_PEOPLE
+from console.fleet.model import FleetModel
 from console.fleet.updates import LinkState
 from console.main_window import MainWindow
 from console.session import ConsoleSession
+from console.views.window.window_looks import WindowLooks
 from gpufleet.v1 import node_pb2 as pb
 from gpufleet.v1 import node_pb2_grpc as pb_grpc
 
@@ -80,6 +83,34 @@ def demo_window(
     demo's token, its people."""
     return build_window(demo.targets, people, security=LinkSecurity(token=demo.token),
                         **options)  # type: ignore[arg-type]  # fmt: skip
+
+
+@contextmanager
+def demo_first_start() -> Iterator[tuple[QApplication, DemoFleet, MainWindow, WindowLooks]]:
+    """`gpufleet demo`'s four nodes and the console on them, dark, shown as a first start
+    lays it out (this config is fresh), and its looks (theme, wall mode) to change."""
+    app = qt_application()
+    with DemoFleet(nodes=4, gpus=8) as demo:
+        demo.start()
+        window = demo_window(demo, theme="dark")
+        looks = window.findChild(WindowLooks)
+        assert isinstance(looks, WindowLooks)
+        window.show()
+        yield app, demo, window, looks
+
+
+def feed_samples(
+    fleet: FleetModel, targets: Sequence[str], sample: Callable[[int, int, int], pb.GpuSample],
+    ticks: int, now_ms: int, gpus: int = 8,
+) -> None:  # fmt: skip
+    """`ticks` seconds of batches up to `now_ms`, decoded as the network thread does:
+    `sample(n, gpu, tick)` is GPU `gpu` of the n-th of `targets` at that tick."""
+    for tick in range(ticks):
+        stamp = now_ms - (ticks - tick) * 1000
+        for n, target in enumerate(targets):
+            batch = pb.SampleBatch(timestamp_unix_ms=stamp,
+                                   gpus=[sample(n, g, tick) for g in range(gpus)])  # fmt: skip
+            fleet.apply(decode_batch(target, batch, gpus))
 
 
 def demo_stubs(demo: DemoFleet) -> tuple[list[TokenStub], list[grpc.Channel]]:

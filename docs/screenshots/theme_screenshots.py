@@ -25,20 +25,11 @@ SCREENS = {"1366": (1366, 768), "4k": (3840, 2160)}
 def shoot(tag: str) -> None:
     """In the X server of this process's DISPLAY: the three pictures of one screen size."""
     from PySide6.QtWidgets import QApplication
-    from shot_tools import demo_window, settle, wait_until
+    from shot_tools import demo_first_start, settle, wait_until
 
-    from console.app import qt_application
-    from console.demo_fleet import DemoFleet
     from console.fleet.updates import LinkState
-    from console.views.window.window_looks import WindowLooks
 
-    app = qt_application()
-    with DemoFleet(nodes=4, gpus=8) as fleet:
-        fleet.start()
-        window = demo_window(fleet, theme="dark")  # a fresh config: the first start's layout
-        looks = window.findChild(WindowLooks)
-        assert isinstance(looks, WindowLooks)
-        window.show()
+    with demo_first_start() as (app, _demo, window, looks):
         session = window.session
         wait_until(app, lambda: all(n.state is LinkState.CONNECTED and n.latest
                                     for n in session.fleet), 60)  # fmt: skip

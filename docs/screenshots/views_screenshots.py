@@ -61,21 +61,12 @@ def shoot(tag: str) -> None:
     from PySide6.QtCore import Qt
     from PySide6.QtTest import QTest
     from PySide6.QtWidgets import QApplication
-    from shot_tools import demo_window, settle, wait_until
+    from shot_tools import demo_first_start, settle, wait_until
     from theme_screenshots import save  # the same OUT, from the same arguments
 
-    from console.app import qt_application
-    from console.demo_fleet import DemoFleet
     from console.fleet.updates import LinkState
-    from console.views.window.window_looks import WindowLooks
 
-    app = qt_application()
-    with DemoFleet(nodes=4, gpus=8) as demo:
-        demo.start()
-        window = demo_window(demo, theme="dark")  # a fresh config: the first start's layout
-        looks = window.findChild(WindowLooks)
-        assert isinstance(looks, WindowLooks)
-        window.show()
+    with demo_first_start() as (app, demo, window, looks):
         session = window.session
         fleet = session.fleet
         wait_until(app, lambda: all(n.state is LinkState.CONNECTED and len(n.latest) == 8
