@@ -13,7 +13,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-import grpc
 import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtTest import QTest
@@ -33,13 +32,10 @@ from gpufleet.policy import role_needed
 from gpufleet.v1 import node_pb2_grpc as pb_grpc
 from gpufleet.v1.alert_severity import Severity
 from gpufleet.v1.gpu_metrics import TEMP_GPU_C
-from node_daemon.backends.simulated import SimulatedBackend
 from node_daemon.backends.simulated.scenario import Scenario, ScenarioEvent
-from node_daemon.history.settings import HistorySettings
 from tests.conftest import DaemonFactory, wait_for
+from tests.console.test_terminal_moment import firing_critical
 from tests.node_daemon.test_state_at import (
-    a_moment,
-    critical_alert,
     hot_alert,
     now_ms,
     raw_point,
@@ -76,20 +72,13 @@ def _cleared(node: pb_grpc.NodeServiceStub) -> bool:
 
 @pytest.fixture
 def incident(start_daemon: DaemonFactory) -> Iterator[Incident]:
-    backend = SimulatedBackend(gpu_count=2, scenario=HEAT_AND_COOL, step_s=5.0)
-    daemon = start_daemon(backend=backend, hostname="gpu-hot",
-                          history=HistorySettings(flush_interval_s=0.5))  # fmt: skip
-    with grpc.insecure_channel(str(daemon.address)) as channel:
-        node = pb_grpc.NodeServiceStub(channel)
-        wait_for(lambda: critical_alert(node), 30, "GPU 1's critical temperature alert")
-        during = a_moment()
+    with firing_critical(start_daemon, HEAT_AND_COOL) as (address, node, during):
         wait_for(lambda: _cleared(node), 30, "the alert cleared as GPU 1 cooled")
         alert = hot_alert(node, include_cleared=True)
         assert alert is not None
         after = alert.cleared_unix_ms + 1
         wait_for(lambda: now_ms() > after + 300, what="samples after the clear")
-        yield Incident(str(daemon.address), node, alert.id, alert.started_unix_ms - 1,
-                       during, after)  # fmt: skip
+        yield Incident(address, node, alert.id, alert.started_unix_ms - 1, during, after)
 
 
 @pytest.fixture

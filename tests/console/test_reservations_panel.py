@@ -116,22 +116,16 @@ class Console:
 
 
 @pytest.fixture
-def console(qtbot, start_daemon: DaemonFactory) -> Iterator[Console]:
+def console(qtbot, start_window, start_daemon: DaemonFactory) -> Iterator[Console]:
     daemon = start_daemon(gpus=4, hostname="node-a", seed=1)
     target = str(daemon.address)
     session = ConsoleSession([target], people=["alice", "team:ml"])
-    window = MainWindow(session)
-    qtbot.addWidget(window)
-    window.resize(1366, 768)
-    channel = grpc.insecure_channel(target)
-    session.start()
-    window.show()
+    window = start_window(session, size=(1366, 768))
     node = session.fleet.node(target)
     qtbot.waitUntil(lambda: node.state is LinkState.CONNECTED and len(node.latest) == 4,
                     timeout=15_000)  # fmt: skip
-    yield Console(window, target, pb_grpc.NodeServiceStub(channel))
-    session.stop()
-    channel.close()
+    with grpc.insecure_channel(target) as channel:
+        yield Console(window, target, pb_grpc.NodeServiceStub(channel))
 
 
 def reserve(console: Console, gpus: list[int], holder: str, hours: float, why: str) -> int:

@@ -10,6 +10,7 @@ import datetime as dt
 import json
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,6 +19,7 @@ import pytest
 
 from gpufleet.v1 import node_pb2_grpc as pb_grpc
 from node_daemon.backends.simulated import SimulatedBackend
+from node_daemon.backends.simulated.scenario import Scenario
 from node_daemon.history.settings import HistorySettings
 from tests.conftest import DaemonFactory, wait_for
 from tests.console.test_terminal import gpufleet, home  # noqa: F401
@@ -33,19 +35,28 @@ class HotNode:
     alert_id: str
 
 
-@pytest.fixture
-def hot(start_daemon: DaemonFactory) -> Iterator[HotNode]:
-    backend = SimulatedBackend(gpu_count=2, scenario=HEAT, step_s=5.0)
+@contextmanager
+def firing_critical(
+    start_daemon: DaemonFactory, scenario: Scenario
+) -> Iterator[tuple[str, pb_grpc.NodeServiceStub, int]]:
+    """Node "gpu-hot" heating its GPU 1 by `scenario`, once the critical alert fires: its
+    address, a stub on it, and a moment while the alert fires."""
+    backend = SimulatedBackend(gpu_count=2, scenario=scenario, step_s=5.0)
     daemon = start_daemon(backend=backend, hostname="gpu-hot",
                           history=HistorySettings(flush_interval_s=0.5))  # fmt: skip
     with grpc.insecure_channel(str(daemon.address)) as channel:
         node = pb_grpc.NodeServiceStub(channel)
-        wait_for(lambda: critical_alert(node), 30, "the critical temperature alert")
-        hot = a_moment()
+        wait_for(lambda: critical_alert(node), 30, "GPU 1's critical temperature alert")
+        yield str(daemon.address), node, a_moment()
+
+
+@pytest.fixture
+def hot(start_daemon: DaemonFactory) -> Iterator[HotNode]:
+    with firing_critical(start_daemon, HEAT) as (address, node, hot):
         alert = critical_alert(node)
         assert alert is not None
         before = alert.started_unix_ms - 1  # sampled since the start, not yet critical
-        yield HotNode(str(daemon.address), node, before, hot, alert.id)
+        yield HotNode(address, node, before, hot, alert.id)
 
 
 def local_iso(at_ms: int) -> str:
