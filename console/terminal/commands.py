@@ -28,6 +28,7 @@ from console.terminal.common import (
 from console.terminal.fleet_calls import EXIT_FAILED, EXIT_OK, on_fleet
 from console.terminal.link import NodeLink, UsageProblem
 from console.terminal.nodes import choose_nodes
+from console.terminal.report import add_command as add_report
 from console.terminal.table import format_table, local_time, mib
 from gpufleet.client import calls
 from gpufleet.client import messages as pb
@@ -78,6 +79,7 @@ def add_terminal_commands(subparsers: argparse._SubParsersAction) -> None:
                       help="between TERM and KILL (default 10)")  # fmt: skip
     health.add_commands(subparsers)
     queue.add_commands(subparsers)
+    add_report(subparsers)
 
 
 # -- reading --------------------------------------------------------------------------
