@@ -6,14 +6,9 @@ the GPUs, so an operator sees at once that a node is drained for a card swap.
 
 from __future__ import annotations
 
-import logging
-import shutil
-import socket
-import subprocess
-import threading
 from dataclasses import dataclass
 
-log = logging.getLogger(__name__)
+from node_daemon.tool_poller import ToolFailed, ToolPoller
 
 POLL_S = 30.0
 SINFO_TIMEOUT_S = 10.0
@@ -36,59 +31,29 @@ def parse_sinfo(output: str) -> SlurmNodeState | None:
     return None
 
 
-class SlurmWatcher:
+class SlurmWatcher(ToolPoller):
     """Polls sinfo on thread 'gpufleet-slurm'; `state` is None where there is no Slurm."""
 
+    tool = "sinfo"
+    absent = "no sinfo on PATH: not a Slurm node, Slurm state not shown"
+    answers_again = "sinfo answers again"
+    # Slurm's client on a host in no cluster (no slurm.conf): nothing is wrong here.
+    failing_unanswered = "{problem}: Slurm state not shown until sinfo answers"
+    failing_answered = "{problem} (said again only when it changes)"
+
     def __init__(self, host_name: str | None = None, poll_s: float | None = None) -> None:
-        # Slurm knows nodes by their short host name.
-        self.node_name = (host_name or socket.gethostname()).split(".")[0]
-        self._poll_s = POLL_S if poll_s is None else poll_s
+        interval_s = POLL_S if poll_s is None else poll_s
+        super().__init__("gpufleet-slurm", interval_s, SINFO_TIMEOUT_S, host_name, "sinfo")
         self.state: SlurmNodeState | None = None
-        # Said once until it changes: a host with Slurm's client but in no cluster (no
-        # slurm.conf) fails the same way every poll, and would log it every 30 s.
-        self._problem: str | None = None
-        self._answered = False  # sinfo has answered once: a failure now is news
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="gpufleet-slurm", daemon=True)
-
-    def start(self) -> None:
-        if shutil.which("sinfo") is None:
-            log.info("no sinfo on PATH: not a Slurm node, Slurm state not shown")
-            return
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join(SINFO_TIMEOUT_S + 1)
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self.state = self.poll()
-            self._stop.wait(self._poll_s)
 
     def poll(self) -> SlurmNodeState | None:
+        """Ask sinfo; the node's state is kept in `state` and returned."""
         command = ["sinfo", "--noheader", "--Node", "--nodes", self.node_name, "--format=%T|%E"]
         try:
-            result = subprocess.run(command, capture_output=True, text=True,
-                                    timeout=SINFO_TIMEOUT_S, check=False)  # fmt: skip
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            self._say(f"sinfo failed: {exc}")
+            output = self._ask(command)
+        except ToolFailed as exc:
+            self._say(str(exc))
             return self.state  # keep the last known state rather than flap
-        if result.returncode != 0:
-            self._say(f"sinfo exited {result.returncode}: {result.stderr.strip()[:200]}")
-            return self.state
-        if self._problem is not None:
-            log.info("sinfo answers again")
-            self._problem = None
-        self._answered = True
-        return parse_sinfo(result.stdout)
-
-    def _say(self, problem: str) -> None:
-        if problem == self._problem:
-            return
-        self._problem = problem
-        if self._answered:
-            log.warning("%s (said again only when it changes)", problem)
-        else:  # Slurm's client on a host in no cluster (no slurm.conf): nothing is wrong here
-            log.info("%s: Slurm state not shown until sinfo answers", problem)
+        self._answered_now()
+        self.state = parse_sinfo(output)
+        return self.state

@@ -12,13 +12,10 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-import shutil
-import socket
-import subprocess
-import threading
 import time
 from collections.abc import Callable
 
+from node_daemon.tool_poller import ToolFailed, ToolPoller
 from node_daemon.usage.accounted import from_sacct
 from node_daemon.usage.sacct import SACCT_FORMAT, SacctError, parse_sacct_jobs
 from node_daemon.usage.store import UsageStore, UsageStoreError
@@ -39,9 +36,18 @@ def _local(unix_s: float) -> str:
     return dt.datetime.fromtimestamp(unix_s).strftime("%Y-%m-%dT%H:%M:%S")
 
 
-class SacctPoller:
+class SacctPoller(ToolPoller):
     """Where sacct answers, the node's jobs by account; elsewhere (no sacct, no slurmdbd)
     it says why once, and again only when the reason changes."""
+
+    tool = "sacct"
+    absent = "no sacct on PATH: Slurm's accounting not read (usage by account off)"
+    answers_again = "sacct answers again: usage by account is current"
+    # A node whose sacct never answered (no slurm.conf, accounting_storage/none) is not
+    # degraded, it has no accounting: said at info. Failing after answering is a warning.
+    failing_unanswered = failing_answered = (
+        "{problem}; usage by Slurm account not updated, retrying every {interval_s:.0f} s"
+    )
 
     def __init__(
         self,
@@ -51,34 +57,12 @@ class SacctPoller:
         command: str = "sacct",
         clock: Callable[[], float] = time.time,
     ) -> None:
-        self._store, self._interval_s, self._command, self._clock = (
-            store, interval_s, command, clock,
-        )  # fmt: skip
-        self.node_name = (host_name or socket.gethostname()).split(".")[0]
-        self._problem: str | None = None
-        # A node whose sacct never answered (no slurm.conf, accounting_storage/none) is not
-        # degraded, it has no accounting: said at info. Failing after answering is a warning.
-        self._answered = False
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="gpufleet-sacct", daemon=True)
+        super().__init__("gpufleet-sacct", interval_s, SACCT_TIMEOUT_S, host_name, command)
+        self._store, self._clock = store, clock
 
     def start(self) -> None:
-        if self._interval_s <= 0:
-            return
-        if shutil.which(self._command) is None:
-            log.info("no sacct on PATH: Slurm's accounting not read (usage by account off)")
-            return
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join(SACCT_TIMEOUT_S + 1)
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self.poll()
-            self._stop.wait(self._interval_s)
+        if self._interval_s > 0:
+            super().start()
 
     def window(self, now: float) -> tuple[float, float]:
         """[from, to) of the next poll, in Unix seconds."""
@@ -88,7 +72,7 @@ class SacctPoller:
 
     def command(self, since: float, until: float) -> list[str]:
         return [
-            self._command, "--parsable2", "--allusers", "--allocations",
+            self._program, "--parsable2", "--allusers", "--allocations",
             f"--nodelist={self.node_name}", f"--starttime={_local(since)}",
             f"--endtime={_local(until)}", f"--format={SACCT_FORMAT}",
         ]  # fmt: skip
@@ -98,39 +82,15 @@ class SacctPoller:
         now = self._clock()
         try:
             since, until = self.window(now)
-            text = self._sacct(self.command(since, until))
+            text = self._ask(self.command(since, until))
             jobs, _ = parse_sacct_jobs(text)
             counts = self._store.put_jobs(
                 [from_sacct(job, until, SOURCE, per_node=True) for job in jobs]
             )
             self._store.set_meta(POLLED_UNTIL, repr(until))
-        except (_SacctFailed, SacctError, UsageStoreError) as exc:
+        except (ToolFailed, SacctError, UsageStoreError) as exc:
             self._say(str(exc))
             return None
-        if self._problem is not None:
-            log.info("sacct answers again: usage by account is current")
-            self._problem = None
-        self._answered = True
+        self._answered_now()
         log.debug("sacct poll %s..%s: %d new, %d updated", since, until, *counts)
         return counts
-
-    def _sacct(self, command: list[str]) -> str:
-        try:
-            result = subprocess.run(command, capture_output=True, text=True,
-                                    timeout=SACCT_TIMEOUT_S, check=False)  # fmt: skip
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            raise _SacctFailed(f"sacct failed: {exc}") from exc
-        if result.returncode != 0:
-            raise _SacctFailed(f"sacct exited {result.returncode}: {result.stderr.strip()[:200]}")
-        return result.stdout
-
-    def _say(self, problem: str) -> None:
-        if problem != self._problem:
-            level = logging.WARNING if self._answered else logging.INFO
-            log.log(level, "%s; usage by Slurm account not updated, retrying every %.0f s",
-                    problem, self._interval_s)  # fmt: skip
-            self._problem = problem
-
-
-class _SacctFailed(Exception):
-    pass
