@@ -23,7 +23,7 @@ from gpufleet.v1.gpu_metrics import (
     GpuMetric,
 )
 from gpufleet.v1.throttle_reasons import SLOWING, reason_words
-from node_daemon.alerts.findings import Finding, Gate, GpuTick, gpu_key
+from node_daemon.alerts.findings import Finding, Gate, GpuTick
 from node_daemon.alerts.rules import (
     EccSettings,
     IdleSettings,
@@ -72,15 +72,7 @@ class ThresholdDetector:
                 f"GPU {gpu.index} {self._label} {value:.0f} {self._unit} "
                 f"({state.level.label} at {line:.0f} {self._unit})"
             )
-            yield Finding(
-                gpu_key(self.rule, gpu.index),
-                self.rule,
-                state.level,
-                gpu.index,
-                value,
-                self._unit,
-                summary,
-            )
+            yield Finding.on_gpu(self.rule, state.level, gpu.index, value, self._unit, summary)
 
     @staticmethod
     def _level(
@@ -117,15 +109,7 @@ class PowerDetector:
             and self._gates[gpu.index].held_for(gpu.now_s, over) >= self._settings.for_s
         ):
             summary = f"GPU {gpu.index} draws {power:.0f} W, at or above its {limit:.0f} W limit"
-            yield Finding(
-                gpu_key(self.rule, gpu.index),
-                self.rule,
-                Severity.WARNING,
-                gpu.index,
-                power,
-                "W",
-                summary,
-            )
+            yield Finding.on_gpu(self.rule, Severity.WARNING, gpu.index, power, "W", summary)
 
 
 class ThrottleDetector:
@@ -141,15 +125,8 @@ class ThrottleDetector:
         held = self._gates[gpu.index].held_for(gpu.now_s, bool(names))
         if self._settings.enabled and held >= self._settings.for_s:
             summary = f"GPU {gpu.index} throttled: {', '.join(names)}"
-            yield Finding(
-                gpu_key(self.rule, gpu.index),
-                self.rule,
-                Severity.WARNING,
-                gpu.index,
-                None,  # the reasons are in the summary
-                "",
-                summary,
-            )
+            # No value: the reasons are in the summary.
+            yield Finding.on_gpu(self.rule, Severity.WARNING, gpu.index, None, "", summary)
 
 
 class EccDetector:
@@ -168,15 +145,10 @@ class EccDetector:
                 f"GPU {gpu.index}: {counted(uncorrected, 'uncorrectable ECC error')} "
                 "since the driver loaded"
             )
-            yield Finding(
-                gpu_key("ecc_uncorrectable", gpu.index),
-                "ecc_uncorrectable",
-                Severity.CRITICAL,
-                gpu.index,
-                float(uncorrected),
-                "errors",
+            yield Finding.on_gpu(
+                "ecc_uncorrectable", Severity.CRITICAL, gpu.index, float(uncorrected), "errors",
                 summary,
-            )
+            )  # fmt: skip
         recent = self._recent_corrected(gpu)
         if recent >= self._settings.correctable_threshold:
             minutes = self._settings.correctable_window_s / 60
@@ -184,14 +156,8 @@ class EccDetector:
                 f"GPU {gpu.index}: {counted(recent, 'correctable ECC error')} "
                 f"in the last {minutes:.0f} min"
             )
-            yield Finding(
-                gpu_key("ecc_correctable", gpu.index),
-                "ecc_correctable",
-                Severity.WARNING,
-                gpu.index,
-                float(recent),
-                "errors",
-                summary,
+            yield Finding.on_gpu(
+                "ecc_correctable", Severity.WARNING, gpu.index, float(recent), "errors", summary
             )
 
     def _recent_corrected(self, gpu: GpuTick) -> int:
@@ -212,15 +178,7 @@ class LostDetector:
     def evaluate(self, gpu: GpuTick) -> Iterator[Finding]:
         if gpu.reading.health is GpuHealth.LOST:
             summary = f"GPU {gpu.index} is lost: {gpu.reading.error or 'fell off the bus'}"
-            yield Finding(
-                gpu_key(self.rule, gpu.index),
-                self.rule,
-                Severity.CRITICAL,
-                gpu.index,
-                None,
-                "",
-                summary,
-            )
+            yield Finding.on_gpu(self.rule, Severity.CRITICAL, gpu.index, None, "", summary)
 
 
 class IdleDetector:
@@ -242,15 +200,7 @@ class IdleDetector:
                 f"GPU {gpu.index} {self._holder(gpu)} but idle "
                 f"(≤ {self._settings.max_util_pct:.0f} %) for {held_s / 60:.0f} min"
             )
-            yield Finding(
-                gpu_key(self.rule, gpu.index),
-                self.rule,
-                Severity.WARNING,
-                gpu.index,
-                util,
-                "%",
-                summary,
-            )
+            yield Finding.on_gpu(self.rule, Severity.WARNING, gpu.index, util, "%", summary)
 
     @staticmethod
     def _holder(gpu: GpuTick) -> str:
@@ -297,10 +247,9 @@ class TrendDetector:
             )
             # The value is the rule's own measure, the rate of rise (its peak the fastest
             # rise); the time left is in the summary.
-            yield Finding(
-                gpu_key(self.rule, gpu.index), self.rule, Severity.WARNING, gpu.index,
-                round(slope, 1), TREND_UNIT, summary,
-            )  # fmt: skip
+            yield Finding.on_gpu(
+                self.rule, Severity.WARNING, gpu.index, round(slope, 1), TREND_UNIT, summary
+            )
 
     def _window(self, gpu: GpuTick) -> list[tuple[float, float]] | None:
         history = self._history[gpu.index]

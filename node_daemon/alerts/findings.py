@@ -44,6 +44,22 @@ class Finding:
     pid: int | None = None
     new_occurrences: int = 0
 
+    @classmethod
+    def on_gpu(
+        cls,
+        rule: str,
+        severity: Severity,
+        gpu_index: int,
+        value: float | None,
+        unit: str,
+        summary: str,
+        pid: int | None = None,
+        new_occurrences: int = 0,
+    ) -> Finding:
+        """A finding about one GPU (and one of its processes): keyed by gpu_key."""
+        key = gpu_key(rule, gpu_index, pid)
+        return cls(key, rule, severity, gpu_index, value, unit, summary, pid, new_occurrences)
+
 
 class Gate:
     """Remembers since when a condition has held, so a rule can ask "for N seconds"."""

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from gpufleet.v1.alert_severity import Severity
-from node_daemon.alerts.findings import Finding, GpuTick, gpu_key
+from node_daemon.alerts.findings import Finding, GpuTick
 from node_daemon.alerts.rules import GpuHealthAlertSettings
 from node_daemon.health.model import HealthReason, HealthState
 
@@ -51,7 +51,4 @@ class HealthDetector:
 
 def _finding(index: int, reason: HealthReason) -> Finding:
     summary = f"GPU {index}: {reason.summary} — {reason.action}"
-    return Finding(
-        gpu_key(reason.code, index), reason.code, severity_of(reason.state), index, None, "",
-        summary,
-    )  # fmt: skip
+    return Finding.on_gpu(reason.code, severity_of(reason.state), index, None, "", summary)

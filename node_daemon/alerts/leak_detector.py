@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 
 from gpufleet.v1.alert_severity import Severity
 from gpufleet.v1.gpu_metrics import MEM_TOTAL_BYTES, MEM_USED_BYTES
-from node_daemon.alerts.findings import Finding, GpuTick, gpu_key
+from node_daemon.alerts.findings import Finding, GpuTick
 from node_daemon.alerts.rules import LeakSettings
 from node_daemon.backends.readings import ProcessReading
 
@@ -215,9 +215,9 @@ class LeakDetector:
             f"GPU memory for {_duration(gpu.now_s - leak.start_s)} ({_size(grown)}); "
             f"{_outlook(gpu.index, rate_mib_min, eta_s)}"
         )
-        return Finding(
-            gpu_key(self.rule, gpu.index, process.pid), self.rule, series.severity, gpu.index,
-            round(rate_mib_min, 1), "MiB/min", summary, pid=process.pid,
+        return Finding.on_gpu(
+            self.rule, series.severity, gpu.index, round(rate_mib_min, 1), "MiB/min", summary,
+            pid=process.pid,
         )  # fmt: skip
 
 

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from gpufleet.v1.alert_severity import Severity
-from node_daemon.alerts.findings import Finding, GpuTick, gpu_key
+from node_daemon.alerts.findings import Finding, GpuTick
 from node_daemon.alerts.leak_detector import LeakDetector
 from node_daemon.alerts.rules import XidSettings
 from node_daemon.alerts.xid import Action, is_critical, xid_action, xid_summary
@@ -51,9 +51,9 @@ class XidDetector:
             del self._state[gpu.index]
             return
         summary = xid_summary(gpu.index, state.code)
-        yield Finding(
-            gpu_key(self.rule, gpu.index), self.rule, state.severity, gpu.index,
-            float(state.code), "xid", summary, new_occurrences=len(xids),
+        yield Finding.on_gpu(
+            self.rule, state.severity, gpu.index, float(state.code), "xid", summary,
+            new_occurrences=len(xids),
         )  # fmt: skip
 
     def _rank(self, code: int) -> tuple[Severity, Action]:
