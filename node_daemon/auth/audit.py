@@ -18,7 +18,6 @@ from __future__ import annotations
 import hashlib
 import logging
 import sqlite3
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -27,7 +26,7 @@ from typing import Protocol
 
 from node_daemon.auth.denials import DenialKind, DenialLimiter, Summary, peer_host
 from node_daemon.journal.schema_version import FileSchema, stamp_only
-from node_daemon.journal.sqlite_state import StateDb
+from node_daemon.journal.sqlite_state import StateDb, StateFile
 
 log = logging.getLogger(__name__)
 
@@ -103,7 +102,7 @@ def _prepare(db: sqlite3.Connection) -> None:
     db.executescript(SCHEMA)
 
 
-class AuditLog:
+class AuditLog(StateFile):
     """Thread-safe: one connection behind a lock.
 
     Args:
@@ -116,11 +115,9 @@ class AuditLog:
     def __init__(self, path: Path, anchor: AuditAnchor | None = None,
                  denials: DenialLimiter | None = None,
                  clock: Callable[[], float] = time.time) -> None:  # fmt: skip
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self.path = path
+        super().__init__(path)
         self._anchor, self._clock = anchor, clock
         self._denials = denials or DenialLimiter()
-        self._lock = threading.Lock()
         self._logged: tuple[int, float] = (0, 0.0)  # head seq last logged, and when
         with self._lock:
             self._state = StateDb(path, "audit log", _prepare, SCHEMA, PROBE, layout=FILE_SCHEMA)
@@ -133,20 +130,10 @@ class AuditLog:
             self._log_head(force=True)
 
     @property
-    def _db(self) -> sqlite3.Connection:
-        return self._state.db
-
-    @property
     def head(self) -> Head:
         """(seq, hash) of the newest record; (0, GENESIS) when there is none."""
         with self._lock:
             return self._last_seq, self._last_hash
-
-    @property
-    def problem(self) -> str | None:
-        """Why the last write failed ("state disk full: ..."), until one succeeds; else None."""
-        with self._lock:
-            return self._state.problem
 
     def _check_anchor(self) -> None:
         anchored = self._anchor.audit_head if self._anchor else None
@@ -260,12 +247,10 @@ class AuditLog:
             rows = self._db.execute(sql + " ORDER BY seq DESC LIMIT ?", (*args, limit)).fetchall()
         return [AuditEntry(*row) for row in rows]
 
-    def close(self) -> None:
-        with self._lock:
-            for summary in self._denials.drain():
-                self._summarise(summary)
-            self._log_head(force=True)
-            self._state.close()
+    def _closing(self) -> None:
+        for summary in self._denials.drain():
+            self._summarise(summary)
+        self._log_head(force=True)
 
 
 def verify(path: Path, anchors: tuple[Head, ...] = ()) -> list[str]:

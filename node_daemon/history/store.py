@@ -38,7 +38,7 @@ from node_daemon.history.settings import HistorySettings
 from node_daemon.history.sizing import enforce_max_bytes, prune
 from node_daemon.history.tiers import NAN, Downsampler, Layout, Point, Tier, tiers_of
 from node_daemon.journal.schema_version import FileSchema, stamp_only
-from node_daemon.journal.sqlite_state import StateDb
+from node_daemon.journal.sqlite_state import StateDb, StateFile
 
 log = logging.getLogger(__name__)
 
@@ -116,7 +116,7 @@ class _Row:
     max: bytes | None
 
 
-class HistoryStore:
+class HistoryStore(StateFile):
     """Thread-safe. `append` from the sampler thread; `flush` from the writer (or a test).
 
     Args:
@@ -129,8 +129,8 @@ class HistoryStore:
 
     def __init__(self, path: Path, settings: HistorySettings, raw_step_ms: int,
                  boot_clock: Callable[[], float] = boot_seconds) -> None:  # fmt: skip
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self.path, self.settings = path, settings
+        super().__init__(path)  # _lock: the connection, the downsampler, the unwritten rows
+        self.settings = settings
         raw, ten, minute = tiers_of(settings)
         self.tiers: tuple[Tier, ...] = (Tier(raw.id, raw.name, raw_step_ms, raw.retention_s),
                                         ten, minute)  # fmt: skip
@@ -138,7 +138,6 @@ class HistoryStore:
         self._boot_clock = boot_clock
         self._pending: list[tuple[int, int, Sequence[GpuReading]]] = []
         self._pending_lock = threading.Lock()
-        self._lock = threading.Lock()  # the connection, the downsampler, the unwritten rows
         self._unwritten: list[_Row] = []
         self._layout_ids: dict[Layout, int] = {}
         self._layouts: dict[int, Layout] = {}
@@ -169,10 +168,6 @@ class HistoryStore:
         self._state = StateDb(self.path, "metric history", _prepare, SCHEMA, PROBE,
                               layout=FILE_SCHEMA)  # fmt: skip
         return self._state, self._resume()
-
-    @property
-    def _db(self) -> sqlite3.Connection:
-        return self._state.db
 
     @property
     def writable(self) -> bool:
@@ -382,8 +377,7 @@ class HistoryStore:
         if self._thread is not None:
             self._thread.join(10)
         self.flush()
-        with self._lock:
-            self._state.close()
+        super().close()
 
 
 def _set_aside(path: Path) -> Path:

@@ -41,7 +41,7 @@ from pathlib import Path
 from gpufleet.v1 import node_pb2 as pb
 from node_daemon.journal import subjects
 from node_daemon.journal.schema_version import FileSchema, stamp_only
-from node_daemon.journal.sqlite_state import StateDb, open_for_reading
+from node_daemon.journal.sqlite_state import StateDb, StateFile, open_for_reading
 
 log = logging.getLogger(__name__)
 
@@ -137,13 +137,11 @@ class HeldBatches:
         self.records.update(((r.kind, r.id), r) for r in records)
 
 
-class EventJournal:
+class EventJournal(StateFile):
     """Thread-safe: one connection behind a lock; waiters are woken on every commit."""
 
     def __init__(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self.path = path
-        self._lock = threading.Lock()
+        super().__init__(path)
         self._committed = threading.Condition(self._lock)
         self._closed = False
         self._held = HeldBatches()
@@ -189,19 +187,9 @@ class EventJournal:
         self._subjects_through = subjects.indexed_through(self._db)
 
     @property
-    def _db(self) -> sqlite3.Connection:
-        return self._state.db
-
-    @property
     def last_seq(self) -> int:
         with self._lock:
             return int(self._last_seq)
-
-    @property
-    def problem(self) -> str | None:
-        """Why the journal cannot be written now ("state disk full: ..."); None when it can."""
-        with self._lock:
-            return self._problem_text()
 
     @property
     def held_events(self) -> int:

@@ -19,6 +19,7 @@ import contextlib
 import logging
 import os
 import sqlite3
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -173,3 +174,40 @@ class StateDb:
 
     def close(self) -> None:
         self.db.close()
+
+
+class StateFile:
+    """The owner of one StateDb (`_state`, opened by the subclass), thread-safe by its lock.
+
+    Shared here: the file's directory made, `_lock`, the connection (`_db`), why the
+    file cannot be written (`problem`), and closing it under the lock.
+    """
+
+    _state: StateDb
+
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        self._lock = threading.Lock()
+
+    @property
+    def _db(self) -> sqlite3.Connection:
+        return self._state.db
+
+    @property
+    def problem(self) -> str | None:
+        """Why changes cannot be written now ("state disk full: ..."), until a write
+        succeeds; None when they can."""
+        with self._lock:
+            return self._problem_text()
+
+    def _problem_text(self) -> str | None:
+        return self._state.problem
+
+    def close(self) -> None:
+        with self._lock:
+            self._closing()
+            self._state.close()
+
+    def _closing(self) -> None:
+        """What is left to write, under the lock, before the file closes."""

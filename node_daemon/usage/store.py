@@ -13,14 +13,13 @@ import contextlib
 import datetime as dt
 import logging
 import sqlite3
-import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from node_daemon.journal.schema_version import FileSchema, stamp_only
-from node_daemon.journal.sqlite_state import StateDb
+from node_daemon.journal.sqlite_state import StateDb, StateFile
 from node_daemon.usage.accounted import (
     SELECT_JOBS,
     UPSERT_JOB,
@@ -117,29 +116,18 @@ class ImportRecord:
     rows: int
 
 
-class UsageStore:
-    """Thread-safe: one connection behind a lock."""
+class UsageStore(StateFile):
+    """Thread-safe: one connection behind a lock. `problem`: why usage cannot be saved
+    now."""
 
     def __init__(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self.path = path
-        self._lock = threading.Lock()
+        super().__init__(path)
         try:
             # A full disk opens it read-only (reads served, adds refused) until there is
             # room; only a file that is no SQLite at all stops the daemon here.
             self._state = StateDb(path, "usage store", _prepare, SCHEMA, PROBE, layout=FILE_SCHEMA)
         except sqlite3.Error as exc:
             raise UsageStoreError(f"cannot open the usage store {path}: {exc}") from exc
-
-    @property
-    def _db(self) -> sqlite3.Connection:
-        return self._state.db
-
-    @property
-    def problem(self) -> str | None:
-        """Why usage cannot be saved now ("state disk full: ..."); None when it can."""
-        with self._lock:
-            return self._state.problem
 
     def add(self, users: UserUsage, node: NodeUsage) -> None:
         """Add amounts to the sums, all in one transaction."""
@@ -251,10 +239,6 @@ class UsageStore:
     def _find_import(self, sha256: str) -> ImportRecord | None:
         row = self._db.execute("SELECT * FROM imports WHERE sha256 = ?", (sha256,)).fetchone()
         return ImportRecord(*row) if row else None
-
-    def close(self) -> None:
-        with self._lock:
-            self._state.close()
 
 
 def _already_imported_message(previous: ImportRecord) -> str:
