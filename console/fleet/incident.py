@@ -91,6 +91,7 @@ class Outage:
     time_ms: int
     gpu: int | None
     what: str
+    since_ms: int | None = None  # a restart: the journal's event before it (down since, at most)
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,7 @@ JOURNAL_DEADLINE_S = 60.0
 MAX_AUDIT_ROWS = 10_000
 MAX_POINTS = 800  # per series: finer than the plot's width, a coarser tier beyond
 OUTAGE_KINDS = {
-    "daemon_started": "the daemon started (after a stop, a crash or a reboot)",
+    "daemon_started": "the daemon started again (after a stop, a crash or a reboot)",
     "gpu_lost": "fell off the bus",
     "gpu_recovered": "back on the bus",
 }
@@ -93,6 +93,7 @@ def read_journal(link: NodeLink, window: Window) -> Journal:
     journal = Journal()
     if newest == 0:
         return journal
+    before: int | None = None  # the previous event's time
     for event in link.stream(calls.STREAM_EVENTS, deadline_s=JOURNAL_DEADLINE_S, after_seq=0):
         kind, at_ms = event_kind_word(event.kind), event.time_unix_ms
         if event.HasField("alert") and event.alert.id:
@@ -102,9 +103,11 @@ def read_journal(link: NodeLink, window: Window) -> Journal:
             journal.healing.append(HealingStep(link.node.name, at_ms, optional(h, "gpu_index"),
                                                h.action, h.dry_run, h.reason,
                                                h.outcome))  # fmt: skip
-        elif kind in OUTAGE_KINDS and window.holds(at_ms):
-            gpu = optional(event, "gpu_index")
-            journal.outages.append(Outage(link.node.name, at_ms, gpu, OUTAGE_KINDS[kind]))
+        elif kind in OUTAGE_KINDS and window.holds(at_ms) and before is not None:
+            gpu = optional(event, "gpu_index")  # (the journal's first start: no outage)
+            since = before if kind == "daemon_started" else None
+            journal.outages.append(Outage(link.node.name, at_ms, gpu, OUTAGE_KINDS[kind], since))
+        before = at_ms
         if event.seq >= newest:
             break
     return journal

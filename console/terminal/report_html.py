@@ -125,9 +125,10 @@ def _healing(nodes: Sequence[NodeStory]) -> str:
 
 
 def _outages(nodes: Sequence[NodeStory]) -> str:
-    rows = [[when(o.time_ms), esc(o.node), _gpu(o.gpu), esc(o.what)]
+    rows = [[when(o.time_ms), esc(o.node), _gpu(o.gpu), esc(o.what), when(o.since_ms)]
             for story in nodes for o in story.outages]  # fmt: skip
-    return _table(("Time", "Node", "GPU", "What"), rows,
+    headers = ("Time", "Node", "GPU", "What", "Its last event before")
+    return _table(headers, rows,
                   "The journals show no restart and no GPU off the bus in the window.")  # fmt: skip
 
 

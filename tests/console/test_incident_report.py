@@ -22,11 +22,16 @@ import grpc
 import pytest
 
 from console.terminal.report_shots import console_takes_at
+from gpufleet.policy import Role
 from gpufleet.v1 import node_pb2 as pb
 from gpufleet.v1 import node_pb2_grpc as pb_grpc
+from node_daemon.auth.identity import User
+from node_daemon.auth.settings import AuthSettings, TlsSettings
+from node_daemon.auth.tokens import new_token, token_hash
 from node_daemon.backends.simulated import SimulatedBackend
 from node_daemon.history.settings import HistorySettings
 from node_daemon.server import NodeDaemon
+from tests.certs import Authority, write
 from tests.conftest import DaemonFactory, wait_for
 from tests.console.test_replay import HEAT_AND_COOL
 from tests.console.test_terminal import gpufleet, home, unreachable  # noqa: F401
@@ -189,3 +194,36 @@ def test_usage_errors_exit_2_before_any_node_is_asked(
     code, _, err, page = report(home, "--node", unreachable, *argv)
     assert code == 2 and said in err and "unreachable" not in err
     assert page == ""  # nothing written
+
+
+def test_a_restart_is_an_outage_and_a_viewer_is_told_the_audit_needs_an_admin(
+    home: Path,  # noqa: F811
+    tmp_path: Path,
+    start_daemon: DaemonFactory,
+) -> None:
+    ca = Authority()
+    (tmp_path / "ca.crt").write_bytes(ca.pem)
+    cert, key = write(tmp_path, "server", ca.issue("localhost", server=True))
+    vera = new_token()
+    auth = AuthSettings((User("vera", Role.VIEWER, (), token_hash(vera)),),
+                        TlsSettings(cert, key, None))  # fmt: skip
+    state = tmp_path / "state"
+    first = start_daemon(gpus=1, hostname="gpu-again", state_dir=state, auth=auth)
+    wait_for(lambda: first.sampler.latest is not None, what="a first sample")
+    first.stop(grace_s=0.5)
+    again = start_daemon(gpus=1, hostname="gpu-again", state_dir=state, auth=auth)
+    token = tmp_path / "vera.token"
+    token.write_text(vera + "\n")
+    token.chmod(0o600)
+    settings = tmp_path / "console.toml"
+    settings.write_text(f'[profiles.lab]\nnodes = ["localhost:{again.address.port}"]\n'
+                        f'ca = "{tmp_path / "ca.crt"}"\ntoken_file = "{token}"\n')  # fmt: skip
+    code, _, err, page = report(home, "--config", str(settings), "--profile", "lab",
+                                "--from", "-1m", "--to", "-0s", "--no-screenshots")  # fmt: skip
+    assert (code, err) == (0, "")
+    outages = page.split("<h2>Node outages</h2>")[1].split("<h2>")[0]
+    assert outages.count("<tr><td>") == 1  # the restart, not the first start
+    assert "gpu-again" in outages and "the daemon started again" in outages
+    audit = page.split("<h2>Who did what (audit)</h2>")[1].split("<h2>")[0]
+    assert "gpu-again: no audit log: the node refused it (PERMISSION_DENIED" in audit
+    assert "it takes the admin role" in audit
