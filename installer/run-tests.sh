@@ -8,7 +8,11 @@ export QT_QPA_PLATFORM=offscreen
 "$venv/bin/ruff" format --check . || exit 1
 # Types are part of the check: a catalogue metric read with the wrong kind fails here.
 "$venv/bin/mypy" node_daemon console || exit 1
-"$venv/bin/pytest" "$@"
+# Two workers (GPUFLEET_TEST_WORKERS=0: none, all in this process): the suite mostly
+# waits on daemons, X servers and containers. tests/workers.py keeps a file's tests, and
+# the files on one session-wide resource (the Slurm cluster, the built packages), on
+# one worker.
+"$venv/bin/pytest" -n "${GPUFLEET_TEST_WORKERS:-2}" --dist loadfile "$@"
 rc=$?
 if [ "$rc" -eq 5 ]; then
   # pytest's 5 means it collected nothing: for this suite that is a failure.

@@ -33,6 +33,7 @@ SKIP_REASON = (
     "can create them; run the tests as root (CI does)"
 )
 LOCK = Path("/tmp/gpufleet-test-accounts.lock")
+CREATING = Path("/tmp/gpufleet-test-accounts.creating.lock")
 CREATED = Path("/tmp/gpufleet-test-accounts.created")
 HOMES = Path("/tmp/gpufleet-test-homes")
 # The directories this session's daemons keep their workloads in (local_accounts sets them).
@@ -65,13 +66,17 @@ def local_accounts(
     OWN_DIRS.extend(own_dirs)
     with open(LOCK, "a+") as lock:
         # Where another session made them and uses them, share them at once: two runs
-        # (a developer's and a helper's) go side by side instead of one waiting for the
-        # other's end. Made or repaired under the exclusive lock only.
+        # (a developer's and a helper's, or make test's two workers) go side by side
+        # instead of one waiting for the other's end. The shared lock, held throughout,
+        # keeps them from being removed; making or repairing them takes a lock of its own.
+        # (Upgrading this one to exclusive could wait for another session's whole run:
+        # two sessions that found them missing both drop their shared lock to upgrade,
+        # and the second's exclusive waits on the first's shared lock taken again.)
         fcntl.flock(lock, fcntl.LOCK_SH)
         if not all(_usable(name) for name in names):
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            _create_missing(names)
-            fcntl.flock(lock, fcntl.LOCK_SH)  # others may use them too now
+            with open(CREATING, "a+") as creating:
+                fcntl.flock(creating, fcntl.LOCK_EX)  # released as it closes
+                _create_missing(names)  # only what is still missing once it holds it
         try:
             yield
         finally:

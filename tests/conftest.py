@@ -26,6 +26,7 @@ from tests.accounts import (
     can_create_accounts,
     local_accounts,
 )
+from tests.workers import check_units, first_units_first, is_worker, make_scheduler
 
 FAST_CONFIG = DaemonConfig(listen="127.0.0.1:0", backend="simulated", sample_interval_s=0.1,
                            process_interval_s=0.2, max_streams=16)  # fmt: skip
@@ -33,6 +34,7 @@ FAST_CONFIG = DaemonConfig(listen="127.0.0.1:0", backend="simulated", sample_int
 OUR_THREAD_PREFIXES = ("gpufleet-",)
 
 DaemonFactory = Callable[..., NodeDaemon]
+LEFT_IN_PLACE_FILE = "left-in-place.txt"
 
 
 @pytest.fixture
@@ -78,9 +80,33 @@ def workload_accounts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None
         yield
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    check_units(items)  # which tests share a pytest-xdist worker: tests/workers.py
+    first_units_first(items)
+
+
+@pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist's, where it is installed
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    return make_scheduler(config, log) if config.getvalue("dist") == "loadfile" else None
+
+
+@pytest.hookimpl(trylast=True)  # after the session fixtures' teardown, the accounts' cleanup
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """A worker hands what its cleanup left in place to the controller's summary."""
+    if is_worker() and LEFT_IN_PLACE:
+        basetemp = session.config._tmp_path_factory.getbasetemp()  # type: ignore[attr-defined]
+        (basetemp / LEFT_IN_PLACE_FILE).write_text("".join(f"{line}\n" for line in LEFT_IN_PLACE))
+
+
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    """Say what the accounts' cleanup left in place, and why, where no capture hides it."""
-    for line in LEFT_IN_PLACE:
+    """Say what the accounts' cleanup left in place, and why, where no capture hides it
+    (under pytest-xdist: what each worker's cleanup left, from the file it wrote)."""
+    lines = list(LEFT_IN_PLACE)
+    if not is_worker():
+        basetemp = terminalreporter.config._tmp_path_factory.getbasetemp()  # type: ignore[attr-defined]
+        for said in sorted(basetemp.glob(f"popen-gw*/{LEFT_IN_PLACE_FILE}")):
+            lines += said.read_text().splitlines()
+    for line in lines:
         terminalreporter.write_line(f"LEFT IN PLACE: {line}", red=True, bold=True)
 
 

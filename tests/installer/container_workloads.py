@@ -118,8 +118,17 @@ def in_unit(workload_id: str) -> list[int]:
     return pids
 
 
-def at_least(count: int, pids: list[int]) -> list[int] | None:
-    return pids if len(pids) >= count else None
+def settled(main: int, pids: list[int]) -> list[int] | None:
+    """`pids` once the main process has a child and every other one is a `sleep`."""
+    others = [pid for pid in pids if pid != main]
+    return pids if others and all(command(pid) == "sleep" for pid in others) else None
+
+
+def command(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""  # gone
 
 
 def alive(pid: int) -> bool:
@@ -180,9 +189,12 @@ def long_running(node: pb_grpc.NodeServiceStub, user: str) -> None:
     """A restart of the daemon leaves it running and re-adopts it; a cancel ends all of it."""
     script = "setsid sleep 1000 & sleep 1000"
     started = start(node, user, ["sh", "-c", script], {"SECRET_TOKEN": SECRET}, gpu=1)
-    # sh, and the sleep it put in a session of its own (dash may exec the last one itself)
-    pids = wait_for("the workload's processes", lambda: at_least(2, in_unit(started.id)))
+    # sh, and the sleep it put in a session of its own (dash may exec the last one itself).
+    # Only once every other process is a sleep: a copy of sh not yet exec'd, or setsid
+    # before its own exec, counts at first and is gone by the restart (seen under load).
     main = started.pid
+    pids = wait_for("the workload's processes",
+                    lambda: settled(main, in_unit(started.id)))  # fmt: skip
     result("wl_main_in_unit", "yes" if main in pids else f"{main} not in {pids}")
     uids = {
         int(Path(f"/proc/{pid}/status").read_text().split("Uid:")[1].split()[0]) for pid in pids
