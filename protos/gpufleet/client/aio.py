@@ -32,7 +32,7 @@ class AsyncNodeClient:
     def __init__(self, target: str, security: LinkSecurity | None = None) -> None:
         self.target = target
         self._channel = open_channel(target, security or LinkSecurity())
-        self._methods = ChannelMethods()
+        self._methods = ChannelMethods(self._channel)
         # The generated stub over the same channel, for callers that hand a stub around
         # (the console's action callables); it shares the channel's credentials and options.
         self.stub = pb_grpc.NodeServiceStub(self._channel)
@@ -45,17 +45,10 @@ class AsyncNodeClient:
         deadline_s: float | None = None,
         **fields: Any,
     ) -> Resp:
-        """`rpc` with `request` (or one made of `fields`), within its deadline.
-
-        Raises:
-            CallError: the node refused, failed, could not be reached or answered garbage.
-        """
-        message = request if request is not None else rpc.request(**fields)
-        method = self._methods.get(rpc, self._channel.unary_unary)
+        """As NodeClient.call, awaited: raises CallError."""
+        method, message, timeout = self._methods.unary(rpc, request, fields, deadline_s)
         try:
-            data: bytes = await method(
-                message, timeout=rpc.deadline_s if deadline_s is None else deadline_s
-            )
+            data: bytes = await method(message, timeout=timeout)
         except grpc.RpcError as exc:
             raise call_error(self.target, rpc, exc) from None
         return decode_answer(self.target, rpc, data)
@@ -73,8 +66,8 @@ class AsyncNodeClient:
         Raises:
             CallError: as `call`, when the stream fails.
         """
-        message = request if request is not None else rpc.request(**fields)
-        answers = self._methods.get(rpc, self._channel.unary_stream)(message, timeout=deadline_s)
+        method, message = self._methods.stream(rpc, request, fields)
+        answers = method(message, timeout=deadline_s)
         try:
             async for data in answers:
                 yield decode_answer(self.target, rpc, data)

@@ -31,7 +31,7 @@ class NodeClient:
         self.target = target
         self._security = security or LinkSecurity()
         self._channel = open_blocking_channel(target, self._security)
-        self._methods = ChannelMethods()
+        self._methods = ChannelMethods(self._channel)
 
     def call(
         self,
@@ -46,13 +46,10 @@ class NodeClient:
         Raises:
             CallError: the node refused, failed, could not be reached or answered garbage.
         """
-        message = request if request is not None else rpc.request(**fields)
-        method = self._methods.get(rpc, self._channel.unary_unary)
+        method, message, timeout = self._methods.unary(rpc, request, fields, deadline_s)
         try:
             data: bytes = method(
-                message,
-                timeout=rpc.deadline_s if deadline_s is None else deadline_s,
-                metadata=plaintext_metadata(self._security),
+                message, timeout=timeout, metadata=plaintext_metadata(self._security)
             )
         except grpc.RpcError as exc:
             raise call_error(self.target, rpc, exc) from None
@@ -71,8 +68,7 @@ class NodeClient:
         Raises:
             CallError: as `call`, when the stream fails.
         """
-        message = request if request is not None else rpc.request(**fields)
-        method = self._methods.get(rpc, self._channel.unary_stream)
+        method, message = self._methods.stream(rpc, request, fields)
         answers = method(message, timeout=deadline_s, metadata=plaintext_metadata(self._security))
         try:
             for data in answers:
