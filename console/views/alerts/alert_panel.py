@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from PySide6.QtCore import QModelIndex, QPoint, Qt, Signal
+from PySide6.QtCore import QModelIndex, Qt, Signal
 from PySide6.QtWidgets import (
     QCheckBox,
     QLineEdit,
@@ -15,7 +15,7 @@ from PySide6.QtWidgets import (
 from console.fleet.alert_rows import AlertRow
 from console.qt.alert_model import ALERT_ROLE, AlertFilterProxy, AlertTableModel
 from console.views.alerts.alert_menu import alert_row_menu
-from console.views.common.keyboard_menus import open_menus_from_keyboard, pop_up_menu
+from console.views.common.keyboard_menus import offer_row_menus
 from console.views.common.row_table_panel import RowPanel, bar_over_table, set_up_row_table
 
 COLUMN_PX = 72
@@ -68,8 +68,7 @@ class AlertPanel(RowPanel):
         self.proxy.rowsInserted.connect(self._fit_columns_once)
         self.proxy.modelReset.connect(self._fit_columns_once)
         # A row's menu: right click, the Menu key or Shift+F10 (console/views/alerts/alert_menu.py).
-        open_menus_from_keyboard(self.table)
-        self.table.customContextMenuRequested.connect(self._on_table_context_menu_requested)
+        offer_row_menus(self.table, self._menu_at)
 
     def _fit_columns_once(self, *_rows: object) -> None:
         if self._fitted or self.proxy.rowCount() == 0:
@@ -111,12 +110,9 @@ class AlertPanel(RowPanel):
             self.silenceRequested.emit, self.gpuRequested.emit,
         )  # fmt: skip
 
-    def _on_table_context_menu_requested(self, where: QPoint) -> None:
-        row = self.table.indexAt(where)
-        if row.isValid():
-            self.table.setCurrentIndex(row)
-            menu = self.row_menu(row)
-            pop_up_menu(menu, self.table, where)
+    def _menu_at(self, row: QModelIndex) -> QMenu:
+        self.table.setCurrentIndex(row)
+        return self.row_menu(row)
 
     def _on_table_double_clicked(self, index: QModelIndex) -> None:
         alert: AlertRow = index.data(ALERT_ROLE)

@@ -4,12 +4,15 @@ Qt turns the Menu key into a context-menu event only where the platform does
 (xcb does, offscreen does not) and Shift+F10 nowhere on Linux, and it places a
 keyboard menu in the middle of the view, not at the row the keyboard is on.
 `open_menus_from_keyboard` makes both keys ask a view with a custom context menu
-for the menu of its current row, at that row; `pop_up_menu` shows the menu.
+for the menu of its current row, at that row; `pop_up_menu` shows the menu, and
+`offer_row_menus` wires both to a view whose rows each have a menu.
 """
 
 from __future__ import annotations
 
-from PySide6.QtCore import QEvent, QObject, QPoint, Qt
+from collections.abc import Callable
+
+from PySide6.QtCore import QEvent, QModelIndex, QObject, QPoint, Qt
 from PySide6.QtGui import QKeyEvent
 from PySide6.QtWidgets import QAbstractItemView, QAbstractScrollArea, QMenu
 
@@ -51,3 +54,16 @@ def pop_up_menu(menu: QMenu, view: QAbstractScrollArea, pos: QPoint) -> None:
     it is deleted once closed, so menus opened again and again do not pile up."""
     menu.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
     menu.popup(view.viewport().mapToGlobal(pos))
+
+
+def offer_row_menus(view: QAbstractItemView, menu_at: Callable[[QModelIndex], QMenu]) -> None:
+    """A right click, the Menu key or Shift+F10 on a row of `view` pops up `menu_at(row)`
+    there (`menu_at` may select the row first); nowhere else a menu opens."""
+    open_menus_from_keyboard(view)
+
+    def on_menu_requested(pos: QPoint) -> None:
+        index = view.indexAt(pos)
+        if index.isValid():
+            pop_up_menu(menu_at(index), view, pos)
+
+    view.customContextMenuRequested.connect(on_menu_requested)

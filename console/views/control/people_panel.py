@@ -6,7 +6,7 @@ right click) reserves a GPU chosen in a list, or releases their reservations.
 
 from __future__ import annotations
 
-from PySide6.QtCore import QModelIndex, QPoint, QSortFilterProxyModel, Qt, Signal
+from PySide6.QtCore import QModelIndex, QSortFilterProxyModel, Qt, Signal
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QLabel,
@@ -19,7 +19,7 @@ from PySide6.QtWidgets import (
 
 from console.qt.people_model import PeopleListModel
 from console.views.common.drag_image import CompactDragList
-from console.views.common.keyboard_menus import open_menus_from_keyboard, pop_up_menu
+from console.views.common.keyboard_menus import offer_row_menus
 from console.views.common.row_table_panel import RowPanel
 
 HINT = (
@@ -48,7 +48,7 @@ class PeoplePanel(RowPanel):
         self.list.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
         self.list.setDragEnabled(True)
         self.list.setDragDropMode(QAbstractItemView.DragDropMode.DragOnly)
-        open_menus_from_keyboard(self.list)
+        offer_row_menus(self.list, lambda index: self.person_menu(str(index.data())))
         hint = QLabel(HINT)
         hint.setObjectName("dragHint")
         hint.setWordWrap(True)
@@ -58,7 +58,6 @@ class PeoplePanel(RowPanel):
         layout.addWidget(self.list)
         layout.addWidget(hint)
         self.filter.textChanged.connect(self.proxy.setFilterFixedString)
-        self.list.customContextMenuRequested.connect(self._on_list_context_menu_requested)
 
     def person_index(self, name: str) -> QModelIndex:
         """The view's index of a person (a drag source in tests), invalid if not shown."""
@@ -75,10 +74,3 @@ class PeoplePanel(RowPanel):
         release = menu.addAction(f"Re&lease {name}'s reservations…")
         release.triggered.connect(lambda: self.releaseRequested.emit(name))
         return menu
-
-    def _on_list_context_menu_requested(self, pos: QPoint) -> None:
-        index = self.list.indexAt(pos)
-        if not index.isValid():
-            return
-        menu = self.person_menu(str(index.data()))
-        pop_up_menu(menu, self.list, pos)

@@ -8,7 +8,7 @@ bar under the table offers Undo for a few seconds.
 
 from __future__ import annotations
 
-from PySide6.QtCore import QEvent, QModelIndex, QObject, QPoint, Qt, Signal
+from PySide6.QtCore import QEvent, QModelIndex, QObject, Qt, Signal
 from PySide6.QtGui import QKeyEvent
 from PySide6.QtWidgets import (
     QHBoxLayout,
@@ -28,7 +28,7 @@ from console.qt.reservation_model import (
     ReservationFilterProxy,
     ReservationTableModel,
 )
-from console.views.common.keyboard_menus import open_menus_from_keyboard, pop_up_menu
+from console.views.common.keyboard_menus import offer_row_menus
 from console.views.common.row_table_panel import RowPanel, bar_over_table, set_up_row_table
 
 
@@ -63,7 +63,7 @@ class ReservationsPanel(RowPanel):
         self.table.setSortingEnabled(True)
         self.table.setWordWrap(False)  # one line a reservation: "23:06 (1 h 29 min left)"
         self.table.sortByColumn(UNTIL_COLUMN, Qt.SortOrder.AscendingOrder)  # next to end first
-        open_menus_from_keyboard(self.table)
+        offer_row_menus(self.table, self._menu_at)
         layout = bar_over_table(self, [(self.filter, 1), self.release], self.table)
         self._undo_bar = QWidget()
         row = QHBoxLayout(self._undo_bar)
@@ -76,7 +76,6 @@ class ReservationsPanel(RowPanel):
         self.filter.textChanged.connect(self.proxy.set_text)
         self.release.clicked.connect(self._on_release_clicked)
         self.undo.clicked.connect(self.undoRequested)
-        self.table.customContextMenuRequested.connect(self._on_table_context_menu_requested)
         self.table.selectionModel().selectionChanged.connect(self._on_selection_changed)
         # The model resets when a reservation changes: keep the selected one selected.
         self.model.modelAboutToBeReset.connect(self._on_model_about_to_be_reset)
@@ -161,11 +160,6 @@ class ReservationsPanel(RowPanel):
             self.select(*self._kept)
         self._on_selection_changed()
 
-    def _on_table_context_menu_requested(self, pos: QPoint) -> None:
-        index: QModelIndex = self.table.indexAt(pos)
-        if not index.isValid():
-            return
+    def _menu_at(self, index: QModelIndex) -> QMenu:
         self.table.setCurrentIndex(index)
-        reservation = self.model.line(self.proxy.mapToSource(index).row()).reservation
-        menu = self.row_menu(reservation)
-        pop_up_menu(menu, self.table, pos)
+        return self.row_menu(self.model.line(self.proxy.mapToSource(index).row()).reservation)

@@ -6,7 +6,7 @@ click) cancels it, assigns it to a GPU chosen in a list, or shows its output.
 
 from __future__ import annotations
 
-from PySide6.QtCore import QModelIndex, QPoint, Signal
+from PySide6.QtCore import QModelIndex, Signal
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QCheckBox,
@@ -26,7 +26,7 @@ from console.qt.workload_model import (
     WorkloadTableModel,
 )
 from console.views.common.drag_image import CompactDragTable
-from console.views.common.keyboard_menus import open_menus_from_keyboard, pop_up_menu
+from console.views.common.keyboard_menus import offer_row_menus
 from console.views.common.row_table_panel import RowPanel, bar_over_table, set_up_row_table
 from gpufleet.states import WorkloadState
 
@@ -81,7 +81,7 @@ class WorkloadPanel(RowPanel):
         self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
         self.table.setDragEnabled(True)
         self.table.setDragDropMode(QAbstractItemView.DragDropMode.DragOnly)
-        open_menus_from_keyboard(self.table)
+        offer_row_menus(self.table, self._menu_at)
         hint = QLabel(HINT)
         hint.setObjectName("dragHint")
         hint.setWordWrap(True)  # a narrow bottom dock (1366x768) wraps it, never widens
@@ -99,7 +99,6 @@ class WorkloadPanel(RowPanel):
         self.cancel.clicked.connect(self._on_cancel_clicked)
         self.output.clicked.connect(self._on_output_clicked)
         self.table.doubleClicked.connect(self._on_table_double_clicked)
-        self.table.customContextMenuRequested.connect(self._on_table_context_menu_requested)
 
     def selected_workload(self) -> WorkloadRow | None:
         rows = self.table.selectionModel().selectedRows()
@@ -176,13 +175,9 @@ class WorkloadPanel(RowPanel):
             output.triggered.connect(lambda: self.outputRequested.emit(workload))
         return menu
 
-    def _on_table_context_menu_requested(self, pos: QPoint) -> None:
-        index = self.table.indexAt(pos)
-        if not index.isValid():
-            return
+    def _menu_at(self, index: QModelIndex) -> QMenu:
         self.table.selectRow(index.row())
-        menu = self.row_menu(index.data(WORKLOAD_ROLE))
-        pop_up_menu(menu, self.table, pos)
+        return self.row_menu(index.data(WORKLOAD_ROLE))
 
     def _on_table_double_clicked(self, index: QModelIndex) -> None:
         workload: WorkloadRow = index.data(WORKLOAD_ROLE)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from PySide6.QtCore import QPoint, Qt, Signal
+from PySide6.QtCore import QModelIndex, Signal
 from PySide6.QtWidgets import (
     QLabel,
     QMenu,
@@ -28,6 +28,7 @@ from console.fleet.model import Change, FleetModel, GpuKey
 from console.fleet.placement import can_kill
 from console.fleet.reservations import holder_text
 from console.qt.process_model import ProcessTableModel
+from console.views.common.keyboard_menus import offer_row_menus
 from console.views.detail.health_section import HealthSection
 from console.views.detail.kill_zone import KillZone
 from console.views.detail.process_table import ProcessTable
@@ -78,9 +79,8 @@ class GpuDetailPanel(QWidget):
         layout.addWidget(self.plot_panel, stretch=1)
         layout.addWidget(self.process_table)
         layout.addWidget(self.kill_zone)
-        self.process_table.customContextMenuRequested.connect(
-            self._on_process_table_custom_context_menu_requested
-        )
+        # Kill… from a row's menu: a right click, the Menu key or Shift+F10.
+        offer_row_menus(self.process_table, self._process_menu_at)
         self.kill_zone.killRequested.connect(self.killRequested)
 
     def show_gpu(self, target: str, gpu: int) -> None:
@@ -136,13 +136,8 @@ class GpuDetailPanel(QWidget):
                 extra(menu, victim)
         return menu
 
-    def _on_process_table_custom_context_menu_requested(self, pos: QPoint) -> None:
-        index = self.process_table.indexAt(pos)
-        if not index.isValid():
-            return
-        menu = self.process_menu(self.process_table.source_row(index.row()))
-        menu.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
-        menu.popup(self.process_table.viewport().mapToGlobal(pos))
+    def _process_menu_at(self, row: QModelIndex) -> QMenu:
+        return self.process_menu(self.process_table.source_row(row.row()))
 
     def _show_health(self, key: GpuKey) -> None:
         node = self._fleet.node(key.target)

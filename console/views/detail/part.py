@@ -12,7 +12,6 @@ from PySide6.QtCore import QObject, Qt
 from PySide6.QtWidgets import QScrollArea
 
 from console.views.common.frame import WindowFrame
-from console.views.common.keyboard_menus import open_menus_from_keyboard
 from console.views.detail.gpu_detail import GpuDetailPanel
 from console.views.grid.part import GridPart
 from console.views.plots.plot_history import PlotHistory
@@ -40,7 +39,6 @@ class DetailPart(QObject):
         frame.access.changed.connect(self.detail.refresh)
         grid.grid.gpuSelected.connect(self.detail.show_gpu)
         grid.grid.gpuSelected.connect(self._on_gpu_selected)  # the node's healing policy
-        open_menus_from_keyboard(self.detail.process_table)  # Menu key: Kill…
 
     def _on_gpu_selected(self, target: str, _gpu: int) -> None:
         self._session.health.policy(target)  # asked again each time: a reload may change it
