@@ -45,7 +45,7 @@ def render(incident: Incident) -> str:
         f"<p>From {when(window.start_ms)} to {when(window.end_ms)}, made {when(incident.made_ms)}"
         f" by <code>gpufleet report</code> from {len(incident.nodes)} node(s).</p>",
         _unanswered(incident),
-        "<h2>Timeline</h2>", timeline(window, marks(incident)),
+        "<h2>Timeline</h2>", timeline(window, marks(incident), _spans(incident)),
         "<h2>Alerts</h2>", _alerts(incident.nodes),
         "<h2>Who did what (audit)</h2>", _audit(incident.nodes),
         "<h2>Self-healing</h2>", _healing(incident.nodes),
@@ -59,6 +59,10 @@ def render(incident: Incident) -> str:
         + "\n".join(part for part in body if part)
         + "\n</body></html>\n"
     )
+
+
+def _spans(incident: Incident) -> list[tuple[int, int | None, str]]:
+    return [(a.raised_ms, a.cleared_ms, a.severity) for s in incident.nodes for a in s.alerts]
 
 
 def _table(headers: Sequence[str], rows: Sequence[Sequence[str]], empty: str) -> str:

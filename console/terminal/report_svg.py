@@ -39,8 +39,14 @@ def _x(at_ms: int, start_ms: int, end_ms: int, left: float, width: float) -> flo
 # -- the timeline ---------------------------------------------------------------------
 
 
-def timeline(window: Window, marks: Sequence[Mark]) -> str:
-    """One lane per kind of mark across the window; each mark's words on hover (<title>)."""
+def timeline(
+    window: Window, marks: Sequence[Mark], spans: Sequence[tuple[int, int | None, str]] = ()
+) -> str:
+    """One lane per kind of mark across the window; each mark's words on hover (<title>).
+
+    `spans` (start, end or None while it lasts, tone) are drawn as bars in the alerts lane:
+    how long each alert fired within the window.
+    """
     height = PAD_T + LANE_H * len(LANES) + PAD_B
     width = LINE_W - LABEL_W - PAD_R
     parts = [f'<svg class="timeline" xmlns="http://www.w3.org/2000/svg" width="{LINE_W}" '
@@ -50,6 +56,7 @@ def timeline(window: Window, marks: Sequence[Mark]) -> str:
         parts.append(f'<text x="4" y="{y + 17}" class="lane">{esc(lane)}</text>'
                      f'<line x1="{LABEL_W}" x2="{LINE_W - PAD_R}" y1="{y + LANE_H / 2}" '
                      f'y2="{y + LANE_H / 2}" stroke="#ccc"/>')  # fmt: skip
+    parts += _spans(window, spans, width)
     for mark in marks:
         x = _x(mark.time_ms, window.start_ms, window.end_ms, LABEL_W, width)
         mid = PAD_T + LANES.index(mark.lane) * LANE_H + LANE_H / 2
@@ -60,6 +67,20 @@ def timeline(window: Window, marks: Sequence[Mark]) -> str:
     parts += _ticks(window.start_ms, window.end_ms, LABEL_W, width, height - 4)
     parts.append("</svg>")
     return "".join(parts)
+
+
+def _spans(window: Window, spans: Sequence[tuple[int, int | None, str]], width: float) -> list[str]:
+    mid = PAD_T + LANES.index("alerts") * LANE_H + LANE_H / 2
+    bars = []
+    for start, end, tone in spans:
+        x1 = _x(max(start, window.start_ms), window.start_ms, window.end_ms, LABEL_W, width)
+        last = window.end_ms if end is None else min(end, window.end_ms)
+        x2 = _x(last, window.start_ms, window.end_ms, LABEL_W, width)
+        colour = TONES.get(tone, "#4a5568")
+        bars.append(f'<rect class="span" x="{x1:.1f}" y="{mid - 3:.1f}" '
+                    f'width="{max(1.0, x2 - x1):.1f}" height="6" fill="{colour}" '
+                    'opacity="0.35"/>')  # fmt: skip
+    return bars
 
 
 def _ticks(start_ms: int, end_ms: int, left: float, width: float, y: float) -> list[str]:

@@ -21,6 +21,15 @@ from pathlib import Path
 import grpc
 import pytest
 
+from console.fleet import incident as record
+from console.fleet.incident import (
+    AlertLife,
+    NodeStory,
+    Outage,
+    Window,
+    key_moments,
+    marks,
+)
 from console.terminal.report_shots import console_takes_at
 from gpufleet.policy import Role
 from gpufleet.v1 import node_pb2 as pb
@@ -77,8 +86,10 @@ def incident(start_daemon: DaemonFactory) -> Iterator[Incident]:
         assert raised is not None
         request = pb.AcknowledgeAlertRequest(alert_id=raised.id, comment=HOSTILE_COMMENT)
         node.AcknowledgeAlert(request, timeout=5)
-        journal.wait_healing(30, action="power_cap")
-        journal.close()
+        try:
+            journal.wait_healing(30, action="power_cap")
+        finally:
+            journal.close()
         wait_for(lambda: _cleared(node), 30, "the alert cleared as GPU 1 cooled")
         alert = hot_alert(node, include_cleared=True)
         assert alert is not None
@@ -227,3 +238,17 @@ def test_a_restart_is_an_outage_and_a_viewer_is_told_the_audit_needs_an_admin(
     audit = page.split("<h2>Who did what (audit)</h2>")[1].split("<h2>")[0]
     assert "gpu-again: no audit log: the node refused it (PERMISSION_DENIED" in audit
     assert "it takes the admin role" in audit
+
+
+def test_key_moments_are_the_first_critical_the_outages_and_the_end_four_at_most() -> None:
+    window = Window(1_000, 100_000)
+    alerts = (AlertLife("n", "a-1", "gpu_temp", "critical", 1, "", 900, critical_ms=2_000),
+              AlertLife("n", "a-2", "xid", "critical", 2, "", 3_000,
+                        critical_ms=3_000))  # fmt: skip
+    outages = tuple(Outage("n", t, None, "the daemon started again", t - 500)
+                    for t in (50_000, 10_000, 20_000, 30_000))  # fmt: skip
+    incident = record.Incident(window, 0, (NodeStory("n", "a:1", alerts=alerts, outages=outages),))
+    assert [at for at, _ in key_moments(incident)] == [2_000, 10_000, 20_000, 100_000]
+    # a-1 raised before the window (no mark), critical in it; a-2 raised critical.
+    lanes = [(m.time_ms, m.lane, m.tone) for m in marks(incident) if m.lane == "alerts"]
+    assert lanes[:2] == [(2_000, "alerts", "critical"), (3_000, "alerts", "critical")]
