@@ -32,28 +32,7 @@ from typing import Any, TypeVar
 
 import pynvml
 
-from gpufleet.v1.gpu_metrics import (
-    ECC_CORRECTED_TOTAL,
-    ECC_UNCORRECTED_TOTAL,
-    ENERGY_J,
-    FAN_PCT,
-    MEM_CLOCK_MHZ,
-    MEM_TOTAL_BYTES,
-    MEM_USED_BYTES,
-    PCIE_REPLAY_TOTAL,
-    PCIE_RX_BYTES_PER_S,
-    PCIE_TX_BYTES_PER_S,
-    POWER_LIMIT_W,
-    POWER_W,
-    PSTATE,
-    RECOVERY_ACTION,
-    SM_CLOCK_MHZ,
-    TEMP_GPU_C,
-    TEMP_MEM_C,
-    THROTTLE_REASONS,
-    UTIL_GPU_PCT,
-    UTIL_MEM_PCT,
-)
+from gpufleet.v1 import gpu_metrics as m
 from node_daemon.backends import nvml_mig, nvml_signals, procinfo
 from node_daemon.backends.base import BackendUnavailable, PowerLimitRefused
 from node_daemon.backends.nvml_mig import MigDevice
@@ -419,30 +398,34 @@ def _read_metrics(handle: Handle, q: _Query) -> dict[AnyMetric, Value | None]:
     mem_used, mem_total = _memory_bytes(q, handle)
     temp_mem, recovery_action = _field_values(q, handle)
     return {
-        UTIL_GPU_PCT: util_gpu,
-        UTIL_MEM_PCT: util_mem,
-        MEM_USED_BYTES: mem_used,
-        MEM_TOTAL_BYTES: mem_total,
-        TEMP_GPU_C: _temperature_gpu_c(q, handle),
-        TEMP_MEM_C: temp_mem,
-        POWER_W: _power_draw_w(q, handle),
-        FAN_PCT: _fan_speed_pct(q, handle),
-        SM_CLOCK_MHZ: _clock_mhz(q, handle, pynvml.NVML_CLOCK_SM, "clocks.sm"),
-        MEM_CLOCK_MHZ: _clock_mhz(q, handle, pynvml.NVML_CLOCK_MEM, "clocks.mem"),
-        PCIE_TX_BYTES_PER_S: _pcie_bytes_per_s(q, handle, pynvml.NVML_PCIE_UTIL_TX_BYTES, "txpci"),
-        PCIE_RX_BYTES_PER_S: _pcie_bytes_per_s(q, handle, pynvml.NVML_PCIE_UTIL_RX_BYTES, "rxpci"),
-        PSTATE: _pstate(q, handle),
-        THROTTLE_REASONS: _throttle_reasons(q, handle),
-        ECC_CORRECTED_TOTAL: _ecc_volatile_total(
+        m.UTIL_GPU_PCT: util_gpu,
+        m.UTIL_MEM_PCT: util_mem,
+        m.MEM_USED_BYTES: mem_used,
+        m.MEM_TOTAL_BYTES: mem_total,
+        m.TEMP_GPU_C: _temperature_gpu_c(q, handle),
+        m.TEMP_MEM_C: temp_mem,
+        m.POWER_W: _power_draw_w(q, handle),
+        m.FAN_PCT: _fan_speed_pct(q, handle),
+        m.SM_CLOCK_MHZ: _clock_mhz(q, handle, pynvml.NVML_CLOCK_SM, "clocks.sm"),
+        m.MEM_CLOCK_MHZ: _clock_mhz(q, handle, pynvml.NVML_CLOCK_MEM, "clocks.mem"),
+        m.PCIE_TX_BYTES_PER_S: _pcie_bytes_per_s(
+            q, handle, pynvml.NVML_PCIE_UTIL_TX_BYTES, "txpci"
+        ),
+        m.PCIE_RX_BYTES_PER_S: _pcie_bytes_per_s(
+            q, handle, pynvml.NVML_PCIE_UTIL_RX_BYTES, "rxpci"
+        ),
+        m.PSTATE: _pstate(q, handle),
+        m.THROTTLE_REASONS: _throttle_reasons(q, handle),
+        m.ECC_CORRECTED_TOTAL: _ecc_volatile_total(
             q, handle, pynvml.NVML_MEMORY_ERROR_TYPE_CORRECTED, "ecc.errors.corrected"
         ),
-        ECC_UNCORRECTED_TOTAL: _ecc_volatile_total(
+        m.ECC_UNCORRECTED_TOTAL: _ecc_volatile_total(
             q, handle, pynvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, "ecc.errors.uncorrected"
         ),
-        ENERGY_J: _energy_j(q, handle),
-        PCIE_REPLAY_TOTAL: nvml_signals.pcie_replay_total(q, handle),
-        RECOVERY_ACTION: _recovery_action(recovery_action),
-        POWER_LIMIT_W: nvml_signals.power_limit_w(q, handle),
+        m.ENERGY_J: _energy_j(q, handle),
+        m.PCIE_REPLAY_TOTAL: nvml_signals.pcie_replay_total(q, handle),
+        m.RECOVERY_ACTION: _recovery_action(recovery_action),
+        m.POWER_LIMIT_W: nvml_signals.power_limit_w(q, handle),
     }
 
 

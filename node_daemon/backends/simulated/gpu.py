@@ -8,24 +8,7 @@ from __future__ import annotations
 
 import random
 
-from gpufleet.v1.gpu_metrics import (
-    ENERGY_J,
-    FAN_PCT,
-    MEM_CLOCK_MHZ,
-    MEM_TOTAL_BYTES,
-    MEM_USED_BYTES,
-    PCIE_RX_BYTES_PER_S,
-    PCIE_TX_BYTES_PER_S,
-    POWER_LIMIT_W,
-    POWER_W,
-    PSTATE,
-    SM_CLOCK_MHZ,
-    TEMP_GPU_C,
-    TEMP_MEM_C,
-    THROTTLE_REASONS,
-    UTIL_GPU_PCT,
-    UTIL_MEM_PCT,
-)
+from gpufleet.v1 import gpu_metrics as m
 from node_daemon.backends.readings import (
     AnyMetric,
     GpuHealth,
@@ -210,22 +193,22 @@ class SimulatedGpu:
     def _telemetry(self) -> dict[AnyMetric, float | None]:
         spec, util = self.spec, self.util
         return {
-            UTIL_GPU_PCT: round(util, 1),
-            UTIL_MEM_PCT: round(util * 0.6, 1),
-            MEM_USED_BYTES: self.memory_used_bytes(),
-            MEM_TOTAL_BYTES: spec.memory_total_bytes,
-            TEMP_GPU_C: round(self.temp_c, 1),
-            TEMP_MEM_C: round(self.temp_c + 6.0, 1) if spec.has_memory_temp else None,
-            POWER_W: round(self._reported_power(), 1),
-            POWER_LIMIT_W: self.power_limit_w,
-            FAN_PCT: self._fan_pct() if spec.has_fan else None,
-            SM_CLOCK_MHZ: self._sm_clock_mhz(),
-            MEM_CLOCK_MHZ: spec.mem_clock_mhz if util > 0 else 405,
-            PCIE_TX_BYTES_PER_S: int(util * 120e6),
-            PCIE_RX_BYTES_PER_S: int(util * 250e6),
-            PSTATE: 0 if util >= 1 else 8,
-            THROTTLE_REASONS: self._throttle_reasons(),
-            ENERGY_J: round(self.energy_j, 1),
+            m.UTIL_GPU_PCT: round(util, 1),
+            m.UTIL_MEM_PCT: round(util * 0.6, 1),
+            m.MEM_USED_BYTES: self.memory_used_bytes(),
+            m.MEM_TOTAL_BYTES: spec.memory_total_bytes,
+            m.TEMP_GPU_C: round(self.temp_c, 1),
+            m.TEMP_MEM_C: round(self.temp_c + 6.0, 1) if spec.has_memory_temp else None,
+            m.POWER_W: round(self._reported_power(), 1),
+            m.POWER_LIMIT_W: self.power_limit_w,
+            m.FAN_PCT: self._fan_pct() if spec.has_fan else None,
+            m.SM_CLOCK_MHZ: self._sm_clock_mhz(),
+            m.MEM_CLOCK_MHZ: spec.mem_clock_mhz if util > 0 else 405,
+            m.PCIE_TX_BYTES_PER_S: int(util * 120e6),
+            m.PCIE_RX_BYTES_PER_S: int(util * 250e6),
+            m.PSTATE: 0 if util >= 1 else 8,
+            m.THROTTLE_REASONS: self._throttle_reasons(),
+            m.ENERGY_J: round(self.energy_j, 1),
         }
 
     def process_readings(self) -> list[ProcessReading]:
