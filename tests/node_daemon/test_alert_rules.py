@@ -8,28 +8,9 @@ import pytest
 
 from gpufleet.v1.alert_severity import Severity
 from gpufleet.v1.gpu_metrics import TEMP_GPU_C
-from node_daemon.alerts.detectors import (
-    EccDetector,
-    IdleDetector,
-    LostDetector,
-    PowerDetector,
-    ThresholdDetector,
-    ThrottleDetector,
-    TrendDetector,
-)
+from node_daemon.alerts import detectors, rules
 from node_daemon.alerts.findings import GpuTick
 from node_daemon.alerts.occurrence_detectors import XidDetector
-from node_daemon.alerts.rules import (
-    AlertSettings,
-    EccSettings,
-    IdleSettings,
-    PowerSettings,
-    ThresholdSettings,
-    ThrottleSettings,
-    TrendSettings,
-    XidSettings,
-    parse_alert_settings,
-)
 from node_daemon.backends.readings import GpuHealth, GpuReading, GpuStatic, ProcessReading
 from node_daemon.backends.simulated import SimulatedBackend
 from node_daemon.backends.simulated.scenario import Scenario, ScenarioEvent
@@ -51,9 +32,9 @@ def severities(detector, ticks) -> list:  # type: ignore[no-untyped-def]
     return out
 
 
-def temp_detector(**overrides) -> ThresholdDetector:  # type: ignore[no-untyped-def]
-    settings = replace(AlertSettings().gpu_temp, **overrides)
-    return ThresholdDetector("gpu_temp", "temperature", settings, TEMP_GPU_C)
+def temp_detector(**overrides) -> detectors.ThresholdDetector:  # type: ignore[no-untyped-def]
+    settings = replace(rules.AlertSettings().gpu_temp, **overrides)
+    return detectors.ThresholdDetector("gpu_temp", "temperature", settings, TEMP_GPU_C)
 
 
 W, C = Severity.WARNING, Severity.CRITICAL
@@ -76,7 +57,7 @@ def test_warning_resets_its_timer_when_the_value_dips() -> None:
 
 def test_per_model_override() -> None:
     l40s = GpuStatic(index=0, uuid="GPU-2", name="NVIDIA L40S")
-    hot_card = ThresholdSettings(warning=80.0, critical=88.0)
+    hot_card = rules.ThresholdSettings(warning=80.0, critical=88.0)
     detector = temp_detector(models={"NVIDIA L40S": hot_card})
     assert severities(detector, [tick(0, l40s, temp_gpu_c=86)]) == [None]  # warning needs 10 s
     assert severities(detector, [tick(0, H100, temp_gpu_c=86)]) == [C]
@@ -87,21 +68,23 @@ def test_unknown_temperature_never_alerts() -> None:
 
 
 def test_power_above_limit_for_a_while() -> None:
-    detector = PowerDetector(PowerSettings(for_s=30))
+    detector = detectors.PowerDetector(rules.PowerSettings(for_s=30))
     got = severities(detector, [tick(0, power_w=720), tick(29, power_w=720), tick(30, power_w=720)])
     assert got == [None, None, W]
     assert severities(detector, [tick(31, power_w=650)]) == [None]
 
 
 def test_throttle_names_reasons() -> None:
-    detector = ThrottleDetector(ThrottleSettings(for_s=0))
+    detector = detectors.ThrottleDetector(rules.ThrottleSettings(for_s=0))
     finding = next(detector.evaluate(tick(0, throttle_reasons=0x20 | 0x4)))
     assert "software thermal slowdown" in finding.summary and "power cap" in finding.summary
     assert list(detector.evaluate(tick(1, throttle_reasons=0))) == []
 
 
 def test_ecc_uncorrectable_is_critical_and_correctable_rate_warns() -> None:
-    detector = EccDetector(EccSettings(correctable_threshold=10, correctable_window_s=600))
+    detector = detectors.EccDetector(
+        rules.EccSettings(correctable_threshold=10, correctable_window_s=600)
+    )
     assert list(detector.evaluate(tick(0, ecc_uncorrected_total=0, ecc_corrected_total=5))) == []
     found = {
         f.rule: f
@@ -119,7 +102,9 @@ def test_ecc_uncorrectable_is_critical_and_correctable_rate_warns() -> None:
 
 
 def test_one_ecc_error_is_one_error_not_one_errors() -> None:
-    detector = EccDetector(EccSettings(correctable_threshold=1, correctable_window_s=600))
+    detector = detectors.EccDetector(
+        rules.EccSettings(correctable_threshold=1, correctable_window_s=600)
+    )
     list(detector.evaluate(tick(0, ecc_uncorrected_total=0, ecc_corrected_total=0)))
     found = {
         f.rule: f.summary
@@ -132,12 +117,12 @@ def test_one_ecc_error_is_one_error_not_one_errors() -> None:
 
 
 def test_an_unlisted_xid_still_reads_as_a_sentence() -> None:
-    finding = next(XidDetector(XidSettings()).evaluate(tick(0, xids=(200,))))
+    finding = next(XidDetector(rules.XidSettings()).evaluate(tick(0, xids=(200,))))
     assert finding.summary == "GPU 0: Xid 200: not in the catalogue; see NVIDIA's Xid catalogue"
 
 
 def test_xids_are_counted_classified_and_clear_later() -> None:
-    detector = XidDetector(XidSettings(clear_after_s=60))
+    detector = XidDetector(rules.XidSettings(clear_after_s=60))
     first = next(detector.evaluate(tick(0, xids=(13,))))
     assert first.severity is W and first.new_occurrences == 1 and "Xid 13" in first.summary
     assert first.summary == "GPU 0: Xid 13: graphics engine exception; restart the application"
@@ -150,7 +135,7 @@ def test_xids_are_counted_classified_and_clear_later() -> None:
 
 def test_lost_gpu_is_critical() -> None:
     reading = GpuReading(index=0, health=GpuHealth.LOST, error="GPU is lost")
-    finding = next(LostDetector().evaluate(GpuTick(0, reading, H100, ())))
+    finding = next(detectors.LostDetector().evaluate(GpuTick(0, reading, H100, ())))
     assert finding.severity is C and "lost" in finding.summary
 
 
@@ -166,7 +151,7 @@ def leaky(memory_mib: float, pid: int = 42) -> tuple[ProcessReading, ...]:
 
 
 def test_idle_occupied_gpu_is_waste() -> None:
-    detector = IdleDetector(IdleSettings(after_s=60, max_util_pct=5))
+    detector = detectors.IdleDetector(rules.IdleSettings(after_s=60, max_util_pct=5))
     held = leaky(1000)
     assert severities(detector, [tick(0, processes=held, util_gpu_pct=0)]) == [None]
     assert severities(detector, [tick(61, processes=held, util_gpu_pct=0)]) == [W]
@@ -178,8 +163,8 @@ def test_idle_occupied_gpu_is_waste() -> None:
 
 
 def test_trend_predicts_crossing_the_critical_line() -> None:
-    detector = TrendDetector(
-        TrendSettings(window_s=60, horizon_s=300), ThresholdSettings(critical=85.0)
+    detector = detectors.TrendDetector(
+        rules.TrendSettings(window_s=60, horizon_s=300), rules.ThresholdSettings(critical=85.0)
     )
     found = []
     for t in range(0, 61, 2):
@@ -188,14 +173,16 @@ def test_trend_predicts_crossing_the_critical_line() -> None:
     assert "heading for 85 °C" in found[0].summary and "crosses in about" in found[0].summary
     # Its value is the rule's own measure, the rate of rise (°C/min), not the seconds left.
     assert found[0].unit == "°C/min" and found[0].value == pytest.approx(3.0, abs=0.2)
-    flat = TrendDetector(TrendSettings(window_s=60), ThresholdSettings(critical=85.0))
+    flat = detectors.TrendDetector(
+        rules.TrendSettings(window_s=60), rules.ThresholdSettings(critical=85.0)
+    )
     for t in range(0, 61, 2):
         found = list(flat.evaluate(tick(t, temp_gpu_c=80.0)))
     assert found == []
 
 
 def test_settings_from_toml_table() -> None:
-    settings = parse_alert_settings(
+    settings = rules.parse_alert_settings(
         {"gpu_temp": {"warning": 78, "models": {"NVIDIA L40S": {"warning": 82, "critical": 90}}},
          "xid": {"critical": [79], "clear_after_s": 10}},
         "daemon.toml",
@@ -216,7 +203,7 @@ def test_settings_from_toml_table() -> None:
 )
 def test_bad_settings_name_the_key(table: dict, message: str) -> None:
     with pytest.raises(ConfigError, match=message.replace("[", r"\[").replace("]", r"\]")):
-        parse_alert_settings(table, "daemon.toml")
+        rules.parse_alert_settings(table, "daemon.toml")
 
 
 def test_trend_ignores_warming_towards_a_safe_temperature() -> None:
@@ -226,7 +213,9 @@ def test_trend_ignores_warming_towards_a_safe_temperature() -> None:
         ScenarioEvent(1, 1, "load", 0.0), ScenarioEvent(60, 1, "overheat"),
     )))  # fmt: skip
     facts = backend.open()
-    detector = TrendDetector(AlertSettings().temp_trend, AlertSettings().gpu_temp)
+    detector = detectors.TrendDetector(
+        rules.AlertSettings().temp_trend, rules.AlertSettings().gpu_temp
+    )
     warned: dict[int, float] = {}
     for t in range(1, 240):
         for reading in backend.read_gpus():
