@@ -476,13 +476,19 @@ def test_reset_only_when_the_gpu_is_idle_and_once_per_fault(
     assert len(node.healing_events()) == 2
 
 
-def test_a_reset_that_did_not_cure_escalates_and_a_clear_lets_a_new_fault_be_reset(
-    node_factory: MakeNode, tmp_path: Path
-) -> None:
+def reset_once(node_factory: MakeNode, tmp_path: Path) -> tuple[Node, Path]:
+    """A node whose GPU 1 asked for a reset at its first tick: drained, then reset."""
     marker = tmp_path / "reset"
     node = node_factory(reset_settings(marker))
     node.tick(1, [GpuReading(0, temp_gpu_c=50), NEEDS_RESET])
     wait_for_events(node, 2)  # the drain, the reset
+    return node, marker
+
+
+def test_a_reset_that_did_not_cure_escalates_and_a_clear_lets_a_new_fault_be_reset(
+    node_factory: MakeNode, tmp_path: Path
+) -> None:
+    node, marker = reset_once(node_factory, tmp_path)
     node.tick(30, [GpuReading(0, temp_gpu_c=50), NEEDS_RESET])  # within verify_after_s
     assert [e.action for e in node.healing_events()] == ["drain", "gpu_reset"]
     node.tick(62, [GpuReading(0, temp_gpu_c=50), NEEDS_RESET])  # still: not cured
@@ -506,10 +512,7 @@ def test_a_reset_that_did_not_cure_escalates_and_a_clear_lets_a_new_fault_be_res
 def test_a_reset_that_cured_is_forgotten_after_the_cooldown(
     node_factory: MakeNode, tmp_path: Path
 ) -> None:
-    marker = tmp_path / "reset"
-    node = node_factory(reset_settings(marker))
-    node.tick(1, [GpuReading(0, temp_gpu_c=50), NEEDS_RESET])
-    wait_for_events(node, 2)
+    node, marker = reset_once(node_factory, tmp_path)
     node.tick(100, [GpuReading(0, temp_gpu_c=50), CLEAN])  # cured: clean from here
     assert node.healer._memory.repair("gpu_reset", 1).clean_since_s == T0 + 100  # type: ignore[union-attr]
     node.tick(100 + 3600, [GpuReading(0, temp_gpu_c=50), CLEAN])  # the reset's cooldown_s
