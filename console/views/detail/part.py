@@ -8,10 +8,10 @@ to the grid after each refresh.
 
 from __future__ import annotations
 
-from PySide6.QtCore import QObject, Qt
-from PySide6.QtWidgets import QScrollArea
+from PySide6.QtCore import QObject
 
 from console.views.common.frame import WindowFrame
+from console.views.common.scroll_area import vertical_scroll
 from console.views.detail.gpu_detail import GpuDetailPanel
 from console.views.grid.part import GridPart
 from console.views.plots.plot_history import PlotHistory
@@ -25,12 +25,7 @@ class DetailPart(QObject):
         prometheus = session.history.prometheus is not None
         self.plot_history = PlotHistory(session.fleet, session.history, prometheus, parent=self)
         self.detail.plots.use_history(self.plot_history)
-        self.detail_scroll = QScrollArea()
-        self.detail_scroll.setObjectName("detailScroll")
-        self.detail_scroll.setWidgetResizable(True)
-        self.detail_scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        self.detail_scroll.setFrameShape(QScrollArea.Shape.NoFrame)
-        self.detail_scroll.setWidget(self.detail)
+        self.detail_scroll = vertical_scroll("detailScroll", self.detail)
         pump = session.pump
         pump.fleetChanged.connect(self.detail.on_fleet_changed)
         # The plots' refresh takes its frame; the grid's changed blocks wait for the next.

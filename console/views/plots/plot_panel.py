@@ -11,11 +11,12 @@ from pathlib import Path
 
 import numpy as np
 from PySide6.QtCore import QPoint, Qt
-from PySide6.QtWidgets import QDialog, QFrame, QMenu, QMessageBox, QScrollArea, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QDialog, QMenu, QMessageBox, QVBoxLayout, QWidget
 
 from console.fleet.columns import shown
 from console.fleet.time_range import TimeWindow
 from console.views.common.csv_export import ask_csv_path, write_csv
+from console.views.common.scroll_area import vertical_scroll
 from console.views.plots.gpu_plots import MIN_PLOT_HEIGHT, SPACING, GpuPlots
 from console.views.plots.plot_export import visible_csv
 from console.views.plots.time_range_bar import TimeRangeBar
@@ -28,12 +29,7 @@ class PlotPanel(QWidget):
         self.setObjectName("plotPanel")
         self.bar = TimeRangeBar()
         self.plots = GpuPlots()
-        self.scroll_area = QScrollArea()
-        self.scroll_area.setObjectName("plotScroll")
-        self.scroll_area.setWidgetResizable(True)
-        self.scroll_area.setFrameShape(QFrame.Shape.NoFrame)
-        self.scroll_area.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        self.scroll_area.setWidget(self.plots)
+        self.scroll_area = vertical_scroll("plotScroll", self.plots)
         # Two plots always in sight: the detail's other parts give way before the plots do.
         self.scroll_area.setMinimumHeight(2 * (MIN_PLOT_HEIGHT + SPACING) + SPACING)
         layout = QVBoxLayout(self)
