@@ -9,6 +9,8 @@ its refusal, in its own words, reaches the message line as any command's does.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QWidget
 
@@ -28,31 +30,46 @@ class HealthPrompts(PromptHost):
         self._fleet, self._actions, self._window = fleet, actions, window
 
     def ask_drain(self, target: str, gpu: int) -> None:
-        if self._refused(target, role_needed("DrainGpu"), "drain"):
-            return
-        dialog = HealthDialog(
+        self._ask(target, gpu, "DrainGpu", "drain", self._actions.drain, (
             "Drain GPU from placement",
-            f"{self._where(target, gpu)} takes no new work until it is returned to placement. "
+            "{where} takes no new work until it is returned to placement. "
             "What runs there now keeps running.",
-            "Reason", "why, e.g. fan noise, waiting for a reset window", "Drain", self._window,
-        )  # fmt: skip
-        self._open(dialog, lambda: self._actions.drain(target, gpu, dialog.text))
+            "Reason", "why, e.g. fan noise, waiting for a reset window", "Drain",
+        ))  # fmt: skip
 
     def undrain(self, target: str, gpu: int) -> None:
         if not self._refused(target, role_needed("DrainGpu"), "return to placement"):
             self._actions.undrain(target, gpu)
 
     def ask_clear(self, target: str, gpu: int) -> None:
-        if self._refused(target, role_needed("ClearGpuHealth"), "clear health"):
-            return
-        dialog = HealthDialog(
+        self._ask(target, gpu, "ClearGpuHealth", "clear health", self._actions.clear, (
             "Mark GPU repaired",
-            f"Clear the health reasons of {self._where(target, gpu)}: the node judges it afresh "
-            "from its next readings. Say what was done; it goes to the audit log.",
+            "Clear the health reasons of {where}: the node judges it afresh from its next "
+            "readings. Say what was done; it goes to the audit log.",
             "What was done", "e.g. GPU reset, reseated riser, replaced under RMA 1234",
-            "Mark repaired", self._window,
-        )  # fmt: skip
-        self._open(dialog, lambda: self._actions.clear(target, gpu, dialog.text))
+            "Mark repaired",
+        ))  # fmt: skip
+
+    def _ask(
+        self,
+        target: str,
+        gpu: int,
+        method: str,
+        what: str,
+        send: Callable[[str, int, str], None],
+        words: tuple[str, str, str, str, str],
+    ) -> None:
+        """Unless our role may not call `method` (then say why), ask in a HealthDialog of
+        `words` (title, what it does with {where}, label, placeholder, button) and `send`
+        the target, the GPU and the text written."""
+        if self._refused(target, role_needed(method), what):
+            return
+        title, text, label, placeholder, button = words
+        where = self._where(target, gpu)
+        dialog = HealthDialog(
+            title, text.format(where=where), label, placeholder, button, self._window
+        )
+        self._open(dialog, lambda: send(target, gpu, dialog.text))
 
     def _refused(self, target: str, needed: Role, what: str) -> bool:
         refusal = self._fleet.role_refusal(target, needed)
