@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import time
 from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
@@ -14,6 +15,7 @@ from PySide6.QtWidgets import QApplication
 
 from console.connections.prometheus_range import PrometheusSource
 from console.connections.security import LinkSecurity
+from console.fleet.moment_link import utc_text
 from console.fleet.notify_settings import NotifySettings
 from console.main_window import MainWindow
 from console.notify import leftovers
@@ -33,6 +35,10 @@ from console.views.window.window_looks import WindowLooks
 SlurmSource = tuple[SlurmProfile, Callable[[], str]]
 
 log = logging.getLogger(__name__)
+
+
+# How much longer a screenshot waits for a moment's answers (--at) after settle_s.
+SETTLE_WAIT_S = 20.0
 
 
 def has_display() -> bool:
@@ -89,9 +95,11 @@ def run_console(
     screenshot: Path | None = None,
     settle_s: float = 8.0,
     on_ready: Callable[[MainWindow], None] | None = None,
+    settled: Callable[[], bool] = lambda: True,
 ) -> int:
     """Show the window `build` makes (build_window, its settings bound) until closed; with
-    `screenshot`, render offscreen, save, exit."""
+    `screenshot`, render offscreen, save once `settle_s` has passed and `settled()` holds
+    (a moment opened with --at: its answers in; at most SETTLE_WAIT_S more), exit."""
     app = qt_application(offscreen=screenshot is not None)
     window = build()
     if on_ready is not None:
@@ -99,7 +107,15 @@ def run_console(
     # Full collections walk only what the running console makes, not its start-up heap.
     collect_in_gui_thread().freeze_long_lived()
     if screenshot is not None:
-        QTimer.singleShot(round(settle_s * 1000), lambda: _save_and_quit(window, screenshot))
+        deadline = time.monotonic() + settle_s + SETTLE_WAIT_S
+
+        def save_when_settled() -> None:
+            if settled() or time.monotonic() > deadline:
+                _save_and_quit(window, screenshot)
+            else:  # a frame later: the moment's answers arrive through the frame pump
+                QTimer.singleShot(100, save_when_settled)
+
+        QTimer.singleShot(round(settle_s * 1000), save_when_settled)
     window.show()
     if screenshot is None:  # a person's first start: the guided tour (Help has it later)
         QTimer.singleShot(0, window, window.help_menu.first_start)
@@ -114,7 +130,13 @@ def describe(window: MainWindow) -> str:
     connected = sum(n.state.value == "connected" for n in fleet)
     points = window.detail.plots.point_count()
     gpus = fleet.gpu_total()
-    return f"{connected}/{len(fleet)} nodes connected, {gpus} GPU tiles, {points} plot points"
+    said = f"{connected}/{len(fleet)} nodes connected, {gpus} GPU tiles, {points} plot points"
+    if fleet.moment is not None:
+        said += f", showing {utc_text(fleet.moment.wanted_ms)}"
+    key = window.detail.key
+    if key is not None:
+        said += f", detail {fleet.name_of(key.target)}:{key.index}"
+    return said
 
 
 def _save_and_quit(window: MainWindow, path: Path) -> None:

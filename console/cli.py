@@ -7,8 +7,13 @@ import argparse
 import logging
 import signal
 import sys
+import time
 from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from console.main_window import MainWindow
 
 
 def add_console_command(subparsers: argparse._SubParsersAction) -> None:
@@ -35,6 +40,13 @@ def add_console_command(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--wall", action="store_true",
                         help="wall-display mode: full screen, large type, no editing "
                         "(Ctrl+Shift+W leaves it)")  # fmt: skip
+    parser.add_argument("--at", metavar="TIME",
+                        help="open at a past moment (replay): ISO 8601 (local time unless "
+                        "it names a zone), a time of today (03:12), or relative (-2h); "
+                        "the replay strip's Share copies such a command")  # fmt: skip
+    parser.add_argument("--gpu", metavar="NODE:INDEX",
+                        help="open this GPU's detail (its node as the grid names it, or "
+                        "HOST:PORT), e.g. gpu-node-02:3")  # fmt: skip
     parser.set_defaults(run=run_console_command)
     commands = parser.add_subparsers(dest="console_command", metavar="login")
     add_login_command(commands)
@@ -67,7 +79,7 @@ def add_demo_command(subparsers: argparse._SubParsersAction) -> None:
 # checks the two agree): named here too, for an install without the console extra.
 TERMINAL_COMMANDS = ("status", "ps", "alerts", "ack", "silence", "silences", "unsilence",
                      "reserve", "release", "kill", "health", "drain", "undrain", "queue",
-                     "move")  # fmt: skip
+                     "move", "report")  # fmt: skip
 
 
 def add_terminal_commands(subparsers: argparse._SubParsersAction) -> None:
@@ -130,6 +142,11 @@ def _import_qt_or_explain() -> bool:
 
 def run_console_command(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        at_ms = _moment_or_none(args.at)
+    except ValueError as exc:
+        print(f"gpufleet console: --at: {exc}", file=sys.stderr)
+        return 2
     if _needs_display(args.screenshot, "console") or not _import_qt_or_explain():
         return 2
     from console.app import build_window, run_console
@@ -167,7 +184,34 @@ def run_console_command(args: argparse.Namespace) -> int:
     build = partial(build_window, nodes, people=profile.people, security=security,
                     profile=profile.name, notify=profile.notify, theme=profile.theme,
                     wall=args.wall, prometheus=source_of(profile), slurm=slurm)  # fmt: skip
-    return run_console(build, screenshot=args.screenshot)
+    if at_ms is None and args.gpu is None:
+        return run_console(build, screenshot=args.screenshot)
+    from console.opening_moment import OpeningMoment
+
+    opened_with = (["--profile", args.profile] if args.profile else []) + [
+        word for node in args.node for word in ("--node", node)
+    ]
+    opening: list[OpeningMoment] = []
+
+    def open_there(window: MainWindow) -> None:
+        window.replay.opened_with = opened_with  # Share: as this console was opened
+        opening.append(OpeningMoment(window, at_ms, args.gpu))
+
+    return run_console(build, screenshot=args.screenshot, on_ready=open_there,
+                       settled=lambda: opening[0].settled)  # fmt: skip
+
+
+def _moment_or_none(text: str | None) -> int | None:
+    """--at as Unix ms (None: not given), read as the replay strip reads a typed moment.
+
+    Raises:
+        ValueError: not a moment, or one to come; the message names the forms.
+    """
+    if text is None:
+        return None
+    from console.fleet.timeline import parse_moment
+
+    return parse_moment(text, int(time.time() * 1000))
 
 
 def add_login_command(commands: argparse._SubParsersAction) -> None:

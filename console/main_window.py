@@ -58,7 +58,8 @@ class MainWindow(QMainWindow):
         self.detail_part = DetailPart(self, self.grid_part)
         self.detail = self.detail_part.detail
         self.reports = ReportsPart(self)
-        self.replay = ReplayPart(self)  # the time cursor: the whole console at a past moment
+        # The time cursor: the whole console at a past moment; Share names the detail's GPU.
+        self.replay = ReplayPart(self, lambda: self.detail.key)
         self.alerts = AlertsPart(self, sinks, notify, self.reports.inventory_panel)
         self.control = ControlPart(self, self.grid_part, self.detail_part)
         # With the profile's Slurm: its queue, drops, drain/resume and job cancels.

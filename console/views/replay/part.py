@@ -12,15 +12,20 @@ as it does for a role that may not act, and drops are refused (TileDropRules).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 from PySide6.QtCore import QObject, Qt
-from PySide6.QtGui import QKeySequence, QShortcut
+from PySide6.QtGui import QGuiApplication, QKeySequence, QShortcut
 
+from console.fleet.model import GpuKey
+from console.fleet.moment_link import Place, share_command
 from console.fleet.timeline import (
+    WINDOWS,
     EventMark,
     Mark,
     alert_marks,
     event_marks,
+    moment_text,
     next_mark,
     parse_moment,
     previous_mark,
@@ -29,7 +34,7 @@ from console.qt.named_timer import named_timer
 from console.views.common.frame import WindowFrame
 from console.views.replay.banner import ReplayBanner
 from console.views.replay.player import ReplayPlayer
-from console.views.replay.strip import ReplayStrip
+from console.views.replay.strip import SHARE_KEY, ReplayStrip
 
 FOCUS_KEY = "Ctrl+T"
 LIVE_KEYS = ("Esc", "L")
@@ -41,8 +46,10 @@ def _now_ms() -> int:
 
 
 class ReplayPart(QObject):
-    def __init__(self, frame: WindowFrame) -> None:
+    def __init__(self, frame: WindowFrame, shown_gpu: Callable[[], GpuKey | None]) -> None:
+        """`shown_gpu`: the GPU the detail shows, for Share."""
         super().__init__()
+        self._shown_gpu = shown_gpu
         session = frame.session
         self._frame, self._fleet, self.source = frame, session.fleet, session.replay
         self.strip = ReplayStrip()
@@ -50,6 +57,13 @@ class ReplayPart(QObject):
         self.player = ReplayPlayer(session.fleet, self.source, lambda: self.strip.bar.start_ms)
         window = frame.window()
         self.focus_key = QShortcut(QKeySequence(FOCUS_KEY), window, self.strip.bar.setFocus)
+        self.share_key = QShortcut(QKeySequence(SHARE_KEY), window, self.share)
+        # How this console was opened, for the shared command (`gpufleet console` sets
+        # the words it was given: --profile, --node): by default its profile's name.
+        self.opened_with: list[str] = (
+            ["--profile", session.profile] if session.profile
+            else [word for node in session.fleet for word in ("--node", node.target)]
+        )  # fmt: skip
         self.live_keys = [QShortcut(QKeySequence(k), window, self.source.go_live)
                           for k in LIVE_KEYS]  # fmt: skip
         for key in self.live_keys:
@@ -70,6 +84,7 @@ class ReplayPart(QObject):
         strip.alertStep.connect(self.step_alert)
         strip.typed.connect(self.show_typed)
         strip.windowChanged.connect(lambda _ms: self._anchor(_now_ms()))
+        strip.shareWanted.connect(self.share)
         strip.playToggled.connect(self.player.toggle)
         strip.speedChanged.connect(self.player.set_speed)
         self.player.playingChanged.connect(strip.show_playing)
@@ -117,6 +132,31 @@ class ReplayPart(QObject):
         if at_ms < self.strip.bar.start_ms:
             self._frame.show_message("Replay: before the timeline's window; shown all the same")
         self.source.show(at_ms)
+
+    def show_at(self, at_ms: int) -> None:
+        """Show `at_ms`, the timeline's window the shortest that reaches back to it."""
+        back = _now_ms() - at_ms
+        fits = [label for label, span in WINDOWS.items() if span >= back]
+        self.strip.window_box.setCurrentText(fits[0] if fits else list(WINDOWS)[-1])
+        self.source.show(at_ms)
+
+    def share(self) -> str:
+        """Copy the command that opens this moment (now, while live) and the GPU shown in
+        the detail; the status bar says it. Returns it."""
+        at_ms = self.source.at_ms if self.source.at_ms is not None else _now_ms()
+        shown = self._shown_gpu()
+        place = (
+            None
+            if shown is None
+            else Place(shown.target, self._fleet.name_of(shown.target), shown.index)
+        )
+        command = share_command(at_ms, self.opened_with, place)
+        QGuiApplication.clipboard().setText(command)
+        what = moment_text(at_ms) + ("" if place is None else f", {place.node_name} GPU "
+                                     f"{place.gpu}")  # fmt: skip
+        self._frame.show_message(f"Copied the command that opens {what}: paste it in a "
+                                 "terminal, or send it")  # fmt: skip
+        return command
 
     def _anchor(self, now_ms: int) -> None:
         self.strip.bar.set_span(now_ms - self.strip.window_ms, now_ms)

@@ -2,7 +2,8 @@
 
 A window (1 h to 30 d, ending now), the timeline with the alerts raised in it and the
 outages and actions, the previous/next alert buttons, Play with its speed, a field to
-type a moment and the way back to live. It says what the person asked for
+type a moment, Share (the command that opens this moment elsewhere) and the way back
+to live. It says what the person asked for
 (`momentWanted`, `liveWanted`, `playToggled`, `speedChanged`); the part shows it.
 """
 
@@ -17,6 +18,7 @@ from console.views.replay.timeline_bar import TimelineBar
 
 DEFAULT_WINDOW = "24 h"
 PLAY_TEXT, PAUSE_TEXT = "▶ Play", "❚❚ Pause"
+SHARE_KEY = "Ctrl+Shift+L"
 
 
 class ReplayStrip(QWidget):
@@ -27,6 +29,7 @@ class ReplayStrip(QWidget):
     windowChanged = Signal(object)  # the window's length (ms; 30 d is past a C int)
     playToggled = Signal()  # Play or Pause (the button, Space on the timeline)
     speedChanged = Signal(str)  # a SPEEDS label
+    shareWanted = Signal()  # the command that opens this moment, for another operator
 
     def __init__(self) -> None:
         super().__init__()
@@ -62,7 +65,11 @@ class ReplayStrip(QWidget):
             layout.addWidget(widget)
         layout.addWidget(self.bar, 1)
         self.play, self.speed = _play_button(), _speed_box()
-        for after in (self.next, self.play, self.speed, self.field):
+        self.share = QPushButton("Share")
+        self.share.setObjectName("replayShare")
+        self.share.setToolTip(f"Copy the command that opens this moment and GPU in another "
+                              f"operator's console ({SHARE_KEY})")  # fmt: skip
+        for after in (self.next, self.play, self.speed, self.field, self.share):
             layout.addWidget(after)
         self._wire()
 
@@ -74,6 +81,7 @@ class ReplayStrip(QWidget):
         self.play.clicked.connect(self.playToggled)
         self.speed.currentTextChanged.connect(self.speedChanged)
         self.live.clicked.connect(self.liveWanted)
+        self.share.clicked.connect(self.shareWanted)
         self.previous.clicked.connect(lambda: self.alertStep.emit(-1))
         self.next.clicked.connect(lambda: self.alertStep.emit(1))
         self.field.returnPressed.connect(lambda: self.typed.emit(self.field.text()))
