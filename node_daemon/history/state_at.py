@@ -148,6 +148,9 @@ def _gpu_state(gpu: int, readings: ReadingsAt, counting: dict[str, pb.Event]) ->
     condition = counting.get(condition_subject(gpu))
     if condition is not None:
         state.sample.condition.CopyFrom(condition.condition)
+    elif point is not None:  # sampled, so judged: every change is journalled, none was yet
+        state.sample.condition.gpu_index = gpu
+        state.sample.condition.state = pb.GPU_HEALTH_STATE_HEALTHY
     return state
 
 

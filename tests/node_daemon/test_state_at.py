@@ -177,6 +177,9 @@ def reservations_and_drains_are_those_in_force(incident: Incident) -> None:
     assert held("released") == []
     assert drained("reserved") == []
     assert drained("drained") == drained("released") == [1]
+    # Sampled and no change journalled before: healthy then, not "not known".
+    before = state_at(incident.node, incident.moments["reserved"]).gpus[0].sample.condition
+    assert (before.gpu_index, before.state) == (0, pb.GPU_HEALTH_STATE_HEALTHY)
     drain = state_at(incident.node, incident.moments["drained"]).gpus[1].sample.condition
     assert drain.drain_reason == "too hot"
 

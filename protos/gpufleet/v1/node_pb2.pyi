@@ -689,7 +689,9 @@ class GpuStateAt(_message.Message):
     def sample(self) -> Global___GpuSample:
         """The readings (GpuSample's catalogue fields; in a downsampled tier, the step's
         means); `health` GPU_HEALTH_LOST where the journal says it had fallen off the bus,
-        and `condition` the GPU's health state and drain as the journal has them.
+        and `condition` the GPU's health state and drain as the journal has them (the
+        daemon journals every change of them: a GPU with readings and no change journalled
+        before the moment was HEALTHY and in placement then).
         Processes, Xids and MIG instances are not kept in the history: left empty.
         """
 
