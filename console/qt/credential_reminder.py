@@ -2,20 +2,16 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 
 from PySide6.QtCore import QObject, Signal
 
 from console.fleet.credential_expiry import ExpiryAnnouncer, ExpiryNotice
 from console.fleet.model import FleetModel
+from console.fleet.wall_clock import unix_now_ms
 from console.qt.named_timer import named_timer
 
 TICK_MS = 1000
-
-
-def _clock_ms() -> int:
-    return int(time.time() * 1000)
 
 
 class CredentialReminder(QObject):
@@ -27,7 +23,7 @@ class CredentialReminder(QObject):
         self,
         fleet: FleetModel,
         announcer: ExpiryAnnouncer,
-        clock: Callable[[], int] = _clock_ms,
+        clock: Callable[[], int] = unix_now_ms,
         parent: QObject | None = None,
     ) -> None:
         super().__init__(parent)  # owned by the window: its timer dies with it

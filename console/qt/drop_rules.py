@@ -6,7 +6,6 @@ asks the pure verdicts in console.fleet.placement.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
@@ -17,12 +16,9 @@ from console.fleet.model import FleetModel
 from console.fleet.moment import PAST_REFUSAL
 from console.fleet.placement import Place, Verdict, can_assign, can_reserve
 from console.fleet.slurm_view import SlurmReserve
+from console.fleet.wall_clock import unix_now_ms
 from console.qt.mime import HOLDER_MIME, WORKLOAD_MIME, read_holder, read_workload
 from console.qt.slurm_drop import SlurmDropRules, SlurmSteer
-
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 @dataclass(frozen=True)
@@ -37,7 +33,7 @@ class TileDrop:
 
 
 class TileDropRules:
-    def __init__(self, fleet: FleetModel, clock: Callable[[], int] = _now_ms) -> None:
+    def __init__(self, fleet: FleetModel, clock: Callable[[], int] = unix_now_ms) -> None:
         self._fleet = fleet
         self._clock = clock
         self.slurm: SlurmDropRules | None = None  # with a profile's Slurm: its jobs drop too

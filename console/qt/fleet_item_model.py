@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from PySide6.QtCore import QAbstractItemModel, QModelIndex, QPersistentModelIndex, Qt
@@ -10,15 +9,12 @@ from PySide6.QtCore import QAbstractItemModel, QModelIndex, QPersistentModelInde
 from console.fleet.model import Change, FleetModel, NodeRecord
 from console.fleet.staleness import Quiet
 from console.fleet.updates import GpuSnapshot
+from console.fleet.wall_clock import unix_now_ms
 from console.qt import roles
 from gpufleet.policy import Role
 from gpufleet.v1.alert_severity import Severity
 
 Index = QModelIndex | QPersistentModelIndex
-
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 def node_tooltip(node: NodeRecord, quiet: Quiet | None = None, now_ms: int | None = None) -> str:
@@ -31,7 +27,7 @@ def node_tooltip(node: NodeRecord, quiet: Quiet | None = None, now_ms: int | Non
     if quiet is not None and quiet.stale:
         lines.append(f"no data for {quiet.silent_s:.0f} s (stale after {quiet.stale_after_s:g} s)")
     if node.identity is not None:
-        when = _now_ms() if now_ms is None else now_ms
+        when = unix_now_ms() if now_ms is None else now_ms
         lines.append(f"signed in as {node.identity.describe(when)}")
         lines.append(node.identity.kill_policy())
     return "\n".join(lines)
@@ -141,13 +137,13 @@ class FleetItemModel(QAbstractItemModel):
         if role == roles.MODEL_NAME_ROLE:
             return node.info.gpus[gpu].name if node.info else None
         if role == roles.ALERT_ROLE:
-            return self._fleet.alert_severity(node.target, gpu, _now_ms())
+            return self._fleet.alert_severity(node.target, gpu, unix_now_ms())
         if role == roles.OPERATOR_REFUSAL_ROLE:
             return self._fleet.role_refusal(node.target, Role.OPERATOR)
         if role == roles.ADMIN_REFUSAL_ROLE:
             return self._fleet.role_refusal(node.target, Role.ADMIN)
         if role == roles.RESERVATION_ROLE:
-            return self._fleet.control.reservation_on(node.target, gpu, _now_ms())
+            return self._fleet.control.reservation_on(node.target, gpu, unix_now_ms())
         if role == roles.WORKLOAD_ROLE:
             return self._fleet.control.running_on(node.target, gpu)
         if snap is None:
@@ -165,7 +161,7 @@ class FleetItemModel(QAbstractItemModel):
         return None
 
     def _tile(self, node: NodeRecord, gpu: int, snap: GpuSnapshot | None) -> roles.TileData:
-        now_ms, target, control = _now_ms(), node.target, self._fleet.control
+        now_ms, target, control = unix_now_ms(), node.target, self._fleet.control
         return roles.TileData(
             None if snap is None else snap.health,
             None if snap is None else node.row(gpu),
@@ -176,7 +172,7 @@ class FleetItemModel(QAbstractItemModel):
         )
 
     def _node_alert(self, node: NodeRecord) -> Severity | None:
-        now_ms = _now_ms()
+        now_ms = unix_now_ms()
         found = [self._fleet.alert_severity(node.target, g, now_ms) for g in range(node.gpu_count)]
         found.append(self._fleet.alert_severity(node.target, None, now_ms))
         return max((s for s in found if s is not None), default=None)

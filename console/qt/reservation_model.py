@@ -7,16 +7,15 @@ layer's ReservationLine.matches, so the panel and any other view filter alike.
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from typing import Any
 
-from PySide6.QtCore import QModelIndex, QObject, QPersistentModelIndex, Qt
+from PySide6.QtCore import QModelIndex, QPersistentModelIndex, Qt
 
-from console.fleet.model import Change, FleetModel
+from console.fleet.model import Change
 from console.fleet.placement import clock_text, gpus_text
 from console.fleet.reservations import ReservationLine, reservation_lines, until_text
-from console.qt.row_table import SORT_ROLE, RowTableModel, SortKeyProxy
+from console.qt.fleet_table import FleetTableModel
+from console.qt.row_table import SORT_ROLE, SortKeyProxy
 
 Index = QModelIndex | QPersistentModelIndex
 COLUMNS = (
@@ -31,27 +30,13 @@ COLUMNS = (
 UNTIL_COLUMN = COLUMNS.index("Until")
 
 
-def _now_ms() -> int:
-    return int(time.time() * 1000)
-
-
-class ReservationTableModel(RowTableModel):
+class ReservationTableModel(FleetTableModel):
     headers = COLUMNS
 
-    def __init__(
-        self,
-        fleet: FleetModel,
-        clock: Callable[[], int] = _now_ms,
-        parent: QObject | None = None,
-    ) -> None:
-        super().__init__()
-        if parent is not None:
-            self.setParent(parent)
-        self._fleet, self._clock = fleet, clock
+    def prepare(self) -> None:
         self._rows: list[ReservationLine] = []
         self._version = -1
         self._second = -1
-        self.refresh()
 
     def line(self, row: int) -> ReservationLine:
         return self._rows[row]

@@ -33,8 +33,10 @@ from console.fleet.silences import (
     start_countdown,
 )
 from console.fleet.updates import LinkState
+from console.fleet.wall_clock import unix_now_ms
+from console.qt.fleet_table import FleetTableModel
 from console.qt.named_timer import named_timer
-from console.qt.row_table import SORT_ROLE, EndedRowsProxy, RowTableModel
+from console.qt.row_table import SORT_ROLE, EndedRowsProxy
 from console.qt.status_inks import Ink, colour
 from gpufleet.states import SilenceState
 
@@ -56,10 +58,6 @@ STATE_INKS = {  # the theme's colours (console/qt/status_inks.py)
 NAMES_SHOWN = 3
 
 
-def _clock_ms() -> int:
-    return int(time.time() * 1000)
-
-
 def time_text(unix_ms: int, now_unix_ms: int) -> str:
     """ "14:05" today, "Thu 3 Dec 14:05" on another day."""
     when, now = time.localtime(unix_ms / 1000), time.localtime(now_unix_ms / 1000)
@@ -67,20 +65,10 @@ def time_text(unix_ms: int, now_unix_ms: int) -> str:
     return time.strftime("%H:%M" if same_day else "%a %d %b %H:%M", when)
 
 
-class SilenceTableModel(RowTableModel):
+class SilenceTableModel(FleetTableModel):
     headers = COLUMNS
 
-    def __init__(
-        self,
-        fleet: FleetModel,
-        clock: Callable[[], int] = _clock_ms,
-        parent: QObject | None = None,
-    ) -> None:
-        super().__init__()
-        # Owned by the window: its ticking timer must not outlive it (PySide then
-        # calls the tick on a Python object already torn down).
-        self.setParent(parent)
-        self._fleet, self._clock = fleet, clock
+    def prepare(self) -> None:
         self._rows: list[SilenceGroup] = []
         self._counts: list[int] = []
         self._version = (-1, -1)
@@ -88,7 +76,6 @@ class SilenceTableModel(RowTableModel):
             self, "gpufleet-silence-table-timer", self._on_timer_timeout, interval_ms=TICK_MS
         )
         self._timer.start()
-        self.refresh()
 
     def group(self, row: int) -> SilenceGroup:
         return self._rows[row]
@@ -203,7 +190,7 @@ class SilenceFilterProxy(EndedRowsProxy):
 
     record_role = SILENCE_ROLE
 
-    def __init__(self, clock: Callable[[], int] = _clock_ms) -> None:
+    def __init__(self, clock: Callable[[], int] = unix_now_ms) -> None:
         super().__init__(show_ended=False)
         self._clock = clock
 
@@ -242,7 +229,7 @@ class SilenceReminder(QObject):
     def __init__(
         self,
         fleet: FleetModel,
-        clock: Callable[[], int] = _clock_ms,
+        clock: Callable[[], int] = unix_now_ms,
         parent: QObject | None = None,
     ) -> None:
         super().__init__(parent)  # owned by the window, like the table's timer

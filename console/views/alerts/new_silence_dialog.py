@@ -7,7 +7,6 @@ must always fill; Enter sends once the draft is valid.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Sequence
 
 from PySide6.QtCore import QDateTime
@@ -25,6 +24,7 @@ from PySide6.QtWidgets import (
 )
 
 from console.fleet.silence_draft import HOUR_MS, SilenceDraft, matching_targets
+from console.fleet.wall_clock import unix_now_ms
 from console.views.common.dialog_buttons import ok_cancel_buttons
 
 DURATIONS = (("15 minutes", HOUR_MS // 4), ("1 hour", HOUR_MS), ("2 hours", 2 * HOUR_MS),
@@ -36,17 +36,13 @@ SEVERITIES = ("", "info", "warning", "critical")
 NODES_SHOWN = 4
 
 
-def _clock_ms() -> int:
-    return int(time.time() * 1000)
-
-
 class NewSilenceDialog(QDialog):
     def __init__(
         self,
         draft: SilenceDraft,
         nodes: Sequence[tuple[str, str]],
         parent: QWidget | None = None,
-        clock: Callable[[], int] = _clock_ms,
+        clock: Callable[[], int] = unix_now_ms,
     ) -> None:
         super().__init__(parent)
         self.setObjectName("newSilenceDialog")

@@ -10,7 +10,6 @@ one open now (tests fill and accept it).
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 
 from PySide6.QtCore import Signal
@@ -22,13 +21,10 @@ from console.fleet.model import FleetModel
 from console.fleet.silence_draft import SilenceDraft
 from console.fleet.silences import SilenceGroup, matchers_text
 from console.fleet.updates import LinkState
+from console.fleet.wall_clock import unix_now_ms
 from console.views.alerts.new_silence_dialog import NewSilenceDialog
 from console.views.common.prompt_host import PromptHost
 from gpufleet.policy import role_needed
-
-
-def _clock_ms() -> int:
-    return int(time.time() * 1000)
 
 
 class SilencePrompts(PromptHost):
@@ -39,7 +35,7 @@ class SilencePrompts(PromptHost):
         fleet: FleetModel,
         actions: SilenceActions,
         window: QWidget,
-        clock: Callable[[], int] = _clock_ms,
+        clock: Callable[[], int] = unix_now_ms,
     ) -> None:
         super().__init__(window)
         self.setObjectName("silencePrompts")

@@ -10,7 +10,6 @@ row onto the kill zone; either way `killRequested` asks for a confirmation first
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 
 from PySide6.QtCore import QModelIndex, Signal
@@ -27,6 +26,7 @@ from console.fleet.health_report import health_report
 from console.fleet.model import Change, FleetModel, GpuKey
 from console.fleet.placement import can_kill
 from console.fleet.reservations import holder_text
+from console.fleet.wall_clock import unix_now_ms
 from console.qt.process_model import ProcessTableModel
 from console.views.common.keyboard_menus import offer_row_menus
 from console.views.detail.health_section import HealthSection
@@ -35,10 +35,6 @@ from console.views.detail.process_table import ProcessTable
 from console.views.detail.readings_table import ReadingsTable
 from console.views.plots.plot_panel import PlotPanel
 from gpufleet.policy import role_needed
-
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 class GpuDetailPanel(QWidget):
@@ -50,7 +46,7 @@ class GpuDetailPanel(QWidget):
         self,
         fleet: FleetModel,
         parent: QWidget | None = None,
-        clock: Callable[[], int] = _now_ms,  # unix ms: "signed in as …, expires in 6 h"
+        clock: Callable[[], int] = unix_now_ms,  # unix ms: "signed in as …, expires in 6 h"
     ) -> None:
         super().__init__(parent)
         self.setObjectName("gpuDetail")

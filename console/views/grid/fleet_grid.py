@@ -17,7 +17,6 @@ takes it out, and the Menu key or Shift+F10 opens its context menu beside it.
 from __future__ import annotations
 
 import dataclasses
-import time
 from collections.abc import Callable
 
 from PySide6.QtCore import QEvent, QMimeData, QModelIndex, QPoint, QRect, QSize, Qt, Signal
@@ -45,6 +44,7 @@ from console.fleet.placement import Place
 from console.fleet.staleness import Quiet
 from console.fleet.tile_order import TileFacts, TileOrder, ordered_groups
 from console.fleet.updates import LinkState
+from console.fleet.wall_clock import unix_now_ms
 from console.qt import roles
 from console.qt.drop_rules import TileDrop, TileDropRules
 from console.qt.fleet_item_model import FleetItemModel
@@ -81,10 +81,6 @@ SORT_MS = 1000
 REPAINT_BUDGET = 16
 FRAME_MS = 1000 // DEFAULT_FPS
 ALERT_RANK = {None: 0, Severity.INFO: 1, Severity.WARNING: 2, Severity.CRITICAL: 3}
-
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 class FleetGrid(QWidget):
@@ -491,7 +487,7 @@ class FleetGrid(QWidget):
         if hit is not None:
             node = self._model.node_index(hit[0])
             condition = self._model.gpu_index(*hit).data(roles.CONDITION_ROLE)
-            health = condition_tooltip(condition, _now_ms()) if condition is not None else []
+            health = condition_tooltip(condition, unix_now_ms()) if condition is not None else []
             return "\n".join([f"{node.data(Qt.ItemDataRole.ToolTipRole)}\nGPU {hit[1]}", *health])
         for block in self._blocks:
             if block.rect.contains(point) and block.group.node_row is not None:
