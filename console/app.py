@@ -37,7 +37,9 @@ SlurmSource = tuple[SlurmProfile, Callable[[], str]]
 log = logging.getLogger(__name__)
 
 
-# How much longer a screenshot waits for a moment's answers (--at) after settle_s.
+# A screenshot is taken once the live plots have this long to fill...
+SCREENSHOT_SETTLE_S = 8.0
+# ... and, for a moment (--at), once its answers are in: at most this much longer.
 SETTLE_WAIT_S = 20.0
 
 
@@ -93,7 +95,7 @@ def build_window(
 def run_console(
     build: Callable[[], MainWindow],
     screenshot: Path | None = None,
-    settle_s: float = 8.0,
+    settle_s: float = SCREENSHOT_SETTLE_S,
     on_ready: Callable[[MainWindow], None] | None = None,
     settled: Callable[[], bool] = lambda: True,
 ) -> int:

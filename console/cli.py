@@ -149,7 +149,7 @@ def run_console_command(args: argparse.Namespace) -> int:
         return 2
     if _needs_display(args.screenshot, "console") or not _import_qt_or_explain():
         return 2
-    from console.app import build_window, run_console
+    from console.app import SCREENSHOT_SETTLE_S, build_window, run_console
     from console.credentials import CredentialError, find_token, link_security
     from console.settings import SettingsError, load_settings
 
@@ -197,8 +197,10 @@ def run_console_command(args: argparse.Namespace) -> int:
         window.replay.opened_with = opened_with  # Share: as this console was opened
         opening.append(OpeningMoment(window, at_ms, args.gpu))
 
+    # A moment's screenshot waits for its answers (settled), not for live plots to fill.
+    settle_s = 1.0 if at_ms is not None else SCREENSHOT_SETTLE_S
     return run_console(build, screenshot=args.screenshot, on_ready=open_there,
-                       settled=lambda: opening[0].settled)  # fmt: skip
+                       settled=lambda: opening[0].settled, settle_s=settle_s)  # fmt: skip
 
 
 def _moment_or_none(text: str | None) -> int | None:

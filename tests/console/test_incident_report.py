@@ -30,7 +30,6 @@ from console.fleet.incident import (
     key_moments,
     marks,
 )
-from console.terminal.report_shots import console_takes_at
 from gpufleet.policy import Role
 from gpufleet.v1 import node_pb2 as pb
 from gpufleet.v1 import node_pb2_grpc as pb_grpc
@@ -181,9 +180,9 @@ def test_an_unreachable_node_is_named_in_the_report_and_its_exit_code(
     assert f"{unreachable} ({unreachable}) could not be reached" in page
     assert "No alert fired in the window." in page
     assert "No GPU had an alert or a self-healing action in the window." in page
+    # The end of the window, as `gpufleet console --at END --screenshot` drew it.
     shots = page.split("<h2>The grid at key moments</h2>")[1]
-    if not console_takes_at():  # until `gpufleet console --at` lands
-        assert "cannot show a past moment yet" in shots
+    assert shots.count('src="data:image/png;base64,iVBORw0KGgo') == 1, shots[:2000]
 
 
 @pytest.mark.parametrize(("argv", "said"), [
