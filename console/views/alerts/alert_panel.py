@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from PySide6.QtCore import QModelIndex, Qt, Signal
 from PySide6.QtWidgets import (
-    QCheckBox,
-    QLineEdit,
     QMenu,
     QPushButton,
     QTableView,
@@ -16,7 +14,7 @@ from console.fleet.alert_rows import AlertRow
 from console.qt.alert_model import ALERT_ROLE, AlertFilterProxy, AlertTableModel
 from console.views.alerts.alert_menu import alert_row_menu
 from console.views.common.keyboard_menus import offer_row_menus
-from console.views.common.row_table_panel import RowPanel, bar_over_table, set_up_row_table
+from console.views.common.row_table_panel import RowPanel, bar_over_table
 
 COLUMN_PX = 72
 
@@ -32,23 +30,19 @@ class AlertPanel(RowPanel):
         super().__init__("alertPanel", model, AlertFilterProxy(), parent)
         self.proxy: AlertFilterProxy
         self.model = model
-        self.filter = QLineEdit(placeholderText="Filter: node, rule, GPU, text…")
-        self.show_cleared = QCheckBox("Show cleared")
+        self.table = QTableView()
+        self.filter, self.show_cleared = self._filtered_rows(
+            self.table, "alertTable", "Filter: node, rule, GPU, text…", "Show cleared"
+        )
         self.acknowledge = QPushButton("Acknowledge")
         self.silence = QPushButton("Silence…")
-        self.table = QTableView()
-        # Why our role allows none of the panel's actions ("" when it allows them).
-        self.action_refusal = ""
         self._build()
         self._wire()
         self._on_selection_changed()
 
     def _build(self) -> None:
-        self.table.setObjectName("alertTable")
-        self.table.setModel(self.proxy)
         self.table.setSortingEnabled(True)
         self.table.sortByColumn(0, Qt.SortOrder.DescendingOrder)
-        set_up_row_table(self.table)
         # Narrow until the first alerts come: nine columns of 100 px wanted a horizontal
         # scroll bar on a 1366x768 screen; then fitted to them, once (a person's widths stay).
         self.table.horizontalHeader().setDefaultSectionSize(COLUMN_PX)
@@ -57,9 +51,6 @@ class AlertPanel(RowPanel):
                        self.table)  # fmt: skip
 
     def _wire(self) -> None:
-        self.filter.textChanged.connect(self.proxy.setFilterFixedString)
-        self.show_cleared.toggled.connect(self.proxy.set_show_ended)
-        self.table.selectionModel().selectionChanged.connect(self._on_selection_changed)
         # Reset or updated in place: a selected alert may have been acknowledged or cleared.
         self.model.refreshed.connect(self._on_selection_changed)
         self.acknowledge.clicked.connect(self._on_acknowledge_clicked)
@@ -81,12 +72,9 @@ class AlertPanel(RowPanel):
         rows = self.table.selectionModel().selectedRows()
         return [index.data(ALERT_ROLE) for index in rows]
 
-    def set_action_refusal(self, refusal: str) -> None:
-        """Offer acknowledge and silence only where our role allows them; say why not."""
-        self.action_refusal = refusal
+    def _show_refusal(self, refusal: str) -> None:
         for button in (self.acknowledge, self.silence):
             button.setToolTip(refusal)
-        self._on_selection_changed()
 
     def _on_selection_changed(self, *_args: object) -> None:
         firing = [a for a in self.selected_alerts() if a.firing] if not self.action_refusal else []

@@ -5,8 +5,6 @@ from __future__ import annotations
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
     QAbstractItemView,
-    QCheckBox,
-    QLineEdit,
     QPushButton,
     QTableView,
     QWidget,
@@ -14,7 +12,7 @@ from PySide6.QtWidgets import (
 
 from console.fleet.silences import SilenceGroup
 from console.qt.silence_model import ENDS, SILENCE_ROLE, SilenceFilterProxy, SilenceTableModel
-from console.views.common.row_table_panel import RowPanel, bar_over_table, set_up_row_table
+from console.views.common.row_table_panel import RowPanel, bar_over_table
 
 
 class SilencePanel(RowPanel):
@@ -29,30 +27,23 @@ class SilencePanel(RowPanel):
         self.model = model
         if model.parent() is None:  # a model nobody owns lives (and ticks) as long as its view
             model.setParent(self)
-        self.filter = QLineEdit(placeholderText="Filter: matcher, node, author, comment…")
-        self.show_expired = QCheckBox("Show expired")
+        self.table = QTableView()
+        self.filter, self.show_expired = self._filtered_rows(
+            self.table, "silenceTable", "Filter: matcher, node, author, comment…", "Show expired"
+        )
         self.new = QPushButton("New silence…")
         self.expire = QPushButton("Expire…")
-        self.table = QTableView()
-        # Why our role allows neither new nor expire ("" when it allows them).
-        self.action_refusal = ""
         self._build()
         self._wire()
         self.set_action_refusal("")
 
     def _build(self) -> None:
-        self.table.setObjectName("silenceTable")
-        self.table.setModel(self.proxy)
         self.table.setSortingEnabled(True)
         self.table.sortByColumn(ENDS, Qt.SortOrder.AscendingOrder)  # ending soonest first
-        set_up_row_table(self.table)
         self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
         bar_over_table(self, (self.filter, self.show_expired, self.new, self.expire), self.table)
 
     def _wire(self) -> None:
-        self.filter.textChanged.connect(self.proxy.setFilterFixedString)
-        self.show_expired.toggled.connect(self.proxy.set_show_ended)
-        self.table.selectionModel().selectionChanged.connect(self._on_selection_changed)
         self.model.modelReset.connect(self._on_selection_changed)
         self.model.modelReset.connect(self._on_model_reset)
         self.new.clicked.connect(self.newRequested)
@@ -67,12 +58,10 @@ class SilencePanel(RowPanel):
         rows = self.table.selectionModel().selectedRows()
         return rows[0].data(SILENCE_ROLE) if rows else None
 
-    def set_action_refusal(self, refusal: str) -> None:
-        """Viewers see silences; new and expire only where our role allows them, else why not."""
-        self.action_refusal = refusal
+    def _show_refusal(self, refusal: str) -> None:
+        # Viewers see silences; new and expire only where our role allows them.
         self.new.setEnabled(not refusal)
         self.new.setToolTip(refusal or "Silence alerts by node, rule, GPU or severity")
-        self._on_selection_changed()
 
     def _on_selection_changed(self, *_args: object) -> None:
         group = self.selected()

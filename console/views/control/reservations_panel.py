@@ -51,7 +51,6 @@ class ReservationsPanel(RowPanel):
         self.undo = QPushButton("Undo")
         self.undo.setObjectName("undoRelease")
         self._kept: tuple[str, str] | None = None  # the selection across a model reset
-        self.action_refusal = ""  # why our role allows no release ("" when it does)
         self._build()
         self._wire()
         self.show_undo(None)
@@ -127,10 +126,6 @@ class ReservationsPanel(RowPanel):
         self._undo_bar.setVisible(release is not None)
         if release is not None:
             self.undo_text.setText(f"Released {release.what}.")
-
-    def set_action_refusal(self, refusal: str) -> None:
-        self.action_refusal = refusal
-        self._on_selection_changed()
 
     # -- events ----------------------------------------------------------------
 

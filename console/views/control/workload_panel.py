@@ -9,10 +9,8 @@ from __future__ import annotations
 from PySide6.QtCore import QModelIndex, Signal
 from PySide6.QtWidgets import (
     QAbstractItemView,
-    QCheckBox,
     QHeaderView,
     QLabel,
-    QLineEdit,
     QMenu,
     QPushButton,
     QWidget,
@@ -27,7 +25,7 @@ from console.qt.workload_model import (
 )
 from console.views.common.drag_image import CompactDragTable
 from console.views.common.keyboard_menus import offer_row_menus
-from console.views.common.row_table_panel import RowPanel, bar_over_table, set_up_row_table
+from console.views.common.row_table_panel import RowPanel, bar_over_table
 from gpufleet.states import WorkloadState
 
 HINT = (
@@ -53,15 +51,14 @@ class WorkloadPanel(RowPanel):
         super().__init__("workloadPanel", model, WorkloadFilterProxy(), parent)
         self.proxy: WorkloadFilterProxy
         self.model = model
-        self.filter = QLineEdit(placeholderText="Filter: node, name, owner, state…")
-        self.show_ended = QCheckBox("Show ended")
+        self.table = CompactDragTable()  # a small drag label: the tiles stay in sight
+        self.filter, self.show_ended = self._filtered_rows(
+            self.table, "workloadTable", "Filter: node, name, owner, state…", "Show ended"
+        )
         self.show_ended.setChecked(True)
         self.submit = QPushButton("Submit…")
         self.cancel = QPushButton("Cancel workload")
         self.output = QPushButton("Output…")
-        self.table = CompactDragTable()  # a small drag label: the tiles stay in sight
-        # Why our role allows none of the panel's actions ("" when it allows them).
-        self.action_refusal = ""
         self._kept: tuple[str, str] | None = None  # selection across a model reset
         self._build()
         self._wire()
@@ -69,10 +66,7 @@ class WorkloadPanel(RowPanel):
         self._on_selection_changed()
 
     def _build(self) -> None:
-        self.table.setObjectName("workloadTable")
-        self.table.setModel(self.proxy)
         self.table.setSortingEnabled(False)  # the model's order is the queue's order
-        set_up_row_table(self.table)
         header = self.table.horizontalHeader()
         header.setStretchLastSection(False)
         header.setSectionResizeMode(WAIT_COLUMN, QHeaderView.ResizeMode.Stretch)
@@ -89,9 +83,6 @@ class WorkloadPanel(RowPanel):
         bar_over_table(self, bar, self.table).addWidget(hint)
 
     def _wire(self) -> None:
-        self.filter.textChanged.connect(self.proxy.setFilterFixedString)
-        self.show_ended.toggled.connect(self.proxy.set_show_ended)
-        self.table.selectionModel().selectionChanged.connect(self._on_selection_changed)
         # The model resets when any workload changes: keep the selected one selected.
         self.model.modelAboutToBeReset.connect(self._on_model_about_to_be_reset)
         self.model.modelReset.connect(self._on_model_reset)
@@ -131,12 +122,9 @@ class WorkloadPanel(RowPanel):
             if column not in (WAIT_COLUMN, COMMAND_COLUMN):
                 self.table.resizeColumnToContents(column)
 
-    def set_action_refusal(self, refusal: str) -> None:
-        """Offer submit and cancel only where our role allows them; say why not."""
-        self.action_refusal = refusal
+    def _show_refusal(self, refusal: str) -> None:
         self.submit.setToolTip(f"Submit: {refusal}" if refusal else "")
         self.cancel.setToolTip(f"Cancel: {refusal}" if refusal else "")
-        self._on_selection_changed()
 
     def _on_selection_changed(self, *_args: object) -> None:
         workload = self.selected_workload()
