@@ -15,6 +15,14 @@ from PySide6.QtWidgets import QLabel, QWidget
 from console.fleet.placement import Verdict
 
 
+def answer_drag(event: QDragMoveEvent, ok: bool) -> None:
+    """Take the drag where its verdict is `ok` (the cursor says it may drop), else refuse it."""
+    if ok:
+        event.acceptProposedAction()
+    else:
+        event.ignore()
+
+
 class DropZone(QLabel):
     def __init__(
         self, idle_text: str, mime_type: str, refusal: str, parent: QWidget | None = None
@@ -46,10 +54,7 @@ class DropZone(QLabel):
     def dragMoveEvent(self, event: QDragMoveEvent) -> None:
         verdict = self.judge_drop(event.mimeData())[1]
         self._show(verdict)
-        if verdict.ok:
-            event.acceptProposedAction()
-        else:
-            event.ignore()
+        answer_drag(event, verdict.ok)
 
     def dragLeaveEvent(self, event: QDragLeaveEvent) -> None:
         self._show(None)

@@ -52,6 +52,7 @@ from console.qt.frame_pump import DEFAULT_FPS
 from console.qt.mime import drag_text, node_mime
 from console.qt.named_timer import named_timer
 from console.views.common.drag_image import OFFSET, drag_pixmap
+from console.views.common.drop_zone import answer_drag
 from console.views.grid import grid_keys
 from console.views.grid.drop_overlay import paint_drop_verdict
 from console.views.grid.grid_layout import (
@@ -556,10 +557,7 @@ class FleetGrid(QWidget):
 
     def dragMoveEvent(self, event: QDragMoveEvent) -> None:
         drop = self._judge(event)
-        if drop is not None and drop.verdict.ok:
-            event.acceptProposedAction()
-        else:
-            event.ignore()
+        answer_drag(event, drop is not None and drop.verdict.ok)
 
     def dragLeaveEvent(self, event: QDragLeaveEvent) -> None:
         self._set_hover(None)
