@@ -12,23 +12,57 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from gpufleet.subcommand import add_subcommand
+
 if TYPE_CHECKING:
     from console.main_window import MainWindow
 
 
+CONSOLE_PAGE = (
+    "Watch node daemons. Nodes come from --node flags, else from the profile "
+    "in the console settings file (default: ~/.config/gpufleet/console.toml), which also "
+    "names the CA for TLS and a client certificate; the token comes from the system "
+    "keyring (`gpufleet console login`), a token file, $GPUFLEET_TOKEN, or the profile's "
+    "token_command (a program that prints one, e.g. an SSO helper; run again before the "
+    "token expires). Exit codes: 0 the window was closed (or the screenshot saved); 1 the "
+    "screenshot could not be written; 2 no display, no Qt, settings, a profile or a token "
+    "that cannot be used, or no nodes to watch (the reason on stderr)."
+)
+
+
+LOGIN_PAGE = (
+    "Read the token (from the terminal without echo, or from standard input) "
+    "and keep it in the system keyring under service 'gpufleet' and the profile's name; "
+    "without a keyring, in a token file only you can read. Never in the settings file. "
+    "With --node, a profile that does not exist yet is added to the settings file. "
+    "Exit codes: 0 stored (where, on stdout); 2 the settings, the profile, the token read "
+    "or the keyring refused it (the reason on stderr)."
+)
+
+
+DEMO_PAGE = (
+    "Start N simulated GPU servers (daemon processes on loopback, 8 GPUs "
+    "each) and the console connected to them. Each starts with a day of history, demo "
+    "users' running and queued workloads and reservations; gpu-node-02 plays an incident. "
+    "The terminal commands reach them through the profile 'demo' (e.g. `gpufleet alerts "
+    "--profile demo`); any owner works (alice, bob, root), as the demo's own account. "
+    "Closing the window (or SIGTERM, ^C) stops the nodes and every workload they started, "
+    "and removes the profile. Exit codes: 0 closed (the window, File, Quit, SIGTERM or "
+    "^C) or the screenshot saved; 1 a simulated server did not start (its log on "
+    "stderr), or the screenshot could not be written; 2 no display or no Qt."
+)
+
+
+# The commands console/terminal/commands.py registers (tests/console/test_terminal.py
+# checks the two agree): named here too, for an install without the console extra.
+TERMINAL_COMMANDS = ("status", "ps", "alerts", "ack", "silence", "silences", "unsilence",
+                     "reserve", "release", "kill", "health", "drain", "undrain", "queue",
+                     "move", "report")  # fmt: skip
+
+
 def add_console_command(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser(
-        "console",
-        help="open the desktop console",
-        description="Watch node daemons. Nodes come from --node flags, else from the profile "
-        "in the console settings file (default: ~/.config/gpufleet/console.toml), which also "
-        "names the CA for TLS and a client certificate; the token comes from the system "
-        "keyring (`gpufleet console login`), a token file, $GPUFLEET_TOKEN, or the profile's "
-        "token_command (a program that prints one, e.g. an SSO helper; run again before the "
-        "token expires). Exit codes: 0 the window was closed (or the screenshot saved); 1 the "
-        "screenshot could not be written; 2 no display, no Qt, settings, a profile or a token "
-        "that cannot be used, or no nodes to watch (the reason on stderr).",
-    )
+    summary = "open the desktop console"
+    parser = add_subcommand(subparsers, "console", run_console_command, summary, CONSOLE_PAGE)
     parser.add_argument("--node", action="append", default=[], metavar="HOST:PORT",
                         help="a node daemon to watch; repeat for more")  # fmt: skip
     parser.add_argument("--config", type=Path, metavar="FILE", help="console settings TOML")
@@ -47,39 +81,19 @@ def add_console_command(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--gpu", metavar="NODE:INDEX",
                         help="open this GPU's detail (its node as the grid names it, or "
                         "HOST:PORT), e.g. gpu-node-02:3")  # fmt: skip
-    parser.set_defaults(run=run_console_command)
     commands = parser.add_subparsers(dest="console_command", metavar="login")
     add_login_command(commands)
 
 
 def add_demo_command(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser(
-        "demo",
-        help="start simulated GPU servers and the console",
-        description="Start N simulated GPU servers (daemon processes on loopback, 8 GPUs "
-        "each) and the console connected to them. Each starts with a day of history, demo "
-        "users' running and queued workloads and reservations; gpu-node-02 plays an incident. "
-        "The terminal commands reach them through the profile 'demo' (e.g. `gpufleet alerts "
-        "--profile demo`); any owner works (alice, bob, root), as the demo's own account. "
-        "Closing the window (or SIGTERM, ^C) stops the nodes and every workload they started, "
-        "and removes the profile. Exit codes: 0 closed (the window, File, Quit, SIGTERM or "
-        "^C) or the screenshot saved; 1 a simulated server did not start (its log on "
-        "stderr), or the screenshot could not be written; 2 no display or no Qt.",
-    )
+    summary = "start simulated GPU servers and the console"
+    parser = add_subcommand(subparsers, "demo", run_demo_command, summary, DEMO_PAGE)
     parser.add_argument("--nodes", type=int, default=4, help="simulated servers (default 4)")
     parser.add_argument("--gpus", type=int, default=8, help="GPUs per server (default 8)")
     parser.add_argument(
         "--screenshot", type=Path, metavar="FILE",
         help="render offscreen, save a PNG after a few seconds, exit",
     )  # fmt: skip
-    parser.set_defaults(run=run_demo_command)
-
-
-# The commands console/terminal/commands.py registers (tests/console/test_terminal.py
-# checks the two agree): named here too, for an install without the console extra.
-TERMINAL_COMMANDS = ("status", "ps", "alerts", "ack", "silence", "silences", "unsilence",
-                     "reserve", "release", "kill", "health", "drain", "undrain", "queue",
-                     "move", "report")  # fmt: skip
 
 
 def add_terminal_commands(subparsers: argparse._SubParsersAction) -> None:
@@ -217,16 +231,8 @@ def _moment_or_none(text: str | None) -> int | None:
 
 
 def add_login_command(commands: argparse._SubParsersAction) -> None:
-    login = commands.add_parser(
-        "login",
-        help="store a profile's token in the system keyring",
-        description="Read the token (from the terminal without echo, or from standard input) "
-        "and keep it in the system keyring under service 'gpufleet' and the profile's name; "
-        "without a keyring, in a token file only you can read. Never in the settings file. "
-        "With --node, a profile that does not exist yet is added to the settings file. "
-        "Exit codes: 0 stored (where, on stdout); 2 the settings, the profile, the token read "
-        "or the keyring refused it (the reason on stderr).",
-    )
+    summary = "store a profile's token in the system keyring"
+    login = add_subcommand(commands, "login", run_login_command, summary, LOGIN_PAGE)
     login.add_argument("--profile", dest="login_profile", metavar="NAME",
                        help="the profile (default: the settings' default profile)")  # fmt: skip
     login.add_argument("--config", dest="login_config", type=Path, metavar="FILE",
@@ -236,7 +242,6 @@ def add_login_command(commands: argparse._SubParsersAction) -> None:
     login.add_argument("--ca", type=Path, metavar="FILE", help="a new profile's CA (TLS)")
     login.add_argument("--client-cert", type=Path, metavar="FILE", help="for mutual TLS")
     login.add_argument("--client-key", type=Path, metavar="FILE", help="for mutual TLS")
-    login.set_defaults(run=run_login_command)
 
 
 def run_login_command(args: argparse.Namespace) -> int:
