@@ -10,7 +10,7 @@ import logging
 import ssl
 import time
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import bcrypt
@@ -53,39 +53,52 @@ def held(am: Alertmanager, labels: dict[str, str]) -> dict[str, object] | None:
 # --- TLS and credentials ---------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class TlsAlertmanagers:
+    """Https Alertmanagers whose certificates are from `authority`, files in `tmp_path`."""
+
+    am_process: Callable[..., AlertmanagerProcess]
+    tmp_path: Path
+    authority: Authority
+
+    @property
+    def ca_file(self) -> Path:
+        return self.tmp_path / "ca.crt"
+
+    def start(
+        self,
+        extra: str = "",
+        headers: dict[str, str] | None = None,
+        client: tuple[Path, Path] | None = None,
+    ) -> tuple[Alertmanager, Path]:
+        """One started (`extra`: more of its web config); the CA file's path."""
+        ca = self.ca_file
+        ca.write_bytes(self.authority.pem)
+        server = self.authority.issue("127.0.0.1", server=True)
+        cert, key = write(self.tmp_path, "server", server)
+        web = f"tls_server_config:\n  cert_file: {cert}\n  key_file: {key}\n{extra}"
+        context = ssl.create_default_context(cafile=ca)
+        if client is not None:
+            context.load_cert_chain(*client)
+        process = self.am_process(web_config=web, context=context, headers=headers or {})
+        return process.start(), ca
+
+    def client_certificate(self) -> tuple[Path, Path]:
+        """A client certificate and key from `authority` (for mutual TLS)."""
+        return write(self.tmp_path, "client", self.authority.issue("gpufleet-node"))
+
+
 @pytest.fixture
-def authority() -> Authority:
-    return Authority()
-
-
-def tls_alertmanager(
-    am_process: Callable[..., AlertmanagerProcess],
-    tmp_path: Path,
-    authority: Authority,
-    extra: str = "",
-    headers: dict[str, str] | None = None,
-    client: tuple[Path, Path] | None = None,
-) -> tuple[Alertmanager, Path]:
-    """An https Alertmanager whose certificate is from `authority`; the CA file's path."""
-    ca = tmp_path / "ca.crt"
-    ca.write_bytes(authority.pem)
-    cert, key = write(tmp_path, "server", authority.issue("127.0.0.1", server=True))
-    web = f"tls_server_config:\n  cert_file: {cert}\n  key_file: {key}\n{extra}"
-    context = ssl.create_default_context(cafile=ca)
-    if client is not None:
-        context.load_cert_chain(*client)
-    process = am_process(web_config=web, context=context, headers=headers or {})
-    return process.start(), ca
+def tls(am_process: Callable[..., AlertmanagerProcess], tmp_path: Path) -> TlsAlertmanagers:
+    return TlsAlertmanagers(am_process, tmp_path, Authority())
 
 
 def test_https_with_the_configured_ca(
-    am_process: Callable[..., AlertmanagerProcess],
-    tmp_path: Path,
-    authority: Authority,
+    tls: TlsAlertmanagers,
     make_pusher: Callable[..., AlertmanagerPusher],
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    am, ca = tls_alertmanager(am_process, tmp_path, authority)
+    am, ca = tls.start()
     assert am.url.startswith("https://")
     trusting = make_pusher([am.url], ca_file=ca)
     trusting.publish([gpu_alert()])
@@ -102,15 +115,11 @@ def test_https_with_the_configured_ca(
 
 
 def test_mutual_tls_with_a_client_certificate(
-    am_process: Callable[..., AlertmanagerProcess],
-    tmp_path: Path,
-    authority: Authority,
-    make_pusher: Callable[..., AlertmanagerPusher],
+    tls: TlsAlertmanagers, make_pusher: Callable[..., AlertmanagerPusher]
 ) -> None:
-    client = write(tmp_path, "client", authority.issue("gpufleet-node"))
-    ca_file = tmp_path / "ca.crt"
-    extra = f"  client_auth_type: RequireAndVerifyClientCert\n  client_ca_file: {ca_file}\n"
-    am, ca = tls_alertmanager(am_process, tmp_path, authority, extra, client=client)
+    client = tls.client_certificate()
+    extra = f"  client_auth_type: RequireAndVerifyClientCert\n  client_ca_file: {tls.ca_file}\n"
+    am, ca = tls.start(extra, client=client)
 
     with_cert = make_pusher([am.url], ca_file=ca, cert_file=client[0], key_file=client[1])
     with_cert.publish([gpu_alert()])
@@ -123,18 +132,14 @@ def test_mutual_tls_with_a_client_certificate(
 
 
 def test_basic_auth(
-    am_process: Callable[..., AlertmanagerProcess],
-    tmp_path: Path,
-    authority: Authority,
+    tls: TlsAlertmanagers,
     make_pusher: Callable[..., AlertmanagerPusher],
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     password = "correct horse battery staple"
     digest = bcrypt.hashpw(password.encode(), bcrypt.gensalt(rounds=4)).decode()
     users = f"basic_auth_users:\n  gpufleet: {digest}\n"
-    am, ca = tls_alertmanager(
-        am_process, tmp_path, authority, users, headers=basic_auth_header("gpufleet", password)
-    )
+    am, ca = tls.start(users, headers=basic_auth_header("gpufleet", password))
     good = make_pusher([am.url], ca_file=ca, auth=BasicAuth("gpufleet", password))
     good.publish([gpu_alert()])
     wait_for(lambda: active_in(am, EXPECTED_LABELS), 10, "the alert with basic auth")
