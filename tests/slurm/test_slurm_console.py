@@ -21,6 +21,7 @@ import pytest
 from PySide6.QtCore import QDateTime, QMimeData, QPoint, QPointF, Qt, QTime
 from PySide6.QtGui import QAction, QDragEnterEvent, QDragMoveEvent, QDropEvent
 from PySide6.QtWidgets import QMessageBox
+from pytestqt.qtbot import QtBot
 
 from console.fleet.slurm_view import SlurmReserve
 from console.fleet.updates import LinkState
@@ -191,10 +192,24 @@ def test_a_drained_node_refuses_the_drop_in_slurms_words(
     assert field(slurm.scontrol_show("job", str(job_id)), "ReqNodeList") == "(null)"
 
 
+def drain_with_reason(qtbot: QtBot, window: MainWindow, slurm: SlurmCluster, reason: str) -> None:
+    """Answer the drain dialog asked for gpu01 with `reason`: Slurm drains gpu01 for that
+    reason, and the console's Slurm watch sees it drained."""
+    dialog = window.slurm.prompts.dialog  # type: ignore[union-attr]
+    assert isinstance(dialog, DrainDialog)
+    dialog.reason.setText(reason)
+    with qtbot.waitSignal(window.session.pump.commandFinished, timeout=15_000) as done:
+        dialog.accept()
+    assert done.args[0].ok, done.args[0].message
+    shown = slurm.scontrol_show("node", "gpu01")
+    assert "DRAIN" in field(shown, "State") and f"Reason={reason}" in shown
+    watch = window.slurm.watch  # type: ignore[union-attr]
+    qtbot.waitUntil(lambda: watch.view.nodes["gpu01"].drained, timeout=15_000)
+
+
 def test_drain_and_resume_from_the_tile_menu(qtbot, console: Console, slurm: SlurmCluster) -> None:
     window, target = console.window, console.targets["gpu01"]
-    watch, prompts = window.slurm.watch, window.slurm.prompts  # type: ignore[union-attr]
-    pump = window.session.pump
+    prompts, pump = window.slurm.prompts, window.session.pump  # type: ignore[union-attr]
     try:
         menu_action(window.grid.context_menu(target, 3).actions(), "Drain gpu01 in Slurm").trigger()
         dialog = prompts.dialog
@@ -203,13 +218,7 @@ def test_drain_and_resume_from_the_tile_menu(qtbot, console: Console, slurm: Slu
             dialog.focusWidget() in (None, dialog.reason)
             and not dialog.buttons.button(dialog.buttons.StandardButton.Ok).isEnabled()
         )
-        dialog.reason.setText("fan swap, ticket 4711")
-        with qtbot.waitSignal(pump.commandFinished, timeout=15_000) as done:
-            dialog.accept()
-        assert done.args[0].ok, done.args[0].message
-        shown = slurm.scontrol_show("node", "gpu01")
-        assert "DRAIN" in field(shown, "State") and "Reason=fan swap, ticket 4711" in shown
-        qtbot.waitUntil(lambda: watch.view.nodes["gpu01"].drained, timeout=15_000)
+        drain_with_reason(qtbot, window, slurm, "fan swap, ticket 4711")
         resume = menu_action(window.grid.context_menu(target, 3).actions(), "Resume gpu01")
         with qtbot.waitSignal(pump.commandFinished, timeout=15_000) as done:
             resume.trigger()
@@ -240,8 +249,7 @@ def test_a_node_dragged_by_its_title_onto_the_drain_zone_is_drained_in_slurm(
     qtbot, console: Console, slurm: SlurmCluster
 ) -> None:
     window, target = console.window, console.targets["gpu01"]
-    watch, prompts = window.slurm.watch, window.slurm.prompts  # type: ignore[union-attr]
-    zone, pump = window.slurm.panel.drain_zone, window.session.pump  # type: ignore[union-attr]
+    zone, prompts = window.slurm.panel.drain_zone, window.slurm.prompts  # type: ignore[union-attr]
     grid = window.grid
     # The drag starts on the node's title line (not on a tile), with the compact label.
     tile = grid.tile_rect(target, 0)
@@ -256,15 +264,7 @@ def test_a_node_dragged_by_its_title_onto_the_drain_zone_is_drained_in_slurm(
         accepted, said = hover_and_drop(zone, data)
         assert accepted and said == "Release to drain gpu01 in Slurm (a reason is asked)"
         assert zone.text() == IDLE_TEXT
-        dialog = prompts.dialog
-        assert isinstance(dialog, DrainDialog)
-        dialog.reason.setText("PSU swap, ticket 4712")
-        with qtbot.waitSignal(pump.commandFinished, timeout=15_000) as done:
-            dialog.accept()
-        assert done.args[0].ok, done.args[0].message
-        shown = slurm.scontrol_show("node", "gpu01")
-        assert "DRAIN" in field(shown, "State") and "Reason=PSU swap, ticket 4712" in shown
-        qtbot.waitUntil(lambda: watch.view.nodes["gpu01"].drained, timeout=15_000)
+        drain_with_reason(qtbot, window, slurm, "PSU swap, ticket 4712")
         # Drained already: the zone says so, in Slurm's words, and takes no drop.
         accepted, said = hover_and_drop(zone, data)
         assert not accepted and prompts.dialog is None  # no reason asked
