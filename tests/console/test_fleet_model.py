@@ -12,7 +12,6 @@ from console.fleet.identity import Identity
 from console.fleet.model import Change, FleetModel
 from console.fleet.ring import SampleRing
 from console.fleet.updates import (
-    GpuInfo,
     IdentityUpdate,
     InventoryUpdate,
     LinkState,
@@ -22,17 +21,14 @@ from console.fleet.updates import (
 )
 from gpufleet.policy import Role
 from gpufleet.v1.gpu_metrics import TEMP_GPU_C
+from tests.console.hand_fed import gpus_of, simulated_node
 
 TARGET = "127.0.0.1:1"
 
 
 def info(gpus: int = 2, uuid_prefix: str = "GPU-a") -> NodeInfo:
-    return NodeInfo(
-        hostname="node", driver_version="550", cuda_version="12.4", daemon_version="0.1",
-        backend="simulated", backend_ok=True, backend_detail="", sample_interval_s=1.0,
-        gpus=tuple(GpuInfo(i, f"{uuid_prefix}{i}", "H100", None, None, None, None)
-                   for i in range(gpus)),
-    )  # fmt: skip
+    alike = gpus_of(gpus, uuid_prefix, memory_total_bytes=None, power_limit_w=None)
+    return simulated_node("node", alike)
 
 
 def samples(time_s: float, temp: float, gpus: int = 2) -> SamplesUpdate:

@@ -26,11 +26,7 @@ from console.fleet.silences import MINUTE_MS, SilenceListing, SilenceMatcher, Si
 from console.fleet.updates import (
     AlertsUpdate,
     CommandResult,
-    GpuInfo,
     IdentityUpdate,
-    InventoryUpdate,
-    LinkState,
-    LinkUpdate,
     NodeInfo,
     QueryResult,
     SamplesUpdate,
@@ -54,6 +50,7 @@ from console.views.alerts.toast import Toast
 from gpufleet.policy import Role
 from gpufleet.v1.alert_severity import Severity
 from gpufleet.v1.gpu_metrics import TEMP_GPU_C
+from tests.console.hand_fed import gpus_of, node_up, simulated_node
 
 A, B, C = "127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3"
 NAMES = {A: "gpu-node-01", B: "gpu-node-02", C: "login-1"}
@@ -68,15 +65,17 @@ class Clock:
         return self.ms
 
 
+def node_info(target: str) -> NodeInfo:
+    """The node at `target`: simulated, 4 H100s."""
+    return simulated_node(NAMES[target], gpus_of(4, f"GPU-{target}-", memory_total_bytes=None))
+
+
 def fleet_of(*targets: str) -> FleetModel:
     fleet = FleetModel(ring_capacity=16)
     for target in targets:
         fleet.add_node(target)
-        gpus = tuple(GpuInfo(i, f"GPU-{target}-{i}", "H100", None, None, None, 700.0)
-                     for i in range(4))  # fmt: skip
-        info = NodeInfo(NAMES[target], "550", "12.4", "0.1", "simulated", True, "", 1.0, gpus)
-        fleet.apply(InventoryUpdate(target, info))
-        fleet.apply(LinkUpdate(target, LinkState.CONNECTED))
+        for update in node_up(target, node_info(target)):
+            fleet.apply(update)
     return fleet
 
 
@@ -308,8 +307,8 @@ def test_an_alerts_silence_button_opens_the_new_dialog_prefilled(qtbot) -> None:
     window = MainWindow(session)
     qtbot.addWidget(window)
     fleet = session.fleet
-    fleet.apply(InventoryUpdate(A, fleet_of(A).node(A).info))  # type: ignore[arg-type]
-    fleet.apply(LinkUpdate(A, LinkState.CONNECTED))
+    for update in node_up(A, node_info(A)):
+        fleet.apply(update)
     fleet.apply(AlertsUpdate(A, (alert(rule="throttle"),), "j", 0))
     window.alerts.alert_model.refresh()
     window.show()
