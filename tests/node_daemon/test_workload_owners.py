@@ -44,6 +44,15 @@ def run_to_end(stub, argv: list[str], owner: str, metadata=(), **extra) -> tuple
     return ended(), output.output.decode()  # type: ignore[return-value]
 
 
+def sleep_on_gpu_1(stub: pb_grpc.NodeServiceStub, owner: str) -> pb.Workload:
+    """Submit `sleep 300` for `owner` and assign it to GPU 1; the test cancels it."""
+    request = pb.SubmitWorkloadRequest(argv=["sleep", "300"], owner=owner, gpu_count=1)
+    queued: pb.Workload = stub.SubmitWorkload(request, timeout=5)
+    stub.AssignWorkload(pb.AssignWorkloadRequest(workload_id=queued.id, gpu_indices=[1]),
+                        timeout=10)  # fmt: skip
+    return queued
+
+
 @pytest.fixture
 def node(start_daemon: DaemonFactory) -> Iterator[tuple[NodeDaemon, pb_grpc.NodeServiceStub]]:
     daemon = start_daemon(gpus=2, workloads=WorkloadSettings(accounts={"team:ml": "worker"}))
@@ -112,11 +121,7 @@ def test_no_account_and_root_are_refused_at_submit(node, owner: str, why: str) -
 
 def test_the_gpu_lists_the_workload_under_its_owner(node) -> None:
     daemon, stub = node
-    queued = stub.SubmitWorkload(
-        pb.SubmitWorkloadRequest(argv=["sleep", "300"], owner="carol", gpu_count=1), timeout=5
-    )
-    stub.AssignWorkload(pb.AssignWorkloadRequest(workload_id=queued.id, gpu_indices=[1]),
-                        timeout=10)  # fmt: skip
+    queued = sleep_on_gpu_1(stub, "carol")
 
     def users_on_gpu_1() -> set[str | None]:
         latest = daemon.sampler.latest
@@ -180,11 +185,7 @@ def test_viewers_see_the_command_not_the_environment_or_output(secured) -> None:
 
 def test_usage_is_billed_to_the_owner(node) -> None:
     _daemon, stub = node
-    queued = stub.SubmitWorkload(
-        pb.SubmitWorkloadRequest(argv=["sleep", "300"], owner="dmitri", gpu_count=1), timeout=5
-    )
-    stub.AssignWorkload(pb.AssignWorkloadRequest(workload_id=queued.id, gpu_indices=[1]),
-                        timeout=10)  # fmt: skip
+    queued = sleep_on_gpu_1(stub, "dmitri")
 
     def dmitris_gpu_seconds() -> float:
         usage = stub.QueryUsage(pb.QueryUsageRequest(group_by=pb.USAGE_GROUPING_USER), timeout=5)
