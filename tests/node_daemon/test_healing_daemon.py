@@ -80,6 +80,21 @@ def events() -> Iterator[Callable[[NodeDaemon], Events]]:
         stream.close()
 
 
+def stop_once_healed(
+    events: Callable[[NodeDaemon], Events],
+    daemon: NodeDaemon,
+    timeout_s: float = 20,
+    **fields: object,
+) -> pb.HealingAction:
+    """Self-healing's first action with `fields` on `daemon` (as Events.wait_healing waits for
+    it); then the daemon stops (the test starts it again on the same state)."""
+    stream = events(daemon)
+    healed = stream.wait_healing(timeout_s, **fields)
+    stream.close()
+    daemon.stop(grace_s=0.5)
+    return healed
+
+
 def settings(text: str) -> HealingSettings:
     import tomllib
 
@@ -137,10 +152,7 @@ def test_a_restarted_daemon_still_returns_what_self_healing_drained(  # type: ig
     policy = settings('[healing]\nmode = "on"\n[healing.drain]\nreturn_after_clean_s = 1\n')
     faulty = simulated(2, {"at": 0.3, "gpu": 1, "kind": "recovery_action", "value": 1})
     first = start_daemon(faulty, gpus=2, healing=policy, state_dir=tmp_path)
-    stream = events(first)
-    stream.wait_healing(action="drain")
-    stream.close()
-    first.stop(grace_s=0.5)
+    stop_once_healed(events, first, action="drain")
     # The same node after a restart, the fault gone (the GPU was reset meanwhile).
     second = start_daemon(simulated(2), gpus=2, healing=policy, state_dir=tmp_path)
     stream = events(second)
@@ -263,11 +275,8 @@ def test_a_reset_is_not_run_again_after_a_restart_on_the_same_boot(  # type: ign
     policy = repair_policy("reset", 1, f"echo {{index}} >> {marker}")
     fault = {"at": 0.05, "gpu": 1, "kind": "recovery_action", "value": 1}
     first = start_on_boot(start_daemon, fault, policy, state, "boot-1")
-    stream = events(first)
-    reset = stream.wait_healing(action="gpu_reset", outcome="done")
+    reset = stop_once_healed(events, first, action="gpu_reset", outcome="done")
     assert (reset.gpu_index, lines(marker)) == (1, ["1"])
-    stream.close()
-    first.stop(grace_s=0.5)
     second = start_on_boot(start_daemon, fault, policy, state, "boot-1")
     stream = events(second)
     wait_for(lambda: second.sampler.sweeps >= 30, 30, "30 sweeps after the restart")
@@ -303,11 +312,8 @@ def test_a_reboot_that_did_not_cure_escalates_and_is_not_repeated_over_three_boo
     policy = repair_policy("reboot", 0.5, f"echo rebooted >> {marker}")
     fault = {"at": 0.05, "gpu": 1, "kind": "recovery_action", "value": 2}
     first = start_on_boot(start_daemon, fault, policy, state, "boot-1")
-    stream = events(first)
-    rebooted = stream.wait_healing(action="node_reboot", outcome="done")
+    rebooted = stop_once_healed(events, first, action="node_reboot", outcome="done")
     assert "GPU 1 needs reboot" in rebooted.reason and lines(marker) == ["rebooted"]
-    stream.close()
-    first.stop(grace_s=0.5)
     for boot in ("boot-2", "boot-3", "boot-4"):
         daemon = start_on_boot(start_daemon, fault, policy, state, boot)
         stream = events(daemon)
