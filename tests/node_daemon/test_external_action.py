@@ -12,26 +12,17 @@ from gpufleet.policy import Role
 from gpufleet.v1 import node_pb2 as pb
 from gpufleet.v1 import node_pb2_grpc as pb_grpc
 from node_daemon.auth.audit import verify
-from node_daemon.auth.identity import User
 from node_daemon.auth.settings import AuthSettings
-from node_daemon.auth.tokens import new_token, token_hash
 from node_daemon.server import NodeDaemon
 from tests.conftest import DaemonFactory
+from tests.node_daemon.token_users import TokenUsers
 
-TOKENS = {name: new_token() for name in ("otto", "ada")}
-USERS = (
-    User("otto", Role.OPERATOR, (), token_hash(TOKENS["otto"])),
-    User("ada", Role.ADMIN, (), token_hash(TOKENS["ada"])),
-)
-
-
-def auth(user: str) -> tuple[tuple[str, str], ...]:
-    return (("authorization", f"Bearer {TOKENS[user]}"),)
+USERS = TokenUsers({"otto": Role.OPERATOR, "ada": Role.ADMIN})
 
 
 @pytest.fixture
 def node(start_daemon: DaemonFactory) -> Iterator[tuple[NodeDaemon, pb_grpc.NodeServiceStub]]:
-    daemon = start_daemon(gpus=1, auth=AuthSettings(USERS))
+    daemon = start_daemon(gpus=1, auth=AuthSettings(USERS.users))
     with grpc.insecure_channel(str(daemon.address)) as channel:
         yield daemon, pb_grpc.NodeServiceStub(channel)
 
@@ -45,11 +36,13 @@ def test_an_external_action_is_one_record_of_the_chain(node) -> None:
     )  # fmt: skip
     resumed = pb.RecordExternalActionRequest(system="slurm", action="resume", target="node=gpu01",
                                              result="Invalid node state specified")  # fmt: skip
-    first = stub.RecordExternalAction(resumed, timeout=5, metadata=auth("ada"))
-    written = stub.RecordExternalAction(request, timeout=5, metadata=auth("otto"))
+    first = stub.RecordExternalAction(resumed, timeout=5, metadata=USERS.bearer("ada"))
+    written = stub.RecordExternalAction(request, timeout=5, metadata=USERS.bearer("otto"))
     assert (written.user, written.method, written.target) == ("otto", "slurm/drain", "node=gpu01")
     assert json.loads(written.params) == {"reason": "fan swap", "nodes": "gpu01"}
-    records = stub.QueryAudit(pb.QueryAuditRequest(), timeout=5, metadata=auth("ada")).records
+    records = stub.QueryAudit(
+        pb.QueryAuditRequest(), timeout=5, metadata=USERS.bearer("ada")
+    ).records
     # Written once, by the servicer: the interceptor does not add attempt/OK records.
     assert [r.seq for r in records if r.method == "slurm/drain"] == [written.seq]
     newest = max(records, key=lambda r: r.seq)
@@ -80,9 +73,9 @@ def test_a_bad_request_is_refused_naming_the_field(
     head = daemon.audit.head
     with pytest.raises(grpc.RpcError) as raised:
         stub.RecordExternalAction(pb.RecordExternalActionRequest(**fields), timeout=5,
-                                  metadata=auth("otto"))  # fmt: skip
+                                  metadata=USERS.bearer("otto"))  # fmt: skip
     assert raised.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert named in (raised.value.details() or "")
     assert daemon.audit.head == head
     # The daemon keeps serving.
-    assert stub.WhoAmI(pb.WhoAmIRequest(), timeout=5, metadata=auth("otto")).user == "otto"
+    assert stub.WhoAmI(pb.WhoAmIRequest(), timeout=5, metadata=USERS.bearer("otto")).user == "otto"

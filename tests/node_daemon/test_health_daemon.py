@@ -15,9 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from gpufleet.policy import Role
 from gpufleet.v1 import node_pb2 as pb
 from gpufleet.v1 import node_pb2_grpc as pb_grpc
-from node_daemon.auth.identity import User
 from node_daemon.auth.settings import AuthSettings
-from node_daemon.auth.tokens import new_token, token_hash
 from node_daemon.backends.simulated import SimulatedBackend
 from node_daemon.backends.simulated.scenario import Scenario, ScenarioEvent
 from node_daemon.health.settings import HealthSettings
@@ -26,22 +24,14 @@ from node_daemon.server import NodeDaemon
 from tests.conftest import DaemonFactory, wait_for
 from tests.fake_nvml.fixture import FakeNvmlState
 from tests.node_daemon.test_nvml_daemon import NvmlDaemon
+from tests.node_daemon.token_users import TokenUsers
 
 # Placement is checked by assigning a workload, which runs as its owner's account.
 pytestmark = pytest.mark.usefixtures("workload_accounts")
 
-TOKENS = {name: new_token() for name in ("vera", "otto", "ada")}
-USERS = (
-    User("vera", Role.VIEWER, (), token_hash(TOKENS["vera"])),
-    User("otto", Role.OPERATOR, (), token_hash(TOKENS["otto"])),
-    User("ada", Role.ADMIN, (), token_hash(TOKENS["ada"])),
-)
+USERS = TokenUsers({"vera": Role.VIEWER, "otto": Role.OPERATOR, "ada": Role.ADMIN})
 # GPU 0 throws a double-bit ECC Xid (it needs a reset); GPU 1 stays healthy.
 XID_48 = Scenario((ScenarioEvent(0.3, 0, "xid", 48.0),))
-
-
-def bearer(user: str) -> tuple[tuple[str, str], ...]:
-    return (("authorization", f"Bearer {TOKENS[user]}"),)
 
 
 class Node:
@@ -51,7 +41,7 @@ class Node:
         self.stub = pb_grpc.NodeServiceStub(self.channel)
 
     def health(self, user: str = "vera") -> pb.NodeHealth:
-        return self.stub.GetHealth(pb.GetHealthRequest(), timeout=5, metadata=bearer(user))
+        return self.stub.GetHealth(pb.GetHealthRequest(), timeout=5, metadata=USERS.bearer(user))
 
     def gpu(self, index: int) -> pb.GpuCondition:
         return next(g for g in self.health().gpus if g.gpu_index == index)
@@ -68,7 +58,7 @@ class Node:
 
 def start(factory: DaemonFactory, state_dir: Path, scenario: Scenario = XID_48) -> Node:
     backend = SimulatedBackend(gpu_count=2, scenario=scenario, step_s=0.1)
-    daemon = factory(backend=backend, state_dir=state_dir, auth=AuthSettings(USERS),
+    daemon = factory(backend=backend, state_dir=state_dir, auth=AuthSettings(USERS.users),
                      metrics_listen="127.0.0.1:0")  # fmt: skip
     node = Node(daemon)
     wait_for(lambda: len(node.health().gpus) == 2, what="both GPUs judged")
@@ -95,7 +85,9 @@ def test_get_health_lists_each_gpu_and_the_healing_policy(node: Node) -> None:
     assert zero.reasons[0].summary.startswith("Xid 48: ")
     assert one.state == pb.GPU_HEALTH_STATE_HEALTHY and not one.reasons
     # Each sample carries its tick's condition and the Xid counts.
-    stream = node.stub.StreamSamples(pb.StreamSamplesRequest(), timeout=10, metadata=bearer("vera"))
+    stream = node.stub.StreamSamples(
+        pb.StreamSamplesRequest(), timeout=10, metadata=USERS.bearer("vera")
+    )
     sample = next(stream).gpus[0]
     stream.cancel()
     assert sample.condition.state == pb.GPU_HEALTH_STATE_NEEDS_RESET
@@ -108,7 +100,7 @@ def test_the_change_is_an_event_and_the_xid_pages_once(node: Node) -> None:
     assert event.gpu_index == 0 and event.actor == ""
     assert event.summary.startswith("GPU 0 needs reset (was healthy): Xid 48: ")
     assert event.condition.state == pb.GPU_HEALTH_STATE_NEEDS_RESET
-    alerts = node.stub.ListAlerts(pb.ListAlertsRequest(), timeout=5, metadata=bearer("vera"))
+    alerts = node.stub.ListAlerts(pb.ListAlertsRequest(), timeout=5, metadata=USERS.bearer("vera"))
     rules = [a.rule for a in alerts.alerts if a.gpu_index == 0]
     assert rules.count("xid") == 1 and not [r for r in rules if r.startswith("xid_")]
 
@@ -116,7 +108,7 @@ def test_the_change_is_an_event_and_the_xid_pages_once(node: Node) -> None:
 def test_a_drained_gpu_gets_no_work_and_says_why(node: Node) -> None:
     drained = node.stub.DrainGpu(
         pb.DrainGpuRequest(gpu_index=1, drain=True, reason="fan noise"), timeout=5,
-        metadata=bearer("otto"),
+        metadata=USERS.bearer("otto"),
     )  # fmt: skip
     assert (drained.drained, drained.drained_by, drained.drain_reason) == (
         True,
@@ -125,7 +117,7 @@ def test_a_drained_gpu_gets_no_work_and_says_why(node: Node) -> None:
     )
     queued = node.stub.SubmitWorkload(
         pb.SubmitWorkloadRequest(argv=["true"], owner="otto", gpu_count=1), timeout=5,
-        metadata=bearer("otto"),
+        metadata=USERS.bearer("otto"),
     )  # fmt: skip
     for gpu, why in ((1, "GPU 1 is drained by otto: fan noise"), (0, "GPU 0 needs reset: Xid 48")):
         if gpu == 0:
@@ -133,17 +125,17 @@ def test_a_drained_gpu_gets_no_work_and_says_why(node: Node) -> None:
         with pytest.raises(grpc.RpcError) as info:
             node.stub.AssignWorkload(
                 pb.AssignWorkloadRequest(workload_id=queued.id, gpu_indices=[gpu]), timeout=5,
-                metadata=bearer("otto"),
+                metadata=USERS.bearer("otto"),
             )  # fmt: skip
         assert info.value.code() == grpc.StatusCode.FAILED_PRECONDITION
         assert str(info.value.details()).startswith(why)
     [event] = node.events(pb.EVENT_KIND_GPU_DRAINED)
     assert (event.actor, event.gpu_index, event.condition.drained) == ("otto", 1, True)
     node.stub.DrainGpu(pb.DrainGpuRequest(gpu_index=1, drain=False), timeout=5,
-                       metadata=bearer("otto"))  # fmt: skip
+                       metadata=USERS.bearer("otto"))  # fmt: skip
     assert not node.gpu(1).drained
     assert [e.actor for e in node.events(pb.EVENT_KIND_GPU_UNDRAINED)] == ["otto"]
-    records = node.stub.QueryAudit(pb.QueryAuditRequest(), timeout=5, metadata=bearer("ada"))
+    records = node.stub.QueryAudit(pb.QueryAuditRequest(), timeout=5, metadata=USERS.bearer("ada"))
     drains = [r for r in records.records if r.method.endswith("/DrainGpu")]
     assert sorted((r.user, r.target, r.result) for r in drains) == [
         ("otto", "gpu_index=1", "OK"), ("otto", "gpu_index=1", "OK"),
@@ -162,11 +154,11 @@ def test_drain_errors_name_what_is_wrong(node: Node) -> None:
     ]  # fmt: skip
     for request, code, message in cases:
         with pytest.raises(grpc.RpcError) as info:
-            node.stub.DrainGpu(request, timeout=5, metadata=bearer("otto"))
+            node.stub.DrainGpu(request, timeout=5, metadata=USERS.bearer("otto"))
         assert (info.value.code(), info.value.details()) == (code, message)
     with pytest.raises(grpc.RpcError) as info:
         node.stub.DrainGpu(pb.DrainGpuRequest(gpu_index=1, drain=True, reason="x"), timeout=5,
-                           metadata=bearer("vera"))  # fmt: skip
+                           metadata=USERS.bearer("vera"))  # fmt: skip
     assert info.value.code() == grpc.StatusCode.PERMISSION_DENIED
 
 
@@ -182,9 +174,9 @@ def test_clear_is_for_admins_and_the_sticky_state_survives_a_restart(
     assert [r.code for r in again.gpu(0).reasons] == ["xid_48"]
     request = pb.ClearGpuHealthRequest(gpu_index=0, reason="GPU reset by hand")
     with pytest.raises(grpc.RpcError) as info:
-        again.stub.ClearGpuHealth(request, timeout=5, metadata=bearer("otto"))
+        again.stub.ClearGpuHealth(request, timeout=5, metadata=USERS.bearer("otto"))
     assert info.value.code() == grpc.StatusCode.PERMISSION_DENIED
-    cleared = again.stub.ClearGpuHealth(request, timeout=5, metadata=bearer("ada"))
+    cleared = again.stub.ClearGpuHealth(request, timeout=5, metadata=USERS.bearer("ada"))
     assert cleared.state == pb.GPU_HEALTH_STATE_HEALTHY and not cleared.reasons
     changed = again.events(pb.EVENT_KIND_GPU_HEALTH_CHANGED)[-1]
     assert (changed.actor, changed.summary) == ("ada", "GPU 0 is healthy (was needs reset), by ada")
@@ -194,7 +186,7 @@ def test_clear_is_for_admins_and_the_sticky_state_survives_a_restart(
 def test_metrics_show_state_drain_reasons_and_xids(node: Node) -> None:
     wait_for(lambda: needs_reset(node), what="GPU 0 to need a reset")
     node.stub.DrainGpu(pb.DrainGpuRequest(gpu_index=1, drain=True, reason="test"), timeout=5,
-                       metadata=bearer("otto"))  # fmt: skip
+                       metadata=USERS.bearer("otto"))  # fmt: skip
 
     def series() -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
         return {

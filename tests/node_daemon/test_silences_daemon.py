@@ -15,9 +15,7 @@ from gpufleet.policy import LOCAL_USER, Role
 from gpufleet.v1 import node_pb2 as pb
 from gpufleet.v1 import node_pb2_grpc as pb_grpc
 from node_daemon.auth.audit import verify
-from node_daemon.auth.identity import User
 from node_daemon.auth.settings import AuthSettings
-from node_daemon.auth.tokens import new_token, token_hash
 from node_daemon.backends.simulated import SimulatedBackend
 from node_daemon.backends.simulated.scenario import Scenario, ScenarioEvent
 from node_daemon.server import NodeDaemon
@@ -25,6 +23,7 @@ from tests.conftest import DaemonFactory, wait_for
 from tests.daemon_process import DaemonProcess
 from tests.node_daemon.alertmanager_harness import Alertmanager
 from tests.node_daemon.journal import events_after
+from tests.node_daemon.token_users import TokenUsers
 from tests.small_disk import small_disk
 
 HOST = "gpu-node-07"
@@ -166,32 +165,24 @@ def test_bad_requests_get_clear_errors(
     assert listed(stub) == []
 
 
-TOKENS = {name: new_token() for name in ("otto", "vera")}
-USERS = (
-    User("otto", Role.OPERATOR, (), token_hash(TOKENS["otto"])),
-    User("vera", Role.VIEWER, (), token_hash(TOKENS["vera"])),
-)
-
-
-def bearer(user: str) -> tuple[tuple[str, str], ...]:
-    return (("authorization", f"Bearer {TOKENS[user]}"),)
+USERS = TokenUsers({"otto": Role.OPERATOR, "vera": Role.VIEWER})
 
 
 def test_the_author_is_the_token_and_create_and_expire_are_audited(
     start_daemon: DaemonFactory,
 ) -> None:
-    daemon = start_daemon(gpus=2, auth=AuthSettings(USERS))
+    daemon = start_daemon(gpus=2, auth=AuthSettings(USERS.users))
     with grpc.insecure_channel(str(daemon.address)) as channel:
         stub = pb_grpc.NodeServiceStub(channel)
         request = pb.CreateSilenceRequest(matchers=matchers(("gpu", "0")), duration_s=60,
                                           comment="firmware update", actor="mallory")  # fmt: skip
-        made = stub.CreateSilence(request, timeout=5, metadata=bearer("otto"))
+        made = stub.CreateSilence(request, timeout=5, metadata=USERS.bearer("otto"))
         with pytest.raises(grpc.RpcError) as info:
-            stub.CreateSilence(request, timeout=5, metadata=bearer("vera"))
+            stub.CreateSilence(request, timeout=5, metadata=USERS.bearer("vera"))
         assert info.value.code() == Code.PERMISSION_DENIED
-        assert listed(stub, metadata=bearer("vera")) == [made.id]  # a viewer may look
+        assert listed(stub, metadata=USERS.bearer("vera")) == [made.id]  # a viewer may look
         ended = stub.ExpireSilence(pb.ExpireSilenceRequest(silence_id=made.id), timeout=5,
-                                   metadata=bearer("otto"))  # fmt: skip
+                                   metadata=USERS.bearer("otto"))  # fmt: skip
     assert made.created_by == "otto" and ended.expired_by == "otto"  # not what the caller said
     records = sorted(daemon.audit.query(limit=20), key=lambda r: r.seq)
     results = [(r.user, r.method.rsplit("/", 1)[1], r.result) for r in records]

@@ -15,12 +15,11 @@ import pytest
 from gpufleet.policy import Role
 from gpufleet.v1 import node_pb2 as pb
 from gpufleet.v1 import node_pb2_grpc as pb_grpc
-from node_daemon.auth.identity import User
 from node_daemon.auth.settings import AuthSettings
-from node_daemon.auth.tokens import new_token, token_hash
 from node_daemon.control.settings import WorkloadSettings
 from node_daemon.server import NodeDaemon
 from tests.conftest import DaemonFactory, wait_for
+from tests.node_daemon.token_users import TokenUsers
 
 pytestmark = pytest.mark.usefixtures("workload_accounts")
 ENDED = (pb.WORKLOAD_STATE_FINISHED, pb.WORKLOAD_STATE_FAILED, pb.WORKLOAD_STATE_CANCELLED)
@@ -133,21 +132,14 @@ def test_the_gpu_lists_the_workload_under_its_owner(node) -> None:
 
 # -- who sees a workload's environment and output --------------------------------------
 
-TOKENS = {name: new_token() for name in ("vera", "otto", "ada")}
-USERS = (
-    User("vera", Role.VIEWER, (), token_hash(TOKENS["vera"])),
-    User("otto", Role.OPERATOR, ("ml",), token_hash(TOKENS["otto"])),
-    User("ada", Role.ADMIN, (), token_hash(TOKENS["ada"])),
+USERS = TokenUsers(
+    {"vera": Role.VIEWER, "otto": Role.OPERATOR, "ada": Role.ADMIN}, teams={"otto": ("ml",)}
 )
-
-
-def as_user(name: str) -> tuple[tuple[str, str], ...]:
-    return (("authorization", f"Bearer {TOKENS[name]}"),)
 
 
 @pytest.fixture
 def secured(start_daemon: DaemonFactory) -> Iterator[pb_grpc.NodeServiceStub]:
-    daemon = start_daemon(gpus=2, auth=AuthSettings(USERS),
+    daemon = start_daemon(gpus=2, auth=AuthSettings(USERS.users),
                           workloads=WorkloadSettings(accounts={"team:ml": "worker"}))  # fmt: skip
     with grpc.insecure_channel(str(daemon.address)) as channel:
         yield pb_grpc.NodeServiceStub(channel)
@@ -157,19 +149,19 @@ def test_viewers_see_the_command_not_the_environment_or_output(secured) -> None:
     stub = secured
     secret = {"API_TOKEN": "hunter2"}
     done, output = run_to_end(secured, ["sh", "-c", "echo private output"], "team:ml",
-                              as_user("otto"), env=secret)  # fmt: skip
+                              USERS.bearer("otto"), env=secret)  # fmt: skip
     assert output == "private output\n"
     for who, sees in (("otto", True), ("ada", True), ("vera", False)):
         listed = stub.ListWorkloads(pb.ListWorkloadsRequest(include_ended=True), timeout=5,
-                                    metadata=as_user(who)).workloads  # fmt: skip
+                                    metadata=USERS.bearer(who)).workloads  # fmt: skip
         (shown,) = [w for w in listed if w.id == done.id]
         assert list(shown.argv) == ["sh", "-c", "echo private output"]
         assert (dict(shown.env) == secret) is sees and shown.env_hidden is not sees
     with pytest.raises(grpc.RpcError) as refused:
         stub.GetWorkloadOutput(pb.GetWorkloadOutputRequest(workload_id=done.id), timeout=5,
-                               metadata=as_user("vera"))  # fmt: skip
+                               metadata=USERS.bearer("vera"))  # fmt: skip
     assert refused.value.code() == grpc.StatusCode.PERMISSION_DENIED
-    events = stub.StreamEvents(pb.StreamEventsRequest(), timeout=3, metadata=as_user("vera"))
+    events = stub.StreamEvents(pb.StreamEventsRequest(), timeout=3, metadata=USERS.bearer("vera"))
     seen = []
     with pytest.raises(grpc.RpcError) as ended:  # the deadline ends the stream after the replay
         for event in events:
@@ -178,7 +170,7 @@ def test_viewers_see_the_command_not_the_environment_or_output(secured) -> None:
     workload_events = [e for e in seen if e.HasField("workload") and e.workload.id == done.id]
     assert workload_events and all(not e.workload.env for e in workload_events)
     audit = stub.QueryAudit(pb.QueryAuditRequest(method="SubmitWorkload"), timeout=5,
-                            metadata=as_user("ada")).records  # fmt: skip
+                            metadata=USERS.bearer("ada")).records  # fmt: skip
     assert audit and all("hunter2" not in entry.params for entry in audit)
     assert any('"API_TOKEN": "(hidden)"' in entry.params for entry in audit)
 
