@@ -23,6 +23,7 @@ from node_daemon.history.settings import HistorySettings
 from node_daemon.history.store import HISTORY_FILE, HistoryStore
 from tests.conftest import DaemonFactory, wait_for
 from tests.daemon_process import DaemonProcess
+from tests.node_daemon.streams import first_of
 from tests.node_daemon.test_full_disk import free_port
 from tests.node_daemon.test_history_rpc import (
     daemon,
@@ -49,17 +50,14 @@ def damage(state: Path, rows: list[tuple[int, int]]) -> None:
 
 def started_events(address: str, runs: int) -> list[str]:
     """The summaries of the journal's first `runs` daemon-started events (one a run)."""
-    summaries: list[str] = []
     with grpc.insecure_channel(address) as channel:
         stub = pb_grpc.NodeServiceStub(channel)
         stream = stub.StreamEvents(pb.StreamEventsRequest(after_seq=0), timeout=15)
-        for event in stream:
-            if event.kind == pb.EVENT_KIND_DAEMON_STARTED:
-                summaries.append(event.summary)
-                if len(summaries) == runs:
-                    stream.cancel()
-                    return summaries
-    raise AssertionError(f"the journal's stream ended after {summaries}")
+        return first_of(stream, runs, started_summary, "journal's stream")
+
+
+def started_summary(event: pb.Event) -> str | None:
+    return event.summary if event.kind == pb.EVENT_KIND_DAEMON_STARTED else None
 
 
 def record_drain(address: str) -> None:

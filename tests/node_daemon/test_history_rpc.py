@@ -25,6 +25,7 @@ from node_daemon.history.store import HISTORY_FILE, HistoryStore
 from node_daemon.rpc.threshold_lines import alert_thresholds
 from tests.conftest import wait_for
 from tests.daemon_process import DaemonProcess
+from tests.node_daemon.streams import first_of
 from tests.node_daemon.test_full_disk import SmallDisk, disk, free_port  # noqa: F401
 
 HOUR_MS = 3_600_000
@@ -161,18 +162,15 @@ def test_a_bad_request_is_invalid_argument_saying_why_and_the_daemon_serves_on(
 
 def ticks_after(address: str, after_ms: int, count: int) -> list[int]:
     """The times of the next `count` sweeps stamped after after_ms, from the live stream."""
-    times: list[int] = []
+
+    def later(batch: pb.SampleBatch) -> int | None:
+        return batch.timestamp_unix_ms if batch.timestamp_unix_ms > after_ms else None
+
     with grpc.insecure_channel(address) as channel:
         stream = pb_grpc.NodeServiceStub(channel).StreamSamples(
             pb.StreamSamplesRequest(), timeout=15
         )
-        for batch in stream:
-            if batch.timestamp_unix_ms > after_ms:
-                times.append(batch.timestamp_unix_ms)
-            if len(times) == count:
-                stream.cancel()
-                return times
-    raise AssertionError(f"the stream ended after {times}")
+        return first_of(stream, count, later)
 
 
 def metrics_page(port: int) -> str:
