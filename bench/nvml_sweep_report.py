@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from results import md_row
 
 from node_daemon.config import DaemonConfig
 
@@ -267,11 +268,11 @@ def _table(result: Result, variant: str) -> list[str]:
             continue
         wall = row["wall_us_per_gpu"]
         label = OP_LABELS.get((row["tool"], row["op"]), row["op"])
-        lines.append(
-            f"| {row['tool']} | `{label}` | {wall['p50']:.1f} | {wall['p90']:.1f} "
-            f"| {row['cpu_us_per_gpu']['p50']:.1f} | {_fmt_range(row['block_p50_us_per_gpu'])} "
-            f"| {row['nvml_calls_per_gpu']:g} | {row['missing_lookups_per_gpu']:g} |"
-        )
+        lines.append(md_row(
+            row["tool"], f"`{label}`", f"{wall['p50']:.1f}", f"{wall['p90']:.1f}",
+            f"{row['cpu_us_per_gpu']['p50']:.1f}", _fmt_range(row["block_p50_us_per_gpu"]),
+            f"{row['nvml_calls_per_gpu']:g}", f"{row['missing_lookups_per_gpu']:g}",
+        ))  # fmt: skip
     return lines
 
 
@@ -283,11 +284,10 @@ def _ratio_table(result: Result) -> list[str]:
     ]
     for ratio in _ratios(result):
         wall, cpu = ratio["wall_ratio"], ratio["cpu_ratio"]
-        lines.append(
-            f"| {ratio['variant']} | {ratio['what']} | {ratio['theirs']} "
-            f"| {wall['median']:.2f} [{wall['min']:.2f}, {wall['max']:.2f}] "
-            f"| {cpu['median']:.2f} | {'met' if ratio['met'] else '**not met**'} |"
-        )
+        wall_range = f"{wall['median']:.2f} [{wall['min']:.2f}, {wall['max']:.2f}]"
+        met = "met" if ratio["met"] else "**not met**"
+        lines.append(md_row(ratio["variant"], ratio["what"], ratio["theirs"], wall_range,
+                            f"{cpu['median']:.2f}", met))  # fmt: skip
     return lines
 
 

@@ -75,6 +75,11 @@ def check_goals(result: dict[str, object]) -> list[dict[str, object]]:
     return [goal.check(result) for goal in GOALS]
 
 
+def md_row(*cells: object) -> str:
+    """One row of a markdown table: `| a | b |`."""
+    return "| " + " | ".join(map(str, cells)) + " |"
+
+
 # -- the table ------------------------------------------------------------------
 
 

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from machine import run_header
-from results import parse_with_outputs, stats_ms, write_outputs
+from results import md_row, parse_with_outputs, stats_ms, write_outputs
 from rpc_transport_procs import BENCH, Tree, measure_trees, ratio
 
 PROBE = BENCH / "silent_node_probe.py"
@@ -76,10 +76,9 @@ def markdown(result: dict[str, Any]) -> str:
     for label, run in result["runs"].items():
         s = run["seconds"]
         first = run["trials"][0] if run["trials"] else {"state": "", "detail": ""}
-        lines.append(
-            f"| {label} | {run['commit']} | {len(run['trials'])} | {s['p50']} s | {s['p99']} s "
-            f"| {s['max']} s | {first['state']} ({first['detail'][:90]}) |"
-        )
+        seconds = [f"{s[k]} s" for k in ("p50", "p99", "max")]
+        state = f"{first['state']} ({first['detail'][:90]})"
+        lines.append(md_row(label, run["commit"], len(run["trials"]), *seconds, state))
     if "ratio" in result:
         lines += ["", f"p50 after / before: {result['ratio']}."]
     lines += [
@@ -93,8 +92,9 @@ def markdown(result: dict[str, Any]) -> str:
     for label, run in result["runs"].items():
         d = run["dead_client"]
         if d["count"] or d["gave_up"]:
-            lines.append(f"| {label} | {d['count'] + d['gave_up']} | {d['p50']} s | {d['max']} s "
-                         f"| {d['gave_up']} (after {result['give_up_s']:g} s) |")  # fmt: skip
+            gave_up = f"{d['gave_up']} (after {result['give_up_s']:g} s)"
+            trials = d["count"] + d["gave_up"]
+            lines.append(md_row(label, trials, f"{d['p50']} s", f"{d['max']} s", gave_up))
     return "\n".join(lines) + "\n"
 
 
