@@ -33,6 +33,7 @@ import grpc.aio
 from daemon_streams_subscribers import stop_on_signals_and_eof
 
 from console.connections.channel import CALL_DEADLINE_S, CHANNEL_OPTIONS, backoff_s
+from console.connections.node_link import until_first_ends
 from gpufleet.v1 import node_pb2 as pb
 from gpufleet.v1 import node_pb2_grpc as pb_grpc
 
@@ -69,19 +70,10 @@ async def hold(stream: grpc.aio.UnaryStreamCall, tally: Tally) -> None:
 async def session(stub: pb_grpc.NodeServiceStub, tally: Tally) -> None:
     await stub.GetInventory(pb.GetInventoryRequest(), timeout=CALL_DEADLINE_S)
     tally.sessions += 1
-    streams = [
+    await until_first_ends(
         hold(stub.StreamSamples(pb.StreamSamplesRequest()), tally),
         hold(stub.StreamEvents(pb.StreamEventsRequest(after_seq=0)), tally),
-    ]
-    tasks = [asyncio.ensure_future(s) for s in streams]
-    try:
-        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-    for task in done:
-        task.result()
+    )
 
 
 async def subscriber(target: str, tally: Tally, rng: random.Random) -> None:

@@ -156,7 +156,7 @@ class NodeLink:
         self._sink(LinkUpdate(self.target, LinkState.CONNECTED))
         self._failures = 0
         try:
-            await _until_first_ends(
+            await until_first_ends(
                 self._stream_samples(client, len(update.info.gpus)),
                 self._stream_events(client),
                 self._poll_inventory(client, update.info.gpus),
@@ -288,7 +288,7 @@ class NodeLink:
         return QueryResult(self.target, what, query_id, True, "done", decode(self.target, reply))
 
 
-async def _until_first_ends(*coroutines: Coroutine[Any, Any, None]) -> None:
+async def until_first_ends(*coroutines: Coroutine[Any, Any, None]) -> None:
     """Run the streams together; when one ends or fails, stop the others."""
     tasks = [asyncio.ensure_future(c) for c in coroutines]
     try:
