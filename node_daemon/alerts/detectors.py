@@ -11,6 +11,7 @@ import math
 from collections import defaultdict, deque
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import Generic, TypeVar
 
 from gpufleet.v1.alert_severity import Severity
 from gpufleet.v1.gpu_metrics import (
@@ -36,6 +37,8 @@ from node_daemon.alerts.wording import counted
 from node_daemon.backends.readings import GpuHealth
 
 MIB = 1024**2
+
+S = TypeVar("S")
 
 
 @dataclass
@@ -94,35 +97,36 @@ class ThresholdDetector:
         return None
 
 
-class PowerDetector:
-    rule = "power"
+class _GatedDetector(Generic[S]):
+    """A detector whose condition counts once it has held a while on a GPU (a gate each)."""
 
-    def __init__(self, settings: PowerSettings) -> None:
+    def __init__(self, settings: S) -> None:
         self._settings = settings
         self._gates: dict[int, Gate] = defaultdict(Gate)
+
+    def _held_for(self, gpu: GpuTick, holds: bool) -> float:
+        """Seconds the condition has held on this GPU up to this tick; -1 when it does not hold."""
+        return self._gates[gpu.index].held_for(gpu.now_s, holds)
+
+
+class PowerDetector(_GatedDetector[PowerSettings]):
+    rule = "power"
 
     def evaluate(self, gpu: GpuTick) -> Iterator[Finding]:
         power, limit = gpu.reading[POWER_W], gpu.static.power_limit_w if gpu.static else None
         over = power is not None and limit is not None and power >= limit * self._settings.ratio
-        if (
-            self._settings.enabled
-            and self._gates[gpu.index].held_for(gpu.now_s, over) >= self._settings.for_s
-        ):
+        if self._settings.enabled and self._held_for(gpu, over) >= self._settings.for_s:
             summary = f"GPU {gpu.index} draws {power:.0f} W, at or above its {limit:.0f} W limit"
             yield Finding.on_gpu(self.rule, Severity.WARNING, gpu.index, power, "W", summary)
 
 
-class ThrottleDetector:
+class ThrottleDetector(_GatedDetector[ThrottleSettings]):
     rule = "throttle"
-
-    def __init__(self, settings: ThrottleSettings) -> None:
-        self._settings = settings
-        self._gates: dict[int, Gate] = defaultdict(Gate)
 
     def evaluate(self, gpu: GpuTick) -> Iterator[Finding]:
         reasons = gpu.reading[THROTTLE_REASONS] or 0
         names = reason_words(reasons, SLOWING)
-        held = self._gates[gpu.index].held_for(gpu.now_s, bool(names))
+        held = self._held_for(gpu, bool(names))
         if self._settings.enabled and held >= self._settings.for_s:
             summary = f"GPU {gpu.index} throttled: {', '.join(names)}"
             # No value: the reasons are in the summary.
@@ -181,20 +185,16 @@ class LostDetector:
             yield Finding.on_gpu(self.rule, Severity.CRITICAL, gpu.index, None, "", summary)
 
 
-class IdleDetector:
+class IdleDetector(_GatedDetector[IdleSettings]):
     """Waste: a GPU that processes hold but do not use."""
 
     rule = "idle"
-
-    def __init__(self, settings: IdleSettings) -> None:
-        self._settings = settings
-        self._gates: dict[int, Gate] = defaultdict(Gate)
 
     def evaluate(self, gpu: GpuTick) -> Iterator[Finding]:
         util = gpu.reading[UTIL_GPU_PCT]
         held = bool(gpu.processes) or gpu.reserved_for is not None
         idle = held and util is not None and util <= self._settings.max_util_pct
-        held_s = self._gates[gpu.index].held_for(gpu.now_s, idle)
+        held_s = self._held_for(gpu, idle)
         if self._settings.enabled and held_s >= self._settings.after_s:
             summary = (
                 f"GPU {gpu.index} {self._holder(gpu)} but idle "
