@@ -113,3 +113,19 @@ def test_a_frame_without_the_gpu_shown_repaints_the_grid_at_once(qtbot, window) 
     assert grid.region.contains(block_rect(window, B))
     assert not grid.region.contains(block_rect(window, A))
     assert plots.count == 0 and window.detail.key is not None and window.detail.key.target == A
+
+
+def test_the_grid_leaves_no_second_frame_in_a_row_to_the_plots(qtbot, window) -> None:
+    """The GPU shown changing every frame (Play moves the cursor each frame) refreshes the
+    plots every frame: the grid's waiting blocks repaint with the second, not never."""
+    window, session = window
+    grid, plots = watch(window)
+    send(session, A, 1)
+    session.pump.pump()
+    qtbot.waitUntil(lambda: plots.count > 0, timeout=5000)
+    assert grid.count == 0 and window.grid.blocks_waiting == 1
+    send(session, A, 2)  # the GPU shown again: its plots refresh again
+    session.pump.pump()
+    qtbot.waitUntil(lambda: grid.count > 0, timeout=5000)
+    assert window.grid.blocks_waiting == 0
+    assert grid.region.contains(block_rect(window, A))

@@ -136,6 +136,9 @@ class FleetGrid(QWidget):
         # Changed blocks waiting for their repaint (an ordered set: oldest first).
         self._dirty: dict[int, None] = {}
         self._yielded = False  # the waiting blocks left their frame to another view
+        # ...and they have not been repainted since: they leave no second frame in a row
+        # (the plots refreshing every frame, as they do while Play runs, starved the grid).
+        self._postponed = False
         self._repaint = named_timer(
             self, "gpufleet-grid-repaint", self._on_repaint_timeout, single_shot=True
         )
@@ -330,9 +333,10 @@ class FleetGrid(QWidget):
         """Leave this frame to a heavier view: the blocks changed in it repaint with the
         next frame's changes (or a frame later, if none come). The GPU plots' refresh
         (once a second) and a grid repaint in one frame made the console's longest frames
-        (docs/benchmarks.md). Called after the frame's changes reached the grid."""
-        if self._repaint.isActive():
-            self._yielded = True
+        (docs/benchmarks.md). Called after the frame's changes reached the grid.
+        Blocks that left the last frame repaint in this one whatever refreshes."""
+        if self._repaint.isActive() and not self._postponed:
+            self._yielded = self._postponed = True
             self._repaint.start(FRAME_MS)
 
     @property
@@ -342,7 +346,7 @@ class FleetGrid(QWidget):
 
     def _on_repaint_timeout(self) -> None:
         """Repaint the changed blocks, REPAINT_BUDGET a frame, oldest first."""
-        self._yielded = False
+        self._yielded = self._postponed = False
         due = list(self._dirty)[:REPAINT_BUDGET]
         for block in due:
             del self._dirty[block]
