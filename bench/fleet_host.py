@@ -15,6 +15,11 @@ Each daemon is the real NodeDaemon (gRPC server, sampler thread, history) with
 the simulated backend, listening on its own loopback port. Once all serve, the
 bound addresses are written to the ready file as JSON. SIGTERM or SIGINT, or
 the parent closing our stdin (it died), stops every daemon.
+
+With --seed-day each daemon's on-disk history first gets the demo's simulated day
+(node_daemon.history.demo_day.seed_demo_day, as `gpufleet daemon --demo` does: the
+last hour at the sampling tick, a tick a minute before it), written just before that
+daemon starts: about 2 s of CPU a node, for the replay benchmark's past.
 """
 
 from __future__ import annotations
@@ -32,7 +37,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from node_daemon.commands.backend_choice import simulated_backend
-from node_daemon.config import DaemonConfig
+from node_daemon.config import DaemonConfig, resolve_state_dir
+from node_daemon.history.demo_day import seed_demo_day
+from node_daemon.history.store import HISTORY_FILE
 from node_daemon.listen import parse_listen_address
 from node_daemon.server import NodeDaemon
 
@@ -57,7 +64,14 @@ def node_config(index: int, gpus: int, interval_s: float, state_dir: Path) -> Da
     )
 
 
-def start_node(config: DaemonConfig) -> NodeDaemon:
+def start_node(config: DaemonConfig, seed_day: bool = False) -> NodeDaemon:
+    if seed_day:
+        state_dir = resolve_state_dir(config)
+        state_dir.mkdir(parents=True, exist_ok=True)
+        seed_demo_day(
+            state_dir / HISTORY_FILE, config.history, round(config.sample_interval_s * 1000),
+            {"gpu_count": config.gpus, "seed": config.seed, "model": config.model},
+        )  # fmt: skip
     address = parse_listen_address(config.listen)
     daemon = NodeDaemon(config, simulated_backend(config), address)
     daemon.start()
@@ -65,7 +79,12 @@ def start_node(config: DaemonConfig) -> NodeDaemon:
 
 
 def start_fleet(
-    nodes: int, gpus: int, interval_s: float, state_dir: Path, part: tuple[int, int] = (1, 1)
+    nodes: int,
+    gpus: int,
+    interval_s: float,
+    state_dir: Path,
+    part: tuple[int, int] = (1, 1),
+    seed_day: bool = False,
 ) -> list[NodeDaemon]:
     """Start this part's daemons with their sampling ticks spread over one interval.
 
@@ -79,7 +98,7 @@ def start_fleet(
         delay = first + index * interval_s / nodes - time.monotonic()
         if delay > 0:
             time.sleep(delay)  # pacing the start, not waiting for an event
-        daemons.append(start_node(node_config(index, gpus, interval_s, state_dir)))
+        daemons.append(start_node(node_config(index, gpus, interval_s, state_dir), seed_day))
     return daemons
 
 
@@ -116,6 +135,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--watch-stdin", action="store_true", help="stop on stdin EOF")
     parser.add_argument("--part", type=parse_part, default=(1, 1), metavar="P/K",
                         help="host every K-th node from the P-th (default 1/1: all)")  # fmt: skip
+    parser.add_argument("--seed-day", action="store_true",
+                        help="write the demo's simulated day into each history first")  # fmt: skip
     return parser.parse_args(argv)
 
 
@@ -139,7 +160,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
     if args.watch_stdin:
         stop_when_parent_goes()
-    daemons = start_fleet(args.nodes, args.gpus, args.interval, args.state_dir, args.part)
+    daemons = start_fleet(args.nodes, args.gpus, args.interval, args.state_dir, args.part,
+                          args.seed_day)  # fmt: skip
     write_ready_file(args.ready_file, daemons)
     received = signal.sigwait(STOP_SIGNALS)
     log.warning("%s: stopping %d daemons", signal.Signals(received).name, len(daemons))

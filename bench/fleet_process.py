@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from machine import cpu_seconds, rss_bytes
@@ -36,7 +37,9 @@ class FleetProcess:
         interval_s: float = 1.0,
         processes: int = 1,
         nice: int = 0,
+        extra_args: Sequence[str] = (),
     ) -> None:
+        """`extra_args`: more of fleet_host.py's options (e.g. --seed-day), for every part."""
         if not 1 <= processes <= nodes:
             raise FleetError(f"processes must be from 1 to the node count ({nodes}): {processes}")
         self._parts = processes
@@ -46,7 +49,7 @@ class FleetProcess:
             [*prefix, sys.executable, str(FLEET_HOST), "--nodes", str(nodes), "--gpus", str(gpus),
              "--interval", str(interval_s), "--ready-file", str(self._ready(workdir, part)),
              "--state-dir", str(workdir / "state"), "--watch-stdin",
-             "--part", f"{part}/{processes}"]
+             "--part", f"{part}/{processes}", *extra_args]
             for part in range(1, processes + 1)
         ]  # fmt: skip
         self._workdir = workdir
