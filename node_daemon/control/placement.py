@@ -29,32 +29,36 @@ def refusal(
     gpu: GpuFacts, owner: str, min_free_bytes: int, owner_teams: Sequence[str] = ()
 ) -> str | None:
     """Why this GPU cannot take the owner's workload now, or None if it can."""
-    broken = _unusable(gpu)
-    if broken is not None:
-        return broken
-    index = gpu.reading.index
-    if gpu.busy_with is not None:
-        return f"GPU {index} is already taken by workload {gpu.busy_with}"
-    if gpu.outside:
-        return f"GPU {index} is busy: {outside_words(gpu.outside)} outside the queue"
-    return _not_for(gpu, owner, min_free_bytes, owner_teams, _free_bytes(gpu.reading), "free")
+    free = _free_bytes(gpu.reading)
+    return (
+        _unusable(gpu)
+        or _taken(gpu)
+        or _not_for(gpu, owner, min_free_bytes, owner_teams, free, "free")
+    )
 
 
 def standing_refusal(
     gpu: GpuFacts, owner: str, min_free_bytes: int, owner_teams: Sequence[str] = ()
 ) -> str | None:
     """Why the GPU could not take the owner's workload even once what runs on it ends."""
-    broken = _unusable(gpu)
-    if broken is not None:
-        return broken
     total = gpu.reading[MEM_TOTAL_BYTES]
-    return _not_for(gpu, owner, min_free_bytes, owner_teams, total, "in all")
+    return _unusable(gpu) or _not_for(gpu, owner, min_free_bytes, owner_teams, total, "in all")
 
 
 def _unusable(gpu: GpuFacts) -> str | None:
+    """Lost, drained or unhealthy: refused whoever asks and whatever runs on it."""
     if gpu.reading.health is GpuHealth.LOST:
         return f"GPU {gpu.reading.index} is lost"
     return gpu.condition.refusal() if gpu.condition is not None else None
+
+
+def _taken(gpu: GpuFacts) -> str | None:
+    """Busy now: a workload of the queue, or processes outside it, run on it."""
+    if gpu.busy_with is not None:
+        return f"GPU {gpu.reading.index} is already taken by workload {gpu.busy_with}"
+    if gpu.outside:
+        return f"GPU {gpu.reading.index} is busy: {outside_words(gpu.outside)} outside the queue"
+    return None
 
 
 def _not_for(
