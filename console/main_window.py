@@ -21,7 +21,6 @@ from console.qt.access_watcher import AccessWatcher
 from console.qt.alert_notifier import NotificationSink
 from console.session import ConsoleSession
 from console.views.alerts.part import AlertsPart
-from console.views.common.scroll_into_view import scroll_into_view
 from console.views.control.part import ControlPart
 from console.views.detail.part import DetailPart
 from console.views.grid.part import GridPart
@@ -30,8 +29,8 @@ from console.views.reports.part import ReportsPart
 from console.views.slurm.part import SlurmPart
 from console.views.window.file_menu import FileMenu
 from console.views.window.first_layout import share_out
-from console.views.window.guided_tour import Target
 from console.views.window.help_menu import HelpMenu
+from console.views.window.tour_targets import tour_targets
 from console.views.window.window_keys import WindowKeys
 
 MESSAGE_MS = 10_000
@@ -79,7 +78,10 @@ class MainWindow(QMainWindow):
         self.keys = WindowKeys(self, self.grid, self.tabs, self.detail.process_table,
                                self.alerts.mute, self.grid_part.search.focus)  # fmt: skip
         # Help, the guided tour (its first showing: console/app.py), the list of keys.
-        self.help_menu = HelpMenu(self, self._tour_targets(), self.keys.show_shortcuts)
+        targets = tour_targets(
+            self.grid_part, self.detail, self.alerts, self.control, self.show_tab
+        )
+        self.help_menu = HelpMenu(self, targets, self.keys.show_shortcuts)
 
     def _compose(self) -> None:
         # Over tiles, not rows; and off the tiles of the GPU (or node) it is about, which
@@ -130,35 +132,6 @@ class MainWindow(QMainWindow):
         toolbar.addAction(self.alerts.mute)
         self.addToolBar(toolbar)
         self.statusBar().addPermanentWidget(self.grid_part.summary)
-
-    def _tour_targets(self) -> dict[str, Target]:
-        """What each step of the guided tour points at, and the tab it opens first."""
-        alerts, control, detail, grid = self.alerts, self.control, self.detail, self.grid_part
-        panel = alerts.alert_panel
-
-        def stay() -> None:
-            pass
-
-        return {
-            "grid": (lambda: [grid.fleet_scroll], stay),
-            "search": (lambda: [grid.search], stay),
-            "alerts": (lambda: [panel.table], alerts.show_alerts),
-            "acknowledge": (lambda: [panel.acknowledge, panel.silence], alerts.show_alerts),
-            "time": (
-                lambda: [detail.plot_panel.bar],
-                lambda: scroll_into_view(detail.plot_panel.bar),
-            ),
-            "reserve": (
-                lambda: [control.people_panel],
-                lambda: self.show_tab(control.people_panel),
-            ),
-            # A viewer has no kill zone: the process table, where the kill would start.
-            "kill": (
-                lambda: [detail.kill_zone, detail.process_table],
-                lambda: scroll_into_view(detail.kill_zone),
-            ),
-            "status": (lambda: [grid.summary], stay),
-        }
 
     def open_gpu(self, target: str, gpu: int) -> None:
         self.grid_part.reveal(target, gpu)

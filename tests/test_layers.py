@@ -86,3 +86,12 @@ def test_an_import_circle_is_found(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     (package / "d.py").write_text("from circled import a\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     assert _import_circles("circled") == [["circled.a", "circled.b", "circled.c"]]
+
+
+def test_the_window_composes_the_wings_and_stays_small() -> None:
+    """#29's shape: the wings build and wire themselves; the window only composes them."""
+    window = (ROOT / "console" / "main_window.py").read_text()
+    assert len(window.splitlines()) < 200
+    assert window.count(".connect(") < 25
+    views = [p.name for p in (ROOT / "console" / "views").iterdir() if p.name != "__pycache__"]
+    assert len(views) <= 12, sorted(views)
