@@ -44,34 +44,19 @@ def known_word(enum: ProtoEnum, value: int) -> str:
     return UNKNOWN if value == 0 else enum_word(enum, value)
 
 
-def severity_name(value: int) -> str:
-    """'info', 'warning' or 'critical'; 'unknown' for anything else."""
-    return known_word(pb.Severity, value)
-
-
-def kill_outcome_word(value: int) -> str:
-    """'terminated', 'killed', 'already_gone', 'unkillable'."""
-    return enum_word(pb.KillOutcome, value)
-
-
-def health_state_word(value: int) -> str:
-    """'healthy' … 'needs_inspection': a GPU's health state, as --json carries it."""
-    return enum_word(pb.GpuHealthState, value)
-
-
-def gpu_health_word(value: int) -> str:
-    """'ok', 'lost', 'error' (whether NVML answers for the GPU); 'unknown' when unset."""
-    return known_word(pb.GpuHealth, value)
-
-
-def workload_state_word(value: int) -> str:
-    """'queued', 'running', 'finished', 'failed', 'cancelled', 'timed_out'."""
-    return enum_word(pb.WorkloadState, value)
-
-
-def event_kind_word(value: int) -> str:
-    """'alert_raised', 'gpu_lost', …: an event's kind."""
-    return enum_word(pb.EventKind, value)
+# Each enum's words, by the wire number: enum_word, or known_word where unset reads as 'unknown'.
+# 'info', 'warning' or 'critical'; 'unknown' for anything else.
+severity_name = functools.partial(known_word, pb.Severity)
+# 'terminated', 'killed', 'already_gone', 'unkillable'.
+kill_outcome_word = functools.partial(enum_word, pb.KillOutcome)
+# 'healthy' … 'needs_inspection': a GPU's health state, as --json carries it.
+health_state_word = functools.partial(enum_word, pb.GpuHealthState)
+# 'ok', 'lost', 'error' (whether NVML answers for the GPU); 'unknown' when unset.
+gpu_health_word = functools.partial(known_word, pb.GpuHealth)
+# 'queued', 'running', 'finished', 'failed', 'cancelled', 'timed_out'.
+workload_state_word = functools.partial(enum_word, pb.WorkloadState)
+# 'alert_raised', 'gpu_lost', …: an event's kind.
+event_kind_word = functools.partial(enum_word, pb.EventKind)
 
 
 def alert_firing(state: int) -> bool:
