@@ -12,9 +12,10 @@ the drips and joins every handler thread.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -153,3 +154,18 @@ class Standin:
         self._server.shutdown()
         self._server.server_close()
         self._thread.join()
+
+
+@contextlib.contextmanager
+def redirected_elsewhere(
+    standin: Standin, path: str, target_path: str, status: int
+) -> Iterator[tuple[Standin, str]]:
+    """`path` of the stand-in answers a redirect to `target_path` of a second stand-in,
+    named localhost (another origin); yields that one and the target, closes it after."""
+    elsewhere = Standin()
+    try:
+        target = f"{elsewhere.url.replace('127.0.0.1', 'localhost')}{target_path}"
+        standin.answers[path] = redirect(target, status)
+        yield elsewhere, target
+    finally:
+        elsewhere.close()

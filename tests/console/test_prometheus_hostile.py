@@ -26,7 +26,14 @@ from console.connections.prometheus_range import (
 )
 from console.fleet.history_loader import HistoryAsk
 from console.fleet.history_range import PROMETHEUS
-from tests.console.slurmrestd_standin import Standin, as_json, drip, raw, redirect, streamed
+from tests.console.slurmrestd_standin import (
+    Standin,
+    as_json,
+    drip,
+    raw,
+    redirected_elsewhere,
+    streamed,
+)
 
 QUERY = "/api/v1/query_range"
 TOKEN = "prom-secret-token"
@@ -69,13 +76,8 @@ def test_a_good_answer_is_read(standin: Standin, tmp_path: Path) -> None:
 def test_a_redirect_is_not_followed_and_its_target_never_sees_the_token(
     standin: Standin, tmp_path: Path, status: int
 ) -> None:
-    elsewhere = Standin()
-    try:
-        target = f"{elsewhere.url.replace('127.0.0.1', 'localhost')}{QUERY}"
-        standin.answers[QUERY] = redirect(target, status)
+    with redirected_elsewhere(standin, QUERY, QUERY, status) as (elsewhere, target):
         message = refusal(standin, tmp_path)
-    finally:
-        elsewhere.close()
     assert elsewhere.paths_seen == [] and elsewhere.authorizations_seen == []
     assert f"redirect (HTTP {status}) to {target!r}: not followed" in message
     assert TOKEN not in message

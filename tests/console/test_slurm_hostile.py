@@ -39,7 +39,7 @@ from tests.console.slurmrestd_standin import (
     drip,
     not_http,
     raw,
-    redirect,
+    redirected_elsewhere,
     streamed,
 )
 
@@ -231,13 +231,9 @@ def test_a_drip_ends_by_the_deadline_and_the_next_read_is_not_stuck(
 def test_a_redirect_is_not_followed_and_its_target_never_sees_the_token(
     standin: Standin, console: Console, status: int
 ) -> None:
-    elsewhere = Standin()
-    try:
-        target = f"{elsewhere.url.replace('127.0.0.1', 'localhost')}/slurm/v0.0.38/jobs"
-        standin.answers["/jobs"] = redirect(target, status)
+    jobs = "/slurm/v0.0.38/jobs"
+    with redirected_elsewhere(standin, "/jobs", jobs, status) as (elsewhere, target):
         result = console.read()
-    finally:
-        elsewhere.close()
     assert elsewhere.paths_seen == [] and elsewhere.tokens_seen == []
     assert standin.tokens_seen == [TOKEN]  # slurm_url itself got it, once
     assert not result.ok and f"with a redirect (HTTP {status}) to {target}: not followed" in (
