@@ -17,18 +17,11 @@ from console.fleet.notify_settings import NotifySettings
 from console.qt.alert_model import value_text
 from console.qt.alert_notifier import AlertNotifier
 from gpufleet.v1.alert_severity import Severity
+from tests.fake_clock import ManualClock
 
 TARGET = "n:1"
 T0 = 1_800_000_000.0
 HOLD_S = NotifySettings().hold_s
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = T0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 class Sink:
@@ -80,7 +73,7 @@ class Harness:
     def __init__(self, sink: Sink | None = None) -> None:
         self.fleet = FleetModel()
         self.fleet.add_node(TARGET)
-        self.clock = Clock()
+        self.clock = ManualClock(T0)
         self.sink = sink or Sink()
         self.toasts: list[tuple[AlertRow, str]] = []
         self.beeps = 0

@@ -38,6 +38,7 @@ from node_daemon.journal.event_journal import EventJournal
 from tests.console.desktop_bus import dunst_count, dunst_on, skip_unless_dunst_can_run
 from tests.console.test_desktop_notifier import bus, private_bus  # noqa: F401 (fixtures)
 from tests.console.xserver import read_line, stop, xvfb
+from tests.fake_clock import ManualClock
 
 TARGET = "gpu-node-03:50051"
 GPUS = 8
@@ -48,14 +49,6 @@ CYCLE_S, THROTTLED_S = 34, 32
 HOT_FROM_S = 200  # GPU 3 overheats in the middle of it, and stays hot
 MINUTES = 8
 FRAMES_PER_S = 4
-
-
-class Clock:
-    def __init__(self, start_s: float) -> None:
-        self.now = start_s
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def reading(gpu: int, t_s: int) -> GpuReading:
@@ -136,7 +129,7 @@ class EngineToDunst:
 
     def __init__(self, tmp_path: Path, address: str, connection: QDBusConnection) -> None:
         self.monitor = BusMonitor(address)
-        self.clock = Clock(1_800_000_000.0)
+        self.clock = ManualClock(1_800_000_000.0)
         self.journal = EventJournal(tmp_path / "journal.sqlite3")
         self.engine = AlertEngine(self.journal, clock=self.clock)
         self.engine.set_gpu_facts(

@@ -14,14 +14,7 @@ from node_daemon.alerts.rules import AlertSettings, IdleSettings, LeakSettings
 from node_daemon.backends.simulated import SimulatedBackend
 from node_daemon.backends.simulated.scenario import Scenario, ScenarioEvent
 from node_daemon.journal.event_journal import EventJournal
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1_800_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
+from tests.fake_clock import ManualClock
 
 
 class Node:
@@ -33,7 +26,7 @@ class Node:
         *events: tuple[float, int, str, float | None],
         settings: AlertSettings | None = None,
     ) -> None:
-        self.clock = Clock()
+        self.clock = ManualClock()
         self.journal = EventJournal(path)
         self.engine = AlertEngine(self.journal, settings, clock=self.clock)
         scenario = Scenario(tuple(ScenarioEvent(*e) for e in events))

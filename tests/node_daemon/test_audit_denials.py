@@ -15,6 +15,7 @@ from node_daemon.auth.audit import AuditEntry, AuditLog, verify
 from node_daemon.auth.denials import DenialLimiter, peer_host
 from node_daemon.auth.settings import AuthSettings
 from tests.conftest import DaemonFactory, wait_for
+from tests.fake_clock import ManualClock
 from tests.node_daemon.test_security import USERS
 
 CALLS = 300
@@ -54,16 +55,8 @@ def test_a_client_without_a_token_cannot_fill_the_audit_log(start_daemon: Daemon
     assert verify(node.audit.path) == []
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def test_one_summary_per_kind_and_interval(tmp_path: Path) -> None:
-    clock = Clock()
+    clock = ManualClock(1_000_000.0)
     audit = AuditLog(tmp_path / "audit.sqlite3", denials=DenialLimiter(interval_s=60), clock=clock)
 
     def deny(peer: str, user: str = "(unauthenticated)", why: str = NO_TOKEN) -> None:

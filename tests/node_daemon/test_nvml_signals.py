@@ -32,28 +32,19 @@ from node_daemon.backends.base import PowerLimitControl, PowerLimitRefused
 from node_daemon.backends.nvml import NvmlBackend
 from node_daemon.backends.readings import AnyMetric, GpuHealth, GpuReading
 from node_daemon.metrics.dcgm import DcgmLabels, render
+from tests.fake_clock import ManualClock
 from tests.fake_nvml.fixture import FakeNvmlState
 
 GIB = 1024**3
 
 
-class Clock:
-    """The backend's clock for its slow cadence, moved by the test."""
-
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock(1000.0)
 
 
 @pytest.fixture
-def clock() -> Clock:
-    return Clock()
-
-
-@pytest.fixture
-def backend(fake_nvml: FakeNvmlState, clock: Clock) -> Iterator[NvmlBackend]:
+def backend(fake_nvml: FakeNvmlState, clock: ManualClock) -> Iterator[NvmlBackend]:
     nvml = NvmlBackend(clock=clock)
     yield nvml
     nvml.close()
@@ -165,7 +156,7 @@ def test_retired_pages_buffer_too_small_answers_insufficient_size_and_the_count(
 def test_not_supported_signal_reads_none_and_is_not_logged(
     fake_nvml: FakeNvmlState,
     backend: NvmlBackend,
-    clock: Clock,
+    clock: ManualClock,
     caplog: pytest.LogCaptureFixture,
     fake_field: str,
     metrics: list[AnyMetric],
@@ -232,7 +223,7 @@ def test_links_beyond_the_gpus_answer_as_a_real_driver(
 
 
 def test_slow_signals_are_read_every_interval_and_kept_in_between(
-    fake_nvml: FakeNvmlState, backend: NvmlBackend, clock: Clock
+    fake_nvml: FakeNvmlState, backend: NvmlBackend, clock: ManualClock
 ) -> None:
     fake_nvml.set_nvlinks(0, 4)
     backend.open()
@@ -252,7 +243,7 @@ def test_slow_signals_are_read_every_interval_and_kept_in_between(
 
 
 def test_an_error_in_a_slow_read_marks_the_reading_until_the_next_read(
-    fake_nvml: FakeNvmlState, backend: NvmlBackend, clock: Clock
+    fake_nvml: FakeNvmlState, backend: NvmlBackend, clock: ManualClock
 ) -> None:
     fake_nvml.fail(0, "remapped_rows", pynvml.NVML_ERROR_UNKNOWN)
     backend.open()
