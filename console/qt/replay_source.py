@@ -19,6 +19,7 @@ from console.fleet.model import FleetModel
 from console.fleet.query_round import next_query_id
 from console.fleet.updates import QueryResult
 from console.qt.frame_pump import FramePump
+from console.qt.named_timer import named_timer
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +35,10 @@ class ReplaySource(QObject):
         self.setObjectName("gpufleet-replay-source")
         self._fleet, self._pump, self._queries = fleet, pump, queries
         self.asks = 0  # GetStateAt calls sent (coalescing, measured by the tests)
+        # A frame brings many nodes' answers: what follows them runs once, after the frame.
+        self._after_answers = named_timer(
+            self, "gpufleet-replay-answers", self._on_after_answers_timeout, single_shot=True
+        )
         pump.queryFinished.connect(self._on_pump_query_finished)
 
     @property
@@ -67,8 +72,15 @@ class ReplaySource(QObject):
             self._queries.ask(target, at_ms, self._fleet.node(target).gpu_count, query_id)
             self.asks += 1
 
-    def _on_pump_query_finished(self, result: QueryResult) -> None:
+    def _on_pump_query_finished(self, _result: QueryResult) -> None:
+        # Once for the frame's answers, not once each: each asked again over every node
+        # and had the strip and the player redo their work (O(nodes²) a frame, 100 ms
+        # and more with 125 nodes answering during Play: bench/replay_fleet.py).
+        if self._fleet.moment is not None and not self._after_answers.isActive():
+            self._after_answers.start(0)
+
+    def _on_after_answers_timeout(self) -> None:
         if self._fleet.moment is None:
             return
-        self._ask()  # a node free again: the newest moment wanted, if it differs
+        self._ask()  # nodes free again: the newest moment wanted, where it differs
         self.answered.emit()

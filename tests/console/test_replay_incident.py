@@ -109,6 +109,10 @@ def incident(start_daemon: DaemonFactory, tmp_path: Path) -> Iterator[Incident]:
                                                 until_unix_ms=start + 3_600_000,
                                                 reason="incident"), timeout=5)  # fmt: skip
         wait_for(lambda: _on_disk_past(on_quiet, start), 20, "gpu-quiet's first samples")
+        # The moments begin once every node samples, so each lies in their raw tiers. (An
+        # earlier one is answered from a 10 s step that begins before it: a loaded machine
+        # starts gpu-quiet's process seconds late.)
+        start = a_moment()
         assert quiet.proc is not None
         os.kill(quiet.proc.pid, signal.SIGSTOP)  # gpu-quiet stops answering
         stopped = a_moment()
