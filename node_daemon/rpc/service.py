@@ -10,8 +10,9 @@ from __future__ import annotations
 from typing import Any
 
 import grpc
+from google.protobuf.message import Message
 
-from gpufleet.v1 import node_pb2 as pb
+from gpufleet.client.calls import SERVICE, STREAM_EVENTS, STREAM_SAMPLES, UNARY, Unary
 from node_daemon.rpc.alert_servicer import AlertServicer
 from node_daemon.rpc.auth_servicer import AuthServicer
 from node_daemon.rpc.control_servicer import ControlServicer
@@ -20,36 +21,14 @@ from node_daemon.rpc.history_servicer import HistoryServicer
 from node_daemon.rpc.node_servicer import NodeServicer
 from node_daemon.rpc.usage_servicer import UsageServicer
 
-SERVICE_NAME = "gpufleet.v1.NodeService"
+SERVICE_NAME = SERVICE
 
 
-def _control_methods(control: ControlServicer) -> dict[str, grpc.RpcMethodHandler]:
-    return {
-        "KillProcess": _unary(control.KillProcess, pb.KillProcessRequest, pb.KillProcessResponse),
-        "Reserve": _unary(control.Reserve, pb.ReserveRequest, pb.Reservation),
-        "ReleaseReservation": _unary(
-            control.ReleaseReservation, pb.ReleaseReservationRequest, pb.Reservation
-        ),
-        "ListReservations": _unary(
-            control.ListReservations, pb.ListReservationsRequest, pb.ListReservationsResponse
-        ),
-        "SubmitWorkload": _unary(control.SubmitWorkload, pb.SubmitWorkloadRequest, pb.Workload),
-        "AssignWorkload": _unary(control.AssignWorkload, pb.AssignWorkloadRequest, pb.Workload),
-        "CancelWorkload": _unary(control.CancelWorkload, pb.CancelWorkloadRequest, pb.Workload),
-        "ListWorkloads": _unary(
-            control.ListWorkloads, pb.ListWorkloadsRequest, pb.ListWorkloadsResponse
-        ),
-        "GetWorkloadOutput": _unary(
-            control.GetWorkloadOutput, pb.GetWorkloadOutputRequest, pb.WorkloadOutput
-        ),
-    }
-
-
-def _unary(method: Any, request: Any, response: Any) -> grpc.RpcMethodHandler:
+def _unary(method: Any, call: Unary[Message, Message]) -> grpc.RpcMethodHandler:
     return grpc.unary_unary_rpc_method_handler(
         method,
-        request_deserializer=request.FromString,
-        response_serializer=response.SerializeToString,
+        request_deserializer=call.request.FromString,
+        response_serializer=call.response.SerializeToString,
     )
 
 
@@ -67,43 +46,32 @@ def node_service_handler(
     history: HistoryServicer,
 ) -> grpc.GenericRpcHandler:
     """The service's method table. Sample streams send bytes the sampler serialized once."""
+    # Which servicer answers each unary call; its messages are the shared client's table's.
+    answered_by: tuple[tuple[object, tuple[str, ...]], ...] = (
+        (servicer, ("GetInventory",)),
+        (alerts, ("ListAlerts", "AcknowledgeAlert", "SilenceAlert", "CreateSilence",
+                  "ListSilences", "ExpireSilence")),
+        (control, ("KillProcess", "Reserve", "ReleaseReservation", "ListReservations",
+                   "SubmitWorkload", "AssignWorkload", "CancelWorkload", "ListWorkloads",
+                   "GetWorkloadOutput")),
+        (auth, ("WhoAmI", "QueryAudit", "RecordExternalAction")),
+        (usage, ("QueryUsage",)),
+        (health, ("GetHealth", "DrainGpu", "ClearGpuHealth")),
+        (history, ("QueryHistory", "GetStateAt")),
+    )  # fmt: skip
     methods = {
-        **_control_methods(control),
-        "QueryUsage": _unary(usage.QueryUsage, pb.QueryUsageRequest, pb.QueryUsageResponse),
-        "GetHealth": _unary(health.GetHealth, pb.GetHealthRequest, pb.NodeHealth),
-        "DrainGpu": _unary(health.DrainGpu, pb.DrainGpuRequest, pb.GpuCondition),
-        "ClearGpuHealth": _unary(health.ClearGpuHealth, pb.ClearGpuHealthRequest, pb.GpuCondition),
-        "QueryHistory": _unary(
-            history.QueryHistory, pb.QueryHistoryRequest, pb.QueryHistoryResponse
-        ),
-        "GetStateAt": _unary(history.GetStateAt, pb.GetStateAtRequest, pb.NodeStateAt),
-        "WhoAmI": _unary(auth.WhoAmI, pb.WhoAmIRequest, pb.Caller),
-        "QueryAudit": _unary(auth.QueryAudit, pb.QueryAuditRequest, pb.QueryAuditResponse),
-        "RecordExternalAction": _unary(
-            auth.RecordExternalAction, pb.RecordExternalActionRequest, pb.AuditRecord
-        ),
-        "ListAlerts": _unary(alerts.ListAlerts, pb.ListAlertsRequest, pb.ListAlertsResponse),
-        "AcknowledgeAlert": _unary(alerts.AcknowledgeAlert, pb.AcknowledgeAlertRequest, pb.Alert),
-        "SilenceAlert": _unary(alerts.SilenceAlert, pb.SilenceAlertRequest, pb.Alert),
-        "CreateSilence": _unary(alerts.CreateSilence, pb.CreateSilenceRequest, pb.Silence),
-        "ListSilences": _unary(
-            alerts.ListSilences, pb.ListSilencesRequest, pb.ListSilencesResponse
-        ),
-        "ExpireSilence": _unary(alerts.ExpireSilence, pb.ExpireSilenceRequest, pb.Silence),
-        "StreamEvents": grpc.unary_stream_rpc_method_handler(
-            alerts.StreamEvents,
-            request_deserializer=pb.StreamEventsRequest.FromString,
-            response_serializer=pb.Event.SerializeToString,
-        ),
-        "GetInventory": grpc.unary_unary_rpc_method_handler(
-            servicer.GetInventory,
-            request_deserializer=pb.GetInventoryRequest.FromString,
-            response_serializer=pb.Inventory.SerializeToString,
-        ),
-        "StreamSamples": grpc.unary_stream_rpc_method_handler(
-            servicer.StreamSamples,
-            request_deserializer=pb.StreamSamplesRequest.FromString,
-            response_serializer=_pre_serialized,
-        ),
+        name: _unary(getattr(answerer, name), UNARY[name])
+        for answerer, names in answered_by
+        for name in names
     }
+    methods["StreamEvents"] = grpc.unary_stream_rpc_method_handler(
+        alerts.StreamEvents,
+        request_deserializer=STREAM_EVENTS.request.FromString,
+        response_serializer=STREAM_EVENTS.response.SerializeToString,
+    )
+    methods["StreamSamples"] = grpc.unary_stream_rpc_method_handler(
+        servicer.StreamSamples,
+        request_deserializer=STREAM_SAMPLES.request.FromString,
+        response_serializer=_pre_serialized,
+    )
     return grpc.method_handlers_generic_handler(SERVICE_NAME, methods)
