@@ -133,6 +133,18 @@ def to_tile(qtbot, console: Console, gpu: int) -> None:  # type: ignore[no-untyp
     qtbot.waitUntil(lambda: grid.focus_tile == (console.target, gpu), timeout=5000)
 
 
+def chooser_from_menu(qtbot, console: Console, letter: str) -> ChoiceDialog:  # type: ignore[no-untyped-def]
+    """The focused tile's menu, by the keyboard (Menu, then `letter`): the chooser it
+    opens, with the focus on its search field."""
+    key(qtbot, "Menu")
+    popup(qtbot)
+    key(qtbot, letter)
+    chooser = dialog_of(qtbot, lambda: console.window.control.place_prompts.dialog, ChoiceDialog)
+    assert isinstance(chooser, ChoiceDialog)
+    focused(qtbot, chooser.search)
+    return chooser
+
+
 @pytest.fixture
 def console(qtbot, open_console) -> Console:  # type: ignore[no-untyped-def]
     opened = open_console()
@@ -150,12 +162,7 @@ def test_keyboard_only_assign(qtbot, console: Console) -> None:
     to_tile(qtbot, console, 2)
     key(qtbot, "Return")
     qtbot.waitUntil(lambda: console.window.grid.selected == (console.target, 2), timeout=5000)
-    key(qtbot, "Menu")
-    popup(qtbot)
-    key(qtbot, "a")
-    chooser = dialog_of(qtbot, lambda: console.window.control.place_prompts.dialog, ChoiceDialog)
-    assert isinstance(chooser, ChoiceDialog)
-    focused(qtbot, chooser.search)
+    chooser = chooser_from_menu(qtbot, console, "a")
     assert chooser.verdict_label.text() == f"assign {workload_id} (sleep) to GPU 2 of node-a"
     finished_ok(qtbot, console, lambda: key(qtbot, "Return"))
     assert console.sent == [f"assign {workload_id} (sleep) to GPU 2 of {console.target}"]
@@ -167,12 +174,7 @@ def test_keyboard_only_assign(qtbot, console: Console) -> None:
 @inner
 def test_keyboard_only_reserve(qtbot, console: Console) -> None:
     to_tile(qtbot, console, 1)
-    key(qtbot, "Menu")
-    popup(qtbot)
-    key(qtbot, "r")
-    chooser = dialog_of(qtbot, lambda: console.window.control.place_prompts.dialog, ChoiceDialog)
-    assert isinstance(chooser, ChoiceDialog)
-    focused(qtbot, chooser.search)
+    chooser = chooser_from_menu(qtbot, console, "r")
     type_text(qtbot, "team:ml")
     qtbot.waitUntil(
         lambda: chooser.verdict_label.text() == "reserve GPU 1 of node-a for team:ml", timeout=5000
