@@ -71,8 +71,11 @@ def test_the_detail_panel_says_who_we_are_and_when_the_token_expires(qtbot) -> N
 
 def test_the_node_tooltip_says_it_too(qtbot) -> None:
     fleet = fleet_with(A)
-    fleet.apply(IdentityUpdate(A, alice(expires_ms=NOW + 45 * 60_000)))
-    assert node_tooltip(fleet.node(A), now_ms=NOW).splitlines()[-2:] == [
+    # From the wall clock now, not the module's NOW (taken at collection, minutes ago
+    # by now on a loaded machine's worker): the item model reads the wall clock.
+    now = int(time.time() * 1000)
+    fleet.apply(IdentityUpdate(A, alice(expires_ms=now + 45 * 60_000)))
+    assert node_tooltip(fleet.node(A), now_ms=now).splitlines()[-2:] == [
         "signed in as alice (operator; teams ml) by jwt from https://sso.example.com, "
         "expires in 45 min",
         "Slurm job processes: refused (allow_kill_job_processes = false)",
