@@ -12,7 +12,9 @@ export QT_QPA_PLATFORM=offscreen
 # waits on daemons, X servers and containers. tests/workers.py keeps a file's tests, and
 # the files on one session-wide resource (the Slurm cluster, the built packages), on
 # one worker.
-"$venv/bin/pytest" -n "${GPUFLEET_TEST_WORKERS:-2}" --dist loadfile "$@"
+# A worker that crashes fails the run, named (its test and the rest of its file): a
+# replacement worker left xdist's scope scheduling waiting for work forever.
+"$venv/bin/pytest" -n "${GPUFLEET_TEST_WORKERS:-2}" --dist loadfile --max-worker-restart 0 "$@"
 rc=$?
 if [ "$rc" -eq 5 ]; then
   # pytest's 5 means it collected nothing: for this suite that is a failure.
