@@ -42,6 +42,7 @@ from console.fleet.updates import LinkState, LinkUpdate, Update
 from console.main_window import MainWindow
 from console.notify.desktop import DesktopNotifier
 from console.qt import roles
+from console.qt.alert_model import ALERT_ROLE
 from console.session import ConsoleSession
 from gpufleet.policy import LOCAL_USER
 from gpufleet.v1.alert_severity import Severity
@@ -360,8 +361,21 @@ def test_acknowledging_the_consoles_alert_stays_in_the_console(qtbot, node, watc
     qtbot.waitUntil(lambda: watching.firing() is not None, timeout=RAISED_WITHIN_MS)
     panel = watching.window.alerts.alert_panel
     qtbot.waitUntil(lambda: panel.proxy.rowCount() == 1, timeout=5000)  # refreshed at 4 Hz
-    panel.table.selectRow(0)
-    assert panel.acknowledge.isEnabled()
+
+    def offered() -> bool:
+        """Its row selected, Acknowledge is offered (selected again: a frame's news may
+        have replaced the rows since, as on a loaded worker where this failed twice)."""
+        panel.table.selectRow(0)
+        return panel.acknowledge.isEnabled()
+
+    try:
+        qtbot.waitUntil(offered, timeout=5000)
+    except AssertionError:
+        shown = [panel.proxy.index(r, 0).data(ALERT_ROLE) for r in range(panel.proxy.rowCount())]
+        raise AssertionError(
+            f"Acknowledge not offered: refusal {panel.action_refusal!r}, "
+            f"selected {panel.selected_alerts()}, rows {shown}"
+        ) from None
     panel.acknowledge.click()
     alert = watching.firing()
     assert alert is not None and alert.acknowledged
