@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import math
 import os
 import resource
@@ -43,6 +42,7 @@ from pathlib import Path
 import numpy as np
 from alert_latency_daemons import CRITICAL_C, DaemonFleet, ThermalPlan
 from alert_latency_ecosystem import ecosystem_summary
+from console_fleet import offscreen_and_quiet
 from gui_probes import run_for, wait_until
 from machine import describe_machine
 from PySide6.QtCore import QEvent, QObject
@@ -90,11 +90,6 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     if not 0.1 <= args.interval <= 5 or not 0.5 <= args.sim_speed <= 8:
         parser.error("--interval from 0.1 to 5 s, --sim-speed from 0.5 to 8")
     return args
-
-
-def quiet_offscreen_warning(record: logging.LogRecord) -> bool:
-    """Drop the offscreen platform's note that it cannot resize windows to hints."""
-    return "propagateSizeHints" not in record.getMessage()
 
 
 # -- probes on the console ------------------------------------------------------------
@@ -481,9 +476,7 @@ def format_run(run: dict[str, object], config: dict[str, object]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    logging.getLogger("qt").addFilter(quiet_offscreen_warning)
-    os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+    offscreen_and_quiet()
     qt_application()  # the console's own set-up: style sheet, Qt log routing
     config = {
         "trials": args.trials,

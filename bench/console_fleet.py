@@ -102,6 +102,14 @@ def quiet_offscreen_warning(record: logging.LogRecord) -> bool:
     return "propagateSizeHints" not in record.getMessage()
 
 
+def offscreen_and_quiet() -> None:
+    """A console benchmark's start: warnings only (the offscreen size-hint note dropped),
+    Qt offscreen unless told otherwise."""
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    logging.getLogger("qt").addFilter(quiet_offscreen_warning)
+    os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+
 # -- counters read before and after the measured window -------------------------
 
 
@@ -424,9 +432,7 @@ def _batch_counts(probe: FrameProbe, args: argparse.Namespace, wall_s: float) ->
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    logging.getLogger("qt").addFilter(quiet_offscreen_warning)
-    os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+    offscreen_and_quiet()
     app = TimedApplication(sys.argv[:1])
     qt_application()  # the console's own set-up: style sheet, Qt log routing, collector
     if args.python_gc:

@@ -37,7 +37,6 @@ unless asked).
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import random
 import sys
@@ -59,7 +58,7 @@ from console_fleet import (
     cpu_stats,
     frame_stats,
     gui_stats,
-    quiet_offscreen_warning,
+    offscreen_and_quiet,
     wait_streaming,
 )
 from fleet_process import FleetProcess
@@ -555,9 +554,7 @@ def markdown(result: dict[str, Any]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    logging.getLogger("qt").addFilter(quiet_offscreen_warning)
-    os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+    offscreen_and_quiet()
     with tempfile.TemporaryDirectory(prefix=f"{NAME}-") as tmp:
         result = run(args, Path(tmp))
     text = markdown(result)
