@@ -43,7 +43,7 @@ class OpeningMoment(QObject):
         moment = self._window.session.fleet.moment
         if self._at_ms is None:
             return True
-        return moment is not None and moment.waiting == 0 and not moment.lagging()
+        return moment is not None and moment.settled
 
     def _on_pump_fleet_changed(self, _changes: object) -> None:
         fleet = self._window.session.fleet

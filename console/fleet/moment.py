@@ -154,6 +154,11 @@ class ShownMoment:
         """Nodes not yet showing the wanted moment."""
         return [t for t, m in self.nodes.items() if m.at_ms != self.wanted_ms]
 
+    @property
+    def settled(self) -> bool:
+        """Every node asked has answered for the wanted moment (or said why not)."""
+        return self.waiting == 0 and not self.lagging()
+
     def unanswered(self) -> list[NodeMoment]:
         """The nodes whose last answer was a failure (unreachable, an older daemon)."""
         return [m for m in self.nodes.values() if not m.answered]

@@ -91,7 +91,7 @@ class ReplayPlayer(QObject):
     def _settled(self) -> bool:
         """Every node has answered for the moment shown (or said why not)."""
         moment = self._fleet.moment
-        return moment is not None and moment.waiting == 0 and not moment.lagging()
+        return moment is not None and moment.settled
 
     def _firing(self) -> list[AlertRow]:
         moment = self._fleet.moment
