@@ -48,7 +48,13 @@ from tests.console.test_replay import HEAT_AND_COOL, firing_ids
 from tests.daemon_process import DaemonProcess
 from tests.node_daemon.journal import events_after
 from tests.node_daemon.test_healing_daemon import settings
-from tests.node_daemon.test_state_at import a_moment, critical_alert, hot_alert, now_ms
+from tests.node_daemon.test_state_at import (
+    a_moment,
+    critical_alert,
+    firing_in,
+    hot_alert,
+    now_ms,
+)
 
 pytestmark = pytest.mark.qt_log_ignore(
     "This plugin does not support grabbing the keyboard", extend=True
@@ -164,11 +170,7 @@ class Journal:
     events: list[pb.Event]
 
     def firing(self, at_ms: int) -> set[str]:
-        latest: dict[str, pb.Alert] = {}
-        for event in self.events:
-            if event.HasField("alert") and event.time_unix_ms <= at_ms:
-                latest[event.alert.id] = event.alert
-        return {i for i, a in latest.items() if a.state == pb.ALERT_STATE_FIRING}
+        return set(firing_in(self.events, at_ms))
 
     def reserved(self, at_ms: int) -> dict[int, str]:
         """GPU → the reservation holding it."""

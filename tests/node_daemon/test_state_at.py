@@ -59,10 +59,15 @@ def raw_point(node: pb_grpc.NodeServiceStub, at_ms: int, gpu: int) -> tuple[int,
 
 
 def journal_firing(node: pb_grpc.NodeServiceStub, at_ms: int) -> dict[str, pb.Alert]:
-    """The alerts firing at the moment by the journal, folded here event by event: each
-    alert's latest event stamped at or before it."""
+    """The alerts firing at the moment by the node's journal (firing_in its events)."""
+    return firing_in(events_after(node), at_ms)
+
+
+def firing_in(events: list[pb.Event], at_ms: int) -> dict[str, pb.Alert]:
+    """The alerts firing at the moment by these journal events, folded here event by
+    event: each alert's latest event stamped at or before it."""
     latest: dict[str, pb.Alert] = {}
-    for event in events_after(node):
+    for event in events:
         if event.HasField("alert") and event.time_unix_ms <= at_ms:
             latest[event.alert.id] = event.alert
     return {i: a for i, a in latest.items() if a.state == pb.ALERT_STATE_FIRING}
