@@ -148,13 +148,17 @@ def incident(start_daemon: DaemonFactory, tmp_path: Path) -> Iterator[Incident]:
 # -- what the nodes recorded, read here independently of GetStateAt -------------------
 
 
-def recorded_temps(stub: pb_grpc.NodeServiceStub, at_ms: int, gpus: int) -> list[float | None]:
-    """Each GPU's raw point at or before the moment within the raw tier's reach (its
-    steps here are under a second: the reach is MIN_NEAR_MS), else None."""
-    near = stub.QueryHistory(pb.QueryHistoryRequest(start_unix_ms=at_ms - MIN_NEAR_MS,
+def recorded_temps(
+    stub: pb_grpc.NodeServiceStub, at_ms: int, gpus: int, step_ms: int = 0
+) -> list[float | None]:
+    """Each GPU's raw point at or before the moment within the raw tier's reach (NEAR_STEPS
+    of its `step_ms`, at least MIN_NEAR_MS), else None."""
+    near_ms = max(NEAR_STEPS * step_ms, MIN_NEAR_MS)
+    near = stub.QueryHistory(pb.QueryHistoryRequest(start_unix_ms=at_ms - near_ms,
                                                     end_unix_ms=at_ms, metrics=["temp_gpu_c"]),
                              timeout=5)  # fmt: skip
-    assert near.tier == "raw" and NEAR_STEPS * near.step_ms <= MIN_NEAR_MS, near.tier
+    # The reach the node's answer implies is the one asked over.
+    assert near.tier == "raw" and max(NEAR_STEPS * near.step_ms, MIN_NEAR_MS) == near_ms, near
     temps: list[float | None] = []
     for gpu in range(gpus):
         series = next((s for s in near.series if s.gpu_index == gpu), None)
@@ -208,25 +212,36 @@ def window(qtbot, start_window, incident: Incident) -> MainWindow:  # type: igno
 def test_twenty_moments_of_an_incident_show_what_the_nodes_recorded(
     qtbot, window: MainWindow, incident: Incident
 ) -> None:  # type: ignore[no-untyped-def]
-    fleet, items = window.session.fleet, window.session.items
-    journals = {n.target: Journal(events_after(n.stub)) for n in incident.nodes}
-    console_rules = {"node_not_responding"}  # the console's own, not a node's
     span = incident.end - incident.start
+    moments = [incident.start + 1000 + (span - 1000) * i // (MOMENTS - 1) for i in range(MOMENTS)]
+    seen = check_moments(qtbot, window, incident.nodes, moments, gpus=2)
+    # The moments did cross each part of the incident.
+    assert all(seen.values()), seen
+
+
+def check_moments(  # type: ignore[no-untyped-def]
+    qtbot, window: MainWindow, nodes: list[Node], moments: list[int], gpus: int,
+    step_ms: int = 0,
+) -> dict[str, int]:  # fmt: skip
+    """Show each moment in the console and check every GPU of every node against what
+    the node recorded; how many alerts, gaps, reservations and drains were seen."""
+    fleet, items = window.session.fleet, window.session.items
+    journals = {n.target: Journal(events_after(n.stub)) for n in nodes}
+    console_rules = {"node_not_responding"}  # the console's own, not a node's
     seen = {"alerts": 0, "gaps": 0, "reserved": 0, "drained": 0}
-    for i in range(MOMENTS):
-        at = incident.start + 1000 + (span - 1000) * i // (MOMENTS - 1)
+    for i, at in enumerate(moments):
         window.session.replay.show(at)
         qtbot.waitUntil(lambda at=at: all(n.moment is not None and n.moment.answered
                                           and n.moment.at_ms == at for n in fleet),
                         timeout=15_000)  # fmt: skip
         firing = firing_ids(window)
         expected_firing: set[str] = set()
-        for node in incident.nodes:
+        for node in nodes:
             journal = journals[node.target]
             expected_firing |= journal.firing(at)
-            temps = recorded_temps(node.stub, at, 2)
+            temps = recorded_temps(node.stub, at, gpus, step_ms)
             reserved, drained = journal.reserved(at), journal.drained(at)
-            for gpu in range(2):
+            for gpu in range(gpus):
                 tile = items.gpu_index(node.target, gpu)
                 where = (i, at, fleet.name_of(node.target), gpu)
                 shown = roles.value(tile, TEMP_GPU_C)
@@ -247,5 +262,4 @@ def test_twenty_moments_of_an_incident_show_what_the_nodes_recorded(
         node_firing = {a for a in firing if by_id[a].rule not in console_rules}
         assert node_firing == expected_firing, (i, at)
         seen["alerts"] += len(expected_firing)
-    # The moments did cross each part of the incident.
-    assert all(seen.values()), seen
+    return seen
