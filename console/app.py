@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from functools import partial
@@ -47,10 +49,16 @@ def has_display() -> bool:
     return bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
 
 
+# The offscreen platform's screen (a screenshot's, `--screenshot`): a common desktop's.
+# Qt's own is 800x800, which cuts a window restored from a person's saved layout down
+# to a picture too small for a report's grid.
+OFFSCREEN_SCREEN = (1920, 1080)
+
+
 def qt_application(offscreen: bool = False) -> QApplication:
     if offscreen:
         os.environ["QT_QPA_PLATFORM"] = "offscreen"
-    app = QApplication.instance() or QApplication(sys.argv[:1])
+    app = QApplication.instance() or _new_application(offscreen)
     assert isinstance(app, QApplication)
     app.setApplicationName("GPU Fleet Console")
     app.setOrganizationName("gpufleet")
@@ -63,6 +71,24 @@ def qt_application(offscreen: bool = False) -> QApplication:
     # Dark until a window's WindowLooks applies the chosen theme (console/views/window/looks.py).
     apply_to_app(DARK)
     return app
+
+
+def _new_application(offscreen: bool) -> QApplication:
+    if not offscreen:
+        return QApplication(sys.argv[:1])
+    width, height = OFFSCREEN_SCREEN
+    screen = {"name": "offscreen", "x": 0, "y": 0, "width": width, "height": height,
+              "logicalDpi": 96, "logicalBaseDpi": 96, "dpr": 1}  # fmt: skip
+    # Read once, as the platform starts; a file of our own (mkstemp), gone right after.
+    descriptor, config = tempfile.mkstemp(prefix="gpufleet-offscreen-", suffix=".json")
+    try:
+        with os.fdopen(descriptor, "w") as file:
+            json.dump({"screens": [screen]}, file)
+        os.environ["QT_QPA_PLATFORM"] = f"offscreen:configfile={config}"
+        return QApplication(sys.argv[:1])
+    finally:
+        os.environ["QT_QPA_PLATFORM"] = "offscreen"  # what a child process inherits
+        os.unlink(config)
 
 
 def build_window(

@@ -7,16 +7,23 @@ them. Times are Unix ms; a value a node did not give is None, never 0. No Qt, no
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Final
+
+from console.fleet.durations import duration_ms_text
 
 # Plots reach this far either side of the window (a tenth of it, at least a minute):
 # what led up to the incident and how it ended.
 MIN_MARGIN_MS: Final = 60_000
 # Grid screenshots per report, at most: the first critical raise, outages, the end.
 MAX_KEY_MOMENTS: Final = 4
+# Samples this many of the history's steps apart (and at least GAP_MIN_MS) leave a gap
+# between them: the node was not sampling then (down, its daemon hung or stopped).
+GAP_STEPS: Final = 3
+GAP_MIN_MS: Final = 30_000
 
 
 @dataclass(frozen=True)
@@ -85,13 +92,38 @@ class HealingStep:
 
 @dataclass(frozen=True)
 class Outage:
-    """A gap the journal shows: the daemon started again, a GPU fell off the bus or returned."""
+    """A gap the journal shows (the daemon started again, a GPU fell off the bus or
+    returned) or the history does (no samples for a while: `history_gaps`)."""
 
     node: str
     time_ms: int
     gpu: int | None
     what: str
-    since_ms: int | None = None  # a restart: the journal's event before it (down since, at most)
+    # A restart: the journal's event before it (down since, at most); a history gap: its
+    # last sample before.
+    since_ms: int | None = None
+    until_ms: int | None = None  # a history gap: its first sample after
+
+    @property
+    def shown_ms(self) -> int:
+        """The moment that shows it: a gap's middle (at its start, the last sample is
+        still within the step the grid shows)."""
+        return self.time_ms if self.until_ms is None else (self.time_ms + self.until_ms) // 2
+
+
+def history_gaps(node: str, times_ms: Iterable[int], step_ms: int, window: Window) -> list[Outage]:
+    """The gaps in a node's history (its samples' times, oldest first, `step_ms` apart
+    where it sampled) that reach into the window: each an outage from the step after the
+    last sample before it. Before the first sample and after the last are not gaps."""
+    longest = max(GAP_STEPS * step_ms, GAP_MIN_MS)
+    gaps = []
+    for before, after in itertools.pairwise(times_ms):
+        silent = before + step_ms
+        if after - before > longest and silent <= window.end_ms and after >= window.start_ms:
+            what = (f"no samples for {duration_ms_text(after - silent)}: the node was down, "
+                    "or its daemon hung or stopped")  # fmt: skip
+            gaps.append(Outage(node, silent, None, what, since_ms=before, until_ms=after))
+    return gaps
 
 
 @dataclass(frozen=True)
@@ -237,7 +269,7 @@ def key_moments(incident: Incident) -> list[tuple[int, str]]:
         if a.critical_ms is not None and window.holds(a.critical_ms)
     )
     outages = sorted(
-        (o.time_ms, f"{o.node}: {_gpu(o.gpu)}{o.what}")
+        (o.shown_ms, f"{o.node}: {_gpu(o.gpu)}{o.what}")
         for story in incident.nodes
         for o in story.outages
         if window.holds(o.time_ms)

@@ -3,7 +3,8 @@
 The journal (StreamEvents from the start, read up to the newest seq ListAlerts reports)
 gives each alert's raise, acknowledgement and clear, self-healing's actions and the
 daemon's restarts and lost GPUs; QueryAudit who did what (a caller without the role is
-told so in the report, not failed); QueryHistory the involved GPUs' plots.
+told so in the report, not failed); QueryHistory the involved GPUs' plots, and the gaps
+in the node's sampling (a hung daemon journals nothing).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from console.fleet.incident import (
     Outage,
     Series,
     Window,
+    history_gaps,
     involved_gpus,
 )
 from console.terminal.common import now_ms
@@ -34,6 +36,8 @@ PLOTTED = (TEMP_GPU_C, POWER_W, UTIL_GPU_PCT)
 JOURNAL_DEADLINE_S = 60.0
 MAX_AUDIT_ROWS = 10_000
 MAX_POINTS = 800  # per series: finer than the plot's width, a coarser tier beyond
+# The gaps are looked for in finer steps: a gap of a few minutes in a day's window.
+MAX_GAP_POINTS = 10_000
 OUTAGE_KINDS = {
     "daemon_started": "the daemon started again (after a stop, a crash or a reboot)",
     "gpu_lost": "fell off the bus",
@@ -81,9 +85,10 @@ def story_of(link: NodeLink, window: Window) -> NodeStory:
     alerts = tuple(life for life in journal.lives(name) if life.overlaps(window))
     audit, audit_note = _audit(link, window)
     gpus = involved_gpus(alerts, journal.healing, window)
+    outages = sorted([*journal.outages, *_history_gaps(link, window)], key=lambda o: o.time_ms)
     return NodeStory(
         name, link.target, tuple(sorted(alerts, key=lambda a: a.raised_ms)), audit, audit_note,
-        tuple(journal.healing), tuple(journal.outages), _plots(link, window, gpus),
+        tuple(journal.healing), tuple(outages), _plots(link, window, gpus),
     )  # fmt: skip
 
 
@@ -132,6 +137,15 @@ def _audit(link: NodeLink, window: Window) -> tuple[tuple[AuditLine, ...], str]:
     full = len(answer.records) >= MAX_AUDIT_ROWS
     note = f"only the newest {MAX_AUDIT_ROWS} records of the window" if full else ""
     return tuple(sorted(lines, key=lambda a: a.time_ms)), note
+
+
+def _history_gaps(link: NodeLink, window: Window) -> list[Outage]:
+    """Where the node's history has no samples for a while in the window (a hung daemon
+    journals nothing: its silence shows only there)."""
+    answer = link.call(calls.QUERY_HISTORY, start_unix_ms=window.start_ms,
+                       end_unix_ms=min(window.end_ms, now_ms()), metrics=[TEMP_GPU_C.field],
+                       max_points=MAX_GAP_POINTS)  # fmt: skip
+    return history_gaps(link.node.name, answer.timestamps_unix_ms, answer.step_ms, window)
 
 
 def _plots(link: NodeLink, window: Window, gpus: list[int]) -> tuple[GpuPlot, ...]:

@@ -131,9 +131,9 @@ def _healing(nodes: Sequence[NodeStory]) -> str:
 def _outages(nodes: Sequence[NodeStory]) -> str:
     rows = [[when(o.time_ms), esc(o.node), _gpu(o.gpu), esc(o.what), when(o.since_ms)]
             for story in nodes for o in story.outages]  # fmt: skip
-    headers = ("Time", "Node", "GPU", "What", "Its last event before")
-    return _table(headers, rows,
-                  "The journals show no restart and no GPU off the bus in the window.")  # fmt: skip
+    headers = ("Time", "Node", "GPU", "What", "Last heard before")
+    return _table(headers, rows, "The journals show no restart and no GPU off the bus in the "
+                  "window, and the histories no gap in sampling.")  # fmt: skip
 
 
 def _plots(incident: Incident) -> str:

@@ -251,3 +251,22 @@ def test_key_moments_are_the_first_critical_the_outages_and_the_end_four_at_most
     # a-1 raised before the window (no mark), critical in it; a-2 raised critical.
     lanes = [(m.time_ms, m.lane, m.tone) for m in marks(incident) if m.lane == "alerts"]
     assert lanes[:2] == [(2_000, "alerts", "critical"), (3_000, "alerts", "critical")]
+
+
+def test_a_gap_in_a_node_s_sampling_is_an_outage_shown_at_its_middle() -> None:
+    window = Window(100_000, 1_000_000)
+    # Every 5 s, but silent from 305 s to 400 s; samples before the window's start, and a
+    # gap that ends before it, are not the window's.
+    times = [*range(0, 60_000, 5_000), *range(95_000, 305_000, 5_000),
+             *range(400_000, 1_100_000, 5_000)]  # fmt: skip
+    gaps = record.history_gaps("gpu-quiet", times, 5_000, window)
+    assert [(g.time_ms, g.since_ms, g.until_ms, g.shown_ms) for g in gaps] == [
+        (305_000, 300_000, 400_000, 352_500)
+    ]
+    assert gaps[0].what.startswith("no samples for 1 min:"), gaps[0].what
+    # Under GAP_STEPS steps (and GAP_MIN_MS) apart is sampling, however irregular.
+    assert not record.history_gaps("n", [100_000, 125_000, 150_000], 10_000, window)
+    # A gap straddling the window's start reaches into it.
+    assert [g.time_ms for g in record.history_gaps("n", [0, 200_000], 5_000, window)] == [5_000]
+    incident = record.Incident(window, 0, (NodeStory("gpu-quiet", "a:1", outages=tuple(gaps)),))
+    assert key_moments(incident)[0] == (352_500, f"gpu-quiet: {gaps[0].what}")
