@@ -172,7 +172,12 @@ class HistoryLoader:
         step = prometheus_step_s(span_s)
         # Aligned to the step: a live range that moves by a second asks the same again.
         start = math.floor(wanted.start_s / step) * step
-        ask = HistoryAsk(wanted.target, wanted.gpu, wanted.uuid, source, start, wanted.end_s, step)
+        end = wanted.end_s
+        if end < wanted.ring_first_s:
+            # Wholly before the ring (a past moment's range, incident replay): half a span
+            # more, up to the ring, so a range that moves on (Play) stays covered a while.
+            end = min(end + span_s / 2, wanted.ring_first_s)
+        ask = HistoryAsk(wanted.target, wanted.gpu, wanted.uuid, source, start, end, step)
         if any(_key(pending) == _key(ask) for pending, _ in self._pending.values()):
             return
         self._cancel_all()

@@ -33,6 +33,9 @@ DEFAULT_SPAN_S: Final = 900.0
 # The narrowest zoom: below half a minute the time axis would label fractions of a second.
 MIN_SPAN_S: Final = 30.0
 MAX_SPAN_S: Final = PRESETS[-1].span_s
+# Incident replay: the plots hold the span around the moment shown, this much of it
+# before (what led up to it) and the rest after.
+BEFORE_MOMENT: Final = 0.8
 
 
 class TimeWindow:
@@ -44,6 +47,9 @@ class TimeWindow:
         self.held: tuple[float, float] | None = None  # what a paused view shows
         self.custom: tuple[float, float] | None = None  # the range Custom… chose
         self.by_hand = False  # held where a zoom or a pan left it (not Paused, not Custom…)
+        self.moment_s: float | None = None  # the past moment the console shows (replay)
+        # How the range was before the first moment, for `leave_moment`.
+        self._before_moment: tuple[bool, tuple[float, float] | None, bool] | None = None
 
     def visible(self, now_s: float) -> tuple[float, float]:
         """(start, end) in epoch seconds to show when the newest time is `now_s`."""
@@ -52,9 +58,30 @@ class TimeWindow:
         return self.held
 
     def choose_span(self, span_s: float) -> None:
-        """A preset: the last `span_s`, live."""
+        """A preset: the last `span_s`, live (while a moment is shown: around it)."""
         self.span_s, self.custom = span_s, None
-        self.go_live()
+        if self.moment_s is not None:
+            self.show_moment(self.moment_s, span_s)
+        else:
+            self.go_live()
+
+    def show_moment(self, at_s: float, span_s: float | None = None) -> None:
+        """Hold the range around a past moment the console shows (incident replay): the
+        span shown until now (`span_s` if given), BEFORE_MOMENT of it before the moment.
+        `leave_moment` puts the range back as it was before the first moment."""
+        if self._before_moment is None:
+            self._before_moment = (self.live, self.held, self.by_hand)
+        if span_s is None:
+            span_s = self.span_s if self.live or self.held is None else self.held[1] - self.held[0]
+        start = at_s - span_s * BEFORE_MOMENT
+        self.hold(start, start + span_s)
+        self.moment_s = at_s
+
+    def leave_moment(self) -> None:
+        """Back from the past (replay ended): the range as it was before its first moment."""
+        if self._before_moment is not None:
+            self.live, self.held, self.by_hand = self._before_moment
+        self._before_moment, self.moment_s = None, None
 
     def choose_custom(self, start_s: float, end_s: float) -> None:
         """A fixed range from Custom…; ValueError unless it runs forwards and is finite."""

@@ -271,6 +271,26 @@ def test_a_pan_sends_one_ask_per_round_trip() -> None:
     assert asker.asks[1][0].start_s <= paused.start_s
 
 
+def test_a_past_range_moving_on_is_asked_half_a_span_ahead_up_to_the_ring() -> None:
+    asker = RecordingAsker()
+    loader = HistoryLoader(asker)
+    ring_first = NOW - 1000
+
+    def at(moment: float) -> Wanted:  # incident replay: 15 min around a moment, Play moving it
+        return Wanted("node:1", 0, "GPU-0", "n", TIERS, moment - 720, moment + 180, ring_first)
+
+    loader.slice_for(at(NOW - 7200))
+    (ask, query_id), = asker.asks
+    assert ask.end_s == NOW - 7200 + 180 + 450  # half the span more
+    assert loader.take(answer(ask, query_id))
+    for frame in range(1, 8):  # Play at 60x: a minute a second, frames of 7.5 s
+        found, _ = loader.slice_for(at(NOW - 7200 + 60 * frame))
+        assert found is not None
+    assert len(asker.asks) == 1  # answered from the one slice until it is left behind
+    loader.slice_for(at(ring_first - 300))  # near the ring: asked up to its start, no further
+    assert asker.asks[-1][0].end_s == ring_first
+
+
 def test_the_inventory_carries_the_nodes_alert_lines_and_history_tiers() -> None:
     inventory = pb.Inventory(hostname="n", sample_interval_ms=1000)
     inventory.alert_thresholds.add(

@@ -103,6 +103,25 @@ def test_time_window_live_paused_custom_and_reset() -> None:
         window.choose_custom(400.0, 100.0)
 
 
+def test_a_past_moment_holds_the_span_around_it_and_live_puts_the_range_back() -> None:
+    window = TimeWindow(span_s=1000)
+    window.show_moment(50_000.0)  # live before: the span, 80 % of it before the moment
+    assert not window.live and window.visible(99_999.0) == (49_200.0, 50_200.0)
+    window.show_moment(60_000.0)  # Play: the range moves with the moment
+    assert window.visible(99_999.0) == (59_200.0, 60_200.0) and window.moment_s == 60_000.0
+    window.move_by_hand(59_900.0, 60_000.0)  # a zoom: the next moment keeps its span
+    window.show_moment(70_000.0)
+    assert window.visible(99_999.0) == (69_920.0, 70_020.0)
+    window.choose_span(300)  # a preset while in the past: around the moment, not live
+    assert not window.live and window.visible(99_999.0) == (69_760.0, 70_060.0)
+    window.leave_moment()  # live again: as before the first moment (with the new preset)
+    assert window.live and window.moment_s is None and window.visible(1000.0) == (700.0, 1000.0)
+    window.choose_custom(100.0, 400.0)  # a Custom… range comes back after the past too
+    window.show_moment(5_000.0)
+    window.leave_moment()
+    assert not window.live and window.visible(9_999.0) == (100.0, 400.0)
+
+
 def test_coverage_note_names_what_the_console_holds() -> None:
     reach = ring_reach_s(1024, 0.0, 1023.0, 1024)
     assert reach == pytest.approx(1024.0)

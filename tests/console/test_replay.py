@@ -28,6 +28,7 @@ from console.main_window import MainWindow
 from console.qt import roles
 from console.qt.mime import holder_mime
 from console.session import ConsoleSession
+from console.views.plots.gpu_plots import GpuPlots
 from gpufleet.policy import role_needed
 from gpufleet.v1 import node_pb2_grpc as pb_grpc
 from gpufleet.v1.alert_severity import Severity
@@ -129,6 +130,8 @@ def test_the_cursor_shows_the_fleet_before_during_and_after_the_alert(
     target, fleet = incident.target, window.session.fleet
     banner = window.replay.banner
     assert not banner.isVisible()
+    plots = window.findChild(GpuPlots, "gpuPlots")
+    assert plots is not None and plots.window.live
     for name, at_ms in (("before", incident.before), ("during", incident.during),
                         ("after", incident.after)):  # fmt: skip
         type_moment(qtbot, window, at_ms)
@@ -147,11 +150,17 @@ def test_the_cursor_shows_the_fleet_before_during_and_after_the_alert(
         ), banner.text()
         tile = window.session.items.gpu_index(target, 1)  # its alert disc, as then
         assert (tile.data(roles.ALERT_ROLE) is Severity.CRITICAL) == (name == "during"), name
+        # The detail's plots hold the range around the moment, marked by a line in each.
+        start, end = plots.visible_range()
+        assert start < at_ms / 1000 < end, (name, start, end)
+        assert all(line.isVisible() and line.value() == at_ms / 1000
+                   for line in plots.moment_lines), name  # fmt: skip
 
     # Esc: back to live; the live feed kept running, its values flow again.
     window.grid.setFocus()
     QTest.keyClick(window.grid, Key.Key_Escape)
     qtbot.waitUntil(lambda: fleet.moment is None and not banner.isVisible(), timeout=3000)
+    assert plots.window.live and not any(line.isVisible() for line in plots.moment_lines)
     node = fleet.node(target)
     seen = node.samples_received
     qtbot.waitUntil(lambda: node.samples_received > seen + 2, timeout=10_000)

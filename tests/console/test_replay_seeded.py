@@ -30,8 +30,11 @@ from PySide6.QtWidgets import QApplication
 from console.fleet.updates import LinkState
 from console.main_window import MainWindow
 from console.session import ConsoleSession
+from console.views.plots.gpu_plots import GpuPlots
+from console.views.plots.plot_readout import value_at
 from gpufleet.v1 import node_pb2 as pb
 from gpufleet.v1 import node_pb2_grpc as pb_grpc
+from gpufleet.v1.gpu_metrics import TEMP_GPU_C
 from node_daemon.backends.simulated import SimulatedBackend
 from node_daemon.seeded_incident import (
     GPUS,
@@ -44,7 +47,7 @@ from node_daemon.seeded_incident import (
 )
 from tests.conftest import DaemonFactory
 from tests.console.test_incident_report import local_iso, report, row_of
-from tests.console.test_replay_incident import MOMENTS, Node, check_moments
+from tests.console.test_replay_incident import MOMENTS, Node, check_moments, recorded_temps
 from tests.console.test_terminal import gpufleet, home  # noqa: F401
 from tests.node_daemon.test_state_at import now_ms
 
@@ -110,6 +113,27 @@ def test_twenty_moments_of_a_two_hour_incident_show_what_the_nodes_recorded(
     # The moments crossed each part of the incident: gpu-cool's critical alert and drain,
     # the reservations on gpu-xid, gpu-quiet's silence.
     assert seen["alerts"] and seen["drained"] and seen["reserved"] and seen["gaps"], seen
+
+    # The detail's plots follow the cursor: gpu-cool's GPU 1 at a moment of its critical
+    # alert, from the node's history (an hour and more before the console's own samples).
+    cool = seeded.nodes[0]
+    at = seeded.fleet.start_ms + 30 * 60_000 + 1234
+    window.session.replay.show(at)
+    window.detail.show_gpu(cool.target, 1)
+    plots = window.findChild(GpuPlots, "gpuPlots")
+    assert plots is not None
+    recorded = recorded_temps(cool.stub, at, GPUS, step_ms)[1]
+    assert recorded is not None and recorded >= 80
+    curve = plots.curves[TEMP_GPU_C]
+
+    def plotted_at_moment() -> float | None:
+        times, values = curve.getOriginalDataset()
+        return None if times is None or values is None else value_at(times, values, at / 1000)
+
+    qtbot.waitUntil(lambda: plotted_at_moment() is not None, timeout=15_000)
+    assert plotted_at_moment() == pytest.approx(recorded)
+    start, end = plots.visible_range()
+    assert start < at / 1000 < end and plots.moment_lines[0].value() == at / 1000
 
 
 def test_the_report_of_the_two_hours_tells_the_alerts_the_people_the_healing_and_the_silence(

@@ -3,7 +3,8 @@
 It scrolls as a whole on a short screen (stacked, it wanted 875 px, more than a
 1366x768 window has), follows the grid's selection, takes the plots' older ranges
 from the daemons' history or Prometheus off the GUI thread, and yields the frame
-to the grid after each refresh.
+to the grid after each refresh. While the console shows a past moment (incident
+replay) the plots hold the range around it, the moment marked.
 """
 
 from __future__ import annotations
@@ -34,6 +35,10 @@ class DetailPart(QObject):
         frame.access.changed.connect(self.detail.refresh)
         grid.grid.gpuSelected.connect(self.detail.show_gpu)
         grid.grid.gpuSelected.connect(self._on_gpu_selected)  # the node's healing policy
+        session.replay.momentChanged.connect(self._on_replay_moment_changed)
+
+    def _on_replay_moment_changed(self, at_ms: int | None) -> None:
+        self.detail.plots.show_moment(None if at_ms is None else at_ms / 1000)
 
     def _on_gpu_selected(self, target: str, _gpu: int) -> None:
         self._session.health.policy(target)  # asked again each time: a reload may change it

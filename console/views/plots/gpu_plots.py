@@ -44,6 +44,9 @@ from gpufleet.v1.gpu_metrics import TEMP_GPU_C, GpuMetric, Limit
 
 # The theme's (console/views/common/theme.py); a theme switch restyles the plots (theme_plots.py).
 BACKGROUND = current_theme().plot_background
+# The past moment the console shows (incident replay): a line in each plot, in the
+# replay banner's colour.
+MOMENT_COLOUR = "#dd8a1f"
 # Room above a capacity: power draw passes its limit for moments.
 HEADROOM = {Limit.POWER_LIMIT: 1.05}
 # Each plot at least this high (title, curve, two y labels), the time axis on top
@@ -118,7 +121,15 @@ class GpuPlots(pg.GraphicsLayoutWidget):
         self._drawn: tuple[SampleRing, int] | None = None  # what the curves hold
         self._newest = math.nan
         self._reach_s = math.inf
+        self.moment_lines = [self._moment_line(plot) for plot in self._plots.values()]
         self._apply_range()
+
+    @staticmethod
+    def _moment_line(plot: pg.PlotItem) -> pg.InfiniteLine:
+        line = pg.InfiniteLine(angle=90, movable=False, pen=pg.mkPen(MOMENT_COLOUR, width=1))
+        line.setVisible(False)
+        plot.addItem(line, ignoreBounds=True)
+        return line
 
     def _add_plot(self, row: int, metric: GpuMetric[Any]) -> pg.PlotItem:
         last = row == len(PLOTTED) - 1
@@ -268,6 +279,19 @@ class GpuPlots(pg.GraphicsLayoutWidget):
 
     def reset_zoom(self) -> None:
         self.window.reset_zoom()
+        self._changed()
+
+    def show_moment(self, at_s: float | None) -> None:
+        """Incident replay: hold the range around the past moment `at_s`, marked by a line
+        in each plot; None (live again) puts the range back as it was before."""
+        if at_s is None:
+            self.window.leave_moment()
+        else:
+            self.window.show_moment(at_s)
+        for line in self.moment_lines:
+            line.setVisible(at_s is not None)
+            if at_s is not None:
+                line.setValue(at_s)
         self._changed()
 
     def _changed(self) -> None:
