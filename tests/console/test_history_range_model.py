@@ -280,7 +280,7 @@ def test_a_past_range_moving_on_is_asked_half_a_span_ahead_up_to_the_ring() -> N
         return Wanted("node:1", 0, "GPU-0", "n", TIERS, moment - 720, moment + 180, ring_first)
 
     loader.slice_for(at(NOW - 7200))
-    (ask, query_id), = asker.asks
+    ((ask, query_id),) = asker.asks
     assert ask.end_s == NOW - 7200 + 180 + 450  # half the span more
     assert loader.take(answer(ask, query_id))
     for frame in range(1, 8):  # Play at 60x: a minute a second, frames of 7.5 s
