@@ -61,6 +61,7 @@ CREATE TABLE IF NOT EXISTS alerts (
     body BLOB NOT NULL
 );
 CREATE INDEX IF NOT EXISTS alerts_by_state ON alerts (firing, updated_ms);
+CREATE INDEX IF NOT EXISTS events_by_time ON events (time_ms);
 CREATE TABLE IF NOT EXISTS records (
     kind TEXT NOT NULL,
     id TEXT NOT NULL,
@@ -348,6 +349,30 @@ class EventJournal(StateFile):
         rows = self._db.execute(
             "SELECT seq, body FROM events WHERE seq > ? ORDER BY seq LIMIT ?", (seq, limit)
         ).fetchall()
+        return self._decoded(rows)
+
+    def events_between(
+        self, since_ms: int, until_ms: int, kinds: Collection[int], limit: int
+    ) -> tuple[list[pb.Event], bool]:
+        """The events stamped within [since_ms, until_ms] of `kinds` (empty: every kind),
+        oldest first: the newest `limit` of them, and whether older ones were left out."""
+        where, args = "time_ms BETWEEN ? AND ?", [since_ms, until_ms]
+        if kinds:
+            where += f" AND kind IN ({', '.join('?' * len(kinds))})"
+            args += list(kinds)
+        newest: list[pb.Event] = []
+        with self._lock:
+            rows = self._db.execute(
+                f"SELECT seq, body FROM events WHERE {where} ORDER BY seq DESC", args
+            )
+            # A damaged row is passed over (_decoded), so rows are read until limit + 1
+            # readable ones are found: the +1 only says that more were there.
+            while len(newest) <= limit and (batch := rows.fetchmany(limit + 1 - len(newest))):
+                newest += self._decoded(batch)
+            rows.close()
+        return newest[:limit][::-1], len(newest) > limit
+
+    def _decoded(self, rows: Sequence[tuple[int, bytes]]) -> list[pb.Event]:
         events = []
         for row_seq, body in rows:
             event = subjects.decoded(body)

@@ -1,5 +1,5 @@
-"""RPCs about alerts and events: list, stream the journal, acknowledge, silence, and
-matcher silences (create, list, expire).
+"""RPCs about alerts and events: list, stream the journal, list its events in a time
+range, acknowledge, silence, and matcher silences (create, list, expire).
 
 Thin: validation of the request, then the AlertEngine or the EventJournal;
 domain errors (UnknownAlert and UnknownSilence are NotFound, AlertNotFiring and
@@ -10,6 +10,7 @@ codes with a message that says what to do, through node_daemon.rpc.errors.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterator
 
 import grpc
@@ -26,6 +27,7 @@ log = logging.getLogger(__name__)
 
 DEFAULT_CLEARED_LIMIT = 200
 DEFAULT_EXPIRED_LIMIT = 200
+DEFAULT_EVENTS_LIMIT = 1000
 MAX_LIMIT = 10_000
 MAX_TEXT = 1000
 _POLL_S = 1.0
@@ -36,6 +38,23 @@ def _check_text(
 ) -> None:
     if len(value) > limit:
         context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"{name} is longer than {limit} characters")
+
+
+def list_events_problem(request: pb.ListEventsRequest, until_ms: int) -> str | None:
+    """What is wrong with a ListEvents request (its end `until_ms`), or None."""
+    if request.since_unix_ms <= 0:
+        return f"since_unix_ms must be a Unix time in ms after 1970, got {request.since_unix_ms}"
+    if until_ms <= request.since_unix_ms:
+        return (f"until_unix_ms {until_ms} is not after since_unix_ms {request.since_unix_ms}: "
+                "the range must start before it ends")  # fmt: skip
+    if request.limit > MAX_LIMIT:
+        return f"limit {request.limit} is more than {MAX_LIMIT:,}: ask for a shorter range"
+    known = set(pb.EventKind.values()) - {pb.EVENT_KIND_UNSPECIFIED}
+    unknown = sorted(set(request.kinds) - known)
+    if unknown:
+        return (f"unknown event kind {unknown[0]}: kinds are EventKind's values "
+                f"{min(known)} to {max(known)}")  # fmt: skip
+    return None
 
 
 class AlertServicer:
@@ -69,6 +88,23 @@ class AlertServicer:
                 event.replayed = event.seq <= head
                 yield event
                 after = event.seq
+
+    def ListEvents(
+        self, request: pb.ListEventsRequest, context: grpc.ServicerContext
+    ) -> pb.ListEventsResponse:
+        until = request.until_unix_ms or int(time.time() * 1000)
+        problem = list_events_problem(request, until)
+        if problem is not None:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, problem)
+        events, truncated = self._journal.events_between(
+            request.since_unix_ms, until, sorted(set(request.kinds)),
+            request.limit or DEFAULT_EVENTS_LIMIT,
+        )  # fmt: skip
+        for event in events:
+            event.replayed = True  # from the journal, as StreamEvents marks its replay
+        return pb.ListEventsResponse(
+            events=events, truncated=truncated, journal_id=self._journal.journal_id
+        )
 
     def AcknowledgeAlert(
         self, request: pb.AcknowledgeAlertRequest, context: grpc.ServicerContext

@@ -49,7 +49,7 @@ def node_service_handler(
     # Which servicer answers each unary call; its messages are the shared client's table's.
     answered_by: tuple[tuple[object, tuple[str, ...]], ...] = (
         (servicer, ("GetInventory",)),
-        (alerts, ("ListAlerts", "AcknowledgeAlert", "SilenceAlert", "CreateSilence",
+        (alerts, ("ListAlerts", "ListEvents", "AcknowledgeAlert", "SilenceAlert", "CreateSilence",
                   "ListSilences", "ExpireSilence")),
         (control, ("KillProcess", "Reserve", "ReleaseReservation", "ListReservations",
                    "SubmitWorkload", "AssignWorkload", "CancelWorkload", "ListWorkloads",

@@ -61,6 +61,7 @@ METHOD_ROLES: dict[str, Role] = {
     "StreamSamples": Role.VIEWER,
     "ListAlerts": Role.VIEWER,
     "StreamEvents": Role.VIEWER,
+    "ListEvents": Role.VIEWER,
     "ListReservations": Role.VIEWER,
     "ListWorkloads": Role.VIEWER,
     "GetWorkloadOutput": Role.VIEWER,

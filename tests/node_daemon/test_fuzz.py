@@ -276,6 +276,13 @@ REQUESTS: dict[str, st.SearchStrategy[Message]] = {
     ),
     "ListAlerts": st.builds(pb.ListAlertsRequest, include_cleared=BOOLS, limit=UINT32),
     "StreamEvents": st.builds(pb.StreamEventsRequest, after_seq=UINT64),
+    "ListEvents": st.builds(
+        pb.ListEventsRequest,
+        since_unix_ms=INT64,
+        until_unix_ms=INT64,
+        kinds=st.lists(ENUMS, max_size=4),
+        limit=UINT32,
+    ),
     "AcknowledgeAlert": st.builds(
         pb.AcknowledgeAlertRequest, alert_id=ids("a"), comment=STRINGS, actor=STRINGS
     ),

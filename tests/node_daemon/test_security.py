@@ -70,6 +70,7 @@ def requests(caller: str) -> dict[str, Any]:
         "StreamSamples": pb.StreamSamplesRequest(),
         "ListAlerts": pb.ListAlertsRequest(),
         "StreamEvents": pb.StreamEventsRequest(),
+        "ListEvents": pb.ListEventsRequest(since_unix_ms=1),
         "ListReservations": pb.ListReservationsRequest(),
         "ListWorkloads": pb.ListWorkloadsRequest(),
         "GetWorkloadOutput": pb.GetWorkloadOutputRequest(workload_id="w-999"),

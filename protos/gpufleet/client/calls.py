@@ -49,6 +49,7 @@ GET_INVENTORY = Unary("GetInventory", pb.GetInventoryRequest, pb.Inventory)
 STREAM_SAMPLES = Stream("StreamSamples", pb.StreamSamplesRequest, pb.SampleBatch)
 LIST_ALERTS = Unary("ListAlerts", pb.ListAlertsRequest, pb.ListAlertsResponse)
 STREAM_EVENTS = Stream("StreamEvents", pb.StreamEventsRequest, pb.Event)
+LIST_EVENTS = Unary("ListEvents", pb.ListEventsRequest, pb.ListEventsResponse)
 ACKNOWLEDGE_ALERT = Unary("AcknowledgeAlert", pb.AcknowledgeAlertRequest, pb.Alert)
 SILENCE_ALERT = Unary("SilenceAlert", pb.SilenceAlertRequest, pb.Alert)
 CREATE_SILENCE = Unary("CreateSilence", pb.CreateSilenceRequest, pb.Silence)
@@ -80,7 +81,7 @@ GET_STATE_AT = Unary("GetStateAt", pb.GetStateAtRequest, pb.NodeStateAt)
 UNARY: dict[str, Unary[Message, Message]] = {
     c.method: c  # type: ignore[misc]
     for c in (
-        GET_INVENTORY, LIST_ALERTS, ACKNOWLEDGE_ALERT, SILENCE_ALERT, CREATE_SILENCE,
+        GET_INVENTORY, LIST_ALERTS, LIST_EVENTS, ACKNOWLEDGE_ALERT, SILENCE_ALERT, CREATE_SILENCE,
         LIST_SILENCES, EXPIRE_SILENCE, KILL_PROCESS, RESERVE, RELEASE_RESERVATION,
         LIST_RESERVATIONS, SUBMIT_WORKLOAD, ASSIGN_WORKLOAD, CANCEL_WORKLOAD, LIST_WORKLOADS,
         GET_WORKLOAD_OUTPUT, WHO_AM_I, QUERY_AUDIT, RECORD_EXTERNAL_ACTION, QUERY_USAGE,

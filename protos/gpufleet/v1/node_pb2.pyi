@@ -1969,6 +1969,75 @@ class StreamEventsRequest(_message.Message):
 Global___StreamEventsRequest: _TypeAlias = StreamEventsRequest  # noqa: Y015
 
 @_typing.final
+class ListEventsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SINCE_UNIX_MS_FIELD_NUMBER: _builtins.int
+    UNTIL_UNIX_MS_FIELD_NUMBER: _builtins.int
+    KINDS_FIELD_NUMBER: _builtins.int
+    LIMIT_FIELD_NUMBER: _builtins.int
+    since_unix_ms: _builtins.int
+    """Events stamped at or after `since_unix_ms` (> 0) and at or before `until_unix_ms`
+    (0: the node's now); INVALID_ARGUMENT where since is not before until.
+    """
+    until_unix_ms: _builtins.int
+    limit: _builtins.int
+    """At most this many events (0: 1,000; at most 10,000): the newest of the range
+    when it holds more, `truncated` then set.
+    """
+    @_builtins.property
+    def kinds(self) -> _containers.RepeatedScalarFieldContainer[Global___EventKind.ValueType]:
+        """Only these kinds (empty: every kind); EVENT_KIND_UNSPECIFIED or an unknown value
+        is INVALID_ARGUMENT.
+        """
+
+    def __init__(
+        self,
+        *,
+        since_unix_ms: _builtins.int = ...,
+        until_unix_ms: _builtins.int = ...,
+        kinds: _abc.Iterable[Global___EventKind.ValueType] | None = ...,
+        limit: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["kinds", b"kinds", "limit", b"limit", "since_unix_ms", b"since_unix_ms", "until_unix_ms", b"until_unix_ms"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListEventsRequest: _TypeAlias = ListEventsRequest  # noqa: Y015
+
+@_typing.final
+class ListEventsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    EVENTS_FIELD_NUMBER: _builtins.int
+    TRUNCATED_FIELD_NUMBER: _builtins.int
+    JOURNAL_ID_FIELD_NUMBER: _builtins.int
+    truncated: _builtins.bool
+    """The range held more events of those kinds than `limit`: the oldest were left out."""
+    journal_id: _builtins.str
+    """The journal's id (as Event.journal_id): a different one means it was reset."""
+    @_builtins.property
+    def events(self) -> _containers.RepeatedCompositeFieldContainer[Global___Event]:
+        """Oldest first (by sequence number); each as StreamEvents sends it (`replayed` set)."""
+
+    def __init__(
+        self,
+        *,
+        events: _abc.Iterable[Global___Event] | None = ...,
+        truncated: _builtins.bool = ...,
+        journal_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["events", b"events", "journal_id", b"journal_id", "truncated", b"truncated"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListEventsResponse: _TypeAlias = ListEventsResponse  # noqa: Y015
+
+@_typing.final
 class AcknowledgeAlertRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 

@@ -55,6 +55,11 @@ class NodeServiceStub:
                 request_serializer=gpufleet_dot_v1_dot_node__pb2.StreamEventsRequest.SerializeToString,
                 response_deserializer=gpufleet_dot_v1_dot_node__pb2.Event.FromString,
                 _registered_method=True)
+        self.ListEvents = channel.unary_unary(
+                '/gpufleet.v1.NodeService/ListEvents',
+                request_serializer=gpufleet_dot_v1_dot_node__pb2.ListEventsRequest.SerializeToString,
+                response_deserializer=gpufleet_dot_v1_dot_node__pb2.ListEventsResponse.FromString,
+                _registered_method=True)
         self.AcknowledgeAlert = channel.unary_unary(
                 '/gpufleet.v1.NodeService/AcknowledgeAlert',
                 request_serializer=gpufleet_dot_v1_dot_node__pb2.AcknowledgeAlertRequest.SerializeToString,
@@ -206,6 +211,15 @@ class NodeServiceServicer:
         journal, marked `replayed`), then live. Sequence numbers survive daemon
         restarts, so a subscriber that resumes from the last seq it saw misses
         nothing and sees nothing twice.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListEvents(self, request, context):
+        """The journal's events stamped within a time range, oldest first, of the kinds
+        asked: what happened before a subscriber connected (the replay timeline's marks
+        of a night) without replaying the whole journal.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -409,6 +423,11 @@ def add_NodeServiceServicer_to_server(servicer, server):
                     servicer.StreamEvents,
                     request_deserializer=gpufleet_dot_v1_dot_node__pb2.StreamEventsRequest.FromString,
                     response_serializer=gpufleet_dot_v1_dot_node__pb2.Event.SerializeToString,
+            ),
+            'ListEvents': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListEvents,
+                    request_deserializer=gpufleet_dot_v1_dot_node__pb2.ListEventsRequest.FromString,
+                    response_serializer=gpufleet_dot_v1_dot_node__pb2.ListEventsResponse.SerializeToString,
             ),
             'AcknowledgeAlert': grpc.unary_unary_rpc_method_handler(
                     servicer.AcknowledgeAlert,
@@ -635,6 +654,33 @@ class NodeService:
             '/gpufleet.v1.NodeService/StreamEvents',
             gpufleet_dot_v1_dot_node__pb2.StreamEventsRequest.SerializeToString,
             gpufleet_dot_v1_dot_node__pb2.Event.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListEvents(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gpufleet.v1.NodeService/ListEvents',
+            gpufleet_dot_v1_dot_node__pb2.ListEventsRequest.SerializeToString,
+            gpufleet_dot_v1_dot_node__pb2.ListEventsResponse.FromString,
             options,
             channel_credentials,
             insecure,

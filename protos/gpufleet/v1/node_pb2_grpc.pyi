@@ -56,6 +56,11 @@ class NodeServiceStub:
     restarts, so a subscriber that resumes from the last seq it saw misses
     nothing and sees nothing twice.
     """
+    ListEvents: _grpc.UnaryUnaryMultiCallable[_node_pb2.ListEventsRequest, _node_pb2.ListEventsResponse]
+    """The journal's events stamped within a time range, oldest first, of the kinds
+    asked: what happened before a subscriber connected (the replay timeline's marks
+    of a night) without replaying the whole journal.
+    """
     AcknowledgeAlert: _grpc.UnaryUnaryMultiCallable[_node_pb2.AcknowledgeAlertRequest, _node_pb2.Alert]
     """Acknowledge an alert: every console sees it acknowledged."""
     SilenceAlert: _grpc.UnaryUnaryMultiCallable[_node_pb2.SilenceAlertRequest, _node_pb2.Alert]
@@ -151,6 +156,11 @@ class NodeServiceAsyncStub(NodeServiceStub):
     journal, marked `replayed`), then live. Sequence numbers survive daemon
     restarts, so a subscriber that resumes from the last seq it saw misses
     nothing and sees nothing twice.
+    """
+    ListEvents: _aio.UnaryUnaryMultiCallable[_node_pb2.ListEventsRequest, _node_pb2.ListEventsResponse]  # type: ignore[assignment]
+    """The journal's events stamped within a time range, oldest first, of the kinds
+    asked: what happened before a subscriber connected (the replay timeline's marks
+    of a night) without replaying the whole journal.
     """
     AcknowledgeAlert: _aio.UnaryUnaryMultiCallable[_node_pb2.AcknowledgeAlertRequest, _node_pb2.Alert]  # type: ignore[assignment]
     """Acknowledge an alert: every console sees it acknowledged."""
@@ -268,6 +278,17 @@ class NodeServiceServicer(metaclass=_abc_1.ABCMeta):
         journal, marked `replayed`), then live. Sequence numbers survive daemon
         restarts, so a subscriber that resumes from the last seq it saw misses
         nothing and sees nothing twice.
+        """
+
+    @_abc_1.abstractmethod
+    def ListEvents(
+        self,
+        request: _node_pb2.ListEventsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_node_pb2.ListEventsResponse, _abc.Awaitable[_node_pb2.ListEventsResponse]]:
+        """The journal's events stamped within a time range, oldest first, of the kinds
+        asked: what happened before a subscriber connected (the replay timeline's marks
+        of a night) without replaying the whole journal.
         """
 
     @_abc_1.abstractmethod
