@@ -8,10 +8,11 @@ the query id the asker gave (a QueryRound hands them out).
 from __future__ import annotations
 
 from console.connections.channel import CALL_DEADLINE_S
-from console.connections.decode import decode_audit, decode_silences, decode_usage
+from console.connections.decode import decode_audit, decode_event, decode_silences, decode_usage
 from console.connections.manager import ConnectionManager
 from console.fleet.audit import AuditFilter
 from console.fleet.query_round import next_query_id
+from console.fleet.timeline import MARKED_KINDS, PastEvents
 from console.fleet.usage import GROUPINGS, UsageQuery
 from gpufleet.v1 import node_pb2 as pb
 
@@ -19,6 +20,9 @@ from gpufleet.v1 import node_pb2 as pb
 QUERY_DEADLINE_S = max(CALL_DEADLINE_S, 30.0)
 # Expired silences listed too, so the Silences view shows what ended lately and who ended it.
 SILENCE_HISTORY = 100
+# A window's marks from one node: a busy month's acknowledgements, drains and raises.
+PAST_EVENTS_LIMIT = 2000
+_MARKED = [pb.EventKind.Value(f"EVENT_KIND_{kind.upper()}") for kind in MARKED_KINDS]
 _GROUP_BY = {name: pb.UsageGrouping.Value(f"USAGE_GROUPING_{name.upper()}") for name in GROUPINGS}
 
 
@@ -68,4 +72,19 @@ class FleetQueries:
             lambda stub: stub.ListSilences(request, timeout=CALL_DEADLINE_S),
             decode_silences,
             next_query_id(),
+        )
+
+    def past_events(self, target: str, since_ms: int, until_ms: int, query_id: int) -> None:
+        """A node's events of the timeline's marked kinds within [since, until] (ListEvents);
+        the answer is a PastEvents."""
+        request = pb.ListEventsRequest(since_unix_ms=since_ms, until_unix_ms=until_ms,
+                                       kinds=_MARKED, limit=PAST_EVENTS_LIMIT)  # fmt: skip
+        self._connections.query(
+            target,
+            f"the events of {target} in the timeline's window",
+            lambda stub: stub.ListEvents(request, timeout=QUERY_DEADLINE_S),
+            lambda _target, reply: PastEvents(
+                target, tuple(decode_event(target, e).event for e in reply.events), reply.truncated
+            ),
+            query_id,
         )

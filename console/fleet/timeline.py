@@ -87,6 +87,25 @@ class EventMark:
         return MARK_GROUPS[self.what]
 
 
+# The event kinds the timeline marks: EVENT_MARKS' and alert raises (the alert marks).
+MARKED_KINDS: tuple[str, ...] = ("alert_raised", *EVENT_MARKS)
+
+
+@dataclass(frozen=True)
+class PastEvents:
+    """A node's journal events of the marked kinds within the timeline's window, as
+    ListEvents gave them: what happened there before the console connected."""
+
+    target: str
+    events: tuple[EventRow, ...]
+    truncated: bool  # the node had more in the window: the oldest were left out
+
+
+def merged_events(*books: Iterable[EventRow]) -> list[EventRow]:
+    """Events from several sources (the live stream's, the past's), each once."""
+    return list({(e.target, e.seq): e for book in books for e in book}.values())
+
+
 def _event_what(event: EventRow) -> str | None:
     if event.alert is not None and event.alert.rule == NOT_RESPONDING:
         return {"alert_raised": OUTAGE, "alert_cleared": BACK}.get(event.kind)

@@ -27,6 +27,7 @@ import grpc
 import pytest
 from PySide6.QtWidgets import QApplication
 
+from console.fleet.timeline import RAISE_SLACK_MS
 from console.fleet.updates import LinkState
 from console.main_window import MainWindow
 from console.session import ConsoleSession
@@ -49,7 +50,15 @@ from tests.conftest import DaemonFactory
 from tests.console.test_incident_report import local_iso, report, row_of
 from tests.console.test_replay_incident import MOMENTS, Node, check_moments, recorded_temps
 from tests.console.test_terminal import gpufleet, home  # noqa: F401
+from tests.node_daemon.journal import events_after
 from tests.node_daemon.test_state_at import now_ms
+
+MARK_WORDS = {
+    pb.EVENT_KIND_ALERT_ACKNOWLEDGED: "acknowledged",
+    pb.EVENT_KIND_GPU_DRAINED: "drained",
+    pb.EVENT_KIND_GPU_UNDRAINED: "returned to placement",
+    pb.EVENT_KIND_HEALING_ACTION: "self-healing",
+}
 
 pytestmark = pytest.mark.qt_log_ignore(
     "This plugin does not support grabbing the keyboard", extend=True
@@ -113,6 +122,20 @@ def test_twenty_moments_of_a_two_hour_incident_show_what_the_nodes_recorded(
     # The moments crossed each part of the incident: gpu-cool's critical alert and drain,
     # the reservations on gpu-xid, gpu-quiet's silence.
     assert seen["alerts"] and seen["drained"] and seen["reserved"] and seen["gaps"], seen
+
+    # The timeline marks the night's actions and raises, though every one of them came
+    # before the console connected: each node's journal, asked for the window.
+    wanted = {"acknowledged", "drained", "returned to placement", "self-healing"}
+    journal = {(e.time_unix_ms, MARK_WORDS[e.kind])
+               for n in seeded.nodes for e in events_after(n.stub)
+               if e.kind in MARK_WORDS}  # fmt: skip
+    assert {w for _, w in journal} == wanted
+    qtbot.waitUntil(lambda: journal <= {(m.at_ms, m.what) for m in window.replay.event_marks},
+                    timeout=10_000)  # fmt: skip
+    raises = {a.started_unix_ms + RAISE_SLACK_MS for n in seeded.nodes
+              for a in n.stub.ListAlerts(pb.ListAlertsRequest(include_cleared=True)).alerts
+              if a.started_unix_ms >= seeded.fleet.start_ms}  # fmt: skip
+    assert raises <= {at for at, _ in window.replay.marks}
 
     # The detail's plots follow the cursor: gpu-cool's GPU 1 at a moment of its critical
     # alert, from the node's history (an hour and more before the console's own samples).

@@ -19,17 +19,21 @@ from PySide6.QtGui import QGuiApplication, QKeySequence, QShortcut
 
 from console.fleet.model import GpuKey
 from console.fleet.moment_link import Place, share_command
+from console.fleet.query_round import QueryRound
 from console.fleet.timeline import (
     WINDOWS,
     EventMark,
     Mark,
+    PastEvents,
     alert_marks,
     event_marks,
+    merged_events,
     moment_text,
     next_mark,
     parse_moment,
     previous_mark,
 )
+from console.fleet.updates import QueryResult
 from console.qt.named_timer import named_timer
 from console.views.common.frame import WindowFrame
 from console.views.replay.banner import ReplayBanner
@@ -64,6 +68,11 @@ class ReplayPart(QObject):
             ["--profile", session.profile] if session.profile
             else [word for node in session.fleet for word in ("--node", node.target)]
         )  # fmt: skip
+        # Each node's events of the window from before the console connected (ListEvents),
+        # asked on entering the past and on a new window: the marks of a night gone.
+        self.past: dict[str, PastEvents] = {}
+        self._past_round = QueryRound()
+        self._past_since_ms: int | None = None  # the window start they were asked from
         self.live_keys = [QShortcut(QKeySequence(k), window, self.source.go_live)
                           for k in LIVE_KEYS]  # fmt: skip
         for key in self.live_keys:
@@ -83,7 +92,7 @@ class ReplayPart(QObject):
         strip.liveWanted.connect(source.go_live)
         strip.alertStep.connect(self.step_alert)
         strip.typed.connect(self.show_typed)
-        strip.windowChanged.connect(lambda _ms: self._anchor(_now_ms()))
+        strip.windowChanged.connect(self._on_strip_window_changed)
         strip.shareWanted.connect(self.share)
         strip.playToggled.connect(self.player.toggle)
         strip.speedChanged.connect(self.player.set_speed)
@@ -94,6 +103,7 @@ class ReplayPart(QObject):
         source.answered.connect(self._on_source_answered)
         self._frame.session.pump.fleetChanged.connect(self._on_pump_fleet_changed)
         self._frame.session.pump.eventsArrived.connect(self._on_pump_events_arrived)
+        self._frame.session.pump.queryFinished.connect(self._on_pump_query_finished)
 
     @property
     def marks(self) -> list[Mark]:
@@ -101,13 +111,36 @@ class ReplayPart(QObject):
         alerts = self._fleet.live_alerts.alerts()
         if self._fleet.moment is not None:
             alerts += self._fleet.moment.alerts.alerts()
+        alerts += [e.alert for past in self.past.values() for e in past.events if e.alert]
         return alert_marks(alerts, self.strip.bar.start_ms, self.strip.bar.end_ms)
 
     @property
     def event_marks(self) -> list[EventMark]:
-        """The node outages and the actions in the window, from the events the console holds."""
+        """The node outages and the actions in the window, from the events the console
+        holds and the nodes' journals before it connected."""
         bar, fleet = self.strip.bar, self._fleet
-        return event_marks(fleet.live_alerts.events(), fleet.name_of, bar.start_ms, bar.end_ms)
+        events = merged_events(fleet.live_alerts.events(),
+                               *(past.events for past in self.past.values()))  # fmt: skip
+        return event_marks(events, fleet.name_of, bar.start_ms, bar.end_ms)
+
+    def _ask_past(self) -> None:
+        """Each node's marked events of the window (once per window start)."""
+        since = self.strip.bar.start_ms
+        if since == self._past_since_ms:
+            return
+        self._past_since_ms, self._past_round = since, QueryRound()
+        queries, until = self._frame.session.queries, _now_ms()
+        for node in self._fleet:
+            queries.past_events(node.target, since, until, self._past_round.expect(node.target))
+
+    def _on_pump_query_finished(self, result: QueryResult) -> None:
+        if not self._past_round.take(result):
+            return
+        if result.ok and isinstance(result.payload, PastEvents):
+            self.past[result.target] = result.payload
+            self._refresh()
+        # A node that cannot say (an older daemon: UNIMPLEMENTED; unreachable) keeps only
+        # the events the console received from it.
 
     def step_alert(self, direction: int) -> None:
         """To the previous (-1) or next (+1) alert's raise in the window."""
@@ -162,6 +195,11 @@ class ReplayPart(QObject):
         self.strip.bar.set_span(now_ms - self.strip.window_ms, now_ms)
         self._refresh()
 
+    def _on_strip_window_changed(self, _window_ms: int) -> None:
+        self._anchor(_now_ms())
+        if self.source.at_ms is not None:
+            self._ask_past()
+
     def _on_clock_timeout(self) -> None:
         if self.source.at_ms is None:
             self._anchor(_now_ms())
@@ -171,6 +209,9 @@ class ReplayPart(QObject):
             key.setEnabled(at_ms is not None)
         if at_ms is None:
             self._anchor(_now_ms())
+            self._past_since_ms = None  # entering the past again asks afresh
+        else:
+            self._ask_past()
         self.strip.show_moment(at_ms)
         self._refresh()
 
