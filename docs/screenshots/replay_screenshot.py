@@ -8,7 +8,8 @@
 the console on them with the demo's token. Once the incident on gpu-node-02 has raised
 its first critical alert, the timeline (Ctrl+T, its window 1 h) steps back to that
 alert's raise (Page Up), as a person would: the banner, the strip with its alert marks
-and the grid, the alert list and the detail as the nodes recorded them then.
+and the grid, the alert list and the detail (the hot GPU's, its plots around the
+moment, marked) as the nodes recorded them then.
 """
 
 from __future__ import annotations
@@ -29,12 +30,16 @@ def shoot() -> None:
     from shot_tools import demo_at_its_first_critical, save_grab, settle, wait_until
 
     from console.app import qt_application
+    from gpufleet.v1.alert_severity import Severity
 
     app = qt_application()
     with demo_at_its_first_critical(app) as (_demo, window):
         fleet = window.session.fleet
         window.alerts.toast.hide()
         part = window.replay
+        # The hot GPU in the detail: its plots follow the cursor back, the moment marked.
+        hot = next(a for a in fleet.live_alerts.alerts() if a.severity is Severity.CRITICAL)
+        window.detail.show_gpu(hot.target, hot.gpu_index or 0)
         part.strip.window_box.setCurrentText("1 h")
         QTest.keyClick(window, Qt.Key.Key_T, Qt.KeyboardModifier.ControlModifier)
         wait_until(app, part.strip.bar.hasFocus, 10)
