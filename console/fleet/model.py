@@ -154,14 +154,17 @@ class FleetModel:
     def show_moment(self, at_ms: int) -> dict[str, Change]:
         """Show the fleet at `at_ms` (Unix ms): each node's answer replaces its live tick
         as it comes (FleetModel.apply); until then a node shows the moment it last
-        answered for, or nothing known."""
-        if self.moment is None:
-            self.moment = ShownMoment(at_ms)
-            _hand_over((self.live_alerts, self.live_control), (self.alerts, self.control))
-            for node in self._nodes.values():
-                node.moment = unanswered(node.target, at_ms, node.gpu_count, COLUMN_COUNT, "")
-        else:
+        answered for, or nothing known. The nodes whose view changes now."""
+        if self.moment is not None:
+            # Nothing shown changes until a node answers for it (its answer marks it): a
+            # drag or Play moves the cursor every frame, and marking every node then had
+            # every view redo the whole fleet each frame.
             self.moment.want(at_ms)
+            return {}
+        self.moment = ShownMoment(at_ms)
+        _hand_over((self.live_alerts, self.live_control), (self.alerts, self.control))
+        for node in self._nodes.values():
+            node.moment = unanswered(node.target, at_ms, node.gpu_count, COLUMN_COUNT, "")
         return dict.fromkeys(self._nodes, Change.DATA)
 
     def show_live(self) -> dict[str, Change]:

@@ -19,6 +19,7 @@ from PySide6.QtTest import QTest
 from PySide6.QtWidgets import QApplication
 
 from console.fleet.control_requests import KillTarget
+from console.fleet.model import Change, FleetModel
 from console.fleet.moment import PAST_REFUSAL, ShownMoment
 from console.fleet.placement import can_kill
 from console.fleet.process_row import ProcessRow
@@ -256,3 +257,16 @@ def test_a_moment_s_books_answer_as_of_it() -> None:
     moment.want(2_000)
     assert moment.due(["a", "b"]) == ["b"] and moment.expects(7)
     assert moment.alerts.at_ms == moment.control.at_ms == 2_000
+
+
+def test_moving_the_cursor_changes_no_node_until_it_answers() -> None:
+    """A drag or Play moves the cursor every frame: only an answer marks its node."""
+    fleet = FleetModel()
+    for target in ("a:1", "b:1"):
+        fleet.add_node(target)
+    assert fleet.show_moment(1_000) == {"a:1": Change.DATA, "b:1": Change.DATA}  # the past
+    version = fleet.alerts.version
+    assert fleet.show_moment(2_000) == {}  # the cursor moved on: nothing shown changed yet
+    assert fleet.alerts.version == version + 1  # the books read as of the new moment
+    assert fleet.moment is not None and fleet.moment.due(["a:1", "b:1"]) == ["a:1", "b:1"]
+    assert fleet.show_live() == {"a:1": Change.DATA, "b:1": Change.DATA}
