@@ -197,16 +197,21 @@ class Journal:
         return {gpu for gpu, drained in state.items() if drained}
 
 
-@pytest.fixture
-def window(qtbot, start_window, incident: Incident) -> MainWindow:  # type: ignore[no-untyped-def]
-    window: MainWindow = start_window(ConsoleSession([n.target for n in incident.nodes]),
+def window_on(qtbot, start_window, nodes: list[Node], gpus: int) -> MainWindow:  # type: ignore[no-untyped-def]
+    """A console on the nodes, once each is connected and has sent its `gpus` GPUs."""
+    window: MainWindow = start_window(ConsoleSession([n.target for n in nodes]),
                                       size=(1400, 800))  # fmt: skip
     fleet = window.session.fleet
-    qtbot.waitUntil(lambda: all(n.state is LinkState.CONNECTED and len(n.live_latest) == 2
+    qtbot.waitUntil(lambda: all(n.state is LinkState.CONNECTED and len(n.live_latest) == gpus
                                 for n in fleet), timeout=20_000)  # fmt: skip
     window.activateWindow()
     qtbot.waitUntil(lambda: QApplication.activeWindow() is window, timeout=3000)
     return window
+
+
+@pytest.fixture
+def window(qtbot, start_window, incident: Incident) -> MainWindow:  # type: ignore[no-untyped-def]
+    return window_on(qtbot, start_window, incident.nodes, 2)
 
 
 def test_twenty_moments_of_an_incident_show_what_the_nodes_recorded(

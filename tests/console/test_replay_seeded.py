@@ -25,12 +25,9 @@ from pathlib import Path
 
 import grpc
 import pytest
-from PySide6.QtWidgets import QApplication
 
 from console.fleet.timeline import RAISE_SLACK_MS
-from console.fleet.updates import LinkState
 from console.main_window import MainWindow
-from console.session import ConsoleSession
 from console.views.plots.gpu_plots import GpuPlots
 from console.views.plots.plot_readout import value_at
 from gpufleet.v1 import node_pb2 as pb
@@ -48,7 +45,13 @@ from node_daemon.seeded_incident import (
 )
 from tests.conftest import DaemonFactory
 from tests.console.test_incident_report import local_iso, report, row_of
-from tests.console.test_replay_incident import MOMENTS, Node, check_moments, recorded_temps
+from tests.console.test_replay_incident import (
+    MOMENTS,
+    Node,
+    check_moments,
+    recorded_temps,
+    window_on,
+)
 from tests.console.test_terminal import gpufleet, home  # noqa: F401
 from tests.node_daemon.journal import events_after
 from tests.node_daemon.test_state_at import now_ms
@@ -101,14 +104,7 @@ def seeded(start_daemon: DaemonFactory, seeded_fleet: SeededFleet) -> Iterator[S
 
 @pytest.fixture
 def window(qtbot, start_window, seeded: Seeded) -> MainWindow:  # type: ignore[no-untyped-def]
-    window: MainWindow = start_window(ConsoleSession([n.target for n in seeded.nodes]),
-                                      size=(1400, 800))  # fmt: skip
-    fleet = window.session.fleet
-    qtbot.waitUntil(lambda: all(n.state is LinkState.CONNECTED and len(n.live_latest) == GPUS
-                                for n in fleet), timeout=20_000)  # fmt: skip
-    window.activateWindow()
-    qtbot.waitUntil(lambda: QApplication.activeWindow() is window, timeout=3000)
-    return window
+    return window_on(qtbot, start_window, seeded.nodes, GPUS)
 
 
 def test_twenty_moments_of_a_two_hour_incident_show_what_the_nodes_recorded(
