@@ -71,6 +71,7 @@ class ReplayPart(QObject):
         # Each node's events of the window from before the console connected (ListEvents),
         # asked on entering the past and on a new window: the marks of a night gone.
         self.past: dict[str, PastEvents] = {}
+        self._past_marks_made: tuple[list[Mark], list[EventMark]] | None = None
         self._past_round = QueryRound()
         self._past_since_ms: int | None = None  # the window start they were asked from
         self.live_keys = [QShortcut(QKeySequence(k), window, self.source.go_live)
@@ -82,6 +83,9 @@ class ReplayPart(QObject):
         self._clock = named_timer(
             self.strip, "gpufleet-replay-clock", self._on_clock_timeout, interval_ms=CLOCK_MS
         )  # dies with the strip, never firing into a wrapper gone
+        self._past_refresh = named_timer(
+            self.strip, "gpufleet-replay-past-marks", self._refresh, single_shot=True
+        )
         self._anchor(_now_ms())
         self._wire()
         self._clock.start()
@@ -111,17 +115,30 @@ class ReplayPart(QObject):
         alerts = self._fleet.live_alerts.alerts()
         if self._fleet.moment is not None:
             alerts += self._fleet.moment.alerts.alerts()
-        alerts += [e.alert for past in self.past.values() for e in past.events if e.alert]
-        return alert_marks(alerts, self.strip.bar.start_ms, self.strip.bar.end_ms)
+        held = alert_marks(alerts, self.strip.bar.start_ms, self.strip.bar.end_ms)
+        return sorted({*held, *self._past_marks()[0]})
 
     @property
     def event_marks(self) -> list[EventMark]:
         """The node outages and the actions in the window, from the events the console
         holds and the nodes' journals before it connected."""
         bar, fleet = self.strip.bar, self._fleet
-        events = merged_events(fleet.live_alerts.events(),
-                               *(past.events for past in self.past.values()))  # fmt: skip
-        return event_marks(events, fleet.name_of, bar.start_ms, bar.end_ms)
+        held = event_marks(fleet.live_alerts.events(), fleet.name_of, bar.start_ms, bar.end_ms)
+        return sorted({*held, *self._past_marks()[1]})
+
+    def _past_marks(self) -> tuple[list[Mark], list[EventMark]]:
+        """The marks of the nodes' journals before connect, made again only when an answer
+        or the window changes (a month of a large fleet's: many thousand events, and the
+        strip asks every frame while Play runs)."""
+        if self._past_marks_made is None:
+            bar = self.strip.bar
+            events = merged_events(*(past.events for past in self.past.values()))
+            raised = [e.alert for e in events if e.alert is not None]
+            self._past_marks_made = (
+                alert_marks(raised, bar.start_ms, bar.end_ms),
+                event_marks(events, self._fleet.name_of, bar.start_ms, bar.end_ms),
+            )
+        return self._past_marks_made
 
     def _ask_past(self) -> None:
         """Each node's marked events of the window (once per window start)."""
@@ -138,7 +155,9 @@ class ReplayPart(QObject):
             return
         if result.ok and isinstance(result.payload, PastEvents):
             self.past[result.target] = result.payload
-            self._refresh()
+            self._past_marks_made = None
+            if not self._past_refresh.isActive():  # once for the frame's answers
+                self._past_refresh.start(0)
         # A node that cannot say (an older daemon: UNIMPLEMENTED; unreachable) keeps only
         # the events the console received from it.
 
@@ -193,6 +212,7 @@ class ReplayPart(QObject):
 
     def _anchor(self, now_ms: int) -> None:
         self.strip.bar.set_span(now_ms - self.strip.window_ms, now_ms)
+        self._past_marks_made = None  # the window moved
         self._refresh()
 
     def _on_strip_window_changed(self, _window_ms: int) -> None:
@@ -208,8 +228,9 @@ class ReplayPart(QObject):
         for key in self.live_keys:
             key.setEnabled(at_ms is not None)
         if at_ms is None:
+            # Live: the marks of what the console receives; entering the past asks afresh.
+            self.past, self._past_since_ms = {}, None
             self._anchor(_now_ms())
-            self._past_since_ms = None  # entering the past again asks afresh
         else:
             self._ask_past()
         self.strip.show_moment(at_ms)
