@@ -155,6 +155,12 @@ class ReplayPart(QObject):
             return
         if result.ok and isinstance(result.payload, PastEvents):
             self.past[result.target] = result.payload
+            if result.payload.truncated:
+                self._frame.show_message(
+                    f"Replay: {self._fleet.name_of(result.target)} holds more marked events "
+                    f"in the window than {len(result.payload.events):,}: the oldest are not "
+                    "marked; a shorter window shows them"
+                )  # fmt: skip
             self._past_marks_made = None
             if not self._past_refresh.isActive():  # once for the frame's answers
                 self._past_refresh.start(0)
