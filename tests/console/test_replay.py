@@ -10,6 +10,7 @@ with "showing the past"; Esc or L returns to live, and live values flow again.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -29,6 +30,7 @@ from console.main_window import MainWindow
 from console.qt import roles
 from console.qt.mime import holder_mime
 from console.session import ConsoleSession
+from console.views.detail.part import FOLLOW_MS
 from console.views.plots.gpu_plots import GpuPlots
 from gpufleet.policy import role_needed
 from gpufleet.v1 import node_pb2_grpc as pb_grpc
@@ -151,11 +153,14 @@ def test_the_cursor_shows_the_fleet_before_during_and_after_the_alert(
         ), banner.text()
         tile = window.session.items.gpu_index(target, 1)  # its alert disc, as then
         assert (tile.data(roles.ALERT_ROLE) is Severity.CRITICAL) == (name == "during"), name
-        # The detail's plots hold the range around the moment, marked by a line in each.
+        # The detail's plots hold the range around the moment, marked by a line in each
+        # (within DetailPart.FOLLOW_MS of the move: a running cursor moves them less often).
+        marked = at_ms / 1000
+        qtbot.waitUntil(lambda marked=marked: all(line.isVisible() and line.value() == marked
+                                                  for line in plots.moment_lines),
+                        timeout=3000)  # fmt: skip
         start, end = plots.visible_range()
         assert start < at_ms / 1000 < end, (name, start, end)
-        assert all(line.isVisible() and line.value() == at_ms / 1000
-                   for line in plots.moment_lines), name  # fmt: skip
 
     # Esc: back to live; the live feed kept running, its values flow again.
     window.grid.setFocus()
@@ -270,3 +275,30 @@ def test_moving_the_cursor_changes_no_node_until_it_answers() -> None:
     assert fleet.alerts.version == version + 1  # the books read as of the new moment
     assert fleet.moment is not None and fleet.moment.due(["a:1", "b:1"]) == ["a:1", "b:1"]
     assert fleet.show_live() == {"a:1": Change.DATA, "b:1": Change.DATA}
+
+
+def test_a_running_cursor_moves_the_plots_at_most_every_follow_ms(qtbot, start_window) -> None:  # type: ignore[no-untyped-def]
+    """Play moves the cursor every frame; the plots follow the last moment wanted, a
+    redraw over a moved range at most every FOLLOW_MS."""
+    window: MainWindow = start_window(ConsoleSession([]), size=(1400, 800))
+    plots = window.findChild(GpuPlots, "gpuPlots")
+    assert plots is not None
+    moved: list[tuple[float, float | None]] = []
+    follow = plots.show_moment
+
+    def recorded(at_s: float | None) -> None:
+        moved.append((time.monotonic(), at_s))
+        follow(at_s)
+
+    plots.show_moment = recorded  # type: ignore[method-assign]
+    start = int(time.time() * 1000) - 3_600_000
+    for frame in range(10):  # ten frames' moves before the event loop runs
+        window.session.replay.show(start + 3000 * frame)
+    qtbot.waitUntil(lambda: bool(moved), timeout=3000)
+    assert [at for _, at in moved] == [(start + 27_000) / 1000]  # the last, once
+    window.session.replay.show(start + 60_000)
+    qtbot.waitUntil(lambda: len(moved) == 2, timeout=3000)
+    assert moved[1][1] == (start + 60_000) / 1000
+    assert moved[1][0] - moved[0][0] >= FOLLOW_MS / 1000 * 0.9  # a Qt timer may fire a bit early
+    window.session.replay.go_live()  # live: at once
+    assert moved[-1][1] is None and plots.window.live
