@@ -112,10 +112,19 @@ class ShownMoment:
         self.alerts.version += 1  # as of another moment: silences and reservations differ
         self.control.version += 1
 
-    def due(self, targets: Iterable[str]) -> list[str]:
-        """The nodes to ask now: none in flight, and not already showing the wanted moment."""
+    def due(self, targets: Iterable[str], most: int | None = None) -> list[str]:
+        """The nodes to ask now: none in flight, and not already showing the wanted moment;
+        with `most`, that many at most, those showing the oldest moment first (so under a
+        budget every node moves in turn)."""
         busy = {target for target, _ in self._in_flight.values()}
-        return [t for t in targets if t not in busy and not self.shows(t, self.wanted_ms)]
+        due = [t for t in targets if t not in busy and not self.shows(t, self.wanted_ms)]
+        if most is None:
+            return due
+        return sorted(due, key=self._shown_ms)[:most]
+
+    def _shown_ms(self, target: str) -> int:
+        moment = self.nodes.get(target)
+        return moment.at_ms if moment is not None else -1
 
     def shows(self, target: str, at_ms: int) -> bool:
         moment = self.nodes.get(target)

@@ -35,6 +35,12 @@ class ReplaySource(QObject):
         self.setObjectName("gpufleet-replay-source")
         self._fleet, self._pump, self._queries = fleet, pump, queries
         self.asks = 0  # GetStateAt calls sent (coalescing, measured by the tests)
+        # While Play runs (the player sets it): the asks a cursor move may send, fleet-wide,
+        # and none after answers. Play moves the cursor every frame, and each node asked
+        # again as soon as it answered kept 125 daemons answering 250 times a second and
+        # the pump applying a hundred answers a frame (bench/replay_fleet.py). None: every
+        # node free to ask is asked (a drag, a step, a typed moment).
+        self.asks_per_move: int | None = None
         # A frame brings many nodes' answers: what follows them runs once, after the frame.
         self._after_answers = named_timer(
             self, "gpufleet-replay-answers", self._on_after_answers_timeout, single_shot=True
@@ -61,12 +67,17 @@ class ReplaySource(QObject):
         self._pump.mark_changed(self._fleet.show_live())
         self.momentChanged.emit(None)
 
+    def catch_up(self) -> None:
+        """Ask every node free to ask and not showing the moment wanted (Play paused: the
+        nodes it left behind under its budget)."""
+        self._ask()
+
     def _ask(self) -> None:
         moment = self._fleet.moment
         if moment is None:
             return
         at_ms = moment.wanted_ms
-        for target in moment.due(n.target for n in self._fleet):
+        for target in moment.due((n.target for n in self._fleet), self.asks_per_move):
             query_id = next_query_id()
             moment.asked(target, at_ms, query_id)
             self._queries.ask(target, at_ms, self._fleet.node(target).gpu_count, query_id)
@@ -82,5 +93,6 @@ class ReplaySource(QObject):
     def _on_after_answers_timeout(self) -> None:
         if self._fleet.moment is None:
             return
-        self._ask()  # nodes free again: the newest moment wanted, where it differs
+        if self.asks_per_move is None:  # (while Play runs, its next move asks)
+            self._ask()  # nodes free again: the newest moment wanted, where it differs
         self.answered.emit()

@@ -21,7 +21,7 @@ from PySide6.QtWidgets import QApplication
 
 from console.fleet.control_requests import KillTarget
 from console.fleet.model import Change, FleetModel
-from console.fleet.moment import PAST_REFUSAL, ShownMoment
+from console.fleet.moment import PAST_REFUSAL, ShownMoment, unanswered
 from console.fleet.placement import can_kill
 from console.fleet.process_row import ProcessRow
 from console.fleet.timeline import moment_text
@@ -275,6 +275,20 @@ def test_moving_the_cursor_changes_no_node_until_it_answers() -> None:
     assert fleet.alerts.version == version + 1  # the books read as of the new moment
     assert fleet.moment is not None and fleet.moment.due(["a:1", "b:1"]) == ["a:1", "b:1"]
     assert fleet.show_live() == {"a:1": Change.DATA, "b:1": Change.DATA}
+
+
+def test_under_play_s_budget_the_nodes_showing_the_oldest_moment_are_asked_first() -> None:
+    moment = ShownMoment(1_000)
+    for query_id, (target, at_ms) in enumerate((("a", 1_000), ("b", 1_000), ("c", 1_000)), 1):
+        moment.asked(target, at_ms, query_id)
+        moment.take(query_id, unanswered(target, at_ms, 1, 1, ""))
+    moment.want(4_000)
+    moment.asked("a", 4_000, 4)
+    moment.take(4, unanswered("a", 4_000, 1, 1, ""))  # a moved on
+    moment.want(5_000)
+    moment.asked("d", 5_000, 5)  # in flight: never due
+    assert moment.due("abcde", most=2) == ["e", "b"]  # never answered, then the oldest shown
+    assert moment.due("abcde") == ["a", "b", "c", "e"]  # no budget: every free node
 
 
 def test_a_running_cursor_moves_the_plots_at_most_every_follow_ms(qtbot, start_window) -> None:  # type: ignore[no-untyped-def]

@@ -30,6 +30,7 @@ from console.fleet.timeline import RAISE_SLACK_MS
 from console.main_window import MainWindow
 from console.views.plots.gpu_plots import GpuPlots
 from console.views.plots.plot_readout import value_at
+from console.views.replay import player as replay_player
 from gpufleet.v1 import node_pb2 as pb
 from gpufleet.v1 import node_pb2_grpc as pb_grpc
 from gpufleet.v1.gpu_metrics import TEMP_GPU_C
@@ -108,7 +109,7 @@ def window(qtbot, start_window, seeded: Seeded) -> MainWindow:  # type: ignore[n
 
 
 def test_twenty_moments_of_a_two_hour_incident_show_what_the_nodes_recorded(
-    qtbot, window: MainWindow, seeded: Seeded
+    qtbot, window: MainWindow, seeded: Seeded, monkeypatch: pytest.MonkeyPatch
 ) -> None:  # type: ignore[no-untyped-def]
     step_ms = STEP_S * 1000
     start, span = seeded.fleet.start_ms + step_ms, seeded.fleet.end_ms - seeded.fleet.start_ms
@@ -153,6 +154,25 @@ def test_twenty_moments_of_a_two_hour_incident_show_what_the_nodes_recorded(
     assert plotted_at_moment() == pytest.approx(recorded)
     start, end = plots.visible_range()
     assert start < at / 1000 < end and plots.moment_lines[0].value() == at / 1000
+
+    # Play under a budget of one ask a frame: the nodes move in turn, none left behind,
+    # and pausing asks the ones behind for the moment it stopped at.
+    monkeypatch.setattr(replay_player, "PLAY_ASKS_PER_FRAME", 1)
+    source, player, fleet = window.session.replay, window.replay.player, window.session.fleet
+    played_from = seeded.fleet.start_ms + 40 * 60_000
+    source.show(played_from)
+    qtbot.waitUntil(lambda: fleet.moment is not None and fleet.moment.settled, timeout=15_000)
+    moves: list[int | None] = []
+    source.momentChanged.connect(moves.append)
+    asks = source.asks
+    player.set_speed("60x")
+    player.play()
+    qtbot.waitUntil(lambda: all(n.moment is not None and n.moment.at_ms > played_from
+                                for n in fleet), timeout=15_000)  # fmt: skip
+    assert source.asks_per_move == 1 and source.asks - asks <= len(moves) + 1
+    player.pause("paused")
+    assert source.asks_per_move is None
+    qtbot.waitUntil(lambda: fleet.moment is not None and fleet.moment.settled, timeout=15_000)
 
 
 def test_the_report_of_the_two_hours_tells_the_alerts_the_people_the_healing_and_the_silence(

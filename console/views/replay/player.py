@@ -3,9 +3,11 @@
 Each frame of a timer at the frame pump's rate moves the cursor on by the real time
 since the last frame times the speed, and shows it (ReplaySource.show, which asks
 each node at most one moment at a time: while an answer is out the cursor moves on
-and only the newest moment is asked). Each answer is judged (console.fleet.playback):
-a critical alert firing in it that the moment before did not have pauses the play at
-that answer's moment, and the banner says why. Reaching the present returns to live.
+and only the newest moment is asked; and, while playing, at most PLAY_ASKS_PER_FRAME
+nodes a frame, those showing the oldest moment first, so a large fleet moves in turn).
+Each answer is judged (console.fleet.playback): a critical alert firing in it that the
+moment before did not have pauses the play at that answer's moment, and the banner
+says why. Reaching the present returns to live.
 """
 
 from __future__ import annotations
@@ -23,6 +25,10 @@ from console.qt.named_timer import named_timer
 from console.qt.replay_source import ReplaySource
 
 FRAME_MS = round(1000 / DEFAULT_FPS)
+# GetStateAt calls a frame while playing, fleet-wide (ReplaySource.asks_per_move): 160 a
+# second at 20 frames, each node in turn. A few nodes move every frame; 125 each about
+# once a second (at 60x, a minute of the past), the fleet's daemons not kept busy.
+PLAY_ASKS_PER_FRAME = 8
 PRESENT_MESSAGE = "Replay: played to the present; live"
 
 
@@ -80,6 +86,8 @@ class ReplayPlayer(QObject):
     def pause(self, note: str) -> None:
         self.playback.pause()
         self._timer.stop()
+        self._source.asks_per_move = None
+        self._source.catch_up()
         self.playingChanged.emit(False)
         self._say(note)
 
@@ -112,6 +120,7 @@ class ReplayPlayer(QObject):
         if self._starting:
             if self._settled():
                 self._starting = False
+                self._source.asks_per_move = PLAY_ASKS_PER_FRAME
                 self.playback.play(self.clock(), self._firing())
             return
         step = self.playback.advance(at_ms, self.clock(), self.now())
