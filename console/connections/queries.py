@@ -11,8 +11,9 @@ from console.connections.channel import CALL_DEADLINE_S
 from console.connections.decode import decode_audit, decode_event, decode_silences, decode_usage
 from console.connections.manager import ConnectionManager
 from console.fleet.audit import AuditFilter
+from console.fleet.incident import Window, history_gaps
 from console.fleet.query_round import next_query_id
-from console.fleet.timeline import MARKED_KINDS, PastEvents
+from console.fleet.timeline import MARKED_KINDS, PastEvents, PastGaps
 from console.fleet.usage import GROUPINGS, UsageQuery
 from gpufleet.v1 import node_pb2 as pb
 
@@ -22,6 +23,9 @@ QUERY_DEADLINE_S = max(CALL_DEADLINE_S, 30.0)
 SILENCE_HISTORY = 100
 # A window's marks from one node: a busy month's acknowledgements, drains and raises.
 PAST_EVENTS_LIMIT = 2000
+# A window's history, looked at for gaps, in this many points of one GPU's temperature
+# (a month in 11-minute steps, 6 hours in 5 s; about 100 KB a node).
+GAP_POINTS = 4000
 _MARKED = [pb.EventKind.Value(f"EVENT_KIND_{kind.upper()}") for kind in MARKED_KINDS]
 _GROUP_BY = {name: pb.UsageGrouping.Value(f"USAGE_GROUPING_{name.upper()}") for name in GROUPINGS}
 
@@ -86,5 +90,25 @@ class FleetQueries:
             lambda _target, reply: PastEvents(
                 target, tuple(decode_event(target, e).event for e in reply.events), reply.truncated
             ),
+            query_id,
+        )
+
+    def past_gaps(self, target: str, gpu: int, since_ms: int, until_ms: int, query_id: int) -> None:
+        """Where the node's history has no samples within [since, until] (QueryHistory of
+        one GPU's temperature: the node samples all its GPUs at once); a PastGaps."""
+        request = pb.QueryHistoryRequest(start_unix_ms=since_ms, end_unix_ms=until_ms,
+                                         metrics=["temp_gpu_c"], gpu_indices=[gpu],
+                                         max_points=GAP_POINTS)  # fmt: skip
+        window = Window(since_ms, until_ms)
+
+        def decode(_target: str, reply: pb.QueryHistoryResponse) -> PastGaps:
+            gaps = history_gaps(target, reply.timestamps_unix_ms, reply.step_ms, window)
+            return PastGaps(target, tuple((g.time_ms, g.until_ms or g.time_ms) for g in gaps))
+
+        self._connections.query(
+            target,
+            f"the history of {target} in the timeline's window",
+            lambda stub: stub.QueryHistory(request, timeout=QUERY_DEADLINE_S),
+            decode,
             query_id,
         )

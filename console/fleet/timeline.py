@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from console.fleet.alert_rows import AlertRow
 from console.fleet.alerts import EventRow
-from console.fleet.durations import UNIT_MS, iso_moment_ms, local_ms
+from console.fleet.durations import UNIT_MS, duration_ms_text, iso_moment_ms, local_ms
 from console.fleet.not_responding import RULE as NOT_RESPONDING
 from gpufleet.v1.alert_severity import Severity
 
@@ -99,6 +99,28 @@ class PastEvents:
     target: str
     events: tuple[EventRow, ...]
     truncated: bool  # the node had more in the window: the oldest were left out
+
+
+@dataclass(frozen=True)
+class PastGaps:
+    """Where a node's history has no samples within the timeline's window (a daemon
+    that hung journals nothing: only the gap tells), as console.fleet.incident finds
+    them: (the first sample missed, the first sample after), oldest first."""
+
+    target: str
+    spans: tuple[tuple[int, int], ...]
+
+
+def gap_marks(gaps: PastGaps, name: str, start_ms: int, end_ms: int) -> list[EventMark]:
+    """A gap's outage and its end as the console's own outage marks, within the window."""
+    marks = []
+    for silent, back in gaps.spans:
+        lasted = duration_ms_text(back - silent)
+        if start_ms <= silent <= end_ms:
+            marks.append(EventMark(silent, OUTAGE, f"{name}: {OUTAGE} (no samples for {lasted})"))
+        if start_ms <= back <= end_ms:
+            marks.append(EventMark(back, BACK, f"{name}: {BACK} (after {lasted})"))
+    return marks
 
 
 def merged_events(*books: Iterable[EventRow]) -> list[EventRow]:

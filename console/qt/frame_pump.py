@@ -60,6 +60,11 @@ class FramePump(QObject):
     def stop(self) -> None:
         self._timer.stop()
 
+    @property
+    def running(self) -> bool:
+        """Between start() and stop(): the session's network is up to be asked."""
+        return self._timer.isActive()
+
     def pump(self) -> dict[str, Change]:
         started = time.perf_counter()
         updates = self._inbox.drain(MAX_UPDATES_PER_FRAME)

@@ -58,7 +58,9 @@ class DetailPart(QObject):
             self._follow.start(max(0, round(due_ms)))
 
     def _on_follow_timeout(self) -> None:
-        if self._wanted_ms is not None:
+        # Not once the session has stopped (the console closing): a plot moved then would
+        # ask history of a network that is gone.
+        if self._wanted_ms is not None and self._session.pump.running:
             self._followed_s = time.monotonic()
             self.detail.plots.show_moment(self._wanted_ms / 1000)
 

@@ -25,8 +25,10 @@ from console.fleet.timeline import (
     EventMark,
     Mark,
     PastEvents,
+    PastGaps,
     alert_marks,
     event_marks,
+    gap_marks,
     merged_events,
     moment_text,
     next_mark,
@@ -71,6 +73,7 @@ class ReplayPart(QObject):
         # Each node's events of the window from before the console connected (ListEvents),
         # asked on entering the past and on a new window: the marks of a night gone.
         self.past: dict[str, PastEvents] = {}
+        self.gaps: dict[str, PastGaps] = {}  # and where their histories have none
         self._past_marks_made: tuple[list[Mark], list[EventMark]] | None = None
         self._past_round = QueryRound()
         self._past_since_ms: int | None = None  # the window start they were asked from
@@ -134,9 +137,12 @@ class ReplayPart(QObject):
             bar = self.strip.bar
             events = merged_events(*(past.events for past in self.past.values()))
             raised = [e.alert for e in events if e.alert is not None]
+            name_of, start, end = self._fleet.name_of, bar.start_ms, bar.end_ms
+            gaps = [mark for target, found in self.gaps.items()
+                    for mark in gap_marks(found, name_of(target), start, end)]  # fmt: skip
             self._past_marks_made = (
                 alert_marks(raised, bar.start_ms, bar.end_ms),
-                event_marks(events, self._fleet.name_of, bar.start_ms, bar.end_ms),
+                event_marks(events, name_of, bar.start_ms, bar.end_ms) + gaps,
             )
         return self._past_marks_made
 
@@ -148,24 +154,33 @@ class ReplayPart(QObject):
         self._past_since_ms, self._past_round = since, QueryRound()
         queries, until = self._frame.session.queries, _now_ms()
         for node in self._fleet:
-            queries.past_events(node.target, since, until, self._past_round.expect(node.target))
+            round_ = self._past_round
+            queries.past_events(node.target, since, until, round_.expect(node.target, "events"))
+            if node.info is not None and node.info.gpus:  # its history's gaps: one GPU's
+                gpu = node.info.gpus[0].index
+                queries.past_gaps(node.target, gpu, since, until, round_.expect(node.target))
 
     def _on_pump_query_finished(self, result: QueryResult) -> None:
         if not self._past_round.take(result):
             return
-        if result.ok and isinstance(result.payload, PastEvents):
-            self.past[result.target] = result.payload
-            if result.payload.truncated:
+        # A node that cannot say (an older daemon: UNIMPLEMENTED; unreachable; history
+        # off) keeps only the marks of what the console received from it.
+        payload = result.payload if result.ok else None
+        if isinstance(payload, PastGaps):
+            self.gaps[result.target] = payload
+        elif isinstance(payload, PastEvents):
+            self.past[result.target] = payload
+            if payload.truncated:
                 self._frame.show_message(
                     f"Replay: {self._fleet.name_of(result.target)} holds more marked events "
-                    f"in the window than {len(result.payload.events):,}: the oldest are not "
+                    f"in the window than {len(payload.events):,}: the oldest are not "
                     "marked; a shorter window shows them"
                 )  # fmt: skip
-            self._past_marks_made = None
-            if not self._past_refresh.isActive():  # once for the frame's answers
-                self._past_refresh.start(0)
-        # A node that cannot say (an older daemon: UNIMPLEMENTED; unreachable) keeps only
-        # the events the console received from it.
+        else:
+            return
+        self._past_marks_made = None
+        if not self._past_refresh.isActive():  # once for the frame's answers
+            self._past_refresh.start(0)
 
     def step_alert(self, direction: int) -> None:
         """To the previous (-1) or next (+1) alert's raise in the window."""
@@ -235,7 +250,7 @@ class ReplayPart(QObject):
             key.setEnabled(at_ms is not None)
         if at_ms is None:
             # Live: the marks of what the console receives; entering the past asks afresh.
-            self.past, self._past_since_ms = {}, None
+            self.past, self.gaps, self._past_since_ms = {}, {}, None
             self._anchor(_now_ms())
         else:
             self._ask_past()
