@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from PySide6.QtCore import QPoint
+from PySide6.QtCore import QEvent, QObject, QPoint
 from PySide6.QtGui import QColor, QGuiApplication, QPalette
 from PySide6.QtWidgets import QApplication, QMenu, QWidget
 
@@ -175,3 +175,32 @@ def test_auto_asks_the_desktop(qtbot) -> None:  # type: ignore[no-untyped-def]
     looks = Looks(widget, "auto")
     scheme = QGuiApplication.styleHints().colorScheme()
     assert looks.theme is resolve("auto", {2: True, 1: False}.get(scheme.value))
+
+
+def test_the_theme_the_application_has_already_repolishes_nothing(qtbot) -> None:  # type: ignore[no-untyped-def]
+    """Qt repolishes every widget of the application on each style sheet set: a window
+    built in the theme the application has (the console's start, most tests) sets none."""
+    widget = QWidget()
+    qtbot.addWidget(widget)
+    widget.show()
+    changes: list[QEvent.Type] = []
+    restyled = (QEvent.Type.StyleChange, QEvent.Type.PaletteChange, QEvent.Type.FontChange)
+
+    class Count(QObject):
+        def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+            if event.type() in restyled:
+                changes.append(event.type())
+            return False
+
+    counter = Count()
+    widget.installEventFilter(counter)
+    try:
+        apply_to_app(LIGHT)
+        assert changes  # another theme: restyled
+        changes.clear()
+        apply_to_app(LIGHT)
+        assert changes == []  # the same again: left alone
+        apply_to_app(LIGHT, extra="QWidget { font-size: 20px; }")  # wall mode's rules: set
+        assert changes
+    finally:
+        apply_to_app(DARK)

@@ -56,8 +56,13 @@ def apply_to_app(theme: Theme, extra: str = "") -> None:
     app = QApplication.instance()
     assert isinstance(app, QApplication)
     themes.set_current(theme)
-    app.setPalette(palette(theme))
-    app.setStyleSheet(theme.stylesheet() + extra)
+    # The same again is left alone: Qt repolishes every widget of the application on
+    # each call, for nothing then (a window built in the theme the application has).
+    colours, sheet = palette(theme), theme.stylesheet() + extra
+    if app.palette() != colours:
+        app.setPalette(colours)
+    if app.styleSheet() != sheet:
+        app.setStyleSheet(sheet)
 
 
 class Looks(QObject):
