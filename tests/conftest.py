@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import threading
 import time
@@ -142,7 +143,25 @@ def qt_garbage_in_the_gui_thread(request: pytest.FixtureRequest) -> Iterator[Non
     request.getfixturevalue("qapp")
     collect_in_gui_thread()
     yield
+    destroy_what_the_test_left()
     stop_collecting_in_gui_thread()
+
+
+def destroy_what_the_test_left() -> None:
+    """The windows and widgets the test closed (qtbot's teardown, before this one), gone.
+
+    pytest-qt closes them and asks Qt to delete them later, and no event loop ran after:
+    a worker kept every earlier Qt test's windows (some 775 widgets a console window)
+    alive to its end, and every application-wide restyle polished them all, which is
+    where two fresh-root runs' workers died of a segmentation fault. Deferred deletions
+    are carried out now, and the cycles that held the windows' wrappers collected, in
+    this (the GUI) thread.
+    """
+    from PySide6.QtCore import QCoreApplication, QEvent
+
+    for _ in range(2):  # a wrapper freed by the collection may post deletions of its own
+        QCoreApplication.sendPostedEvents(None, QEvent.Type.DeferredDelete.value)
+        gc.collect()
 
 
 def wait_for(predicate: Callable[[], object], timeout_s: float = 10.0, what: str = "") -> None:

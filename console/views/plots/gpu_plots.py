@@ -109,7 +109,7 @@ class GpuPlots(pg.GraphicsLayoutWidget):
         self.note.setParentItem(self._note_row)  # level with the plots' left axes
         self.note.setVisible(False)
         self._note_shown: str | None = None  # the note's text as laid out (None: no note row)
-        self.crosshair = Crosshair(boxes, self._readings, self._span_s)
+        self.crosshair = Crosshair(boxes, self._readings, self._span_s, parent=self)
         for box in boxes:
             box.sigRangeChangedManually.connect(
                 lambda mask, b=box: self._on_box_range_changed_manually(b, mask)

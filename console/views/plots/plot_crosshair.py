@@ -28,8 +28,11 @@ class Crosshair(QObject):
         boxes: Sequence[pg.ViewBox],
         readings: Callable[[float], list[CurveReading]],
         span_s: Callable[[], float],
+        parent: QObject | None = None,
     ) -> None:
-        super().__init__()
+        """`parent`: the plots' widget, so that the crosshair and its timer go with the
+        plots (a move's timer firing after the window was deleted read deleted boxes)."""
+        super().__init__(parent)
         self._boxes, self._readings, self._span_s = list(boxes), readings, span_s
         self.lines: list[pg.InfiniteLine] = []
         for box in self._boxes:
