@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gc
 import os
 import threading
 import time
@@ -143,25 +142,20 @@ def qt_garbage_in_the_gui_thread(request: pytest.FixtureRequest) -> Iterator[Non
     request.getfixturevalue("qapp")
     collect_in_gui_thread()
     yield
-    destroy_what_the_test_left()
-    stop_collecting_in_gui_thread()
+    # What the test closed is destroyed before the next starts (test_qt_leftovers.py):
+    # pytest-qt closes its widgets and asks Qt to delete them later, and no event loop
+    # runs after. A worker kept every earlier Qt test's windows (some 775 widgets a
+    # console window) alive to its end, and every application-wide restyle polished
+    # them all: where two fresh-root runs' workers died of a segmentation fault.
+    carry_out_deferred_deletions()
+    stop_collecting_in_gui_thread()  # collects once more, in this (the GUI) thread
+    carry_out_deferred_deletions()  # what the wrappers freed by it had asked
 
 
-def destroy_what_the_test_left() -> None:
-    """The windows and widgets the test closed (qtbot's teardown, before this one), gone.
-
-    pytest-qt closes them and asks Qt to delete them later, and no event loop ran after:
-    a worker kept every earlier Qt test's windows (some 775 widgets a console window)
-    alive to its end, and every application-wide restyle polished them all, which is
-    where two fresh-root runs' workers died of a segmentation fault. Deferred deletions
-    are carried out now, and the cycles that held the windows' wrappers collected, in
-    this (the GUI) thread.
-    """
+def carry_out_deferred_deletions() -> None:
     from PySide6.QtCore import QCoreApplication, QEvent
 
-    for _ in range(2):  # a wrapper freed by the collection may post deletions of its own
-        QCoreApplication.sendPostedEvents(None, QEvent.Type.DeferredDelete.value)
-        gc.collect()
+    QCoreApplication.sendPostedEvents(None, QEvent.Type.DeferredDelete.value)
 
 
 def wait_for(predicate: Callable[[], object], timeout_s: float = 10.0, what: str = "") -> None:

@@ -1,5 +1,5 @@
 """A Qt test's windows are gone before the next test starts (tests/conftest.py,
-destroy_what_the_test_left): a worker that kept every earlier test's windows had every
+qt_garbage_in_the_gui_thread): a worker that kept every earlier test's windows had every
 application-wide restyle polish them all, and died of a segfault there twice."""
 
 from __future__ import annotations
