@@ -38,21 +38,41 @@ def stop(process: subprocess.Popen[Any]) -> None:
             pipe.close()  # wait() leaves them open: a ResourceWarning once collected
 
 
+# Each process takes its displays from a range of its own (by pid). With -displayfd
+# alone every Xvfb takes the lowest free number, and one stopping in a pytest worker
+# unlinks its socket just as another worker's, starting on the same number, has made
+# it: openbox then found no display there (a quiet full run, test_first_start.py).
+DISPLAYS_PER_PROCESS = 8
+
+
+def _displays() -> range:
+    first = 100 + (os.getpid() % 4000) * DISPLAYS_PER_PROCESS
+    return range(first, first + DISPLAYS_PER_PROCESS)
+
+
 @contextlib.contextmanager
 def xvfb(screen: tuple[int, int] | None = None, quiet: bool = False) -> Iterator[str]:
-    """Xvfb on a display it picks (-displayfd: never one in use), no TCP; yields ":N".
+    """Xvfb on a free display of this process's range, no TCP; yields ":N" once it
+    accepts connections (-displayfd). A display in use (another server's lock): the next.
 
     Args:
         screen: width and height of screen 0 (24 bits), or Xvfb's default.
         quiet: Xvfb's messages to /dev/null rather than this process's stderr.
     """
-    argv = ["Xvfb", "-displayfd", "1", "-nolisten", "tcp"]
-    if screen is not None:
-        argv += ["-screen", "0", f"{screen[0]}x{screen[1]}x24"]
     stderr = subprocess.DEVNULL if quiet else None
-    process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=stderr, text=True)
+    for display in _displays():
+        argv = ["Xvfb", f":{display}", "-displayfd", "1", "-nolisten", "tcp"]
+        if screen is not None:
+            argv += ["-screen", "0", f"{screen[0]}x{screen[1]}x24"]
+        process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=stderr, text=True)
+        said = read_line(process, XVFB_START_S, "Xvfb")
+        if said:
+            break
+        stop(process)  # it exited: the display is in use
+    else:
+        raise AssertionError(f"no free X display among {_displays()}")
     try:
-        yield ":" + read_line(process, XVFB_START_S, "Xvfb")
+        yield ":" + said
     finally:
         stop(process)
 
