@@ -166,6 +166,11 @@ def check_degraded(
     moment = stub.GetStateAt(pb.GetStateAtRequest(at_unix_ms=now_ms), timeout=5)
     assert sorted(g.index for g in moment.gpus) == [0, 1]
     assert [r.id for r in moment.reservations] == ([before.id] if before else [])
+    # So is a range of the journal's events (ListEvents): answered from what it stored
+    # before the disk filled (nothing where it started full), as the listing's journal.
+    listed = stub.ListEvents(pb.ListEventsRequest(since_unix_ms=now_ms - 3_600_000), timeout=5)
+    journal_id = stub.ListAlerts(pb.ListAlertsRequest(), timeout=5).journal_id
+    assert listed.journal_id == journal_id and all(e.replayed for e in listed.events), listed
     for change in (
         lambda: reserve(stub, 1, in_an_hour()),
         lambda: stub.AcknowledgeAlert(pb.AcknowledgeAlertRequest(alert_id=alert.id), timeout=5),

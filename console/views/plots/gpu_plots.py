@@ -44,8 +44,8 @@ from gpufleet.v1.gpu_metrics import TEMP_GPU_C, GpuMetric, Limit
 
 # The theme's (console/views/common/theme.py); a theme switch restyles the plots (theme_plots.py).
 BACKGROUND = current_theme().plot_background
-# The past moment the console shows (incident replay): a line in each plot, in the
-# replay banner's colour.
+# The past moment the console shows (incident replay): a line in each plot, in a
+# brighter tone of the replay banner's amber (the banner's own is dim on a dark plot).
 MOMENT_COLOUR = "#dd8a1f"
 # Room above a capacity: power draw passes its limit for moments.
 HEADROOM = {Limit.POWER_LIMIT: 1.05}
