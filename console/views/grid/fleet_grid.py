@@ -17,6 +17,7 @@ takes it out, and the Menu key or Shift+F10 opens its context menu beside it.
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Callable
 
 from PySide6.QtCore import QEvent, QMimeData, QModelIndex, QPoint, QRect, QSize, Qt, Signal
@@ -75,11 +76,17 @@ from gpufleet.v1.gpu_metrics import TEMP_GPU_C, UTIL_GPU_PCT, ColourScale
 # A sorted grid re-sorts at most this often: tiles that move faster than a person can
 # follow them cannot be read or clicked (and each re-sort lays out the whole fleet).
 SORT_MS = 1000
-# A frame repaints at most this many changed blocks (nodes); the rest wait a frame, oldest
-# first. 125 nodes at 1 Hz and 20 frames a second change ~6 a frame; when they arrive
-# together (a reconnect, a stall caught up) they cost eight frames of 16 rather than one
-# long frame of all of them (a compact block paints in ~0.3 ms, a full one in ~2 ms).
+# A frame repaints at least this many changed blocks (nodes), and more while the blocks
+# measured lately fit in PAINT_BUDGET_S; the rest wait a frame, oldest first. 125 nodes at
+# 1 Hz and 20 frames a second change ~6 a frame; when all change together (a reconnect, a
+# stall caught up, the replay cursor moved) a fixed 16 a frame left a moved cursor's
+# picture half old for eight frames (400 ms of bench/replay_fleet.py's 705 ms median
+# move); one frame of all of them is one long frame (a compact block paints in ~0.2 ms, a
+# full one in up to ~2 ms, more on a loaded machine).
 REPAINT_BUDGET = 16
+PAINT_BUDGET_S = 0.012
+BLOCK_PAINT_S = 0.001  # a block's paint time until one is measured (16 fit the budget)
+MEASURE_WEIGHT = 0.2  # of each paint's measure in the running estimate
 FRAME_MS = 1000 // DEFAULT_FPS
 ALERT_RANK = {None: 0, Severity.INFO: 1, Severity.WARNING: 2, Severity.CRITICAL: 3}
 
@@ -139,6 +146,7 @@ class FleetGrid(QWidget):
         # ...and they have not been repainted since: they leave no second frame in a row
         # (the plots refreshing every frame, as they do while Play runs, starved the grid).
         self._postponed = False
+        self._block_paint_s = BLOCK_PAINT_S  # a block's paint time, as measured lately
         self._repaint = named_timer(
             self, "gpufleet-grid-repaint", self._on_repaint_timeout, single_shot=True
         )
@@ -344,10 +352,16 @@ class FleetGrid(QWidget):
         """Changed blocks not repainted yet."""
         return len(self._dirty)
 
+    @property
+    def repaint_budget(self) -> int:
+        """How many changed blocks the next frame repaints: as many as the blocks' paint
+        time measured lately fits in PAINT_BUDGET_S, and never fewer than REPAINT_BUDGET."""
+        return max(REPAINT_BUDGET, int(PAINT_BUDGET_S / self._block_paint_s))
+
     def _on_repaint_timeout(self) -> None:
-        """Repaint the changed blocks, REPAINT_BUDGET a frame, oldest first."""
+        """Repaint the changed blocks, a repaint_budget a frame, oldest first."""
         self._yielded = self._postponed = False
-        due = list(self._dirty)[:REPAINT_BUDGET]
+        due = list(self._dirty)[: self.repaint_budget]
         for block in due:
             del self._dirty[block]
             if block < len(self._blocks):
@@ -623,10 +637,15 @@ class FleetGrid(QWidget):
         painter.setRenderHint(QPainter.RenderHint.Antialiasing, not self.metrics.compact)
         region = event.region()
         bounds = region.boundingRect()
+        started, painted = time.perf_counter(), 0
         for block in self._blocks:
             # Not the bounding box of all dirt: only the blocks in the region itself.
             if block.rect.intersects(bounds) and region.intersects(block.rect):
                 self._paint_block(painter, block)
+                painted += 1
+        if painted:
+            measured = (time.perf_counter() - started) / painted
+            self._block_paint_s += MEASURE_WEIGHT * (measured - self._block_paint_s)
         if self._hover is not None:
             self._paint_hover(painter, *self._hover)
         painter.end()

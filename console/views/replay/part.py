@@ -89,6 +89,11 @@ class ReplayPart(QObject):
         self._past_refresh = named_timer(
             self.strip, "gpufleet-replay-past-marks", self._refresh, single_shot=True
         )
+        # The answers a pump applies (Play asks several nodes a frame) refresh the strip and
+        # the banner once, after it: the marks are sorted sets of the window's thousands.
+        self._refresh_soon = named_timer(
+            self.strip, "gpufleet-replay-refresh", self._refresh, single_shot=True
+        )
         self._anchor(_now_ms())
         self._wire()
         self._clock.start()
@@ -264,14 +269,15 @@ class ReplayPart(QObject):
     def _on_pump_events_arrived(self, _events: object) -> None:
         if self.source.at_ms is None:  # live: the window ends now, the news within it
             self._anchor(_now_ms())
-        else:
-            self._refresh()
+        elif not self._refresh_soon.isActive():
+            self._refresh_soon.start(0)
 
     def _on_source_answered(self) -> None:
         moment = self._fleet.moment
         if moment is not None and moment.step_ms:  # a step of the cursor: one such sample
             self.strip.bar.sample_step_ms = moment.step_ms
-        self._refresh()
+        if not self._refresh_soon.isActive():
+            self._refresh_soon.start(0)
 
     def _refresh(self) -> None:
         self.strip.show_marks(self.marks, self.event_marks, self.source.at_ms)

@@ -6,6 +6,10 @@ the tier the last answer came from where the window is short enough; Shift: ten)
 Up / Page Down jump to the previous or next alert, Home to the window's start, End back
 to live, Space plays or pauses. The bar only says what was asked (`moved`,
 `playToggled`); the strip decides. A pointer over a mark shows what it marks.
+
+The track and its marks are drawn once into a pixmap, again only when the window, the
+marks or the size change: a month of a large fleet is thousands of marks, and Play moves
+the cursor every frame (each move repaints only the cursor's old and new place).
 """
 
 from __future__ import annotations
@@ -19,7 +23,9 @@ from PySide6.QtGui import (
     QPainter,
     QPaintEvent,
     QPen,
+    QPixmap,
     QPolygon,
+    QResizeEvent,
 )
 from PySide6.QtWidgets import QSizePolicy, QToolTip, QWidget
 
@@ -56,6 +62,7 @@ TRACK = QColor("#4a5568")
 CURSOR = QColor("#f6ad55")
 LIVE = QColor("#48bb78")
 MARGIN = 6
+CURSOR_HALF = 3  # the cursor's line is 3 px wide: a move repaints this far either side
 
 
 class TimelineBar(QWidget):
@@ -76,22 +83,32 @@ class TimelineBar(QWidget):
         self.marks: list[Mark] = []
         self.events: list[EventMark] = []
         self.sample_step_ms: int | None = None  # the last answer's tier step (ms)
+        self._drawn_marks: QPixmap | None = None  # the track and marks (None: draw again)
 
     def sizeHint(self) -> QSize:
         return QSize(400, 30)
 
     def set_span(self, start_ms: int, end_ms: int) -> None:
-        self.start_ms, self.end_ms = start_ms, max(end_ms, start_ms + 1)
-        self.update()
+        span = (start_ms, max(end_ms, start_ms + 1))
+        if span != (self.start_ms, self.end_ms):
+            self.start_ms, self.end_ms = span
+            self._redraw_marks()
 
     def set_cursor(self, at_ms: int | None) -> None:
+        if at_ms == self.at_ms:
+            return
+        self.update(self._cursor_rect())
         self.at_ms = at_ms
-        self.update()
+        self.update(self._cursor_rect())
 
     def set_marks(self, marks: list[Mark], events: list[EventMark]) -> None:
         if marks != self.marks or events != self.events:
             self.marks, self.events = marks, events
-            self.update()
+            self._redraw_marks()
+
+    def _redraw_marks(self) -> None:
+        self._drawn_marks = None
+        self.update()
 
     @property
     def step_ms(self) -> int:
@@ -114,6 +131,13 @@ class TimelineBar(QWidget):
         share = (at_ms - self.start_ms) / (self.end_ms - self.start_ms)
         return track.left() + round(max(0.0, min(1.0, share)) * track.width())
 
+    def cursor_x(self) -> int:
+        """Where the cursor stands: at the moment shown, or at the window's end (live)."""
+        return self.x_of(self.end_ms if self.at_ms is None else self.at_ms)
+
+    def _cursor_rect(self) -> QRect:
+        return QRect(self.cursor_x() - CURSOR_HALF, 0, 2 * CURSOR_HALF + 1, self.height())
+
     def moment_at(self, x: float) -> int:
         track = self._track()
         share = (x - track.left()) / max(1, track.width())
@@ -121,8 +145,34 @@ class TimelineBar(QWidget):
 
     # -- drawing -------------------------------------------------------------------
 
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        self._drawn_marks = None
+        super().resizeEvent(event)
+
     def paintEvent(self, event: QPaintEvent) -> None:
+        if self._drawn_marks is None or self._drawn_marks.devicePixelRatio() != (
+            self.devicePixelRatioF()
+        ):
+            self._drawn_marks = self._draw_marks()
         painter = QPainter(self)
+        painter.drawPixmap(0, 0, self._drawn_marks)
+        track = self._track()
+        x = self.cursor_x()
+        painter.setPen(QPen(LIVE if self.at_ms is None else CURSOR, 3))
+        painter.drawLine(x, track.top() - 2, x, track.bottom() + 2)
+        if self.hasFocus():
+            painter.setPen(QPen(self.palette().highlight().color(), 1, Qt.PenStyle.DotLine))
+            painter.setBrush(Qt.BrushStyle.NoBrush)
+            painter.drawRect(self.rect().adjusted(0, 0, -1, -1))
+        painter.end()
+
+    def _draw_marks(self) -> QPixmap:
+        """The track, the alert ticks and the event marks, at the screen's pixel ratio."""
+        ratio = self.devicePixelRatioF()
+        pixmap = QPixmap(self.size() * ratio)
+        pixmap.setDevicePixelRatio(ratio)
+        pixmap.fill(Qt.GlobalColor.transparent)
+        painter = QPainter(pixmap)
         track = self._track()
         middle = track.center().y()
         painter.fillRect(QRect(track.left(), middle - 2, track.width(), 4), TRACK)
@@ -135,15 +185,8 @@ class TimelineBar(QWidget):
             color, shape, over = EVENT_STYLE[mark.group]
             y = track.top() + SHAPE if over else track.bottom() - SHAPE
             _draw_shape(painter, shape, color, QPoint(self.x_of(mark.at_ms), y))
-        live = self.at_ms is None
-        x = self.x_of(self.end_ms if live else self.at_ms or self.end_ms)
-        painter.setPen(QPen(LIVE if live else CURSOR, 3))
-        painter.drawLine(x, track.top() - 2, x, track.bottom() + 2)
-        if self.hasFocus():
-            painter.setPen(QPen(self.palette().highlight().color(), 1, Qt.PenStyle.DotLine))
-            painter.setBrush(Qt.BrushStyle.NoBrush)
-            painter.drawRect(self.rect().adjusted(0, 0, -1, -1))
         painter.end()
+        return pixmap
 
     # -- mouse and keys ------------------------------------------------------------
 
