@@ -27,6 +27,13 @@ class SampleRing:
         return self._size
 
     @property
+    def first_time(self) -> float:
+        """The oldest tick's time (inf while empty)."""
+        if not self._size:
+            return float("inf")
+        return float(self._times[(self._next - self._size) % self.capacity])
+
+    @property
     def gpu_count(self) -> int:
         return int(self._values.shape[1])
 

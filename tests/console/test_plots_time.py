@@ -446,3 +446,68 @@ def test_plots_stay_readable_at_any_window_size(qtbot, window, size) -> None:
         assert len(rects) >= 2, (item.titleLabel.text, axis.height(), axis.range, tick_texts(axis))
         for a, b in itertools.combinations(rects, 2):
             assert not a.intersects(b), (item.titleLabel.text, a, b)
+
+
+# A past moment (incident replay) ------------------------------------------------------
+
+
+def count_set_data(plots: GpuPlots, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Counts the temperature curve's setData calls from now on."""
+    calls: list[int] = []
+    curve = plots.curves[TEMP_GPU_C]
+    set_data = curve.setData
+
+    def counted(*args, **kwargs) -> None:  # type: ignore[no-untyped-def]
+        calls.append(1)
+        set_data(*args, **kwargs)
+
+    monkeypatch.setattr(curve, "setData", counted)
+    return calls
+
+
+def test_a_moving_past_moment_moves_the_range_without_drawing_the_curves_again(
+    qtbot, panel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Play moves the moment every frame: the curves already hold the ring, so only the
+    range and the moment's line move (a new setData rebuilt every curve's path)."""
+    plots = panel.plots
+    ring = filled_ring()
+    plots.show_series(ring, 0)
+    calls = count_set_data(plots, monkeypatch)
+    for k, at in enumerate((END_S - 600, END_S - 570, END_S - 540)):
+        plots.show_moment(at)
+        start, end = x_range(plots)
+        assert start < at < end and plots.moment_lines[0].value() == at
+        if k:
+            assert not calls
+        calls.clear()  # the first moment changes the range from live: no new data either
+    x, _ = plots.curves[TEMP_GPU_C].getOriginalDataset()
+    assert x[-1] == END_S  # what the curve holds: the whole ring
+
+
+def test_a_past_range_that_shows_the_ring_draws_its_new_samples(
+    qtbot, panel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    plots = panel.plots
+    ring = filled_ring()
+    plots.show_series(ring, 0)
+    plots.show_moment(END_S - 60)  # the range reaches the newest samples
+    calls = count_set_data(plots, monkeypatch)
+    ring.append(END_S + 1, np.full((1, COLUMN_COUNT), 99.0, dtype=np.float32), 1.0)
+    plots.show_moment(END_S - 59)
+    assert calls
+    x, y = plots.curves[TEMP_GPU_C].getOriginalDataset()
+    assert x[-1] == END_S + 1 and y[-1] == 99.0
+
+
+def test_a_past_range_before_the_ring_draws_nothing_again_as_the_ring_grows(
+    qtbot, panel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    plots = panel.plots
+    ring = filled_ring()
+    plots.show_series(ring, 0)
+    plots.show_moment(END_S - 5000)  # an hour before the ring's first sample
+    calls = count_set_data(plots, monkeypatch)
+    ring.append(END_S + 1, np.full((1, COLUMN_COUNT), 99.0, dtype=np.float32), 1.0)
+    plots.show_moment(END_S - 4990)
+    assert not calls and ring.first_time > x_range(plots)[1]

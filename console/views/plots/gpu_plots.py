@@ -119,6 +119,9 @@ class GpuPlots(pg.GraphicsLayoutWidget):
         self._ring: SampleRing | None = None  # what show_series was last given
         self._gpu = 0
         self._drawn: tuple[SampleRing, int] | None = None  # what the curves hold
+        # What they were drawn from: the ring, the GPU, the fetched slice, the ring's newest
+        # tick if the range showed the ring (_holds).
+        self._drawn_from: tuple[SampleRing, int, HistorySlice | None, float | None] | None = None
         self._newest = math.nan
         self._reach_s = math.inf
         self.moment_lines = [self._moment_line(plot) for plot in self._plots.values()]
@@ -202,15 +205,33 @@ class GpuPlots(pg.GraphicsLayoutWidget):
         else:
             self._newest = ring.last_time
             older = self._older(ring, gpu)
-            for metric, curve, peak, index in self._columns:
-                times, values = ring.series(gpu, index)
-                drawn = merge(older, metric.field, times, values)
-                curve.setData(drawn.times, drawn.values, connect="finite")
-                peak.setData(drawn.peak_times, drawn.peak_values, connect="finite")
+            if not self._holds(ring, gpu, older):
+                for metric, curve, peak, index in self._columns:
+                    times, values = ring.series(gpu, index)
+                    drawn = merge(older, metric.field, times, values)
+                    curve.setData(drawn.times, drawn.values, connect="finite")
+                    peak.setData(drawn.peak_times, drawn.peak_values, connect="finite")
+                self._reach_s = ring_reach_s(ring.capacity, times[0], times[-1], len(times))
+                self._drawn_from = (ring, gpu, older, self._ring_seen(ring))
             self._drawn = (ring, gpu)
-            self._reach_s = ring_reach_s(ring.capacity, times[0], times[-1], len(times))
         self._apply_range()
         self.crosshair.refresh()
+
+    def _ring_seen(self, ring: SampleRing) -> float | None:
+        """The ring's newest tick where the visible range reaches the ring (None: it does
+        not, and what the ring gains is not seen)."""
+        return ring.last_time if self.visible_range()[1] >= ring.first_time else None
+
+    def _holds(self, ring: SampleRing, gpu: int, older: HistorySlice | None) -> bool:
+        """Whether the curves already hold what they would be given: the same fetched slice
+        and nothing new in the ring that the range shows. A past moment's plots moved
+        along (Play) then only move their range: a new setData rebuilt every curve's path
+        (the replay's longest frames, bench/replay_fleet.py)."""
+        drawn = self._drawn_from
+        return (
+            drawn is not None and drawn[0] is ring and drawn[1] == gpu and drawn[2] is older
+            and drawn[3] == self._ring_seen(ring)
+        )  # fmt: skip
 
     def _older(self, ring: SampleRing, gpu: int) -> HistorySlice | None:
         """The fetched slice before the ring for the visible range (asked for if missing)."""
@@ -330,6 +351,7 @@ class GpuPlots(pg.GraphicsLayoutWidget):
         return 0 if values is None else int(np.isfinite(values).sum())
 
     def clear_series(self) -> None:
+        self._drawn_from = None
         for curve in (*self.curves.values(), *self.peaks.values()):
             curve.setData([], [])
         self._drawn, self._newest, self._reach_s = None, math.nan, math.inf
