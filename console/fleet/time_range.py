@@ -36,6 +36,13 @@ MAX_SPAN_S: Final = PRESETS[-1].span_s
 # Incident replay: the plots hold the span around the moment shown, this much of it
 # before (what led up to it) and the rest after.
 BEFORE_MOMENT: Final = 0.8
+# A moment that moves on within the range (a step, Play) moves the plots' line, not their
+# range: the range turns a page once the moment passes TURN_AT of it, to put the moment at
+# AFTER_TURN of the next (Play at 60x over 15 min: a turn every 11 s, not a redraw of every
+# curve twice a second; bench/replay_fleet.py). Leaving it any other way (backwards, or
+# more than a page on) centres the range as a jump does.
+TURN_AT: Final = 0.95
+AFTER_TURN: Final = 0.2
 
 
 class TimeWindow:
@@ -68,11 +75,21 @@ class TimeWindow:
     def show_moment(self, at_s: float, span_s: float | None = None) -> None:
         """Hold the range around a past moment the console shows (incident replay): the
         span shown until now (`span_s` if given), BEFORE_MOMENT of it before the moment.
+        A moment moving on within the range held keeps it, or turns a page (TURN_AT).
         `leave_moment` puts the range back as it was before the first moment."""
         if self._before_moment is None:
             self._before_moment = (self.live, self.held, self.by_hand)
         if span_s is None:
             span_s = self.span_s if self.live or self.held is None else self.held[1] - self.held[0]
+            page = self.held if self.moment_s is not None else None
+            if page is not None and page[0] <= at_s <= page[0] + TURN_AT * span_s:
+                self.moment_s = at_s  # within the page: only the moment's line moves
+                return
+            if page is not None and page[1] - span_s * (1 - TURN_AT) < at_s < page[1] + span_s:
+                start = at_s - span_s * AFTER_TURN  # onwards past the page: the next page
+                self.hold(start, start + span_s)
+                self.moment_s = at_s
+                return
         start = at_s - span_s * BEFORE_MOMENT
         self.hold(start, start + span_s)
         self.moment_s = at_s

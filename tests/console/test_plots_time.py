@@ -107,7 +107,7 @@ def test_a_past_moment_holds_the_span_around_it_and_live_puts_the_range_back() -
     window = TimeWindow(span_s=1000)
     window.show_moment(50_000.0)  # live before: the span, 80 % of it before the moment
     assert not window.live and window.visible(99_999.0) == (49_200.0, 50_200.0)
-    window.show_moment(60_000.0)  # Play: the range moves with the moment
+    window.show_moment(60_000.0)  # a jump (more than a page on): centred as the first
     assert window.visible(99_999.0) == (59_200.0, 60_200.0) and window.moment_s == 60_000.0
     window.move_by_hand(59_900.0, 60_000.0)  # a zoom: the next moment keeps its span
     window.show_moment(70_000.0)
@@ -120,6 +120,21 @@ def test_a_past_moment_holds_the_span_around_it_and_live_puts_the_range_back() -
     window.show_moment(5_000.0)
     window.leave_moment()
     assert not window.live and window.visible(9_999.0) == (100.0, 400.0)
+
+
+def test_a_moment_moving_on_moves_the_line_and_turns_a_page_past_the_range() -> None:
+    window = TimeWindow(span_s=1000)
+    window.show_moment(50_000.0)
+    assert window.visible(0.0) == (49_200.0, 50_200.0)
+    for at in (50_010.0, 50_100.0, 49_300.0, 50_140.0):  # steps and Play within the page
+        window.show_moment(at)
+        assert window.visible(0.0) == (49_200.0, 50_200.0) and window.moment_s == at
+    window.show_moment(50_160.0)  # past 95 %: the next page, the moment at 20 % of it
+    assert window.visible(0.0) == (49_960.0, 50_960.0) and window.moment_s == 50_160.0
+    window.show_moment(49_900.0)  # backwards out of the page: centred as a jump
+    assert window.visible(0.0) == (49_100.0, 50_100.0)
+    window.choose_span(300)  # a preset: around the moment, whatever the page
+    assert window.visible(0.0) == (49_660.0, 49_960.0)
 
 
 def test_coverage_note_names_what_the_console_holds() -> None:
