@@ -100,13 +100,18 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="seconds the fleet streams before the moves (default 120)")  # fmt: skip
     arg("--fleet-processes", type=int, default=3, metavar="K",
         help="host the simulated daemons in K processes (default 3)")  # fmt: skip
+    arg("--fleet-nice", type=int, default=0, metavar="N",
+        help="run the simulated daemons at nice N (default 0): on real machines they do "
+             "not share the console's CPUs")  # fmt: skip
     arg("--no-seed-day", dest="seed_day", action="store_false",
         help="no simulated day in the histories: only what the fleet records")  # fmt: skip
     args = parse_with_outputs(parser, argv, NAME, "8 nodes, 10 moves, 10 s of Play")
     if args.smoke:
         vars(args).update(SMOKE)
-    if args.nodes < 1 or not 1 <= args.fleet_processes <= args.nodes or args.moments < 2:
-        parser.error("--nodes >= 1, --fleet-processes from 1 to --nodes, --moments >= 2")
+    if (args.nodes < 1 or not 1 <= args.fleet_processes <= args.nodes or args.moments < 2
+            or not 0 <= args.fleet_nice <= 19):  # fmt: skip
+        parser.error("--nodes >= 1, --fleet-processes from 1 to --nodes, --moments >= 2, "
+                     "--fleet-nice from 0 to 19")  # fmt: skip
     return args
 
 
@@ -395,10 +400,11 @@ def run(args: argparse.Namespace, tmp: Path) -> dict[str, object]:
         "code": code_version(REPO_ROOT),
         "config": {k: getattr(args, k) for k in
                    ("nodes", "gpus", "moments", "play_s", "warmup", "fleet_processes",
-                    "seed_day", "smoke")} | {"gpu_total": args.nodes * args.gpus, "speed": SPEED},
+                    "fleet_nice", "seed_day", "smoke")}
+                  | {"gpu_total": args.nodes * args.gpus, "speed": SPEED},
     }  # fmt: skip
     with FleetProcess(args.nodes, args.gpus, tmp, 1.0, args.fleet_processes,
-                      extra_args=extra) as fleet:  # fmt: skip
+                      args.fleet_nice, extra_args=extra) as fleet:  # fmt: skip
         started = time.perf_counter()
         targets = fleet.start(timeout_s=60 + (3.0 if args.seed_day else 0.2) * args.nodes)
         result["fleet_start_s"] = round(time.perf_counter() - started, 1)
@@ -495,7 +501,8 @@ def markdown(result: dict[str, Any]) -> str:
         f"{str(result['code']['commit'])[:10]}; `{' '.join(['replay_fleet.py', *result['argv']])}`",
         "",
         f"Histories: {'a seeded day + ' if c['seed_day'] else ''}{c['warmup']} s recorded live; "
-        f"fleet in {c['fleet_processes']} processes (started in {result['fleet_start_s']} s).",
+        f"fleet in {c['fleet_processes']} processes at nice {c.get('fleet_nice', 0)} "
+        f"(started in {result['fleet_start_s']} s).",
         "",
         f"## Moves: {moves['moves']} moments, {moves['get_state_at_calls']} GetStateAt calls",
         "",
