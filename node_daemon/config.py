@@ -21,6 +21,7 @@ from node_daemon.healing.settings import HealingSettings, parse_healing_settings
 from node_daemon.health.settings import HealthSettings, parse_health_settings
 from node_daemon.history.settings import HistorySettings, parse_history_settings
 from node_daemon.listen import ListenAddressError, parse_listen_address
+from node_daemon.sampling.pace import PaceSettings
 from node_daemon.usage.settings import UsageSettings, parse_usage_settings
 
 __all__ = ["OPTIONS", "ConfigError", "DaemonConfig", "load_config_file", "validate"]
@@ -50,6 +51,10 @@ class DaemonConfig:
     demo: bool = False
     sample_interval_s: float = 1.0
     process_interval_s: float = 3.0
+    # Adaptive sampling (node_daemon/sampling/pace.py): GPUs near a temperature line.
+    fast_sample_interval_s: float = 0.1
+    fast_sample_margin_c: float = 5.0
+    fast_sample_lookahead_s: float = 3.0
     history_seconds: int = 3600
     max_streams: int = 64
     max_streams_per_client: int = 16
@@ -73,6 +78,13 @@ class DaemonConfig:
     usage: UsageSettings = field(default_factory=UsageSettings)
     reload: ReloadSettings = field(default_factory=ReloadSettings)
 
+    @property
+    def pace(self) -> PaceSettings:
+        """Adaptive sampling's settings (the three fast_sample_* keys)."""
+        return PaceSettings(
+            self.fast_sample_interval_s, self.fast_sample_margin_c, self.fast_sample_lookahead_s
+        )
+
 
 OPTIONS: dict[str, str] = {
     "listen": "gRPC address HOST:PORT (port 0 picks a free one); loopback unless insecure",
@@ -89,6 +101,13 @@ OPTIONS: dict[str, str] = {
     "starts with a simulated day of history, and its workloads end when it stops",
     "sample_interval_s": "seconds between sweeps of all GPUs (0.1 .. 60)",
     "process_interval_s": "seconds between reads of the GPU process lists (expensive in NVML)",
+    "fast_sample_interval_s": "seconds between looks at the temperatures of a GPU near an "
+    "alert line, between sweeps; a look across a line sweeps at once (0: off; 0.02 .. "
+    "sample_interval_s; NVML only)",
+    "fast_sample_margin_c": "a GPU within this many degrees of a gpu_temp or memory_temp "
+    "line is near it (0 .. 30)",
+    "fast_sample_lookahead_s": "a GPU that would cross a line within this many seconds at "
+    "its last rate is near it too (0 .. 60)",
     "history_seconds": "how much sample history to keep in memory (at least 3600)",
     "max_streams": "most concurrent streams served (samples, events, health watches), in all",
     "max_streams_per_client": "most concurrent streams one client address may hold "
@@ -132,7 +151,9 @@ _NUMBER = (int, float)
 _TYPES: dict[str, tuple[type, ...]] = {
     "listen": (str,), "backend": (str,), "gpus": (int,), "seed": (int,), "model": (str,),
     "scenario": (str,), "sim_speed": _NUMBER, "demo": (bool,), "sample_interval_s": _NUMBER,
-    "process_interval_s": _NUMBER, "history_seconds": (int,), "max_streams": (int,),
+    "process_interval_s": _NUMBER, "fast_sample_interval_s": _NUMBER,
+    "fast_sample_margin_c": _NUMBER, "fast_sample_lookahead_s": _NUMBER,
+    "history_seconds": (int,), "max_streams": (int,),
     "max_streams_per_client": (int,),
     "insecure": (bool,), "ready_file": (str,), "hostname": (str,), "state_dir": (str,),
     "alertmanager_urls": (list,), "metrics_listen": (str,), "metrics_hostname_label": (str,),
@@ -228,6 +249,12 @@ def validate(config: DaemonConfig, source: str = "options") -> DaemonConfig:
         (0.1 <= config.sample_interval_s <= 60, "sample_interval_s", "seconds from 0.1 to 60"),
         (config.process_interval_s >= config.sample_interval_s, "process_interval_s",
          "seconds, at least sample_interval_s"),
+        (config.fast_sample_interval_s == 0
+         or 0.02 <= config.fast_sample_interval_s <= config.sample_interval_s,
+         "fast_sample_interval_s", "0 (off) or seconds from 0.02 to sample_interval_s"),
+        (0 <= config.fast_sample_margin_c <= 30, "fast_sample_margin_c", "degrees from 0 to 30"),
+        (0 <= config.fast_sample_lookahead_s <= 60, "fast_sample_lookahead_s",
+         "seconds from 0 to 60"),
         (config.history_seconds >= 3600, "history_seconds", "at least 3600 seconds"),
         (1 <= config.max_streams <= 1024, "max_streams", "a number from 1 to 1024"),
         (1 <= config.max_streams_per_client <= 1024, "max_streams_per_client",

@@ -22,6 +22,7 @@ from node_daemon.config import DaemonConfig, alertmanager_settings
 # files opened, the backend chosen at start. A change is kept for the next start.
 RESTART_ONLY = (
     "listen", "backend", "gpus", "seed", "model", "scenario", "sim_speed", "sample_interval_s",
+    "fast_sample_interval_s", "fast_sample_margin_c", "fast_sample_lookahead_s",
     "demo", "process_interval_s", "history_seconds", "max_streams", "max_streams_per_client",
     "insecure", "ready_file", "hostname", "state_dir", "metrics_listen",
     "metrics_hostname_label", "usage_flush_interval_s",

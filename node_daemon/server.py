@@ -58,6 +58,7 @@ from node_daemon.rpc.service import SERVICE_NAME, node_service_handler
 from node_daemon.rpc.stream_admission import StreamAdmission
 from node_daemon.rpc.threshold_lines import alert_thresholds
 from node_daemon.rpc.usage_servicer import UsageServicer
+from node_daemon.sampling.pace import Pace
 from node_daemon.sampling.sample_ring import SampleRing
 from node_daemon.sampling.sampler import BackendStatus, Sampler
 from node_daemon.sampling.slurm import SlurmWatcher
@@ -138,6 +139,8 @@ class NodeDaemon:
         self.health = HealthAssessor(config.health, JournalHealthStore(self.journal), boot_id=boot)
         self.health.add_listener(self._on_health_change)
         self.sampler.set_health_judge(self.health.judge)
+        # Adaptive sampling by the alert lines in force (a reload's at the next sweep).
+        self.sampler.set_pace(Pace(config.pace, self._temperature_lines))
         self.alerts.set_health_lookup(self.health.condition)
         self.reservations = ReservationLedger(self.journal, self._gpu_count)
         self.workloads = WorkloadManager(
@@ -345,6 +348,14 @@ class NodeDaemon:
         latest = self.sampler.latest  # this sweep's: set before the listeners run
         if self.history_store is not None and latest is not None:
             self.history_store.append(latest.timestamp_unix_ms, readings)
+
+    def _temperature_lines(self, index: int) -> tuple[tuple[float, ...], tuple[float, ...]]:
+        """GPU `index`'s gpu_temp and memory_temp lines (adaptive sampling's), by its model."""
+        facts = self.sampler.status.facts
+        gpu = next((g for g in facts.gpus if g.index == index), None) if facts else None
+        model = gpu.name if gpu is not None and gpu.name else ""
+        alerts = self.config.alerts  # the settings in force: a reload's from the next sweep
+        return alerts.gpu_temp.lines(model), alerts.memory_temp.lines(model)
 
     def _alert_thresholds(self) -> list[pb.AlertThreshold]:
         facts = self.sampler.status.facts

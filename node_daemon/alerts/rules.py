@@ -39,6 +39,13 @@ class ThresholdSettings:
     def for_model(self, model: str) -> ThresholdSettings:
         return self.models.get(model, self)
 
+    def lines(self, model: str) -> tuple[float, ...]:
+        """The warning and critical lines for a model (none while the rule is off)."""
+        settings = self.for_model(model)
+        if not settings.enabled:
+            return ()
+        return tuple(line for line in (settings.warning, settings.critical) if line is not None)
+
 
 @dataclass(frozen=True)
 class PowerSettings:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from node_daemon.backends.readings import BackendKind, GpuReading, NodeFacts, ProcessReading
 
@@ -55,4 +55,18 @@ class PowerLimitControl(Protocol):
 
     def set_power_limit_w(self, index: int, watts: float) -> None:
         """Set GPU `index`'s power limit; raise PowerLimitRefused with the reason."""
+        ...
+
+
+@runtime_checkable
+class TemperaturePeek(Protocol):
+    """A backend that can read a few GPUs' temperatures alone, cheaply, taking nothing a
+    sweep takes (no Xid event is read): adaptive sampling's look between sweeps
+    (node_daemon/sampling/pace.py). Called on the sampler thread only."""
+
+    def peek_temperatures(
+        self, indexes: Sequence[int]
+    ) -> Mapping[int, tuple[float | None, float | None]]:
+        """(GPU temperature, memory temperature) by index, None where unread; a GPU that
+        cannot be read now (lost, not yet opened) is left out."""
         ...

@@ -598,6 +598,23 @@ class _Session:
         xids = self.drain_xids()
         return [self.read_gpu(i, tuple(xids.get(i, ()))) for i in range(self.gpu_count)]
 
+    def peek_temperatures(
+        self, indexes: Sequence[int]
+    ) -> dict[int, tuple[float | None, float | None]]:
+        """The GPUs' temperatures alone (TemperaturePeek), by the handles known already."""
+        peeked = {}
+        for index in indexes:
+            handle = self.handles.get(index)
+            if handle is None or index in self.lost:
+                continue
+            q = _Query(self.unavailable)
+            try:
+                memory_c, _action = _field_values(q, handle)
+                peeked[index] = (_temperature_gpu_c(q, handle), memory_c)
+            except _GpuLost:
+                continue  # the next sweep reads it lost and says so
+        return peeked
+
     def read_gpu(self, index: int, xids: tuple[int, ...]) -> GpuReading:
         q = _Query(self.unavailable)
         try:
@@ -764,6 +781,15 @@ class NvmlBackend:
     def read_gpus(self) -> list[GpuReading]:
         with self._lock:
             return self._guarded(self._open_session().read_gpus)
+
+    def peek_temperatures(
+        self, indexes: Sequence[int]
+    ) -> dict[int, tuple[float | None, float | None]]:
+        with self._lock:
+            session = self._session
+            if session is None:
+                return {}
+            return self._guarded(lambda: session.peek_temperatures(indexes))
 
     def read_processes(self) -> dict[int, list[ProcessReading]]:
         with self._lock:

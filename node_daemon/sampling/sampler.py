@@ -3,21 +3,24 @@
 It owns the backend (backends need not be thread-safe), turns each sweep into
 one serialized SampleBatch in the shared history, and keeps the backend's
 health: a backend that fails to open is retried with backoff while the daemon
-keeps serving.
+keeps serving. Between ticks it looks at the GPUs near an alert line (adaptive
+sampling, `Pace`) and sweeps at once when a look finds one across a line.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from node_daemon.backends.base import BackendUnavailable, GpuBackend
+from node_daemon.backends.base import BackendUnavailable, GpuBackend, TemperaturePeek
 from node_daemon.backends.facts import MissingFacts, facts_missing
 from node_daemon.backends.readings import GpuReading, NodeFacts, ProcessReading
 from node_daemon.health.model import GpuCondition
+from node_daemon.sampling.pace import Pace, Watched
 from node_daemon.sampling.sample_ring import RingEntry, SampleRing
 from node_daemon.sampling.wire import batch_message
 
@@ -105,6 +108,13 @@ class Sampler:
         self.last_sweep_s = 0.0
         self._retry_s = RETRY_FIRST_S
         self._missing_facts = MissingFacts()
+        # Adaptive sampling: the GPUs to look at until the next tick, from the last sweep.
+        self._pace: Pace | None = None
+        self._watched: list[Watched] = []
+        self._previous: tuple[float, dict[int, GpuReading]] = (0.0, {})  # monotonic, by index
+        self.looks = 0  # looks at GPUs near a line between ticks
+        self.early_sweeps = 0  # sweeps a look asked for before their tick
+        self._look_failures = 0
 
     @property
     def status(self) -> BackendStatus:
@@ -119,6 +129,12 @@ class Sampler:
 
     def set_health_judge(self, judge: HealthJudge) -> None:
         self._health_judge = judge
+
+    def set_pace(self, pace: Pace) -> None:
+        """Look at GPUs near an alert line between ticks, where the backend can
+        (TemperaturePeek); without a pace, or with such a backend, ticks only."""
+        if isinstance(self._backend, TemperaturePeek):
+            self._pace = pace
 
     def add_sweep_listener(self, listener: SweepListener) -> None:
         self._sweep_listeners.append(listener)
@@ -144,9 +160,39 @@ class Sampler:
             self._sweep_safely()
             next_at += self._interval_s
             # A sweep that overran skips ticks instead of bunching them up.
-            next_at = max(next_at, time.monotonic())
-            while self._pause(next_at - time.monotonic()) and not self._stop.is_set():
+            next_at = self._wait_for_tick(max(next_at, time.monotonic()))
+
+    def _wait_for_tick(self, next_at: float) -> float:
+        """Wait for the tick at `next_at`, serving process requests, and looking at the
+        GPUs near a line meanwhile; returns when the next sweep is due: `next_at`, or now
+        if a look found a GPU across a line (the ticks then go on from now)."""
+        watched, fast_s = self._watched, self._pace.settings.fast_interval_s if self._pace else 0
+        look_at = time.monotonic() + fast_s if watched else math.inf
+        while not self._stop.is_set():
+            now = time.monotonic()
+            if now >= next_at:
+                return next_at
+            if now >= look_at:
+                if self._look(watched):
+                    self.early_sweeps += 1
+                    return now
+                look_at = time.monotonic() + fast_s
+            if self._pause(min(next_at, look_at) - now):
                 self._serve_process_requests()
+        return next_at
+
+    def _look(self, watched: list[Watched]) -> bool:
+        """One look at the watched GPUs' temperatures: whether one crossed a line."""
+        assert isinstance(self._backend, TemperaturePeek)
+        try:
+            peeked = self._backend.peek_temperatures([w.index for w in watched])
+        except Exception as exc:  # the next sweep reads the backend and says what is wrong
+            self._look_failures += 1
+            if self._look_failures == 1:
+                log.warning("looking at GPUs near an alert line failed: %s", exc)
+            return False
+        self.looks += 1
+        return any(w.crossed(peeked[w.index]) for w in watched if w.index in peeked)
 
     def _pause(self, timeout_s: float) -> bool:
         """Wait until the next tick; True if woken early (a request, or stop)."""
@@ -229,8 +275,21 @@ class Sampler:
         )
         self.sweeps += 1
         self.last_sweep_s = time.perf_counter() - started
+        self._watch(readings)
         self._notify_sweep(readings, self._processes)
         return entry
+
+    def _watch(self, readings: Sequence[GpuReading]) -> None:
+        """The GPUs to look at until the next tick (none without a pace)."""
+        now, (before, previous) = time.monotonic(), self._previous
+        self._previous = (now, {r.index: r for r in readings})
+        if self._pace is None:
+            return
+        try:
+            self._watched = self._pace.watch(readings, previous, now - before)
+        except Exception:
+            self._watched = []
+            log.exception("choosing the GPUs near an alert line failed")
 
     def _judge(self, readings: Sequence[GpuReading], now_ms: int) -> Mapping[int, GpuCondition]:
         """Each GPU's condition; a failing judge leaves the samples without one."""
