@@ -64,9 +64,15 @@ class ReservationTableModel(FleetTableModel):
 
     def refresh(self) -> None:
         now = self._clock()
-        self.beginResetModel()
         self._version, self._second = self._fleet.control.version, now // 1000
-        self._rows = reservation_lines(self._fleet.control.reservations(), self._fleet.name_of, now)
+        rows = reservation_lines(self._fleet.control.reservations(), self._fleet.name_of, now)
+        if rows == self._rows:  # a new book with the same lines (replay's moments)
+            if rows:  # the times left only
+                top, bottom = self.index(0, UNTIL_COLUMN), self.index(len(rows) - 1, UNTIL_COLUMN)
+                self.dataChanged.emit(top, bottom, [Qt.ItemDataRole.DisplayRole])
+            return
+        self.beginResetModel()
+        self._rows = rows
         self.endResetModel()
 
     def cell(self, line: ReservationLine, column: int, role: int) -> Any:

@@ -67,11 +67,10 @@ class WorkloadTableModel(RowTableModel):
     def refresh(self) -> None:
         if self._fleet.control.version == self._version:
             return
-        self.beginResetModel()
         self._version = self._fleet.control.version
         # Queued first in the queue's order (priority, then oldest first), then running,
         # then ended, newest first.
-        self._rows = sorted(
+        rows = sorted(
             self._fleet.control.workloads(),
             key=lambda w: (
                 w.state.rank,
@@ -79,6 +78,10 @@ class WorkloadTableModel(RowTableModel):
                 w.since_unix_ms * (1 if w.state.rank == 0 else -1),
             ),
         )
+        if rows == self._rows:
+            return  # a new book with the same rows (replay's moments): no reset, no refit
+        self.beginResetModel()
+        self._rows = rows
         self.endResetModel()
 
     def on_fleet_changed(self, _changes: dict[str, Change]) -> None:

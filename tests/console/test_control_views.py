@@ -16,6 +16,7 @@ from console.qt.drop_rules import TileDropRules
 from console.qt.fleet_item_model import FleetItemModel
 from console.qt.mime import read_process, read_workload
 from console.qt.process_model import ProcessTableModel
+from console.qt.reservation_model import ReservationTableModel
 from console.qt.workload_model import WorkloadFilterProxy, WorkloadTableModel
 from console.views.control.reserve_dialog import ReserveDialog
 from console.views.control.submit_dialog import SubmitDialog
@@ -184,3 +185,28 @@ def test_kill_zone_refuses_a_process_without_start_time(qtbot) -> None:
     assert zone.text().startswith("Cannot kill: pid 4242 has no start time")
     with qtbot.assertNotEmitted(zone.killRequested):
         zone.dropEvent(QDropEvent(QPointF(pos), Qt.DropAction.MoveAction, mime, buttons, keys))
+
+
+def test_a_new_book_with_the_same_rows_does_not_reset_the_tables() -> None:
+    """Replay's moments bring a new control book every frame while Play runs: the tables
+    reset (and their panels refit columns) only when the rows change."""
+    fleet = fleet_with(A)
+    fleet.control.apply(workload("w-1"))
+    fleet.control.apply(reservation((0,), "alice", "r-1"))
+    workloads, reservations = WorkloadTableModel(fleet), ReservationTableModel(fleet)
+    resets: list[str] = []
+    workloads.modelReset.connect(lambda: resets.append("workloads"))
+    reservations.modelReset.connect(lambda: resets.append("reservations"))
+    version = fleet.control.version
+    # The node's listing again, as a moment's book brings it: a new version, the same rows.
+    fleet.control.replace_node(A, [reservation((0,), "alice", "r-1")], [workload("w-1")])
+    assert fleet.control.version != version
+    workloads.on_fleet_changed({})
+    reservations.on_fleet_changed({})
+    assert resets == []
+    fleet.control.apply(workload("w-2"))
+    fleet.control.apply(reservation((1,), "bob", "r-2"))
+    workloads.on_fleet_changed({})
+    reservations.on_fleet_changed({})
+    assert resets == ["workloads", "reservations"]
+    assert workloads.rowCount() == 2 and reservations.rowCount() == 2
