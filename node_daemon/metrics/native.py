@@ -61,6 +61,16 @@ class NativeCollector(Collector):
             value=self._sampler.last_sweep_s,
         )  # fmt: skip
         yield CounterMetricFamily(
+            "gpufleet_sampler_looks",
+            "Looks at GPUs near a temperature line between sweeps (adaptive sampling).",
+            value=self._sampler.looks,
+        )
+        yield CounterMetricFamily(
+            "gpufleet_sampler_early_sweeps",
+            "Sweeps a look asked for before their tick: a GPU across a temperature line.",
+            value=self._sampler.early_sweeps,
+        )
+        yield CounterMetricFamily(
             "gpufleet_journal_events", "Events in the node's journal.", value=self._journal.last_seq
         )
         yield from self._state()

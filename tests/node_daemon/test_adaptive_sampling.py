@@ -14,6 +14,7 @@ import os
 import signal
 import subprocess
 import sys
+import urllib.request
 from pathlib import Path
 
 import grpc
@@ -31,6 +32,7 @@ from node_daemon.sampling.sample_ring import SampleRing
 from node_daemon.sampling.sampler import Sampler
 from tests.conftest import wait_for
 from tests.fake_nvml.fixture import FakeNvmlState
+from tests.tools import free_port
 
 LINES = ((75.0, 85.0), (85.0, 95.0))  # the default gpu_temp and memory_temp lines
 
@@ -152,8 +154,10 @@ def test_the_daemon_raises_a_crossing_before_its_next_tick(
     is raised by the sweep the look asked for, long before the next tick."""
     fake_nvml.set(gpu_count=1).set_gpu(0, temp=83)
     config = tmp_path / "daemon.toml"
+    metrics_port = free_port()
     config.write_text("[daemon]\nsample_interval_s = 30\nprocess_interval_s = 30\n"
-                      "fast_sample_interval_s = 0.05\n")  # fmt: skip
+                      "fast_sample_interval_s = 0.05\n"
+                      f'metrics_listen = "127.0.0.1:{metrics_port}"\n')  # fmt: skip
     ready = tmp_path / "ready"
     env = {**os.environ, "LD_LIBRARY_PATH": str(fake_nvml.lib_dir),
            "FAKE_NVML_STATE": str(fake_nvml.path)}  # fmt: skip
@@ -177,6 +181,13 @@ def test_the_daemon_raises_a_crossing_before_its_next_tick(
             assert any(a.rule == "gpu_temp" and a.severity == pb.SEVERITY_CRITICAL
                        for a in alerts), alerts  # fmt: skip
             stream.cancel()
+        url = f"http://127.0.0.1:{metrics_port}/metrics"
+        with urllib.request.urlopen(url, timeout=5) as reply:
+            metrics = reply.read().decode()
+        assert "gpufleet_sampler_early_sweeps_total 1.0" in metrics
+        looks = next(line for line in metrics.splitlines()
+                     if line.startswith("gpufleet_sampler_looks_total "))  # fmt: skip
+        assert float(looks.split()[1]) >= 1
     finally:
         os.kill(proc.pid, signal.SIGTERM)
         try:

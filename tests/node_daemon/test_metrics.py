@@ -88,6 +88,9 @@ def test_endpoint_serves_both_families(metrics_daemon: NodeDaemon) -> None:
     assert 'gpufleet_backend_up{backend="simulated"} 1.0' in text
     assert 'gpufleet_alerts_firing{severity="critical"} 1.0' in text  # the lost GPU
     assert "gpufleet_sweeps_total" in text and "gpufleet_build_info{" in text
+    # The simulated backend cannot look between sweeps (adaptive sampling is NVML's).
+    assert "gpufleet_sampler_looks_total 0.0" in text
+    assert "gpufleet_sampler_early_sweeps_total 0.0" in text
 
 
 def test_promtool_accepts_the_native_family(metrics_daemon: NodeDaemon) -> None:
