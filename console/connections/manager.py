@@ -225,7 +225,14 @@ class ConnectionManager:
         if link is None:
             answer = QueryResult(target, what, query_id, False, f"{target} is not a watched node")
         else:
-            answer = await link.query(what, call, decode, query_id)
+            try:
+                answer = await link.query(what, call, decode, query_id)
+            except Exception as exc:
+                # A reply that cannot be decoded, or a channel closed under the call (a
+                # reconnect): said to the asker, who would wait for ever (a replay moment's
+                # node "waiting", and Play that never starts).
+                log.exception("%s: %s failed", target, what)
+                answer = QueryResult(target, what, query_id, False, f"internal error: {exc}")
         self._inbox.put(answer)
 
     def request_steps(

@@ -10,7 +10,8 @@ import pytest
 from console.connections.manager import ConnectionManager, UpdateInbox
 from console.fleet.columns import column
 from console.fleet.model import FleetModel
-from console.fleet.updates import LinkState, LinkUpdate
+from console.fleet.updates import LinkState, LinkUpdate, QueryResult
+from gpufleet.v1 import node_pb2 as pb
 from gpufleet.v1.gpu_metrics import TEMP_GPU_C
 from tests.conftest import DaemonFactory, wait_for
 
@@ -99,3 +100,32 @@ def test_stop_closes_links_and_thread(start_daemon: DaemonFactory) -> None:
     wait_for(lambda: console.pump() and node.samples_received >= 1)
     console.manager.stop()
     # The no_leaked_threads fixture checks that gpufleet-net is gone.
+
+
+def test_every_query_is_answered_even_when_its_reply_cannot_be_decoded(
+    console: Console, start_daemon: DaemonFactory
+) -> None:
+    """A reply the decoder fails on (or a call that fails with no RPC error) still lands
+    in the inbox as a failed answer: the asker (a replay moment's node, Play waiting for
+    it) would otherwise wait for ever."""
+    daemon = start_daemon(gpus=2)
+    target = str(daemon.address)
+    console.watch(target)
+    node = console.fleet.node(target)
+    wait_for(lambda: console.pump() and node.state is LinkState.CONNECTED, what="connected")
+
+    async def inventory(stub):  # type: ignore[no-untyped-def]
+        return await stub.GetInventory(pb.GetInventoryRequest(), timeout=5)
+
+    def broken_decoder(_target: str, _reply: object) -> object:
+        raise ValueError("a field this console does not know")
+
+    async def broken_call(_stub):  # type: ignore[no-untyped-def]
+        raise RuntimeError("the channel closed under the call")
+
+    console.manager.query(target, "inventory", inventory, broken_decoder, 7001).result(10)
+    console.manager.query(target, "inventory", broken_call, broken_decoder, 7002).result(10)
+    answers = {u.query_id: u for u in console.inbox.drain() if isinstance(u, QueryResult)}
+    assert set(answers) == {7001, 7002}
+    assert not answers[7001].ok and "a field this console does not know" in answers[7001].message
+    assert not answers[7002].ok and "the channel closed" in answers[7002].message
