@@ -35,6 +35,7 @@ from node_daemon.healing.wire import policy_message
 from node_daemon.health.assessor import HealthAssessor
 from node_daemon.health.boot import current_boot_id
 from node_daemon.health.events import health_events
+from node_daemon.health.fault_record import FaultRecorder
 from node_daemon.health.model import GpuCondition
 from node_daemon.history.demo_day import seed_demo_day
 from node_daemon.history.query import tier_messages
@@ -42,6 +43,7 @@ from node_daemon.history.store import FILE_SCHEMA as HISTORY_SCHEMA
 from node_daemon.history.store import HISTORY_FILE, HistoryStore
 from node_daemon.journal.event_journal import FILE_SCHEMA as JOURNAL_SCHEMA
 from node_daemon.journal.event_journal import EventJournal, JournalError
+from node_daemon.journal.fault_store import JournalFaultStore
 from node_daemon.journal.health_store import JournalHealthStore
 from node_daemon.journal.schema_version import FileSchema, refuse_newer_files
 from node_daemon.listen import ListenAddress, parse_listen_address
@@ -139,6 +141,9 @@ class NodeDaemon:
         self.health = HealthAssessor(config.health, JournalHealthStore(self.journal), boot_id=boot)
         self.health.add_listener(self._on_health_change)
         self.sampler.set_health_judge(self.health.judge)
+        # Each GPU's fault record, by UUID, kept in the journal (health/fault_record.py).
+        faults = JournalFaultStore(self.journal)
+        self.faults = FaultRecorder(self._uuid_of, faults.save, faults.load())
         # Adaptive sampling by the alert lines in force (a reload's at the next sweep).
         self.sampler.set_pace(Pace(config.pace, self._temperature_lines))
         self.alerts.set_health_lookup(self.health.condition)
@@ -285,7 +290,7 @@ class NodeDaemon:
         return MetricsExporter(
             address, self.sampler, self.alerts, self.journal, backend.kind.value,
             self._hostname, self.config.metrics_hostname_label, self.reloads, self.history_store,
-            audit=self.audit,
+            audit=self.audit, faults=self.faults,
         )  # fmt: skip
 
     def _node_labels(self) -> dict[str, str]:
@@ -331,6 +336,10 @@ class NodeDaemon:
             ("workloads", self.workloads.tick),
             ("usage", lambda: self.usage.observe(now, readings, processes, self._reserved_for)),
             ("alerts", lambda: self.alerts.evaluate(readings, processes)),
+            (
+                "faults",
+                lambda: self.faults.observe(int(now * 1000), readings, self.health.conditions()),
+            ),
             # After the rules: it acts on the alerts firing now (and on the conditions).
             ("healing", lambda: self._heal(now, readings, processes)),
         )
@@ -348,6 +357,11 @@ class NodeDaemon:
         latest = self.sampler.latest  # this sweep's: set before the listeners run
         if self.history_store is not None and latest is not None:
             self.history_store.append(latest.timestamp_unix_ms, readings)
+
+    def _uuid_of(self, index: int) -> str | None:
+        facts = self.sampler.status.facts
+        gpu = next((g for g in facts.gpus if g.index == index), None) if facts else None
+        return gpu.uuid if gpu is not None else None
 
     def _temperature_lines(self, index: int) -> tuple[tuple[float, ...], tuple[float, ...]]:
         """GPU `index`'s gpu_temp and memory_temp lines (adaptive sampling's), by its model."""

@@ -9,10 +9,12 @@ from prometheus_client import CollectorRegistry, generate_latest
 from node_daemon.alerts.engine import AlertEngine
 from node_daemon.auth.audit import AuditLog
 from node_daemon.backends.readings import GpuStatic
+from node_daemon.health.fault_record import FaultRecorder
 from node_daemon.history.store import HistoryStore
 from node_daemon.journal.event_journal import EventJournal
 from node_daemon.listen import ListenAddress
 from node_daemon.metrics.dcgm import DcgmLabels, render
+from node_daemon.metrics.faults import FaultCollector
 from node_daemon.metrics.history import HistoryCollector
 from node_daemon.metrics.native import NativeCollector
 from node_daemon.metrics.reloads import ReloadCollector, ReloadStats
@@ -35,6 +37,7 @@ class MetricsExporter:
         reloads: ReloadStats | None = None,
         history: HistoryStore | None = None,
         audit: AuditLog | None = None,
+        faults: FaultRecorder | None = None,
     ) -> None:
         self._sampler, self._hostname, self._hostname_label = sampler, hostname, hostname_label
         self._registry = CollectorRegistry(auto_describe=False)
@@ -44,6 +47,8 @@ class MetricsExporter:
             self._registry.register(ReloadCollector(reloads))
         if history is not None:
             self._registry.register(HistoryCollector(history))
+        if faults is not None:
+            self._registry.register(FaultCollector(faults, self._indexes))
         self.server = MetricsServer(address, self.render)
         if not address.is_loopback:
             log.warning(
@@ -51,6 +56,11 @@ class MetricsExporter:
                 "dcgm-exporter); allow only your Prometheus servers in the firewall",
                 self.server.address,
             )
+
+    def _indexes(self) -> list[int]:
+        """The GPUs of the latest sweep (none before the first)."""
+        latest = self._sampler.latest
+        return [r.index for r in latest.readings] if latest is not None else []
 
     def _gpus(self) -> dict[int, GpuStatic]:
         facts = self._sampler.status.facts

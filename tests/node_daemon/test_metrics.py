@@ -195,3 +195,32 @@ def test_real_prometheus_answers_the_dcgm_dashboard(prometheus: Prometheus, metr
     wait_for(lambda: prometheus.query("rate(DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION[5s]) > 0"), 30)
     lost = prometheus.query("gpufleet_gpu_lost == 1")
     assert [r["metric"]["gpu"] for r in lost] == ["3"]
+
+
+def test_the_fault_record_scores_a_lost_gpu_and_survives_a_restart(
+    start_daemon: DaemonFactory, tmp_path: Path
+) -> None:
+    """GPU 3 falls off the bus: its record has the incident and its score on /metrics
+    drops by the state it calls for (needs reboot: 25); a daemon started again on the
+    same state directory (the GPU answering again) still scores it so."""
+    state = tmp_path / "state"
+    scenario = Scenario((ScenarioEvent(0.2, 3, "lost"),))
+    first = start_daemon(backend=SimulatedBackend(gpu_count=4, scenario=scenario, step_s=0.1),
+                         metrics_listen="127.0.0.1:0", state_dir=state)  # fmt: skip
+    wait_for(lambda: (record := first.faults.of_gpu(3)) is not None and bool(record.incidents))
+    text = scrape(first)
+    uuid = first.faults.of_gpu(3).uuid  # type: ignore[union-attr]
+    assert f'gpufleet_gpu_reliability_score{{UUID="{uuid}",gpu="3"}} 75.0' in text
+    assert f'gpufleet_gpu_fault_incidents{{UUID="{uuid}",gpu="3",kind="gpu_lost"}} 1.0' in text
+    scores = [line for line in text.splitlines()
+              if line.startswith("gpufleet_gpu_reliability_score{")]  # fmt: skip
+    assert len(scores) == 1  # GPUs with nothing on record have no record to score
+    first.stop(grace_s=0.5)
+    again = start_daemon(backend=SimulatedBackend(gpu_count=4, step_s=0.1),
+                         metrics_listen="127.0.0.1:0", state_dir=state)  # fmt: skip
+    wait_for(lambda: again.sampler.sweeps > 3)
+    record = again.faults.of_gpu(3)
+    assert record is not None and record.uuid == uuid
+    assert [i.kind for i in record.incidents] == ["gpu_lost"]
+    assert record.incidents[0].ended  # it answers again: the spell is over, on record
+    assert f'gpufleet_gpu_reliability_score{{UUID="{uuid}",gpu="3"}} 75.0' in scrape(again)
