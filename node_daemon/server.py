@@ -272,7 +272,10 @@ class NodeDaemon:
         # WhoAmI reports the kill policy of the config in force (a reload replaces it).
         auth = AuthServicer(self.audit, lambda: self.config.allow_kill_job_processes)
         # GetHealth reports the self-healing policy in force (a reload replaces it).
-        gpu_health = HealthServicer(self.health, lambda: policy_message(self.healer.policy()))
+        gpu_health = HealthServicer(
+            self.health, lambda: policy_message(self.healer.policy()),
+            fault_record=self.faults.of_gpu,
+        )  # fmt: skip
         history = HistoryServicer(self.history_store, self._gpu_indices, journal=self.journal)
         handler = node_service_handler(
             servicer, alert_servicer, control, auth, usage, gpu_health, history

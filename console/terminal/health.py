@@ -56,14 +56,27 @@ def state_name(state: int) -> str:
     return health_state_word(state)
 
 
-def condition_row(link: NodeLink, gpu: pb.GpuCondition) -> Row:
+def condition_row(
+    link: NodeLink, gpu: pb.GpuCondition, record: pb.GpuFaultRecord | None = None
+) -> Row:
+    """A GPU's row; its fault record's score and incidents where the node sent one (None:
+    a daemon that keeps none)."""
     return {
         **where(link), "gpu": gpu.gpu_index, "state": state_name(gpu.state),
         "since_unix_ms": gpu.since_unix_ms, "drained": gpu.drained,
         "drained_by": gpu.drained_by or None, "drain_reason": gpu.drain_reason or None,
         "power_capped_w": optional(gpu, "power_capped_w"),
         "reasons": [_reason_row(r) for r in gpu.reasons],
+        "reliability_score": record.reliability_score if record is not None else None,
+        "incidents": [_incident_row(i) for i in record.incidents] if record else [],
     }  # fmt: skip
+
+
+def _incident_row(incident: pb.FaultIncident) -> Row:
+    return {"kind": incident.kind, "state": state_name(incident.state),
+            "started_unix_ms": incident.started_unix_ms, "last_unix_ms": incident.last_unix_ms,
+            "count": incident.count, "xid_codes": list(incident.xid_codes),
+            "ended": incident.ended}  # fmt: skip
 
 
 def _reason_row(reason: pb.HealthReason) -> Row:
@@ -79,7 +92,8 @@ def _health_of(link: NodeLink, _: pb.Inventory) -> tuple[list[Row], Row]:
     healing = {**where(link), "healing": {"mode": policy.mode or "off",
                "actions": list(policy.actions),
                "max_actions_per_hour": policy.max_actions_per_hour}}  # fmt: skip
-    return [condition_row(link, gpu) for gpu in answer.gpus], healing
+    records = {record.gpu_index: record for record in answer.fault_records}
+    return [condition_row(link, gpu, records.get(gpu.gpu_index)) for gpu in answer.gpus], healing
 
 
 def run_health(args: argparse.Namespace) -> int:
@@ -92,7 +106,7 @@ def run_health(args: argparse.Namespace) -> int:
     if args.json:
         print_json({"gpus": rows, "nodes": nodes, "errors": errors(outcome)})
     else:
-        print(format_table(("NODE", "GPU", "STATE", "SINCE", "DRAINED", "REASONS"),
+        print(format_table(("NODE", "GPU", "STATE", "SINCE", "DRAINED", "RELIABILITY", "REASONS"),
                            [_cells(r) for r in rows]))  # fmt: skip
         for node in nodes:
             if node["healing"]["mode"] != "off":
@@ -111,8 +125,10 @@ def _cells(row: Row) -> list[str]:
     reasons = "; ".join(
         f"{r['code']}: {r['action']}" if r["action"] else r["code"] for r in row["reasons"]
     )
+    score = row["reliability_score"]
+    reliability = "-" if score is None else f"{score:.0f} ({len(row['incidents'])} incidents)"
     return [row["node"], str(row["gpu"]), row["state"].replace("_", " "),
-            local_time(row["since_unix_ms"]), drained, reasons or "-"]  # fmt: skip
+            local_time(row["since_unix_ms"]), drained, reliability, reasons or "-"]  # fmt: skip
 
 
 def _healing_text(healing: Row) -> str:

@@ -175,5 +175,9 @@ class FaultRecorder:
                 self.save(record)
 
     def of_gpu(self, index: int) -> GpuFaults | None:
+        """GPU `index`'s record: an empty one while nothing is on record; None when its
+        UUID is unknown (a GPU that could not be read)."""
         uuid = self.uuid_of(index)
-        return self.records.get(uuid) if uuid else None
+        if not uuid:
+            return None
+        return self.records.get(uuid) or GpuFaults(uuid, index)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from gpufleet.v1 import node_pb2 as pb
+from node_daemon.health.fault_record import GpuFaults
 from node_daemon.health.model import GpuCondition, HealthReason, HealthState
 
 _STATES = {
@@ -42,3 +43,16 @@ def condition_message(condition: GpuCondition) -> pb.GpuCondition:
     if condition.power_capped_w is not None:
         message.power_capped_w = condition.power_capped_w
     return message
+
+
+def fault_record_message(record: GpuFaults, now_ms: int) -> pb.GpuFaultRecord:
+    return pb.GpuFaultRecord(
+        gpu_index=record.gpu_index, uuid=record.uuid, reliability_score=record.score(now_ms),
+        incidents=[
+            pb.FaultIncident(
+                kind=i.kind, state=_STATES[i.state], started_unix_ms=i.started_ms,
+                last_unix_ms=i.last_ms, count=i.count, xid_codes=i.codes, ended=i.ended,
+            )
+            for i in record.incidents
+        ],
+    )  # fmt: skip

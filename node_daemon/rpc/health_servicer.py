@@ -14,12 +14,14 @@ import grpc
 from gpufleet.v1 import node_pb2 as pb
 from node_daemon.auth.identity import acting_user
 from node_daemon.health.assessor import HealthAssessor
+from node_daemon.health.fault_record import GpuFaults
 from node_daemon.health.model import GpuCondition
-from node_daemon.health.wire import condition_message
+from node_daemon.health.wire import condition_message, fault_record_message
 from node_daemon.rpc.errors import domain_errors
 
 MAX_REASON = 1000
 HealingPolicyOf = Callable[[], pb.HealingPolicy]
+FaultRecordOf = Callable[[int], GpuFaults | None]
 
 
 def healing_off() -> pb.HealingPolicy:
@@ -33,15 +35,20 @@ class HealthServicer:
         assessor: HealthAssessor,
         healing_policy: HealingPolicyOf = healing_off,
         clock: Callable[[], float] = time.time,
+        fault_record: FaultRecordOf = lambda _gpu: None,
     ) -> None:
         self._assessor, self._healing_policy, self._clock = assessor, healing_policy, clock
+        self._fault_record = fault_record
 
     def GetHealth(
         self, request: pb.GetHealthRequest, context: grpc.ServicerContext
     ) -> pb.NodeHealth:
         conditions = self._assessor.conditions()
         gpus = [condition_message(conditions[i]) for i in sorted(conditions)]
-        return pb.NodeHealth(gpus=gpus, healing=self._healing_policy())
+        now_ms = int(self._clock() * 1000)
+        records = [fault_record_message(r, now_ms) for i in sorted(conditions)
+                   if (r := self._fault_record(i)) is not None]  # fmt: skip
+        return pb.NodeHealth(gpus=gpus, healing=self._healing_policy(), fault_records=records)
 
     def DrainGpu(
         self, request: pb.DrainGpuRequest, context: grpc.ServicerContext

@@ -502,6 +502,12 @@ def test_health_lists_states_and_reasons_and_drain_takes_a_gpu_out(
     assert {"code", "state", "summary", "action", "since_unix_ms"} <= set(gone["reasons"][0])
     assert [g["state"] for g in report["gpus"] if g["node"] == "gpu-calm"] == ["healthy"] * 2
     assert [n["healing"]["mode"] for n in report["nodes"]] == ["off", "off"]
+    # The fault record: the lost GPU's spell is an incident and costs it 25 points
+    # (needs reboot); a calm GPU has nothing on record.
+    assert [i["kind"] for i in gone["incidents"]] == ["gpu_lost"]
+    assert gone["reliability_score"] == 75.0 and gone["incidents"][0]["state"] == "needs_reboot"
+    calm_gpus = [g for g in report["gpus"] if g["node"] == "gpu-calm"]
+    assert [(g["reliability_score"], g["incidents"]) for g in calm_gpus] == [(100.0, [])] * 2
 
     code, out, err = gpufleet(home, "drain", "gpu-calm", "1", "--reason", "fan rattles", *fleet)
     assert (code, err) == (0, "")
@@ -512,7 +518,8 @@ def test_health_lists_states_and_reasons_and_drain_takes_a_gpu_out(
     code, out, _ = gpufleet(home, "health", "--node", a, "--problems")
     assert code == 0  # drained, but healthy
     header, row = out.splitlines()
-    assert header.split() == ["NODE", "GPU", "STATE", "SINCE", "DRAINED", "REASONS"]
+    assert header.split() == ["NODE", "GPU", "STATE", "SINCE", "DRAINED", "RELIABILITY", "REASONS"]
+    assert "100 (0 incidents)" in row
     assert row.startswith("gpu-calm") and row.split()[1:3] == ["1", "healthy"]
     assert "fan rattles" in row
 

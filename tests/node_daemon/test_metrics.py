@@ -207,14 +207,14 @@ def test_the_fault_record_scores_a_lost_gpu_and_survives_a_restart(
     scenario = Scenario((ScenarioEvent(0.2, 3, "lost"),))
     first = start_daemon(backend=SimulatedBackend(gpu_count=4, scenario=scenario, step_s=0.1),
                          metrics_listen="127.0.0.1:0", state_dir=state)  # fmt: skip
-    wait_for(lambda: (record := first.faults.of_gpu(3)) is not None and bool(record.incidents))
+    wait_for(lambda: bool((record := first.faults.of_gpu(3)) and record.incidents))
     text = scrape(first)
     uuid = first.faults.of_gpu(3).uuid  # type: ignore[union-attr]
     assert f'gpufleet_gpu_reliability_score{{UUID="{uuid}",gpu="3"}} 75.0' in text
     assert f'gpufleet_gpu_fault_incidents{{UUID="{uuid}",gpu="3",kind="gpu_lost"}} 1.0' in text
     scores = [line for line in text.splitlines()
               if line.startswith("gpufleet_gpu_reliability_score{")]  # fmt: skip
-    assert len(scores) == 1  # GPUs with nothing on record have no record to score
+    assert len(scores) == 4 and sum(s.endswith(" 100.0") for s in scores) == 3  # none on record
     first.stop(grace_s=0.5)
     again = start_daemon(backend=SimulatedBackend(gpu_count=4, step_s=0.1),
                          metrics_listen="127.0.0.1:0", state_dir=state)  # fmt: skip

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from gpufleet.v1.node_pb2 import (
     Alert,
+    FaultIncident,
     GpuCondition,
+    GpuFaultRecord,
     GpuSample,
     GpuStateAt,
     HealthReason,
@@ -25,7 +27,9 @@ from gpufleet.v1.node_pb2 import (
 
 __all__ = [
     "Alert",
+    "FaultIncident",
     "GpuCondition",
+    "GpuFaultRecord",
     "GpuSample",
     "GpuStateAt",
     "HealthReason",

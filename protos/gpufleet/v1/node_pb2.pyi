@@ -1530,23 +1530,108 @@ class NodeHealth(_message.Message):
 
     GPUS_FIELD_NUMBER: _builtins.int
     HEALING_FIELD_NUMBER: _builtins.int
+    FAULT_RECORDS_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def gpus(self) -> _containers.RepeatedCompositeFieldContainer[Global___GpuCondition]: ...
     @_builtins.property
     def healing(self) -> Global___HealingPolicy: ...
+    @_builtins.property
+    def fault_records(self) -> _containers.RepeatedCompositeFieldContainer[Global___GpuFaultRecord]:
+        """Each GPU's fault record (docs/health.md, "The fault record"): the GPUs now on the
+        node that have one.
+        """
+
     def __init__(
         self,
         *,
         gpus: _abc.Iterable[Global___GpuCondition] | None = ...,
         healing: Global___HealingPolicy | None = ...,
+        fault_records: _abc.Iterable[Global___GpuFaultRecord] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["healing", b"healing"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["gpus", b"gpus", "healing", b"healing"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["fault_records", b"fault_records", "gpus", b"gpus", "healing", b"healing"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___NodeHealth: _TypeAlias = NodeHealth  # noqa: Y015
+
+@_typing.final
+class FaultIncident(_message.Message):
+    """One incident of a GPU's fault record: an Xid burst, or a health reason's spell."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    KIND_FIELD_NUMBER: _builtins.int
+    STATE_FIELD_NUMBER: _builtins.int
+    STARTED_UNIX_MS_FIELD_NUMBER: _builtins.int
+    LAST_UNIX_MS_FIELD_NUMBER: _builtins.int
+    COUNT_FIELD_NUMBER: _builtins.int
+    XID_CODES_FIELD_NUMBER: _builtins.int
+    ENDED_FIELD_NUMBER: _builtins.int
+    kind: _builtins.str
+    """"xid" for an Xid burst; otherwise the health reason's code ("gpu_lost", ...)."""
+    state: Global___GpuHealthState.ValueType
+    """The worst state it called for (healthy: an Xid the application survives)."""
+    started_unix_ms: _builtins.int
+    last_unix_ms: _builtins.int
+    """The burst's last Xid; the last time the reason was seen."""
+    count: _builtins.int
+    """Xids in the burst; 1 for a reason's spell."""
+    ended: _builtins.bool
+    """A reason gone, or a burst followed by 5 quiet minutes."""
+    @_builtins.property
+    def xid_codes(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    def __init__(
+        self,
+        *,
+        kind: _builtins.str = ...,
+        state: Global___GpuHealthState.ValueType = ...,
+        started_unix_ms: _builtins.int = ...,
+        last_unix_ms: _builtins.int = ...,
+        count: _builtins.int = ...,
+        xid_codes: _abc.Iterable[_builtins.int] | None = ...,
+        ended: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["count", b"count", "ended", b"ended", "kind", b"kind", "last_unix_ms", b"last_unix_ms", "started_unix_ms", b"started_unix_ms", "state", b"state", "xid_codes", b"xid_codes"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___FaultIncident: _TypeAlias = FaultIncident  # noqa: Y015
+
+@_typing.final
+class GpuFaultRecord(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    GPU_INDEX_FIELD_NUMBER: _builtins.int
+    UUID_FIELD_NUMBER: _builtins.int
+    RELIABILITY_SCORE_FIELD_NUMBER: _builtins.int
+    INCIDENTS_FIELD_NUMBER: _builtins.int
+    gpu_index: _builtins.int
+    uuid: _builtins.str
+    reliability_score: _builtins.float
+    """100 for nothing on record, less each incident's weight (docs/health.md)."""
+    @_builtins.property
+    def incidents(self) -> _containers.RepeatedCompositeFieldContainer[Global___FaultIncident]:
+        """Oldest first; the newest 500."""
+
+    def __init__(
+        self,
+        *,
+        gpu_index: _builtins.int = ...,
+        uuid: _builtins.str = ...,
+        reliability_score: _builtins.float = ...,
+        incidents: _abc.Iterable[Global___FaultIncident] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["gpu_index", b"gpu_index", "incidents", b"incidents", "reliability_score", b"reliability_score", "uuid", b"uuid"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GpuFaultRecord: _TypeAlias = GpuFaultRecord  # noqa: Y015
 
 @_typing.final
 class DrainGpuRequest(_message.Message):
