@@ -55,6 +55,9 @@ def has_display() -> bool:
 OFFSCREEN_SCREEN = (1920, 1080)
 
 
+GIL_SWITCH_S = 0.001
+
+
 def qt_application(offscreen: bool = False) -> QApplication:
     if offscreen:
         os.environ["QT_QPA_PLATFORM"] = "offscreen"
@@ -65,6 +68,11 @@ def qt_application(offscreen: bool = False) -> QApplication:
     # Wayland matches the window to installer/desktop/gpufleet-console.desktop by this.
     app.setDesktopFileName("gpufleet-console")
     install_qt_log_handler()
+    # The GUI thread waits for the interpreter lock while the network thread decodes a
+    # burst of answers (a replay move: 125 at once); Python hands the lock over only every
+    # switch interval (5 ms by default), so each wait could cost a frame 5 ms. 1 ms keeps
+    # the GUI's share of a burst a frame's fraction (bench/replay_fleet.py, Play).
+    sys.setswitchinterval(GIL_SWITCH_S)
     # Cycles are collected between events in this thread, never by the network thread
     # (which would destroy Qt objects the GUI thread is using: console/qt/gui_thread_gc.py).
     collect_in_gui_thread()
