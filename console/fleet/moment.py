@@ -163,6 +163,11 @@ class ShownMoment:
         """Nodes not yet showing the wanted moment."""
         return [t for t, m in self.nodes.items() if m.at_ms != self.wanted_ms]
 
+    def late(self) -> list[str]:
+        """The nodes not settled at the wanted moment: an answer out, or an older one shown."""
+        asked = {target for target, _ in self._in_flight.values()}
+        return sorted(asked | set(self.lagging()))
+
     @property
     def settled(self) -> bool:
         """Every node asked has answered for the wanted moment (or said why not)."""

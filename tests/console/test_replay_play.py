@@ -8,19 +8,24 @@ whatever the machine's load: the lockstep clock moves on only while no answer is
 
 from __future__ import annotations
 
+import os
+import signal
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import grpc
 import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtTest import QTest
 
+from console.connections import moment_query
 from console.fleet.model import FleetModel
 from console.fleet.playback import Playback, criticals
 from console.fleet.timeline import EventMark, cursor_step, event_marks
 from console.main_window import MainWindow
 from console.session import ConsoleSession
+from console.views.replay.player import START_WAIT_MS
 from console.views.replay.strip import PLAY_TEXT
 from gpufleet.v1 import node_pb2 as pb
 from gpufleet.v1 import node_pb2_grpc as pb_grpc
@@ -34,6 +39,7 @@ from tests.console.test_replay import (
     shown_at,
     type_moment,
 )
+from tests.daemon_process import DaemonProcess
 from tests.node_daemon.journal import events_after
 from tests.node_daemon.test_state_at import critical_alert, hot_alert, now_ms, state_at
 
@@ -202,3 +208,56 @@ def test_marks_and_steps_and_play_without_qt() -> None:
     assert playback.advance(step.at_ms, 2000.0, 2_000_000).live and not playback.playing
     assert criticals([]) == {} and playback.judge([]) == []
     assert event_marks([], lambda t: t, 0, 1) == [] and EventMark(1, "GPU lost", "").group == "gpu"
+
+
+def test_play_starts_without_a_node_that_never_answers_and_names_it(  # type: ignore[no-untyped-def]
+    qtbot, start_daemon: DaemonFactory, start_window, tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    """A node hung (SIGSTOP) after the console connected: its answer for Play's first
+    moment does not come. Play waits START_WAIT_MS on its clock for it, then plays with
+    the node that answered, and the banner names the one that did not. (The call's own
+    deadline is set beyond the test: what is tested is Play's wait, not the deadline.)"""
+    monkeypatch.setattr(moment_query, "MOMENT_DEADLINE_S", 300.0)
+    calm = start_daemon(backend=SimulatedBackend(gpu_count=2, step_s=1.0), hostname="gpu-calm",
+                        history=HistorySettings(flush_interval_s=0.5))  # fmt: skip
+    (tmp_path / "hung").mkdir()
+    hung = DaemonProcess(tmp_path / "hung", "--backend", "simulated", "--gpus", "2",
+                         "--interval", "0.5", "--hostname", "gpu-hung").start()  # fmt: skip
+    assert hung.proc is not None
+    try:
+        window: MainWindow = start_window(ConsoleSession([str(calm.address), hung.address]),
+                                          size=(1400, 800))  # fmt: skip
+        fleet, part = window.session.fleet, window.replay
+        qtbot.waitUntil(lambda: all(len(n.live_latest) == 2 for n in fleet), timeout=15_000)
+        start = now_ms() - 2000
+        os.kill(hung.proc.pid, signal.SIGSTOP)  # connected, and answering nothing now
+        clock, reads = [0.0], [0]
+
+        def player_clock() -> float:  # Play's clock: the wait is the test's
+            reads[0] += 1
+            return clock[0]
+
+        part.player.clock = player_clock
+        part.strip.speed.setCurrentText("1x")
+        window.session.replay.show(start)
+        moment = fleet.moment
+        assert moment is not None
+        qtbot.waitUntil(lambda: moment.shows(str(calm.address), start), timeout=10_000)
+        assert moment.late() == [hung.address]
+        part.strip.play.click()
+        qtbot.waitUntil(lambda: part.player.playing, timeout=3000)
+        assert window.session.replay.at_ms == start  # waiting for gpu-hung: not moving on
+        clock[0] += START_WAIT_MS - 1
+        read = reads[0]  # each frame of the player's timer reads its clock while it waits
+        qtbot.waitUntil(lambda: reads[0] >= read + 3, timeout=3000)
+        assert window.session.replay.at_ms == start and "no answer" not in part.banner.text()
+        clock[0] += 2
+        qtbot.waitUntil(lambda: "no answer yet from gpu-hung" in part.banner.text(),
+                        timeout=3000)  # fmt: skip
+        clock[0] += 1000  # a second of Play at 1x
+        qtbot.waitUntil(lambda: (window.session.replay.at_ms or 0) > start, timeout=3000)
+        part.player.pause("")
+    finally:
+        os.kill(hung.proc.pid, signal.SIGCONT)
+        hung.stop()

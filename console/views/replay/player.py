@@ -29,6 +29,10 @@ FRAME_MS = round(1000 / DEFAULT_FPS)
 # second at 20 frames, each node in turn. A few nodes move every frame; 125 each about
 # once a second (at 60x, a minute of the past), the fleet's daemons not kept busy.
 PLAY_ASKS_PER_FRAME = 8
+# Play waits this long (on its clock) for every node's answer at the moment it starts
+# from; then it plays with the nodes that answered and names the others (a node hung,
+# or an answer lost, kept Play from starting at all).
+START_WAIT_MS = 5000
 PRESENT_MESSAGE = "Replay: played to the present; live"
 
 
@@ -57,6 +61,7 @@ class ReplayPlayer(QObject):
         # Play waits for the answers for the moment it starts from: what fires there
         # already is no news (console.fleet.playback), once it is known.
         self._starting = False
+        self._start_ms = 0.0  # when Play was pressed, on its clock
         self._timer = named_timer(
             self, "gpufleet-replay-play", self._on_timer_timeout, interval_ms=FRAME_MS
         )
@@ -79,6 +84,7 @@ class ReplayPlayer(QObject):
             self._source.show(self._start_of_window())
         self.playback.play(self.clock(), self._firing())
         self._starting = True
+        self._start_ms = self.clock()
         self._timer.start()
         self.playingChanged.emit(True)
         self._say(self._playing_note())
@@ -95,11 +101,6 @@ class ReplayPlayer(QObject):
         self.playback.speed = SPEEDS[label]
         if self.playing:
             self._say(self._playing_note())
-
-    def _settled(self) -> bool:
-        """Every node has answered for the moment shown (or said why not)."""
-        moment = self._fleet.moment
-        return moment is not None and moment.settled
 
     def _firing(self) -> list[AlertRow]:
         moment = self._fleet.moment
@@ -118,10 +119,16 @@ class ReplayPlayer(QObject):
             self.pause("")
             return
         if self._starting:
-            if self._settled():
-                self._starting = False
-                self._source.asks_per_move = PLAY_ASKS_PER_FRAME
-                self.playback.play(self.clock(), self._firing())
+            moment = self._fleet.moment
+            late = moment.late() if moment is not None else []
+            if late and self.clock() - self._start_ms < START_WAIT_MS:
+                return
+            self._starting = False
+            self._source.asks_per_move = PLAY_ASKS_PER_FRAME
+            self.playback.play(self.clock(), self._firing())
+            if late:
+                names = ", ".join(self._fleet.name_of(t) for t in late)
+                self._say(f"{self._playing_note()}; no answer yet from {names}")
             return
         step = self.playback.advance(at_ms, self.clock(), self.now())
         if step.live:
