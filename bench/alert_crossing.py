@@ -38,7 +38,6 @@ import random
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import urllib.request
@@ -50,7 +49,7 @@ import grpc
 import numpy as np
 from machine import code_version, run_header
 from nvml_sweep_fake import ROOT
-from results import parse_with_outputs, write_outputs
+from results import parse_with_outputs, run_and_write
 
 from gpufleet.v1 import node_pb2 as pb
 from gpufleet.v1 import node_pb2_grpc as pb_grpc
@@ -282,12 +281,7 @@ def markdown(result: dict[str, Any]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    with tempfile.TemporaryDirectory(prefix=f"{NAME}-") as tmp:
-        result = run(args, Path(tmp))
-    text = markdown(result)
-    print(text)
-    write_outputs(NAME, result, args.out, args.md, text)
-    return 0
+    return run_and_write(NAME, args, run, markdown)
 
 
 if __name__ == "__main__":

@@ -40,7 +40,6 @@ import argparse
 import os
 import random
 import sys
-import tempfile
 import threading
 import time
 from collections import Counter
@@ -66,7 +65,7 @@ from gui_probes import Heartbeat, TimedApplication, run_for, wait_until
 from machine import code_version, rss_bytes, run_header
 from PySide6.QtCore import QTimer
 from PySide6.QtGui import QPaintEvent
-from results import MIB, parse_with_outputs, write_outputs
+from results import MIB, parse_with_outputs, run_and_write
 
 import console.connections.moment_query as moment_query
 from console.app import qt_application
@@ -562,12 +561,7 @@ def markdown(result: dict[str, Any]) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     offscreen_and_quiet()
-    with tempfile.TemporaryDirectory(prefix=f"{NAME}-") as tmp:
-        result = run(args, Path(tmp))
-    text = markdown(result)
-    print(text)
-    write_outputs(NAME, result, args.out, args.md, text)
-    return 0
+    return run_and_write(NAME, args, run, markdown)
 
 
 if __name__ == "__main__":

@@ -241,3 +241,19 @@ def measure_and_write(
     md_path = args.md or (None if args.smoke else RESULTS / f"{name}.md")
     write_outputs(name, result, args.out, md_path, report.markdown(result) if md_path else "")
     return 0
+
+
+def run_and_write(
+    name: str,
+    args: argparse.Namespace,
+    run: Callable[[argparse.Namespace, Path], dict[str, Any]],
+    markdown: Callable[[dict[str, Any]], str],
+) -> int:
+    """A measuring script's main whose report is its markdown: `run` in a scratch
+    directory, the markdown printed, and written with the JSON (--out / --md)."""
+    with tempfile.TemporaryDirectory(prefix=f"{name}-") as tmp:
+        result = run(args, Path(tmp))
+    text = markdown(result)
+    print(text)
+    write_outputs(name, result, args.out, args.md, text)
+    return 0

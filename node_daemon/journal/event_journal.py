@@ -34,9 +34,10 @@ import logging
 import sqlite3
 import threading
 import uuid
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 from gpufleet.v1 import node_pb2 as pb
 from node_daemon.journal import subjects
@@ -44,6 +45,7 @@ from node_daemon.journal.schema_version import FileSchema, stamp_only
 from node_daemon.journal.sqlite_state import StateDb, StateFile, open_for_reading
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 SCHEMA = (
     """
@@ -402,6 +404,17 @@ class EventJournal(StateFile):
                 (int(firing), limit),
             ).fetchall()
         return [pb.Alert.FromString(body) for (body,) in rows]
+
+    def readable_records(self, kind: str, parse: Callable[[bytes], T], what: str) -> list[T]:
+        """A kind's records, each parsed; one that cannot be read is logged as `what` and
+        left out: one bad record must not cost the others (nor the daemon its start)."""
+        parsed = []
+        for body in self.records(kind, active_only=False):
+            try:
+                parsed.append(parse(body))
+            except (ValueError, KeyError, TypeError) as exc:
+                log.error("%s in the journal cannot be read, ignored: %s", what, exc)
+        return parsed
 
     def records(self, kind: str, active_only: bool) -> list[bytes]:
         """Stored record bodies of a kind (reservations, workloads), oldest update first."""

@@ -28,16 +28,8 @@ class JournalFaultStore:
         self._journal = journal
 
     def load(self) -> Mapping[str, GpuFaults]:
-        kept: dict[str, GpuFaults] = {}
-        for body in self._journal.records(KIND, active_only=False):
-            try:
-                record = faults_from_body(body)
-            except (ValueError, KeyError, TypeError) as exc:
-                # One bad record must not cost the others (nor the daemon its start).
-                log.error("a GPU fault record in the journal cannot be read, ignored: %s", exc)
-                continue
-            kept[record.uuid] = record
-        return kept
+        records = self._journal.readable_records(KIND, faults_from_body, "a GPU fault record")
+        return {record.uuid: record for record in records}
 
     def save(self, record: GpuFaults) -> None:
         updated = max((i.last_ms for i in record.incidents), default=0)

@@ -31,16 +31,8 @@ class JournalHealthStore:
         self._journal = journal
 
     def load(self) -> Mapping[int, StoredHealth]:
-        kept: dict[int, StoredHealth] = {}
-        for body in self._journal.records(KIND, active_only=False):
-            try:
-                record = health_from_body(body)
-            except (ValueError, KeyError, TypeError) as exc:
-                # One bad record must not cost the others (nor the daemon its start).
-                log.error("a GPU health record in the journal cannot be read, ignored: %s", exc)
-                continue
-            kept[record.gpu_index] = record
-        return kept
+        records = self._journal.readable_records(KIND, health_from_body, "a GPU health record")
+        return {record.gpu_index: record for record in records}
 
     def save(self, record: StoredHealth) -> None:
         updated = record.drain.since_ms if record.drain else 0

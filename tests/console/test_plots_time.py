@@ -500,29 +500,32 @@ def test_a_moving_past_moment_moves_the_range_without_drawing_the_curves_again(
     assert x[-1] == END_S  # what the curve holds: the whole ring
 
 
+def a_sample_arrives_while_past(
+    plots: GpuPlots, back_s: float, monkeypatch: pytest.MonkeyPatch
+) -> tuple[SampleRing, list[int]]:
+    """A moment `back_s` before the ring's newest shown; a sample arrives and the moment
+    moves a second on: the ring, and the temperature curve's setData calls meanwhile."""
+    ring = filled_ring()
+    plots.show_series(ring, 0)
+    plots.show_moment(END_S - back_s)
+    calls = count_set_data(plots, monkeypatch)
+    ring.append(END_S + 1, np.full((1, COLUMN_COUNT), 99.0, dtype=np.float32), 1.0)
+    plots.show_moment(END_S - back_s + 1)
+    return ring, calls
+
+
 def test_a_past_range_that_shows_the_ring_draws_its_new_samples(
     qtbot, panel, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    plots = panel.plots
-    ring = filled_ring()
-    plots.show_series(ring, 0)
-    plots.show_moment(END_S - 60)  # the range reaches the newest samples
-    calls = count_set_data(plots, monkeypatch)
-    ring.append(END_S + 1, np.full((1, COLUMN_COUNT), 99.0, dtype=np.float32), 1.0)
-    plots.show_moment(END_S - 59)
+    _, calls = a_sample_arrives_while_past(panel.plots, 60, monkeypatch)  # the range: the ring
     assert calls
-    x, y = plots.curves[TEMP_GPU_C].getOriginalDataset()
+    x, y = panel.plots.curves[TEMP_GPU_C].getOriginalDataset()
     assert x[-1] == END_S + 1 and y[-1] == 99.0
 
 
 def test_a_past_range_before_the_ring_draws_nothing_again_as_the_ring_grows(
     qtbot, panel, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    plots = panel.plots
-    ring = filled_ring()
-    plots.show_series(ring, 0)
-    plots.show_moment(END_S - 5000)  # an hour before the ring's first sample
-    calls = count_set_data(plots, monkeypatch)
-    ring.append(END_S + 1, np.full((1, COLUMN_COUNT), 99.0, dtype=np.float32), 1.0)
-    plots.show_moment(END_S - 4990)
-    assert not calls and ring.first_time > x_range(plots)[1]
+    # An hour before the ring's first sample.
+    ring, calls = a_sample_arrives_while_past(panel.plots, 5000, monkeypatch)
+    assert not calls and ring.first_time > x_range(panel.plots)[1]

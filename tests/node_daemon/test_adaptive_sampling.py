@@ -15,6 +15,8 @@ import signal
 import subprocess
 import sys
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import grpc
@@ -89,12 +91,21 @@ def temperatures(sampler: Sampler) -> list[float | None]:
     return [r[TEMP_GPU_C] for r in latest.readings]
 
 
-def test_looks_find_the_crossing_and_the_sweep_follows_at_once(fake_nvml: FakeNvmlState) -> None:
-    fake_nvml.set(gpu_count=2).set_gpu(0, temp=82).set_gpu(1, temp=40)
-    sampler = Sampler(NvmlBackend(), SampleRing(64), interval_s=30.0, process_interval_s=30.0)
+@contextmanager
+def sampling(nvml: FakeNvmlState, temps: tuple[int, int], interval_s: float) -> Iterator[Sampler]:
+    """A sampler over NVML (two GPUs at `temps`) that looks every 20 ms, started."""
+    nvml.set(gpu_count=2).set_gpu(0, temp=temps[0]).set_gpu(1, temp=temps[1])
+    sampler = Sampler(NvmlBackend(), SampleRing(64), interval_s, process_interval_s=interval_s)
     sampler.set_pace(pace(fast_interval_s=0.02))
     try:
         sampler.start()
+        yield sampler
+    finally:
+        sampler.stop()
+
+
+def test_looks_find_the_crossing_and_the_sweep_follows_at_once(fake_nvml: FakeNvmlState) -> None:
+    with sampling(fake_nvml, (82, 40), interval_s=30.0) as sampler:
         wait_for(lambda: sampler.sweeps >= 1, 10, "the first sweep")
         assert temperatures(sampler) == [82.0, 40.0]
         wait_for(lambda: sampler.looks >= 3, 10, "looks at GPU 0, 3 °C under the line")
@@ -109,20 +120,12 @@ def test_looks_find_the_crossing_and_the_sweep_follows_at_once(fake_nvml: FakeNv
         fake_nvml.set_gpu(0, temp=80)
         wait_for(lambda: sampler.sweeps == 3, 10, "the sweep of the way back")
         assert sampler.early_sweeps == 2 and temperatures(sampler) == [80.0, 40.0]
-    finally:
-        sampler.stop()
 
 
 def test_far_from_every_line_nothing_is_looked_at(fake_nvml: FakeNvmlState) -> None:
-    fake_nvml.set(gpu_count=2).set_gpu(0, temp=40).set_gpu(1, temp=45)
-    sampler = Sampler(NvmlBackend(), SampleRing(64), interval_s=0.1, process_interval_s=0.1)
-    sampler.set_pace(pace(fast_interval_s=0.02))
-    try:
-        sampler.start()
+    with sampling(fake_nvml, (40, 45), interval_s=0.1) as sampler:
         wait_for(lambda: sampler.sweeps >= 10, 20, "ten sweeps")
         assert sampler.looks == 0 and sampler.early_sweeps == 0
-    finally:
-        sampler.stop()
 
 
 # The daemon ---------------------------------------------------------------------------
