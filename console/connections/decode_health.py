@@ -16,6 +16,8 @@ from google.protobuf.message import Message
 
 from console.fleet.health import (
     NO_SIGNALS,
+    FaultIncidentRow,
+    FaultRecordRow,
     GpuCondition,
     HealingPolicyRow,
     HealingRow,
@@ -121,7 +123,17 @@ def decode_healing(h: pb.HealingAction) -> HealingRow:
 
 
 def decode_node_health(target: str, reply: pb.NodeHealth) -> HealingPolicyRow:
-    """GetHealth's answer, for its healing policy (the conditions come with every sample)."""
+    """GetHealth's answer, for its healing policy and the GPUs' fault records (the
+    conditions come with every sample)."""
     policy = reply.healing
+    records = tuple(
+        FaultRecordRow(r.gpu_index, r.reliability_score, tuple(
+            FaultIncidentRow(i.kind, _STATES.get(i.state, HealthState.HEALTHY),
+                             i.started_unix_ms, i.last_unix_ms, i.count, tuple(i.xid_codes),
+                             i.ended)
+            for i in r.incidents
+        ))
+        for r in reply.fault_records
+    )  # fmt: skip
     return HealingPolicyRow(target, policy.mode or "off", tuple(policy.actions),
-                            policy.max_actions_per_hour)  # fmt: skip
+                            policy.max_actions_per_hour, records)  # fmt: skip

@@ -124,10 +124,37 @@ class HealingRow:
 
 
 @dataclass(frozen=True)
+class FaultIncidentRow:
+    """One incident of a GPU's fault record (gpufleet.v1.FaultIncident)."""
+
+    kind: str  # "xid" for an Xid burst; else the health reason's code ("gpu_lost", ...)
+    state: HealthState  # the worst it called for
+    started_unix_ms: int
+    last_unix_ms: int
+    count: int  # Xids in the burst
+    xid_codes: tuple[int, ...]
+    ended: bool
+
+
+@dataclass(frozen=True)
+class FaultRecordRow:
+    """A GPU's fault record as GetHealth sends it: its score and incidents, oldest first."""
+
+    gpu_index: int
+    reliability_score: float
+    incidents: tuple[FaultIncidentRow, ...] = ()
+
+
+@dataclass(frozen=True)
 class HealingPolicyRow:
-    """What a node's self-healing may do ([healing] in its daemon.toml, via GetHealth)."""
+    """What a node's self-healing may do ([healing] in its daemon.toml, via GetHealth),
+    and, from the same answer, each GPU's fault record (none from an older daemon)."""
 
     target: str
     mode: str  # "off", "dry-run" or "on"
     actions: tuple[str, ...]  # as HealingAction.action names them
     max_actions_per_hour: int
+    fault_records: tuple[FaultRecordRow, ...] = ()
+
+    def fault_record(self, gpu: int) -> FaultRecordRow | None:
+        return next((r for r in self.fault_records if r.gpu_index == gpu), None)

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from console.fleet.health import (
+    FaultIncidentRow,
+    FaultRecordRow,
     GpuCondition,
     HealingPolicyRow,
     HealthReason,
@@ -47,7 +49,44 @@ def health_report(
         parts.append(Part("Signals", lines))
     if mig_enabled:
         parts.append(Part("MIG instances", _mig_lines(mig)))
+    record = healing.fault_record(condition.gpu_index) if healing and condition else None
+    if record is not None:
+        parts.append(Part("Reliability", _reliability_lines(record, now_ms)))
     return parts
+
+
+# Incidents listed in the detail, newest first; the rest are counted.
+SHOWN_INCIDENTS = 3
+
+
+def _reliability_lines(record: FaultRecordRow, now_ms: int) -> tuple[str, ...]:
+    """ "score 75 of 100: 1 incident on record" and the newest incidents in words."""
+    count = len(record.incidents)
+    if not count:
+        return (f"score {record.reliability_score:.0f} of 100: no fault on record",)
+    plural = "incident" if count == 1 else "incidents"
+    lines = [f"score {record.reliability_score:.0f} of 100: {count} {plural} on record"]
+    newest = record.incidents[::-1][:SHOWN_INCIDENTS]
+    lines += [_incident_line(i, now_ms) for i in newest]
+    if count > SHOWN_INCIDENTS:
+        lines.append(f"and {count - SHOWN_INCIDENTS} older")
+    return tuple(lines)
+
+
+def _incident_line(incident: FaultIncidentRow, now_ms: int) -> str:
+    """ "Xid burst: 50 Xids (48, 63, 79) · needs reboot · 14:02 to 14:04"."""
+    if incident.kind == "xid":
+        xids = "Xid" if incident.count == 1 else "Xids"
+        codes = ", ".join(map(str, incident.xid_codes))
+        what = f"Xid burst: {incident.count:,} {xids} ({codes})"
+    else:
+        what = incident.kind.replace("_", " ")
+    when = clock_text(incident.started_unix_ms, now_ms)
+    if incident.ended:
+        when += f" to {clock_text(incident.last_unix_ms, now_ms)}"
+    else:
+        when = f"since {when}"
+    return f"{what} · {incident.state.words} · {when}"
 
 
 _MODES = {

@@ -541,3 +541,40 @@ def test_the_health_section_is_as_tall_as_its_wrapped_lines(qtbot) -> None:
     wide = section.minimumHeight()
     section.resize(900, section.height())  # wider: fewer lines wrap, less height
     qtbot.waitUntil(lambda: section.minimumHeight() < wide, timeout=3000)
+
+
+def test_the_detail_shows_the_gpus_fault_record_from_get_health(qtbot) -> None:
+    """GetHealth's fault records (asked when a GPU is selected) decode with the healing
+    policy; the detail's Reliability part gives the score and the newest incidents."""
+    burst = pb.FaultIncident(kind="xid", state=pb.GPU_HEALTH_STATE_NEEDS_INSPECTION,
+                             started_unix_ms=NOW - 7_200_000, last_unix_ms=NOW - 7_080_000,
+                             count=50, xid_codes=[48, 64, 79], ended=True)  # fmt: skip
+    lost = pb.FaultIncident(kind="gpu_lost", state=pb.GPU_HEALTH_STATE_NEEDS_REBOOT,
+                            started_unix_ms=NOW - 60_000, last_unix_ms=NOW - 60_000,
+                            count=1)  # fmt: skip
+    answer = pb.NodeHealth(fault_records=[
+        pb.GpuFaultRecord(gpu_index=3, uuid="GPU-3", reliability_score=35.0,
+                          incidents=[burst, lost]),
+        pb.GpuFaultRecord(gpu_index=0, uuid="GPU-0", reliability_score=100.0),
+    ])  # fmt: skip
+    decoded = decode_node_health(A, answer)
+    record = decoded.fault_record(3)
+    assert record is not None and record.reliability_score == 35.0
+    assert [i.kind for i in record.incidents] == ["xid", "gpu_lost"]
+    assert record.incidents[0].state is HealthState.NEEDS_INSPECTION
+    assert record.incidents[0].xid_codes == (48, 64, 79) and decoded.fault_record(1) is None
+    fleet = sick_fleet()
+    fleet.apply(QueryResult(A, "health", 1, True, "done", decoded))
+    panel = GpuDetailPanel(fleet, clock=lambda: NOW)
+    qtbot.addWidget(panel)
+    panel.show_gpu(A, 3)
+    text = panel.health.plain_text().splitlines()
+    at = text.index("Reliability")
+    assert text[at + 1] == "score 35 of 100: 2 incidents on record"
+    assert text[at + 2].startswith("gpu lost · needs reboot · since ")  # newest first
+    assert text[at + 3].startswith("Xid burst: 50 Xids (48, 64, 79) · needs inspection · ")
+    panel.show_gpu(A, 0)
+    text = panel.health.plain_text().splitlines()
+    assert text[text.index("Reliability") + 1] == "score 100 of 100: no fault on record"
+    panel.show_gpu(A, 1)  # the node sent no record for it: nothing said
+    assert "Reliability" not in panel.health.plain_text().splitlines()
