@@ -154,8 +154,20 @@ def feed(window: MainWindow) -> None:
     feed_samples(fleet, TARGETS, sample, TICKS, NOW_MS)
     for message in events(1):
         fleet.apply(decode_event(TARGETS[1], message))
+    # GPU 3's fault record: its Xid 79 burst (open) and a row remap 12 days ago, reset then;
+    # the score as the daemon works it out: 100 - 25 - 15 x 0.5^(12/30) = 63.6.
+    burst = pb.FaultIncident(kind="xid", state=pb.GPU_HEALTH_STATE_NEEDS_REBOOT,
+                             started_unix_ms=NOW_MS - 300_000, last_unix_ms=NOW_MS - 240_000,
+                             count=2, xid_codes=[79])  # fmt: skip
+    remap = pb.FaultIncident(kind="row_remap_pending", state=pb.GPU_HEALTH_STATE_NEEDS_RESET,
+                             started_unix_ms=NOW_MS - 12 * 86_400_000,
+                             last_unix_ms=NOW_MS - 12 * 86_400_000 + 1_800_000, count=1,
+                             ended=True)  # fmt: skip
+    record = pb.GpuFaultRecord(gpu_index=3, uuid="GPU-3", reliability_score=63.6,
+                               incidents=[remap, burst])  # fmt: skip
     policy = pb.NodeHealth(healing=pb.HealingPolicy(mode="on", actions=["drain", "power_cap"],
-                                                    max_actions_per_hour=6))  # fmt: skip
+                                                    max_actions_per_hour=6),
+                           fault_records=[record])  # fmt: skip
     answer = decode_node_health(TARGETS[1], policy)  # as GetHealth's QueryResult carries it
     fleet.apply(QueryResult(TARGETS[1], "health", 1, True, "done", answer))
     session.pump.fleetChanged.emit(dict.fromkeys(TARGETS, Change.DATA))
