@@ -49,7 +49,7 @@ import grpc
 import numpy as np
 from machine import code_version, run_header
 from nvml_sweep_fake import ROOT
-from results import parse_with_outputs, run_and_write
+from results import goal_list, parse_with_outputs, run_and_write, run_line
 
 from gpufleet.v1 import node_pb2 as pb
 from gpufleet.v1 import node_pb2_grpc as pb_grpc
@@ -254,13 +254,10 @@ def run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
 
 
 def markdown(result: dict[str, Any]) -> str:
-    machine = result.get("machine", {})
     lines = [
         f"# {NAME}: a GPU crossing 85 °C -> its alert held by Alertmanager",
         "",
-        f"{result['when']}, {machine.get('nproc', '?')} x {machine.get('cpu_model', '?')}, "
-        f"commit {str(result['code']['commit'])[:10]}; "
-        f"`{' '.join([f'{NAME}.py', *result['argv']])}`",
+        run_line(result, f"{NAME}.py"),
         "",
         "| adaptive sampling | crossings | p50 | p95 | p99 | max | daemon CPU, rest, 10 streams |",
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
@@ -272,11 +269,7 @@ def markdown(result: dict[str, Any]) -> str:
             f"{s['p95_ms']} ms | {s['p99_ms']} ms | {s['max_ms']} ms | "
             f"{run_['at_rest']['cpu_pct_of_a_core']} % |"
         )
-    lines += ["", "## Goals", ""]
-    for goal in result["goals"]:
-        lines.append(f"- {goal['name']} {goal['goal']}: {goal['value']} — "
-                     f"{'met' if goal['met'] else 'NOT MET'}")  # fmt: skip
-    return "\n".join(lines) + "\n"
+    return "\n".join([*lines, "", "## Goals", "", *goal_list(result["goals"])]) + "\n"
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -65,7 +65,7 @@ from gui_probes import Heartbeat, TimedApplication, run_for, wait_until
 from machine import code_version, rss_bytes, run_header
 from PySide6.QtCore import QTimer
 from PySide6.QtGui import QPaintEvent
-from results import MIB, parse_with_outputs, run_and_write
+from results import MIB, goal_list, parse_with_outputs, run_and_write, run_line
 
 import console.connections.moment_query as moment_query
 from console.app import qt_application
@@ -491,13 +491,12 @@ def _row(label: str, stats: dict[str, Any], keys: Sequence[str]) -> str:
 
 
 def markdown(result: dict[str, Any]) -> str:
-    c, m = result["config"], result["machine"]
+    c = result["config"]
     moves, played = result["moves"], result["play"]
     lines = [
         f"# replay_fleet: {c['nodes']} nodes x {c['gpus']} GPUs = {c['gpu_total']} GPUs",
         "",
-        f"{result['when']}, {m['nproc']} x {m['cpu_model']}, commit "
-        f"{str(result['code']['commit'])[:10]}; `{' '.join(['replay_fleet.py', *result['argv']])}`",
+        run_line(result, "replay_fleet.py"),
         "",
         f"Histories: {'a seeded day + ' if c['seed_day'] else ''}{c['warmup']} s recorded live; "
         f"fleet in {c['fleet_processes']} processes at nice {c.get('fleet_nice', 0)} "
@@ -551,8 +550,7 @@ def markdown(result: dict[str, Any]) -> str:
         "",
         "## Goals",
         "",
-        *(f"- {g['name']} {g['goal']}: {g['value']} — {'met' if g['met'] else 'NOT MET'}"
-          for g in result["goals"]),
+        *goal_list(result["goals"]),
         "",
     ]  # fmt: skip
     return "\n".join(lines)

@@ -257,3 +257,18 @@ def run_and_write(
     print(text)
     write_outputs(name, result, args.out, args.md, text)
     return 0
+
+
+def run_line(result: dict[str, Any], script: str) -> str:
+    """A report's line saying when, where and how it ran: "2026-12-07 23:33 UTC, 2 x AMD
+    EPYC, commit 4e39e61f1a; `alert_crossing.py --smoke`"."""
+    m = result.get("machine", {})
+    argv = " ".join([script, *result.get("argv", [])])
+    return (f"{result['when']}, {m.get('nproc', '?')} x {m.get('cpu_model', '?')}, commit "
+            f"{str(result['code']['commit'])[:10]}; `{argv}`")  # fmt: skip
+
+
+def goal_list(goals: list[dict[str, Any]]) -> list[str]:
+    """A report's goals as markdown list items: "- name < 33 ms: 31.6 — met"."""
+    return [f"- {g['name']} {g['goal']}: {g['value']} — {'met' if g['met'] else 'NOT MET'}"
+            for g in goals]  # fmt: skip

@@ -9,15 +9,12 @@ directory, finds it. The body is JSON, readable with sqlite3.
 from __future__ import annotations
 
 import json
-import logging
 from collections.abc import Mapping
 from typing import Any
 
 from node_daemon.health.fault_record import GpuFaults, Incident
 from node_daemon.health.model import HealthState
 from node_daemon.journal.event_journal import EventJournal, StoredRecord
-
-log = logging.getLogger(__name__)
 
 KIND = "gpu_faults"
 VERSION = 1

@@ -10,15 +10,12 @@ state file with sqlite3 sees what is kept.
 from __future__ import annotations
 
 import json
-import logging
 from collections.abc import Mapping
 from typing import Any
 
 from node_daemon.health.model import Drain, HealthReason, HealthState
 from node_daemon.health.store import StoredHealth
 from node_daemon.journal.event_journal import EventJournal, StoredRecord
-
-log = logging.getLogger(__name__)
 
 KIND = "gpu_health"
 VERSION = 1

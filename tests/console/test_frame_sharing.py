@@ -47,16 +47,23 @@ def send(session: ConsoleSession, target: str, second: int) -> None:
     session.inbox.put(samples(target, T0 + second, GPUS, readings))
 
 
-@pytest.fixture
-def window(qtbot, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[MainWindow, ConsoleSession]]:
-    monkeypatch.setattr(fleet_grid, "FRAME_MS", 600_000)
-    session = ConsoleSession([A, B])
-    session.connections.start()  # for the queries a selection sends; no node is connected to
+def shown_window(qtbot, session: ConsoleSession) -> MainWindow:  # type: ignore[no-untyped-def]
+    """The window over a session fed by hand, shown at 1366x768; its connections run for
+    the queries a selection sends, no node connected to."""
+    session.connections.start()
     window = MainWindow(session)
     qtbot.addWidget(window)
     window.resize(1366, 768)
     window.show()
     qtbot.waitExposed(window)
+    return window
+
+
+@pytest.fixture
+def window(qtbot, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[MainWindow, ConsoleSession]]:
+    monkeypatch.setattr(fleet_grid, "FRAME_MS", 600_000)
+    session = ConsoleSession([A, B])
+    window = shown_window(qtbot, session)
     for n, target in enumerate((A, B)):
         gpus = gpus_of(GPUS, f"GPU-{n}-", model="NVIDIA H100")
         for update in node_up(target, simulated_node(f"node-{n}", gpus)):

@@ -18,6 +18,7 @@ from console.session import ConsoleSession
 from console.views.grid import fleet_grid
 from gpufleet.v1.gpu_metrics import TEMP_GPU_C, UTIL_GPU_PCT
 from tests.console.hand_fed import gpus_of, node_up, samples, simulated_node
+from tests.console.test_frame_sharing import shown_window
 
 NODES = 40
 TARGETS = [f"10.0.1.{n}:50051" for n in range(NODES)]  # nothing listens: fed by hand
@@ -35,12 +36,7 @@ def send_all(session: ConsoleSession, second: int) -> None:
 def fleet(qtbot, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[MainWindow, ConsoleSession]]:
     monkeypatch.setattr(fleet_grid, "FRAME_MS", 600_000)
     session = ConsoleSession(TARGETS)
-    session.connections.start()  # for the queries new nodes send; no node is connected to
-    window = MainWindow(session)
-    qtbot.addWidget(window)
-    window.resize(1366, 768)
-    window.show()
-    qtbot.waitExposed(window)
+    window = shown_window(qtbot, session)
     for n, target in enumerate(TARGETS):
         for update in node_up(target, simulated_node(f"node-{n:02}", gpus_of(GPUS, f"G{n}-"))):
             session.inbox.put(update)
