@@ -24,7 +24,7 @@ from node_daemon.auth.audit import AuditLog
 from node_daemon.auth.denials import DenialLimiter
 from node_daemon.auth.interceptor import AuthInterceptor
 from node_daemon.backends.base import GpuBackend
-from node_daemon.backends.readings import GpuReading, ProcessReading
+from node_daemon.backends.readings import GpuReading, GpuStatic, ProcessReading
 from node_daemon.config import DaemonConfig, alertmanager_settings, resolve_state_dir, teams_of
 from node_daemon.control.kill_service import ProcessKiller
 from node_daemon.control.reservations import ReservationLedger
@@ -361,15 +361,17 @@ class NodeDaemon:
         if self.history_store is not None and latest is not None:
             self.history_store.append(latest.timestamp_unix_ms, readings)
 
-    def _uuid_of(self, index: int) -> str | None:
+    def _gpu_static(self, index: int) -> GpuStatic | None:
         facts = self.sampler.status.facts
-        gpu = next((g for g in facts.gpus if g.index == index), None) if facts else None
+        return next((g for g in facts.gpus if g.index == index), None) if facts else None
+
+    def _uuid_of(self, index: int) -> str | None:
+        gpu = self._gpu_static(index)
         return gpu.uuid if gpu is not None else None
 
     def _temperature_lines(self, index: int) -> tuple[tuple[float, ...], tuple[float, ...]]:
         """GPU `index`'s gpu_temp and memory_temp lines (adaptive sampling's), by its model."""
-        facts = self.sampler.status.facts
-        gpu = next((g for g in facts.gpus if g.index == index), None) if facts else None
+        gpu = self._gpu_static(index)
         model = gpu.name if gpu is not None and gpu.name else ""
         alerts = self.config.alerts  # the settings in force: a reload's from the next sweep
         return alerts.gpu_temp.lines(model), alerts.memory_temp.lines(model)

@@ -74,50 +74,45 @@ class GpuFaults:
         return round(max(0.0, 100.0 - lost), 1)
 
 
-def _worse(a: HealthState, b: HealthState) -> HealthState:
-    return a if WEIGHT[a] >= WEIGHT[b] else b
-
-
 def xid_state(codes: Sequence[int]) -> HealthState:
     """The worst state a burst's codes call for (HEALTHY: the application's own)."""
-    worst = HealthState.HEALTHY
-    for code in codes:
-        state = xid_verdict(code).state
-        if state is not None:
-            worst = _worse(worst, state)
-    return worst
+    states = (xid_verdict(code).state for code in codes)
+    return max((s for s in states if s is not None), default=HealthState.HEALTHY)
 
 
-def add_xids(record: GpuFaults, xids: Sequence[int], now_ms: int, quiet_s: float) -> GpuFaults:
-    """The record with this sweep's Xids: the open burst grown, or a new burst."""
-    if not xids:
-        return record
-    incidents = list(record.incidents)
-    open_at = next((i for i in range(len(incidents) - 1, -1, -1)
-                    if incidents[i].kind == XID and not incidents[i].ended), None)  # fmt: skip
-    if open_at is not None and now_ms - incidents[open_at].last_ms <= quiet_s * 1000:
-        burst = incidents[open_at]
-        codes = tuple(sorted({*burst.codes, *xids}))
-        incidents[open_at] = replace(
-            burst, last_ms=max(burst.last_ms, now_ms), count=burst.count + len(xids),
-            codes=codes, state=_worse(burst.state, xid_state(xids)),
-        )  # fmt: skip
-    else:
-        if open_at is not None:
-            incidents[open_at] = replace(incidents[open_at], ended=True)
-        codes = tuple(sorted(set(xids)))
-        incidents.append(Incident(XID, xid_state(xids), now_ms, now_ms, len(xids), codes))
-    return replace(record, incidents=tuple(incidents[-MAX_INCIDENTS:]))
+def _open_burst(record: GpuFaults) -> int | None:
+    """Where the Xid burst not ended yet stands in the record (None: there is none)."""
+    incidents = record.incidents
+    return next((n for n in range(len(incidents) - 1, -1, -1)
+                 if incidents[n].kind == XID and not incidents[n].ended), None)  # fmt: skip
 
 
 def end_quiet_burst(record: GpuFaults, now_ms: int, quiet_s: float) -> GpuFaults:
     """The open burst ended once `quiet_s` passed without an Xid."""
-    last = next((i for i in reversed(record.incidents) if i.kind == XID and not i.ended), None)
-    if last is None or now_ms - last.last_ms <= quiet_s * 1000:
+    at = _open_burst(record)
+    if at is None or now_ms - record.incidents[at].last_ms <= quiet_s * 1000:
         return record
-    return replace(record, incidents=tuple(
-        replace(i, ended=True) if i is last else i for i in record.incidents
-    ))  # fmt: skip
+    incidents = list(record.incidents)
+    incidents[at] = replace(incidents[at], ended=True)
+    return replace(record, incidents=tuple(incidents))
+
+
+def add_xids(record: GpuFaults, xids: Sequence[int], now_ms: int) -> GpuFaults:
+    """The record with this sweep's Xids: the open burst grown, or a new burst (a burst
+    gone quiet was ended first: end_quiet_burst)."""
+    if not xids:
+        return record
+    incidents, at = list(record.incidents), _open_burst(record)
+    if at is not None:
+        burst = incidents[at]
+        incidents[at] = replace(
+            burst, last_ms=max(burst.last_ms, now_ms), count=burst.count + len(xids),
+            codes=tuple(sorted({*burst.codes, *xids})), state=max(burst.state, xid_state(xids)),
+        )  # fmt: skip
+    else:
+        codes = tuple(sorted(set(xids)))
+        incidents.append(Incident(XID, xid_state(xids), now_ms, now_ms, len(xids), codes))
+    return replace(record, incidents=tuple(incidents[-MAX_INCIDENTS:]))
 
 
 def follow_reasons(record: GpuFaults, condition: GpuCondition | None, now_ms: int) -> GpuFaults:
@@ -167,8 +162,8 @@ class FaultRecorder:
                 continue  # a GPU whose UUID cannot be read has no record to keep
             held = self.records.get(uuid) or GpuFaults(uuid, reading.index)
             record = replace(held, gpu_index=reading.index)
-            record = add_xids(record, reading.xids, now_ms, self.quiet_s)
             record = end_quiet_burst(record, now_ms, self.quiet_s)
+            record = add_xids(record, reading.xids, now_ms)
             record = follow_reasons(record, conditions.get(reading.index), now_ms)
             if record != held:
                 self.records[uuid] = record

@@ -7,6 +7,7 @@ for the GPUs of the latest sweep.
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 
 from prometheus_client.core import GaugeMetricFamily
@@ -42,9 +43,7 @@ class FaultCollector(Collector):
                 continue
             gpu = [str(index), record.uuid]
             score.add_metric(gpu, record.score(now_ms))
-            kinds: dict[str, int] = {}
-            for incident in record.incidents:
-                kinds[incident.kind] = kinds.get(incident.kind, 0) + 1
+            kinds = Counter(incident.kind for incident in record.incidents)
             for kind, count in sorted(kinds.items()):
                 incidents.add_metric([*gpu, kind], count)
         yield from (score, incidents)
