@@ -171,7 +171,7 @@ class ShownMoment:
     @property
     def settled(self) -> bool:
         """Every node asked has answered for the wanted moment (or said why not)."""
-        return self.waiting == 0 and not self.lagging()
+        return not self.late()
 
     def unanswered(self) -> list[NodeMoment]:
         """The nodes whose last answer was a failure (unreachable, an older daemon)."""

@@ -47,26 +47,15 @@ class ReservationTableModel(FleetTableModel):
         return next(found, None)
 
     def on_fleet_changed(self, _changes: dict[str, Change] | None = None) -> None:
-        now = self._clock()
-        if self._fleet.control.version != self._version:
+        # A new book, or a new second (the times left move on; one may run out and go).
+        if (self._fleet.control.version, self._clock() // 1000) != (self._version, self._second):
             self.refresh()
-        elif now // 1000 != self._second:
-            self._second = now // 1000
-            lines = reservation_lines(self._fleet.control.reservations(), self._fleet.name_of, now)
-            if lines != self._rows:  # one just ran out: it leaves the list
-                self.refresh()
-            elif self._rows:
-                top, bottom = (
-                    self.index(0, UNTIL_COLUMN),
-                    self.index(len(self._rows) - 1, UNTIL_COLUMN),
-                )
-                self.dataChanged.emit(top, bottom, [Qt.ItemDataRole.DisplayRole])
 
     def refresh(self) -> None:
         now = self._clock()
         self._version, self._second = self._fleet.control.version, now // 1000
         rows = reservation_lines(self._fleet.control.reservations(), self._fleet.name_of, now)
-        if rows == self._rows:  # a new book with the same lines (replay's moments)
+        if rows == self._rows:  # the same lines (a second on; replay's moments' books)
             if rows:  # the times left only
                 top, bottom = self.index(0, UNTIL_COLUMN), self.index(len(rows) - 1, UNTIL_COLUMN)
                 self.dataChanged.emit(top, bottom, [Qt.ItemDataRole.DisplayRole])
