@@ -118,9 +118,8 @@ class GpuPlots(pg.GraphicsLayoutWidget):
         self.scene().sigMouseMoved.connect(self.crosshair.on_mouse_moved)
         self._ring: SampleRing | None = None  # what show_series was last given
         self._gpu = 0
-        self._drawn: tuple[SampleRing, int] | None = None  # what the curves hold
-        # What they were drawn from: the ring, the GPU, the fetched slice, the ring's newest
-        # tick if the range showed the ring (_holds).
+        # What the curves hold, drawn from: the ring, the GPU, the fetched slice, the ring's
+        # newest tick if the range showed the ring (_holds).
         self._drawn_from: tuple[SampleRing, int, HistorySlice | None, float | None] | None = None
         self._newest = math.nan
         self._reach_s = math.inf
@@ -195,7 +194,8 @@ class GpuPlots(pg.GraphicsLayoutWidget):
     def show_series(self, ring: SampleRing | None, gpu: int) -> None:
         """A frame's update: redraw from the ring while live (a paused view holds its data)."""
         self._ring, self._gpu = ring, gpu
-        if self.window.live or self._drawn != (ring, gpu):
+        drawn = self._drawn_from
+        if self.window.live or drawn is None or drawn[0] is not ring or drawn[1] != gpu:
             self._draw()
 
     def _draw(self) -> None:
@@ -213,7 +213,6 @@ class GpuPlots(pg.GraphicsLayoutWidget):
                     peak.setData(drawn.peak_times, drawn.peak_values, connect="finite")
                 self._reach_s = ring_reach_s(ring.capacity, times[0], times[-1], len(times))
                 self._drawn_from = (ring, gpu, older, self._ring_seen(ring))
-            self._drawn = (ring, gpu)
         self._apply_range()
         self.crosshair.refresh()
 
@@ -354,7 +353,7 @@ class GpuPlots(pg.GraphicsLayoutWidget):
         self._drawn_from = None
         for curve in (*self.curves.values(), *self.peaks.values()):
             curve.setData([], [])
-        self._drawn, self._newest, self._reach_s = None, math.nan, math.inf
+        self._newest, self._reach_s = math.nan, math.inf
         self.history_note = None
 
     def mouseDoubleClickEvent(self, event: QMouseEvent) -> None:
