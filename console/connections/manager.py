@@ -213,8 +213,7 @@ class ConnectionManager:
             self._inbox.put(QueryResult(target, what, query_id, False, str(exc)))
             return
         except Exception as exc:  # a bug: logged, and said to the asker, who would wait for ever
-            log.exception("%s: %s failed", target, what)
-            self._inbox.put(QueryResult(target, what, query_id, False, f"internal error: {exc}"))
+            self._inbox.put(_internal_error(target, what, query_id, exc))
             return
         self._inbox.put(QueryResult(target, what, query_id, True, "done", payload))
 
@@ -231,8 +230,7 @@ class ConnectionManager:
                 # A reply that cannot be decoded, or a channel closed under the call (a
                 # reconnect): said to the asker, who would wait for ever (a replay moment's
                 # node "waiting", and Play that never starts).
-                log.exception("%s: %s failed", target, what)
-                answer = QueryResult(target, what, query_id, False, f"internal error: {exc}")
+                answer = _internal_error(target, what, query_id, exc)
         self._inbox.put(answer)
 
     def request_steps(
@@ -295,3 +293,10 @@ class ConnectionManager:
         for task in leftovers:
             task.cancel()
         await asyncio.gather(*leftovers, return_exceptions=True)
+
+
+def _internal_error(target: str, what: str, query_id: int, exc: Exception) -> QueryResult:
+    """A query or fetch that failed by a bug: logged, and its asker told (never left
+    waiting)."""
+    log.exception("%s: %s failed", target, what)
+    return QueryResult(target, what, query_id, False, f"internal error: {exc}")

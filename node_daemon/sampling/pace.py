@@ -108,4 +108,4 @@ class Pace:
         if before is None or dt_s <= 0:
             return False
         ahead = now + (now - before) / dt_s * self.settings.lookahead_s
-        return any((now >= line) != (ahead >= line) for line in lines)
+        return _across(lines, now, ahead)
