@@ -13,7 +13,7 @@ root="$(dirname "$here")"
 # The entry points; the other bench/*.py files are their parts.
 benchmarks=(console_fleet console_frames inventory_churn console_growth alert_latency daemon_streams nvml_sweep fuzz_rpcs
             hostile_memory stream_starvation silent_node silent_node_notice popup_budget
-            sweep_encode jwt_verify audit_denials fault_replay history_disk replay_fleet)
+            sweep_encode jwt_verify audit_denials fault_replay history_disk replay_fleet gil_handover)
 
 smoke=()
 case "${1:-}" in

@@ -55,7 +55,12 @@ def has_display() -> bool:
 OFFSCREEN_SCREEN = (1920, 1080)
 
 
-GIL_SWITCH_S = 0.001
+# PySide hands the interpreter lock over on every call into Qt; coming back, the GUI
+# thread waits for it while another Python thread runs (the network thread decoding a
+# burst of answers). Beside a busy thread a call then costs 174 us at Python's default
+# 5 ms switch interval, 38 us at 1 ms, 8 us at 0.2 ms (bench/gil_handover.py): a grid
+# repaint makes about a thousand.
+GIL_SWITCH_S = 0.0002
 
 
 def qt_application(offscreen: bool = False) -> QApplication:
@@ -68,10 +73,8 @@ def qt_application(offscreen: bool = False) -> QApplication:
     # Wayland matches the window to installer/desktop/gpufleet-console.desktop by this.
     app.setDesktopFileName("gpufleet-console")
     install_qt_log_handler()
-    # The GUI thread waits for the interpreter lock while the network thread decodes a
-    # burst of answers (a replay move: 125 at once); Python hands the lock over only every
-    # switch interval (5 ms by default), so each wait could cost a frame 5 ms. 1 ms keeps
-    # the GUI's share of a burst a frame's fraction (bench/replay_fleet.py, Play).
+    # The GUI thread waits for the interpreter lock at each return from Qt while the
+    # network thread decodes (a replay move: 125 answers at once): see GIL_SWITCH_S.
     sys.setswitchinterval(GIL_SWITCH_S)
     # Cycles are collected between events in this thread, never by the network thread
     # (which would destroy Qt objects the GUI thread is using: console/qt/gui_thread_gc.py).
