@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from fleet_process import FleetProcess
+from fleet_process import FLEET_HOST, LIGHT_FLEET, FleetProcess
 from frame_probe import FrameProbe
 from gc_probe import GcProbe
 from gui_probes import Heartbeat, TimedApplication, run_for, wait_until
@@ -81,6 +81,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="host the simulated daemons in K processes (default 1)")  # fmt: skip
     arg("--fleet-nice", type=int, default=0, metavar="N",
         help="run the simulated daemons at nice N (default 0)")  # fmt: skip
+    arg("--light", action="store_true",
+        help="light nodes (bench/light_fleet.py: the daemon's wire without its sampler, "
+             "history or journal), for 10,000 GPUs on a small machine")  # fmt: skip
     arg("--smoke", action="store_true", help="tiny and fast (CI): 2 nodes, 3 s")
     args = parser.parse_args(argv)
     args.gc_freeze = args.gc_freeze and not args.python_gc  # --python-gc: no collector to freeze
@@ -341,6 +344,7 @@ def config_of(args: argparse.Namespace) -> dict[str, object]:
         "theme": THEME,
         "fleet_processes": args.fleet_processes,
         "fleet_nice": args.fleet_nice,
+        "fleet": "light" if args.light else "daemons",
     }
 
 
@@ -360,13 +364,28 @@ class Measured:
         return self.after.wall - self.before.wall
 
 
+def connect_stats(connect_s: float, heartbeat: Heartbeat) -> dict[str, object]:
+    """From the session's start to every node streaming: how long, and the GUI's stalls."""
+    stalls = heartbeat.stalls_s()
+    return {
+        "all_streaming_s": round(connect_s, 2),
+        "max_stall_ms": round(max(stalls, default=0.0) * 1000, 2),
+        "stalls_over_100ms": sum(s > 0.1 for s in stalls),
+    }
+
+
 def run(args: argparse.Namespace, app: TimedApplication, fleet: FleetProcess) -> dict[str, object]:
     started = datetime.now(UTC).isoformat(timespec="seconds")
     code = code_version(REPO_ROOT)  # the tree as imported, before anything ran
     targets = fleet.start(timeout_s=30 + 0.2 * args.nodes)
+    connecting = Heartbeat()
+    connecting.start()  # the GUI's stalls while the fleet connects (a start-up's worst)
+    connect_started = time.perf_counter()
     session, window, probe = build_console(app, targets)
     try:
         wait_streaming(session, timeout_s=30 + 0.2 * args.nodes)
+        connect = connect_stats(time.perf_counter() - connect_started, connecting)
+        connecting.stop()
         window.grid.select(targets[0], 0)
         if args.gc_freeze:
             collect_in_gui_thread().freeze_long_lived()  # as console.app.run_console does
@@ -383,6 +402,7 @@ def run(args: argparse.Namespace, app: TimedApplication, fleet: FleetProcess) ->
             "code": code,
         }
         result |= collect(args, app, session, window, probe, fleet, measured)
+        result["connect"] = connect
     finally:
         probe.stop()
         window.close()
@@ -440,7 +460,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     with (
         tempfile.TemporaryDirectory(prefix="gpufleet-bench-") as tmp,
         FleetProcess(
-            args.nodes, args.gpus, Path(tmp), args.interval, args.fleet_processes, args.fleet_nice
+            args.nodes,
+            args.gpus,
+            Path(tmp),
+            args.interval,
+            args.fleet_processes,
+            args.fleet_nice,
+            host=LIGHT_FLEET if args.light else FLEET_HOST,
         ) as fleet,
     ):
         # No saved window layout is read, and the one saved at close goes with the run.

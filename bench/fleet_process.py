@@ -20,6 +20,8 @@ from pathlib import Path
 from machine import cpu_seconds, rss_bytes
 
 FLEET_HOST = Path(__file__).resolve().with_name("fleet_host.py")
+# Light nodes (bench/light_fleet.py): the daemon's wire, not its sampler, history or journal.
+LIGHT_FLEET = Path(__file__).resolve().with_name("light_fleet.py")
 
 
 class FleetError(RuntimeError):
@@ -38,15 +40,17 @@ class FleetProcess:
         processes: int = 1,
         nice: int = 0,
         extra_args: Sequence[str] = (),
+        host: Path = FLEET_HOST,
     ) -> None:
-        """`extra_args`: more of fleet_host.py's options (e.g. --seed-day), for every part."""
+        """`extra_args`: more of the host's options (e.g. fleet_host.py's --seed-day), for
+        every part; `host`: FLEET_HOST (full daemons) or LIGHT_FLEET (light nodes)."""
         if not 1 <= processes <= nodes:
             raise FleetError(f"processes must be from 1 to the node count ({nodes}): {processes}")
         self._parts = processes
         # nice(1) execs the interpreter: the child's pid stays the one Popen gives.
         prefix = ["nice", "-n", str(nice)] if nice else []
         self._argvs = [
-            [*prefix, sys.executable, str(FLEET_HOST), "--nodes", str(nodes), "--gpus", str(gpus),
+            [*prefix, sys.executable, str(host), "--nodes", str(nodes), "--gpus", str(gpus),
              "--interval", str(interval_s), "--ready-file", str(self._ready(workdir, part)),
              "--state-dir", str(workdir / "state"), "--watch-stdin",
              "--part", f"{part}/{processes}", *extra_args]

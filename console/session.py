@@ -14,6 +14,7 @@ from console.connections.health_actions import HealthActions
 from console.connections.history_query import HistoryQueries
 from console.connections.manager import ConnectionManager, UpdateInbox
 from console.connections.moment_query import MomentQueries
+from console.connections.open_files import allow_open_files
 from console.connections.prometheus_range import PrometheusSource
 from console.connections.queries import FleetQueries
 from console.connections.security import LinkSecurity
@@ -73,6 +74,7 @@ class ConsoleSession:
             self.items.add_node(target)
 
     def start(self) -> None:
+        allow_open_files(len(self._targets))  # a socket per node: 1,250 nodes pass 1,024
         self.connections.start()
         for target in self._targets:
             self.connections.connect(target)
