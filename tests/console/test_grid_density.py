@@ -19,8 +19,18 @@ from console.fleet.tile_order import TileFacts, TileOrder, ordered, ordered_grou
 from console.main_window import MainWindow
 from console.qt import roles
 from console.qt.fleet_item_model import FleetItemModel
+from console.views.grid import grid_layout
 from console.views.grid.fleet_grid import FleetGrid
-from console.views.grid.grid_layout import DEFAULT, TILE_MAX, Group, fit, lay_out, tile_labels
+from console.views.grid.grid_layout import (
+    COMPACT_MIN,
+    DEFAULT,
+    TILE_MAX,
+    Group,
+    Metrics,
+    fit,
+    lay_out,
+    tile_labels,
+)
 from console.views.grid.tile_painter import TilePainter
 from gpufleet.v1.gpu_metrics import MEM_TOTAL_BYTES, MEM_USED_BYTES, TEMP_GPU_C, UTIL_GPU_PCT
 from tests.console.hand_fed import gpus_of, node_up, samples, simulated_node
@@ -185,6 +195,37 @@ def test_fit_grows_to_the_largest_tile_and_shrinks_to_compact() -> None:
     assert fit([8] * 4, 800, 480).tile.width() >= 84  # 1366x768's grid: full tiles
     assert fit([8] * 125, 1150, 800).compact
     assert fit([], 800, 600) == DEFAULT
+
+
+def every_blocks_a_row(counts: list[int], width: int, height: int) -> Metrics:
+    """fit as it was before it bounded the blocks a row: every number tried."""
+    best = None
+    for per_row in range(1, len(counts) + 1):
+        lines = [max(1, -(-c // 4)) for c in counts]
+        metrics = grid_layout._sized(lines, per_row, width, height)
+        if metrics is not None and (best is None or grid_layout._area(metrics) > best[0]):
+            best = (grid_layout._area(metrics), metrics)
+    return best[1] if best is not None else Metrics(COMPACT_MIN, *grid_layout.COMPACT_SPACING)
+
+
+@pytest.mark.parametrize(
+    ("counts", "width", "height"),
+    [([8] * 1250, 3400, 1900), ([8] * 1250, 1150, 800), ([8] * 125, 1150, 800),
+     ([4, 8, 2, 8, 16, 1] * 40, 2000, 1200), ([8] * 3, 500, 300), ([2] * 700, 3800, 2000)],
+)  # fmt: skip
+def test_fit_tries_only_what_can_fit_and_finds_the_same_tiles(
+    counts: list[int], width: int, height: int
+) -> None:
+    """1,250 nodes (10,000 GPUs) tried every number of blocks a row, each a pass over
+    every block: 9 s of a connecting console's GUI thread. The bound changes no answer."""
+    assert fit(counts, width, height) == every_blocks_a_row(counts, width, height)
+
+
+def test_ten_thousand_gpus_fit_a_4k_grid_as_compact_tiles() -> None:
+    metrics = fit([8] * 1250, 3400, 1900)  # a 3840x2160 window's grid part
+    groups = [Group(f"n{i}", i, tuple((i, g) for g in range(8))) for i in range(1250)]
+    _blocks, total = lay_out(groups, 3400, metrics)
+    assert metrics.compact and total <= 1900  # every GPU without scrolling
 
 
 @pytest.mark.parametrize(

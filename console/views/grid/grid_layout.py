@@ -149,9 +149,12 @@ def fit(counts: Sequence[int], width: int, height: int) -> Metrics:
     """
     if not counts:
         return DEFAULT
+    lines = [max(1, -(-c // COLUMNS)) for c in counts]  # each block's tile lines
     best: tuple[int, Metrics] | None = None
-    for per_row in range(1, len(counts) + 1):
-        metrics = _sized(counts, per_row, width, height)
+    # More blocks a row than compact tiles allow gives nothing: 1,250 nodes try ~40
+    # numbers, not 1,250 (each a pass over every block).
+    for per_row in range(1, min(len(counts), _most_per_row(width)) + 1):
+        metrics = _sized(lines, per_row, width, height)
         if metrics is not None and (best is None or _area(metrics) > best[0]):
             best = (_area(metrics), metrics)
         if metrics is None and best is not None and per_row > 2 * _per_row(best[1], width):
@@ -159,6 +162,12 @@ def fit(counts: Sequence[int], width: int, height: int) -> Metrics:
     if best is not None:
         return best[1]
     return Metrics(COMPACT_MIN, *COMPACT_SPACING)
+
+
+def _most_per_row(width: int) -> int:
+    """Blocks a row at the compact minimum: more cannot fit `width`."""
+    smallest = Metrics(COMPACT_MIN, *COMPACT_SPACING)
+    return max(1, (width - smallest.block_gap) // (smallest.block_width() + smallest.block_gap))
 
 
 def _area(metrics: Metrics) -> int:
@@ -169,13 +178,14 @@ def _per_row(metrics: Metrics, width: int) -> int:
     return max(1, (width - metrics.block_gap) // (metrics.block_width() + metrics.block_gap))
 
 
-def _sized(counts: Sequence[int], per_row: int, width: int, height: int) -> Metrics | None:
-    """Tiles for `per_row` blocks a row that fit, full size if they can, else compact."""
+def _sized(lines: Sequence[int], per_row: int, width: int, height: int) -> Metrics | None:
+    """Tiles for `per_row` blocks a row (of `lines` tile lines each) that fit, full size if
+    they can, else compact."""
+    rows = _rows_of_blocks(lines, per_row)
     for spacing in (FULL_SPACING, COMPACT_SPACING):
         gap, pad, header, block_gap = spacing
         tile_w = (width - block_gap) // per_row - block_gap - 2 * pad - (COLUMNS - 1) * gap
         tile_w = min(tile_w // COLUMNS, TILE_MAX.width())
-        rows = _rows_of_blocks(counts, per_row)
         room = (height - block_gap) - len(rows) * (block_gap + header + pad)
         lines = sum(rows)
         tile_h = min(room // lines - gap if lines else TILE_MAX.height(), TILE_MAX.height())
@@ -189,9 +199,8 @@ def _sized(counts: Sequence[int], per_row: int, width: int, height: int) -> Metr
     return None
 
 
-def _rows_of_blocks(counts: Sequence[int], per_row: int) -> list[int]:
+def _rows_of_blocks(lines: Sequence[int], per_row: int) -> list[int]:
     """For each row of blocks, the tile lines of its tallest block."""
-    lines = [max(1, -(-c // COLUMNS)) for c in counts]
     return [max(lines[i : i + per_row]) for i in range(0, len(lines), per_row)]
 
 
