@@ -171,7 +171,8 @@ def _usage_lines(result: dict[str, object]) -> list[str]:
         f" (longest {_fmt(get('net_stalls', 'longest_s'), ' s')})",
         f"  connecting ({get('config', 'fleet') or 'daemons'})"
         f"      every node streaming after {_fmt(get('connect', 'all_streaming_s'), ' s')},"
-        f" longest GUI stall {_fmt(get('connect', 'max_stall_ms'), ' ms')}",
+        f" longest GUI stall {_fmt(get('connect', 'max_stall_ms'), ' ms')}"
+        f" (window built in {_fmt(get('connect', 'window_built_s'), ' s')} before)",
     ]
 
 

@@ -70,8 +70,7 @@ class ConsoleSession:
         # Users and teams from the settings, offered for reservations and as owners.
         self.people = tuple(people)
         self._targets = list(dict.fromkeys(targets))
-        for target in self._targets:
-            self.items.add_node(target)
+        self.items.add_nodes(self._targets)
 
     def start(self) -> None:
         allow_open_files(len(self._targets))  # a socket per node: 1,250 nodes pass 1,024

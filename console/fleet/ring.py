@@ -17,8 +17,10 @@ class SampleRing:
 
     def __init__(self, capacity: int, gpu_count: int, column_count: int) -> None:
         self.capacity = capacity
-        self._times = np.full(capacity, np.nan)
-        self._values = np.full((capacity, gpu_count, column_count), np.nan, dtype=np.float32)
+        # Unfilled: only written rows are read (_order, newest), and the pages of rows not
+        # yet written stay unmapped (np.full touched 0.6 MB a node as each one connected).
+        self._times = np.empty(capacity)
+        self._values = np.empty((capacity, gpu_count, column_count), dtype=np.float32)
         self._next = 0
         self._size = 0
         self.last_time = float("-inf")
