@@ -28,6 +28,7 @@ frozen again.
 from __future__ import annotations
 
 import gc
+import time
 
 from PySide6.QtCore import QCoreApplication, QObject, QThread
 
@@ -36,6 +37,7 @@ from console.qt.named_timer import named_timer
 CHECK_INTERVAL_MS = 100
 FIRST_FREEZE_MS = 60_000  # the fleet's first connections and inventories are in by then
 REFREEZE_MS = 3_600_000  # a cycle among frozen objects waits at most this long
+FULL_EVERY_S = 60.0  # the oldest generation is walked at most this often
 
 
 class GuiThreadCollector(QObject):
@@ -50,8 +52,7 @@ class GuiThreadCollector(QObject):
         super().__init__(app)  # lives as long as the application, in its thread
         self.collections = 0
         self._was_enabled = gc.isenabled()
-        self._long_lived_total = len(gc.get_objects(2))
-        self._long_lived_pending = 0  # moved to the oldest generation since the last full
+        self._last_full = time.monotonic()
         self._timer = named_timer(self, "guiThreadCollector", self.collect_due)
         self._freeze_timer = named_timer(self, "guiThreadCollectorFreeze", self.freeze_now)
         self._refreeze_ms = REFREEZE_MS
@@ -71,32 +72,32 @@ class GuiThreadCollector(QObject):
         gc.unfreeze()
         self._collect_all()
         gc.freeze()
-        self._long_lived_total = 0  # every generation is frozen now, the oldest too
         self.freezes += 1
         if self._freeze_timer.isActive():
             self._freeze_timer.setInterval(self._refreeze_ms)
 
     def collect_due(self) -> None:
-        """Collect what Python itself would have collected by now, as CPython decides it:
-        the oldest generation past its threshold, and the whole heap only once a quarter
-        more objects have reached the oldest generation since the last full collection
-        (a full collection walks every object: it must stay rare in a busy console)."""
+        """Collect what Python itself would have collected by now: the youngest
+        generations past their thresholds, and the whole heap at most once a
+        FULL_EVERY_S (a full collection walks every object not frozen: it must stay rare
+        in a busy console; CPython waits for a quarter more long-lived objects, which it
+        counts and Python code cannot without gc.get_objects: that list holds a
+        reference to a tuple another thread is still building, which then fails with
+        "bad argument to internal function", seen at 10,000 GPUs)."""
         counts, thresholds = gc.get_count(), gc.get_threshold()
         if counts[0] <= thresholds[0]:
             return
         if counts[1] <= thresholds[1]:
             gc.collect(0)
-        elif counts[2] <= thresholds[2] or self._long_lived_pending <= self._long_lived_total / 4:
-            young = len(gc.get_objects(0)) + len(gc.get_objects(1))  # small generations
-            self._long_lived_pending += max(0, young - gc.collect(1))
+        elif counts[2] <= thresholds[2] or time.monotonic() - self._last_full < FULL_EVERY_S:
+            gc.collect(1)
         else:
             self._collect_all()
         self.collections += 1
 
     def _collect_all(self) -> None:
         gc.collect()
-        self._long_lived_total = len(gc.get_objects(2))
-        self._long_lived_pending = 0
+        self._last_full = time.monotonic()
 
     def uninstall(self) -> None:
         """Thaw, collect everything once more here, then let Python collect on its own again."""

@@ -9,7 +9,7 @@ from typing import Any
 from PySide6.QtCore import QAbstractListModel, QMimeData, QModelIndex, QPersistentModelIndex, Qt
 
 from console.fleet.model import Change, FleetModel
-from console.fleet.people import Person, known_people
+from console.fleet.people import Person, known_people, process_users
 from console.qt.mime import HOLDER_MIME, holder_mime
 
 Index = QModelIndex | QPersistentModelIndex
@@ -25,17 +25,25 @@ class PeopleListModel(QAbstractListModel):
         self._configured = tuple(configured)
         self._rows: list[Person] = []
         self._refreshed = (-1, 0.0)  # (control version, monotonic time) of the last look
+        # Each node's process users, looked at again as the node changes: a frame's
+        # nodes, not the whole fleet's processes at once.
+        self._users = {node.target: process_users(node) for node in fleet}
         self.refresh()
 
     def refresh(self) -> None:
-        people = known_people(self._configured, self._fleet)
+        people = known_people(self._configured, self._fleet, self._users)
         if people == self._rows:
             return  # most frames change nobody: keep the view's selection and scroll
         self.beginResetModel()
         self._rows = people
         self.endResetModel()
 
-    def on_fleet_changed(self, _changes: dict[str, Change]) -> None:
+    def on_fleet_changed(self, changes: dict[str, Change]) -> None:
+        if any(c is Change.STRUCTURE for c in changes.values()):
+            self._users = {node.target: process_users(node) for node in self._fleet}
+        else:
+            for target in changes:
+                self._users[target] = process_users(self._fleet.node(target))
         version, now = self._fleet.control.version, time.monotonic()
         if version != self._refreshed[0] or now - self._refreshed[1] >= REFRESH_S:
             self._refreshed = (version, now)

@@ -156,7 +156,7 @@ class FleetGrid(QWidget):
         # Wire the model once: structure changes relayout, data changes repaint.
         model.modelReset.connect(self._on_model_structure_changed)
         model.rowsInserted.connect(self._on_model_structure_changed)
-        model.dataChanged.connect(self._on_model_data_changed)
+        model.nodesChanged.connect(self._on_nodes_changed)
         self._relayout()
 
     # -- layout ----------------------------------------------------------------
@@ -320,22 +320,24 @@ class FleetGrid(QWidget):
         self.update()
         self.gpuSelected.emit(target, gpu)
 
-    def _on_model_data_changed(self, top_left: QModelIndex, _bottom_right: QModelIndex) -> None:
+    def _on_nodes_changed(self, node_rows: list[int]) -> None:
+        """The frame's changed nodes (FleetItemModel.nodesChanged): their blocks repaint."""
         if self._order is not TileOrder.NODE and not self._resort.isActive():
             self._resort.start(SORT_MS)
         if self._grouping != "node":
             if not self._regroup.isActive():
                 self._regroup.start(0)
             return
-        node_row = top_left.row() if not top_left.parent().isValid() else top_left.parent().row()
-        where = self._where.get((node_row, 0))
-        if where is not None:
-            self._dirty[where[0]] = None
-            if self._yielded or not self._repaint.isActive():
-                # This frame, after every change the pump made (with those a yielded frame
-                # left: this is the next frame's news).
-                self._yielded = False
-                self._repaint.start(0)
+        where, dirty = self._where, self._dirty
+        for node_row in node_rows:
+            found = where.get((node_row, 0))
+            if found is not None:
+                dirty[found[0]] = None
+        if self._yielded or not self._repaint.isActive():
+            # This frame, after every change the pump made (with those a yielded frame
+            # left: this is the next frame's news).
+            self._yielded = False
+            self._repaint.start(0)
 
     def yield_frame(self) -> None:
         """Leave this frame to a heavier view: the blocks changed in it repaint with the

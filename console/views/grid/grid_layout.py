@@ -187,8 +187,8 @@ def _sized(lines: Sequence[int], per_row: int, width: int, height: int) -> Metri
         tile_w = (width - block_gap) // per_row - block_gap - 2 * pad - (COLUMNS - 1) * gap
         tile_w = min(tile_w // COLUMNS, TILE_MAX.width())
         room = (height - block_gap) - len(rows) * (block_gap + header + pad)
-        lines = sum(rows)
-        tile_h = min(room // lines - gap if lines else TILE_MAX.height(), TILE_MAX.height())
+        total = sum(rows)
+        tile_h = min(room // total - gap if total else TILE_MAX.height(), TILE_MAX.height())
         tallest = LARGE_TALLEST if tile_w >= LARGE_TILE else ASPECT[1]
         tile_h = min(tile_h, int(tile_w * tallest))
         tile_w = min(tile_w, int(tile_h / ASPECT[0]))
