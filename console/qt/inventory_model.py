@@ -144,8 +144,20 @@ class InventoryTableModel(RowTableModel):
         moved = before ^ self._flagged()
         self._changed(sorted({where[i] for i, _ in moved if i in where}))
 
-    def on_fleet_changed(self, _changes: dict[str, Change]) -> None:
-        self.refresh()
+    def on_fleet_changed(self, changes: dict[str, Change]) -> None:
+        # Most frames bring only samples: nothing the table shows (a look at each of
+        # 1,250 nodes' objects every frame cost 2.7 ms).
+        if any(c is Change.STRUCTURE for c in changes.values()) or not all(
+            self._holds(target) for target in changes
+        ):
+            self.refresh()
+
+    def _holds(self, target: str) -> bool:
+        """Whether the rows held for the node are from its inventory and identity now."""
+        node, held = self._fleet.node(target), self._by_node.get(target)
+        if held is None:
+            return node.info is None
+        return held.info is node.info and held.identity is node.identity
 
     def rows(self) -> list[InventoryRow]:
         return list(self._rows)

@@ -21,7 +21,7 @@ from console.fleet.inventory import (
     inventory_csv,
     inventory_rows,
 )
-from console.fleet.model import FleetModel
+from console.fleet.model import Change, FleetModel
 from console.fleet.updates import GpuInfo, InventoryUpdate, LinkState, NodeInfo
 from console.qt.inventory_model import DRIFT_ROLE, InventoryTableModel
 from console.session import ConsoleSession
@@ -240,6 +240,20 @@ def test_a_changed_value_repaints_that_node_s_rows_only(qtbot, thirteen_nodes: F
     assert told.changed == {12, 13}
     assert model.index(12, column("Driver")).data() == MAJORITY_DRIVER
     assert model.drift_count() == 0 and not model.index(12, column("Driver")).data(DRIFT_ROLE)
+
+
+def test_a_frame_of_samples_only_looks_at_no_node(qtbot, thirteen_nodes: FleetModel) -> None:
+    """Most frames bring samples only; the table then looks at nothing (a look at each
+    node's objects every frame cost 2.7 ms at 1,250 nodes)."""
+    model = InventoryTableModel(thirteen_nodes)
+    looks: list[int] = []
+    look = model.refresh
+    model.refresh = lambda: (looks.append(1), look())[1]  # type: ignore[method-assign]
+    odd = thirteen_nodes.nodes()[6].target
+    model.on_fleet_changed({odd: Change.DATA})  # its inventory and identity unchanged
+    assert looks == []
+    refreshed(thirteen_nodes, model, InventoryUpdate(odd, node_info("node-odd")))
+    assert looks == [1] and model.index(12, column("Driver")).data() == MAJORITY_DRIVER
 
 
 def test_rows_move_in_and_out_where_their_node_is(qtbot, thirteen_nodes: FleetModel) -> None:

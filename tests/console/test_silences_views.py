@@ -277,6 +277,21 @@ def test_viewers_see_silences_but_may_not_create_or_expire(qtbot) -> None:
     assert panel.new.isEnabled() and panel.expire.isEnabled()
 
 
+def test_access_is_judged_again_only_when_a_nodes_link_or_identity_changes(qtbot) -> None:
+    fleet = fleet_of(A)
+    access = AccessWatcher(fleet)
+    said: list[int] = []
+    access.changed.connect(lambda: said.append(1))
+    fleet.apply(IdentityUpdate(A, Identity("otto", Role.OPERATOR)))
+    access.on_fleet_changed({A: Change.DATA})
+    assert said == [1]
+    access.on_fleet_changed({A: Change.DATA})  # a frame of samples: nothing to judge
+    assert said == [1]
+    fleet.apply(IdentityUpdate(A, Identity("vic", Role.VIEWER)))
+    access.on_fleet_changed({A: Change.DATA})
+    assert said == [1, 1]
+
+
 def test_a_silence_about_to_end_is_announced_once_in_the_window(qtbot) -> None:
     fleet, clock = fleet_of(A), Clock()
     listing(fleet, A, silence(A, "s-1"))
