@@ -42,7 +42,7 @@ _STATES = {int(s): s for s in HealthState}
 _Record = TypeVar("_Record")
 
 
-class _Memo:
+class Memo:
     def __init__(self) -> None:
         self._found: dict[Hashable, Any] = {}
 
@@ -55,8 +55,8 @@ class _Memo:
         return found  # type: ignore[no-any-return]
 
 
-_conditions = _Memo()
-_signal_records = _Memo()
+_conditions = Memo()
+_signal_records = Memo()
 _getters: dict[tuple[str, ...], Callable[[Any], Any]] = {}
 
 
