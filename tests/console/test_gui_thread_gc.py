@@ -152,3 +152,12 @@ def test_collecting_never_lists_the_heap(qtbot, monkeypatch) -> None:
         gc.set_threshold(*thresholds)
         gc.callbacks.remove(count_full)
         stop_collecting_in_gui_thread()
+
+
+def test_the_middle_generation_is_collected_every_fiftieth_and_given_back(qtbot) -> None:
+    stop_collecting_in_gui_thread()
+    before = gc.get_threshold()
+    collect_in_gui_thread()
+    assert gc.get_threshold() == (before[0], gui_thread_gc.MIDDLE_EVERY, before[2])
+    stop_collecting_in_gui_thread()
+    assert gc.get_threshold() == before
