@@ -35,6 +35,7 @@ import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Protocol
 
 from node_daemon.commands.backend_choice import simulated_backend
 from node_daemon.config import DaemonConfig, resolve_state_dir
@@ -44,6 +45,12 @@ from node_daemon.listen import parse_listen_address
 from node_daemon.server import NodeDaemon
 
 log = logging.getLogger("bench.fleet_host")
+
+
+class Served(Protocol):
+    @property
+    def address(self) -> object: ...
+
 
 STOP_SIGNALS = {signal.SIGTERM, signal.SIGINT}
 STOP_GRACE_S = 1.0
@@ -108,7 +115,8 @@ def stop_fleet(daemons: Sequence[NodeDaemon]) -> None:
         list(pool.map(lambda d: d.stop(STOP_GRACE_S), daemons))
 
 
-def write_ready_file(path: Path, daemons: Sequence[NodeDaemon]) -> None:
+def write_ready_file(path: Path, daemons: Sequence[Served]) -> None:
+    """Every server's address (a NodeDaemon's, a light node's), once all serve."""
     text = json.dumps({"pid": os.getpid(), "addresses": [str(d.address) for d in daemons]})
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text(text, encoding="utf-8")

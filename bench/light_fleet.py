@@ -29,9 +29,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import logging
-import os
 import signal
 import sys
 import time
@@ -41,7 +39,7 @@ from typing import Any
 
 import grpc
 import grpc.aio
-from fleet_host import parse_part, stop_when_parent_goes
+from fleet_host import parse_part, stop_when_parent_goes, write_ready_file
 
 from console.connections.open_files import allow_open_files
 from gpufleet.v1 import node_pb2 as pb
@@ -171,13 +169,6 @@ async def serve(args: argparse.Namespace) -> list[LightNode]:
     for node in nodes:
         await node.start()
     return nodes
-
-
-def write_ready_file(path: Path, nodes: Sequence[LightNode]) -> None:
-    text = json.dumps({"pid": os.getpid(), "addresses": [n.address for n in nodes]})
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
 
 
 async def run(args: argparse.Namespace) -> None:
