@@ -9,6 +9,7 @@ from typing import Any
 from PySide6.QtCore import QAbstractListModel, QMimeData, QModelIndex, QPersistentModelIndex, Qt
 
 from console.fleet.model import Change, FleetModel
+from console.fleet.node_looks import NodeLooks
 from console.fleet.people import Person, known_people, process_users
 from console.qt.mime import HOLDER_MIME, holder_mime
 
@@ -27,11 +28,11 @@ class PeopleListModel(QAbstractListModel):
         self._refreshed = (-1, 0.0)  # (control version, monotonic time) of the last look
         # Each node's process users, looked at again as the node changes: a frame's
         # nodes, not the whole fleet's processes at once.
-        self._users = {node.target: process_users(node) for node in fleet}
+        self._users = NodeLooks(fleet, process_users)
         self.refresh()
 
     def refresh(self) -> None:
-        people = known_people(self._configured, self._fleet, self._users)
+        people = known_people(self._configured, self._fleet, self._users.by_node)
         if people == self._rows:
             return  # most frames change nobody: keep the view's selection and scroll
         self.beginResetModel()
@@ -39,11 +40,7 @@ class PeopleListModel(QAbstractListModel):
         self.endResetModel()
 
     def on_fleet_changed(self, changes: dict[str, Change]) -> None:
-        if any(c is Change.STRUCTURE for c in changes.values()):
-            self._users = {node.target: process_users(node) for node in self._fleet}
-        else:
-            for target in changes:
-                self._users[target] = process_users(self._fleet.node(target))
+        self._users.follow(changes)
         version, now = self._fleet.control.version, time.monotonic()
         if version != self._refreshed[0] or now - self._refreshed[1] >= REFRESH_S:
             self._refreshed = (version, now)

@@ -1,14 +1,17 @@
 """The status line's figures from the facts it keeps per node, looked at again only for
-the nodes a frame changed (console/views/grid/fleet_summary.py, NodeFacts)."""
+the nodes a frame changed (console/views/grid/fleet_summary.py, with NodeLooks)."""
 
 from __future__ import annotations
+
+from collections.abc import Mapping
 
 import numpy as np
 
 from console.fleet.columns import COLUMN_COUNT, column
 from console.fleet.model import Change, FleetModel
+from console.fleet.node_looks import NodeLooks
 from console.fleet.updates import GpuSnapshot, SamplesUpdate
-from console.views.grid.fleet_summary import FleetSummary, NodeFacts, figures
+from console.views.grid.fleet_summary import FleetSummary, NodeFacts, figures, node_facts
 from gpufleet.v1.gpu_metrics import TEMP_GPU_C
 from tests.console.hand_fed import gpus_of, node_up, simulated_node
 
@@ -34,16 +37,14 @@ def two_nodes() -> FleetModel:
     return fleet
 
 
-def texts(fleet: FleetModel, facts: NodeFacts | None = None) -> list[str]:
+def texts(fleet: FleetModel, facts: Mapping[str, NodeFacts] | None = None) -> list[str]:
     return [f.text for f in figures(fleet, facts)]
 
 
 def test_kept_facts_say_what_a_look_at_every_gpu_says() -> None:
     fleet = two_nodes()
-    facts = NodeFacts()
-    for node in fleet:
-        facts.look(node)
-    assert texts(fleet, facts) == texts(fleet)
+    facts = NodeLooks(fleet, node_facts)
+    assert texts(fleet, facts.by_node) == texts(fleet)
     assert "hottest 61 °C on node-0:1" in texts(fleet)
 
 

@@ -9,13 +9,15 @@ severity, the nodes down open the inventory (where each node's state and why).
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass
 
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QHBoxLayout, QToolButton, QWidget
 
 from console.fleet.columns import column
 from console.fleet.model import Change, FleetModel, NodeRecord
+from console.fleet.node_looks import NodeLooks
 from console.fleet.updates import LinkState
 from console.qt.named_timer import named_timer
 from gpufleet.v1.alert_severity import Severity
@@ -54,36 +56,32 @@ def node_lost(node: NodeRecord) -> tuple[int, ...]:
     return tuple(i for i, s in sorted(node.latest.items()) if s.health == "lost")
 
 
-@dataclass
-class NodeFacts:
-    """Each node's hottest GPU and lost GPUs, looked at again as the node changes: a
-    look at every GPU at once took 15 ms of a frame at 10,000 GPUs."""
-
-    hottest: dict[str, tuple[float, int] | None] = field(default_factory=dict)
-    lost: dict[str, tuple[int, ...]] = field(default_factory=dict)
-
-    def look(self, node: NodeRecord) -> None:
-        self.hottest[node.target] = node_hottest(node)
-        self.lost[node.target] = node_lost(node)
+# A node's facts for the line: its hottest GPU (None: none reported) and its lost GPUs.
+NodeFacts = tuple[tuple[float, int] | None, tuple[int, ...]]
 
 
-def _hottest(nodes: list[NodeRecord], facts: NodeFacts) -> tuple[float, NodeRecord, int] | None:
+def node_facts(node: NodeRecord) -> NodeFacts:
+    return node_hottest(node), node_lost(node)
+
+
+def _hottest(
+    nodes: list[NodeRecord], facts: Mapping[str, NodeFacts]
+) -> tuple[float, NodeRecord, int] | None:
     """The hottest GPU of the nodes' newest ticks: (°C, node, index); the first of equals."""
     best: tuple[float, NodeRecord, int] | None = None
     for node in nodes:
-        found = facts.hottest.get(node.target)
+        fact = facts.get(node.target)
+        found = fact[0] if fact is not None else None
         if found is not None and (best is None or found[0] > best[0]):
             best = (found[0], node, found[1])
     return best
 
 
-def figures(fleet: FleetModel, facts: NodeFacts | None = None) -> list[Figure]:
-    """The line's parts; `facts`: the nodes' kept (NodeFacts), else each node looked at."""
+def figures(fleet: FleetModel, facts: Mapping[str, NodeFacts] | None = None) -> list[Figure]:
+    """The line's parts; `facts`: each node's as kept (NodeLooks), else each looked at."""
     nodes = fleet.nodes()
     if facts is None:
-        facts = NodeFacts()
-        for node in nodes:
-            facts.look(node)
+        facts = {node.target: node_facts(node) for node in nodes}
     down = [n for n in nodes if n.state is not LinkState.CONNECTED]
     connected = f"{len(nodes) - len(down)}/{len(nodes)} nodes connected"
     if down:
@@ -98,7 +96,7 @@ def figures(fleet: FleetModel, facts: NodeFacts | None = None) -> list[Figure]:
         temp, node, index = hottest
         found.append(Figure("hottest", f"hottest {temp:.0f} °C on {node.name}:{index}",
                             (node.target, index)))  # fmt: skip
-    lost = [(n, i) for n in nodes for i in facts.lost.get(n.target, ())]
+    lost = [(n, i) for n in nodes for i in facts.get(n.target, (None, ()))[1]]
     if lost:
         first, index = lost[0]
         where = f"{first.name}:{index}" + (" …" if len(lost) > 1 else "")
@@ -131,9 +129,7 @@ class FleetSummary(QWidget):
         self.setObjectName("fleetSummary")
         self._fleet = fleet
         self._opens: dict[str, tuple[str, int] | str | None] = {}
-        self._facts = NodeFacts()
-        for node in fleet:
-            self._facts.look(node)
+        self._facts = NodeLooks(fleet, node_facts)  # each node's, as the node changes
         layout = QHBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(10)
@@ -155,18 +151,12 @@ class FleetSummary(QWidget):
         return " · ".join(b.text() for b in self.parts.values() if not b.isHidden())
 
     def on_fleet_changed(self, changes: dict[str, Change]) -> None:
-        if any(c is Change.STRUCTURE for c in changes.values()):
-            self._facts = NodeFacts()
-            for node in self._fleet:
-                self._facts.look(node)
-        else:
-            for target in changes:
-                self._facts.look(self._fleet.node(target))
+        self._facts.follow(changes)
         if not self._timer.isActive():
             self._timer.start(REFRESH_MS)
 
     def _on_timer_timeout(self) -> None:
-        shown = {f.name: f for f in figures(self._fleet, self._facts)}
+        shown = {f.name: f for f in figures(self._fleet, self._facts.by_node)}
         self._opens = {name: f.opens for name, f in shown.items()}
         for name, button in self.parts.items():
             figure = shown.get(name)

@@ -66,6 +66,7 @@ class Metrics:
 FULL_SPACING = (4, 8, 24, 10)  # gap, pad, header, block gap
 COMPACT_SPACING = (2, 4, 15, 6)
 DEFAULT = Metrics(QSize(104, 52), *FULL_SPACING)  # before the grid knows its room
+SMALLEST = Metrics(COMPACT_MIN, *COMPACT_SPACING)  # below it the grid scrolls
 # Kept for callers that place things beside the default layout.
 BLOCK_GAP = DEFAULT.block_gap
 PAD = DEFAULT.pad
@@ -153,21 +154,13 @@ def fit(counts: Sequence[int], width: int, height: int) -> Metrics:
     best: tuple[int, Metrics] | None = None
     # More blocks a row than compact tiles allow gives nothing: 1,250 nodes try ~40
     # numbers, not 1,250 (each a pass over every block).
-    for per_row in range(1, min(len(counts), _most_per_row(width)) + 1):
+    for per_row in range(1, min(len(counts), _per_row(SMALLEST, width)) + 1):
         metrics = _sized(lines, per_row, width, height)
         if metrics is not None and (best is None or _area(metrics) > best[0]):
             best = (_area(metrics), metrics)
         if metrics is None and best is not None and per_row > 2 * _per_row(best[1], width):
             break  # ever narrower tiles: nothing better comes
-    if best is not None:
-        return best[1]
-    return Metrics(COMPACT_MIN, *COMPACT_SPACING)
-
-
-def _most_per_row(width: int) -> int:
-    """Blocks a row at the compact minimum: more cannot fit `width`."""
-    smallest = Metrics(COMPACT_MIN, *COMPACT_SPACING)
-    return max(1, (width - smallest.block_gap) // (smallest.block_width() + smallest.block_gap))
+    return best[1] if best is not None else SMALLEST
 
 
 def _area(metrics: Metrics) -> int:
